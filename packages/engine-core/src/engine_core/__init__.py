@@ -1,0 +1,45 @@
+"""Loom engine-core: durable, checkpointed step execution on one DynamoDB table.
+
+The DynamoDB adapter is not imported here (it needs boto3): ``from engine_core.storage.dynamodb
+import DynamoStore``.
+"""
+
+from .clock import Clock, ManualClock, SystemClock
+from .context import StepContext
+from .engine import Engine, InvalidInputError, Outcome, StartResult
+from .errors import (
+    CorruptStateError,
+    EngineError,
+    ExecutionExistsError,
+    ExecutionNotFoundError,
+    IdempotencyConflictError,
+    InsufficientTimeError,
+    MalformedMessageError,
+    NonSerializableResultError,
+    PermanentStepError,
+    RegistrationError,
+    ResultTooLargeError,
+    StepBusyError,
+    StepSettledError,
+    StorageError,
+    TransitionConflictError,
+    UnknownWorkflowError,
+)
+from .model import CorruptRecord, ErrorInfo, Execution, RetryPolicy, Status, StepMessage, StepRecord, StepStatus, Timer
+from .ports import Metrics, NullMetrics, StateStore, StepQueue
+from .registry import ENTRY_POINT_GROUP, REGISTRY, Registry, WorkflowDef, sleep, step, workflow
+from .settings import ConfigurationError, EngineSettings
+from .sweeper import Sweeper, SweepReport
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Clock", "ConfigurationError", "CorruptRecord", "CorruptStateError", "ENTRY_POINT_GROUP", "Engine",
+    "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionExistsError", "ExecutionNotFoundError",
+    "IdempotencyConflictError", "InsufficientTimeError", "InvalidInputError", "MalformedMessageError",
+    "ManualClock", "Metrics", "NonSerializableResultError", "NullMetrics", "Outcome", "PermanentStepError",
+    "REGISTRY", "Registry", "RegistrationError", "ResultTooLargeError", "RetryPolicy", "StartResult",
+    "StateStore", "Status", "StepBusyError", "StepContext", "StepMessage", "StepQueue", "StepRecord",
+    "StepSettledError", "StepStatus", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
+    "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "sleep", "step", "workflow",
+]

@@ -1,0 +1,188 @@
+"""Step values that come back exactly as they went in.
+
+JSON alone drifts types across a crash: tuples come back as lists, int keys as strings, datetimes
+as strings. Loom stores values as standard JSON with tagged objects (``{"$loom": tag, "v": ...}``)
+for everything JSON cannot say, and refuses what it cannot restore, naming the path. The worker
+encodes a step's result and hands the *decoded* copy on, so the next step sees the same value
+whether or not the process crashed in between.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import math
+import uuid
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from .errors import NonSerializableResultError
+
+TAG = "$loom"
+_MAX_DEPTH = 64
+
+
+def encode(value: Any, path: str = "result") -> str:
+    """Encode ``value`` as compact standard JSON; raise NonSerializableResultError naming the path."""
+    tree = _enc(value, path, 0)
+    return json.dumps(tree, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def decode(text: str) -> Any:
+    """Inverse of :func:`encode`. Raises ValueError on anything it did not write."""
+    return _dec(json.loads(text))
+
+
+def roundtrip(value: Any, path: str = "result") -> tuple[str, Any]:
+    """Encode and decode: the text to store and the value to hand on, identical in both paths."""
+    text = encode(value, path)
+    return text, decode(text)
+
+
+def to_plain(value: Any) -> Any:
+    """A JSON-friendly view for humans and HTTP clients (lossy on purpose, never stored)."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else json.dumps(to_plain(k)): to_plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((to_plain(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (Decimal, uuid.UUID)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _tag(name: str, v: Any) -> dict:
+    return {TAG: name, "v": v}
+
+
+def _enc(value: Any, path: str, depth: int) -> Any:  # noqa: C901 - one branch per type is the clearest form
+    if depth > _MAX_DEPTH:
+        raise NonSerializableResultError(path, f"nesting deeper than {_MAX_DEPTH} levels")
+    t = type(value)
+    if value is None or t is bool or t is str:
+        return value
+    if t is int:
+        return value
+    if t is float:
+        if math.isfinite(value):
+            return value
+        return _tag("float", "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf"))
+    if t is list:
+        return [_enc(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if t is tuple:
+        return _tag("tuple", [_enc(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)])
+    if t is dict:
+        if all(type(k) is str for k in value) and TAG not in value:
+            return {k: _enc(v, f"{path}[{k!r}]", depth + 1) for k, v in value.items()}
+        return _tag(
+            "dict",
+            [[_enc(k, f"{path}.keys()", depth + 1), _enc(v, f"{path}[{k!r}]", depth + 1)] for k, v in value.items()],
+        )
+    if t is set or t is frozenset:
+        items = [_enc(v, f"{path}{{...}}", depth + 1) for v in value]
+        items.sort(key=lambda e: json.dumps(e, sort_keys=True))
+        return _tag(t.__name__, items)
+    if t is dt.datetime:
+        return _tag("datetime", _datetime_payload(value, path))
+    if t is dt.date:
+        return _tag("date", value.isoformat())
+    if t is dt.time:
+        if value.tzinfo is not None:
+            raise NonSerializableResultError(path, "time with tzinfo is ambiguous; use an aware datetime")
+        return _tag("time", value.isoformat())
+    if t is dt.timedelta:
+        return _tag("timedelta", [value.days, value.seconds, value.microseconds])
+    if t is Decimal:
+        return _tag("decimal", str(value))
+    if t is bytes:
+        return _tag("bytes", base64.b64encode(value).decode("ascii"))
+    if t is bytearray:
+        return _tag("bytearray", base64.b64encode(bytes(value)).decode("ascii"))
+    if t is uuid.UUID:
+        return _tag("uuid", str(value))
+    raise NonSerializableResultError(
+        path,
+        f"type {t.__module__}.{t.__qualname__} would not come back as itself after a crash; "
+        "return plain data (dict, list, tuple, str, int, float, bool, None, datetime, date, "
+        "Decimal, bytes, set, UUID) instead",
+    )
+
+
+def _datetime_payload(value: dt.datetime, path: str) -> dict:
+    payload: dict[str, Any] = {"iso": value.isoformat()}
+    tz = value.tzinfo
+    if isinstance(tz, ZoneInfo):
+        payload["zone"] = tz.key
+    elif tz is not None and not isinstance(tz, dt.timezone):
+        raise NonSerializableResultError(
+            path, f"tzinfo {type(tz).__qualname__} cannot be restored; use zoneinfo.ZoneInfo or datetime.timezone"
+        )
+    elif isinstance(tz, dt.timezone) and tz is not dt.timezone.utc and tz.tzname(None) != _offset_name(tz):
+        payload["name"] = tz.tzname(None)
+    if value.fold:
+        payload["fold"] = 1
+    return payload
+
+
+def _offset_name(tz: dt.timezone) -> str:
+    return dt.timezone(tz.utcoffset(None)).tzname(None)
+
+
+def _dec(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_dec(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if TAG not in node:
+        return {k: _dec(v) for k, v in node.items()}
+    tag, v = node[TAG], node.get("v")
+    if tag == "tuple":
+        return tuple(_dec(x) for x in v)
+    if tag == "dict":
+        return {_hashable(_dec(k)): _dec(x) for k, x in v}
+    if tag == "set":
+        return {_hashable(_dec(x)) for x in v}
+    if tag == "frozenset":
+        return frozenset(_hashable(_dec(x)) for x in v)
+    if tag == "float":
+        return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[v]
+    if tag == "datetime":
+        value = dt.datetime.fromisoformat(v["iso"])
+        if "zone" in v:
+            value = value.replace(tzinfo=ZoneInfo(v["zone"]))
+        elif "name" in v:
+            value = value.replace(tzinfo=dt.timezone(value.utcoffset(), v["name"]))
+        return value.replace(fold=v.get("fold", 0))
+    if tag == "date":
+        return dt.date.fromisoformat(v)
+    if tag == "time":
+        return dt.time.fromisoformat(v)
+    if tag == "timedelta":
+        return dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2])
+    if tag == "decimal":
+        return Decimal(v)
+    if tag == "bytes":
+        return base64.b64decode(v)
+    if tag == "bytearray":
+        return bytearray(base64.b64decode(v))
+    if tag == "uuid":
+        return uuid.UUID(v)
+    raise ValueError(f"unknown value tag {tag!r}")
+
+
+def _hashable(value: Any) -> Any:
+    # Keys and set members were hashable when encoded; lists only appear here if data was tampered with.
+    if isinstance(value, (list, dict)):
+        raise ValueError("unhashable value where a key or set member was expected")
+    return value

@@ -1,0 +1,150 @@
+"""Typed errors. Nothing above the storage adapters ever sees a botocore ClientError."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .model import Execution, StepRecord
+
+
+class EngineError(Exception):
+    """Base of every error engine-core raises on purpose."""
+
+    retryable: bool = False
+
+
+class RegistrationError(EngineError):
+    """A workflow definition is invalid; raised at import time, before anything runs."""
+
+
+class UnknownWorkflowError(EngineError):
+    def __init__(self, name: str, known: list[str]):
+        hint = ", ".join(sorted(known)) or "none are registered: is the workflow package installed?"
+        super().__init__(f"no workflow named {name!r}; registered workflows: {hint}")
+        self.name = name
+
+
+class StorageError(EngineError):
+    """The store failed in a way the engine cannot interpret (throttling, network, permissions)."""
+
+    retryable = True
+
+
+class ExecutionNotFoundError(EngineError):
+    def __init__(self, execution_id: str):
+        super().__init__(f"execution {execution_id} does not exist (or has expired)")
+        self.execution_id = execution_id
+
+
+class ExecutionExistsError(EngineError):
+    """A create found an item under the same id (an idempotent start that already happened)."""
+
+    def __init__(self, existing: Execution):
+        super().__init__(f"execution {existing.execution_id} already exists")
+        self.existing = existing
+
+
+class TransitionConflictError(EngineError):
+    """A conditional advance lost: the execution is no longer at (step, version).
+
+    ``current`` is the item as the store saw it when the condition failed (DynamoDB returns it
+    with ReturnValuesOnConditionCheckFailure=ALL_OLD), so callers classify without another read.
+    """
+
+    retryable = True
+
+    def __init__(self, execution_id: str, expected_step: int, expected_version: int, current: Execution):
+        super().__init__(
+            f"execution {execution_id}: expected step {expected_step} at version {expected_version}, "
+            f"found step {current.current_step} at version {current.version} ({current.status.value})"
+        )
+        self.execution_id = execution_id
+        self.expected_step = expected_step
+        self.expected_version = expected_version
+        self.current = current
+
+    @property
+    def already_advanced(self) -> bool:
+        """True when someone else finished this step (or the execution ended): a duplicate, not a race."""
+        return self.current.status.is_terminal or self.current.current_step > self.expected_step
+
+
+class StepSettledError(EngineError):
+    """An intent write found the step already SUCCEEDED or finally FAILED: a stale delivery."""
+
+    def __init__(self, execution_id: str, step_index: int, record: StepRecord | None):
+        super().__init__(f"execution {execution_id}: step {step_index} is already settled")
+        self.execution_id, self.step_index, self.record = execution_id, step_index, record
+
+
+class StepBusyError(EngineError):
+    """Another attempt of this step started recently and is still running: do not run it twice at once."""
+
+    def __init__(self, execution_id: str, step_index: int, record: StepRecord | None):
+        super().__init__(f"execution {execution_id}: step {step_index} is running elsewhere")
+        self.execution_id, self.step_index, self.record = execution_id, step_index, record
+
+
+class IdempotencyConflictError(EngineError):
+    def __init__(self, token: str, execution_id: str, reason: str):
+        super().__init__(
+            f"idempotency token {token!r} was already used for execution {execution_id} {reason}; "
+            "use a new token to start a different execution"
+        )
+        self.token, self.execution_id = token, execution_id
+
+
+class CorruptStateError(EngineError):
+    """A stored item could not be decoded into the model."""
+
+    def __init__(self, execution_id: str, detail: str, raw: Any = None):
+        super().__init__(f"execution {execution_id}: stored state is unreadable: {detail}")
+        self.execution_id, self.detail, self.raw = execution_id, detail, raw
+
+
+class InsufficientTimeError(EngineError):
+    """Too little invocation time is left for a step's timeout budget; leave it for redelivery."""
+
+    retryable = True
+
+    def __init__(self, remaining_ms: int, needed_ms: int):
+        super().__init__(f"{remaining_ms} ms left in this invocation, the step needs {needed_ms} ms")
+        self.remaining_ms, self.needed_ms = remaining_ms, needed_ms
+
+
+class MalformedMessageError(EngineError):
+    """A queue message body is not a Loom step message; it belongs in the DLQ."""
+
+
+class NonSerializableResultError(EngineError):
+    """A step result holds a value Loom cannot store without changing its type or value."""
+
+    code = "non_serializable_result"
+
+    def __init__(self, path: str, detail: str):
+        super().__init__(f"step result at {path} cannot be stored: {detail}")
+        self.path = path
+
+
+class ResultTooLargeError(EngineError):
+    code = "result_too_large"
+
+    def __init__(self, what: str, size: int, limit: int):
+        super().__init__(
+            f"{what} is {size} bytes encoded, over the {limit}-byte budget that keeps the execution "
+            f"inside DynamoDB's 400 KB item limit; store large payloads elsewhere and return a reference"
+        )
+        self.size, self.limit = size, limit
+
+
+class PermanentStepError(EngineError):
+    """Raise from a step to fail the execution at once, without retries.
+
+    Example:
+        >>> def charge(ctx):
+        ...     if ctx["amount"] < 0:
+        ...         raise PermanentStepError("amount must be positive")
+    """
+
+    code = "permanent_error"

@@ -1,0 +1,145 @@
+"""Domain state: executions, step records, retry policies and step messages.
+
+Models never hold DynamoDB keys; mapping to items happens in ``storage/dynamodb.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from enum import Enum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class Status(str, Enum):
+    RUNNING = "RUNNING"
+    SLEEPING = "SLEEPING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (Status.COMPLETED, Status.FAILED)
+
+
+class StepStatus(str, Enum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+class Timer(str, Enum):
+    """What ``next_wake_at`` means while an execution is live."""
+
+    LEASE = "lease"
+    """A step message is in flight; if the time passes, the message is presumed lost and re-driven."""
+    RETRY = "retry"
+    """A failed attempt is backing off; the next attempt may start at ``next_wake_at``."""
+    SLEEP = "sleep"
+    """A durable sleep; the execution resumes at ``next_wake_at``."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RetryPolicy(_Frozen):
+    """Exponential backoff: attempt n waits ``min(max_delay, base * multiplier**(n-1))`` seconds, jittered."""
+
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    """Attempts in total, the first one included."""
+    base: float = Field(default=1.0, gt=0)
+    """Seconds before the first retry, before jitter."""
+    max_delay: float = Field(default=300.0, gt=0)
+    """Ceiling on any one backoff, in seconds."""
+    multiplier: float = Field(default=2.0, ge=1.0)
+    jitter: bool = True
+    """Spread retries over [delay/2, delay] so a burst of failures does not retry in lockstep."""
+
+    @model_validator(mode="after")
+    def _ceiling_above_base(self) -> RetryPolicy:
+        if self.max_delay < self.base:
+            raise ValueError(f"max_delay ({self.max_delay}) must be >= base ({self.base})")
+        return self
+
+
+class ErrorInfo(_Frozen):
+    code: str
+    """Machine-readable: ``step_error``, ``result_too_large``, ``corrupt_state``, ..."""
+    message: str
+    step_index: int | None = None
+    step_name: str | None = None
+    retryable: bool = False
+
+
+class Execution(_Frozen):
+    execution_id: str
+    workflow: str
+    status: Status
+    current_step: int = Field(ge=0)
+    """Index of the next step to run (== number of steps when COMPLETED)."""
+    version: int = Field(ge=1)
+    """Bumped by one on every transition; every transition is conditional on the previous value."""
+    context_blob: str
+    """The accumulated context (start input merged with step results), encoded by ``codec``."""
+    fingerprint: str
+    """Digest of the workflow's step list when the execution started."""
+    input_digest: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    next_wake_at: dt.datetime | None = None
+    timer: Timer | None = None
+    total_attempts: int = 0
+    """Step attempts started over the execution's life (capped by ``EngineSettings.max_total_attempts``)."""
+    error: ErrorInfo | None = None
+    idempotency_token: str | None = None
+    expires_at: dt.datetime | None = None
+    """Retention: set on terminal executions; DynamoDB's TTL deletes the item some time after."""
+    finalized: bool = False
+    """Terminal housekeeping is done: history items carry the TTL, a FAILED execution's notice is on the DLQ."""
+
+    @model_validator(mode="after")
+    def _live_iff_due(self) -> Execution:
+        if self.status.is_terminal and self.next_wake_at is not None:
+            raise ValueError("terminal executions carry no next_wake_at")
+        if not self.status.is_terminal and (self.next_wake_at is None or self.timer is None):
+            raise ValueError("live executions must carry next_wake_at and a timer")
+        return self
+
+    def is_expired(self, now: dt.datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+
+class StepRecord(_Frozen):
+    step_index: int = Field(ge=0)
+    name: str
+    status: StepStatus
+    attempts: int = Field(ge=0)
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    result_blob: str | None = None
+    error: ErrorInfo | None = None
+    is_final: bool = False
+    """For FAILED records: no attempt will follow."""
+    expires_at: dt.datetime | None = None
+
+
+class CorruptRecord(_Frozen):
+    """A history item that could not be decoded; shown flagged, never silently dropped."""
+
+    sort_key: str
+    detail: str
+
+
+class StepMessage(_Frozen):
+    """The only thing on the step queue: identifiers, never results (stays far below 4 KB)."""
+
+    execution_id: str
+    step: int = Field(ge=0)
+    version: int = Field(ge=1)
+
+    @field_validator("execution_id")
+    @classmethod
+    def _uuid(cls, value: str) -> str:
+        return str(uuid.UUID(value))

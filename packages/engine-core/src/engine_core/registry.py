@@ -1,0 +1,298 @@
+"""Workflow definitions: the ``@workflow`` decorator, ``step``/``sleep`` markers and the registry.
+
+Everything is validated when the decorator runs, so a broken workflow fails at import time, in the
+deploy that introduced it, not hours later in the middle of an execution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from .errors import RegistrationError, UnknownWorkflowError
+from .model import RetryPolicy
+
+ENTRY_POINT_GROUP = "loom.workflows"
+WORKFLOW_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_STEP_NAME_RE = re.compile(r"^[^#\s]{1,100}$")
+DEFAULT_STEP_TIMEOUT_S = 60.0
+# SQS DelaySeconds tops out at 900 s; the engine uses it for short waits and the sweeper for the rest.
+MAX_SLEEP_S = 366 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class StepDef:
+    """One position in a workflow: a function to run, or a durable sleep."""
+
+    index: int
+    name: str
+    fn: Callable[..., Any] | None
+    sleep_s: float | None = None
+    retry: RetryPolicy | None = None
+    timeout_s: float | None = None
+
+    @property
+    def is_sleep(self) -> bool:
+        return self.sleep_s is not None
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step with overrides: ``step(charge, retry=RetryPolicy(max_attempts=5), timeout_s=30)``."""
+
+    fn: Callable[..., Any]
+    name: str | None = None
+    retry: RetryPolicy | None = None
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+    name: str | None = None
+
+
+def step(
+    fn: Callable[..., Any], *, name: str | None = None, retry: RetryPolicy | None = None, timeout_s: float | None = None
+) -> Step:
+    """Wrap a step function with a per-step retry policy and/or timeout budget."""
+    return Step(fn=fn, name=name, retry=retry, timeout_s=timeout_s)
+
+
+def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: float = 0, name: str | None = None) -> Sleep:
+    """A durable wait between steps. Nothing runs (or bills) while it lasts."""
+    total = seconds + 60 * minutes + 3600 * hours + 86400 * days
+    return Sleep(seconds=total, name=name)
+
+
+@dataclass(frozen=True)
+class WorkflowDef:
+    name: str
+    steps: tuple[StepDef, ...]
+    retry: RetryPolicy
+    step_timeout_s: float
+    fingerprint: str
+    source: str = ""
+    """Where the definition lives (module.qualname), for error messages."""
+
+    def policy_for(self, index: int) -> RetryPolicy:
+        return self.steps[index].retry or self.retry
+
+    def timeout_for(self, index: int) -> float:
+        return self.steps[index].timeout_s or self.step_timeout_s
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "fingerprint": self.fingerprint,
+            "retry": self.retry.model_dump(),
+            "step_timeout_s": self.step_timeout_s,
+            "steps": [
+                {
+                    "index": s.index,
+                    "name": s.name,
+                    "kind": "sleep" if s.is_sleep else "step",
+                    **({"sleep_s": s.sleep_s} if s.is_sleep else {}),
+                    **({"retry": s.retry.model_dump()} if s.retry else {}),
+                    **({"timeout_s": s.timeout_s} if s.timeout_s else {}),
+                }
+                for s in self.steps
+            ],
+        }
+
+
+@dataclass
+class Registry:
+    _workflows: dict[str, WorkflowDef] = field(default_factory=dict)
+    _loaded_groups: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def register(self, definition: WorkflowDef) -> None:
+        with self._lock:
+            existing = self._workflows.get(definition.name)
+            if existing is not None and existing.source != definition.source:
+                raise RegistrationError(
+                    f"workflow {definition.name!r} is registered twice: by {existing.source} and by "
+                    f"{definition.source}; workflow names must be unique across installed packages"
+                )
+            self._workflows[definition.name] = definition
+
+    def get(self, name: str) -> WorkflowDef:
+        try:
+            return self._workflows[name]
+        except KeyError:
+            raise UnknownWorkflowError(name, list(self._workflows)) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._workflows)
+
+    def all(self) -> list[WorkflowDef]:
+        return [self._workflows[n] for n in self.names()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._workflows
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Import every installed workflow package that declares itself in ``group``.
+
+        A Lambda package calls this once at cold start, so whatever workflow packages are installed
+        beside it are available with no code change. Returns the entry point names loaded.
+        """
+        if group in self._loaded_groups:
+            return []
+        loaded = []
+        for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+            try:
+                ep.load()
+            except RegistrationError:
+                raise
+            except Exception as exc:
+                dist = getattr(ep.dist, "name", "?")
+                raise RegistrationError(
+                    f"workflow package {dist!r} (entry point {ep.name} = {ep.value}) failed to import: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            loaded.append(ep.name)
+        self._loaded_groups.add(group)
+        return loaded
+
+
+REGISTRY = Registry()
+
+
+def workflow(
+    name: str,
+    *,
+    registry: Registry | None = None,
+) -> Callable[[type], type]:
+    """Register a class as a workflow.
+
+    The class declares ``steps`` (functions, ``step(...)`` overrides and ``sleep(...)`` markers, in
+    order), and optionally ``retry`` (a RetryPolicy) and ``step_timeout_s``.
+
+    Example:
+        >>> @workflow("order_fulfillment")
+        ... class OrderFulfillment:
+        ...     steps = [reserve_inventory, charge_payment, sleep(hours=1), ship_order]
+        ...     retry = RetryPolicy(max_attempts=5, base=2, max_delay=900)
+    """
+
+    def decorate(cls: type) -> type:
+        definition = build_workflow(
+            name,
+            getattr(cls, "steps", None),
+            retry=getattr(cls, "retry", None),
+            step_timeout_s=getattr(cls, "step_timeout_s", None),
+            source=f"{cls.__module__}.{cls.__qualname__}",
+        )
+        (registry or REGISTRY).register(definition)
+        cls.__loom_workflow__ = definition  # type: ignore[attr-defined]
+        return cls
+
+    if not isinstance(name, str) or not WORKFLOW_NAME_RE.match(name):
+        raise RegistrationError(
+            f"workflow name {name!r} is invalid: use 1-128 characters from A-Z a-z 0-9 _ . -"
+        )
+    return decorate
+
+
+def build_workflow(
+    name: str,
+    steps: Iterable[Any] | None,
+    *,
+    retry: RetryPolicy | None = None,
+    step_timeout_s: float | None = None,
+    source: str = "",
+) -> WorkflowDef:
+    where = f"workflow {name!r}" + (f" ({source})" if source else "")
+    if not isinstance(name, str) or not WORKFLOW_NAME_RE.match(name):
+        raise RegistrationError(f"workflow name {name!r} is invalid: use 1-128 characters from A-Z a-z 0-9 _ . -")
+    if steps is None or isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable):
+        raise RegistrationError(f"{where}: declare `steps = [...]`, an ordered list of step functions")
+    items = list(steps)
+    if not items:
+        raise RegistrationError(f"{where}: has no steps; a workflow needs at least one")
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise RegistrationError(f"{where}: `retry` must be a RetryPolicy, got {type(retry).__name__}")
+    timeout = DEFAULT_STEP_TIMEOUT_S if step_timeout_s is None else step_timeout_s
+    if not isinstance(timeout, (int, float)) or not 0 < timeout <= 900:
+        raise RegistrationError(f"{where}: step_timeout_s must be in (0, 900] seconds (Lambda's ceiling)")
+
+    defs: list[StepDef] = []
+    seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        d = _step_def(index, item, where)
+        if d.name in seen:
+            if isinstance(item, Sleep) and item.name is None:
+                d = _dedupe_sleep_name(d, seen)
+            else:
+                raise RegistrationError(
+                    f"{where}: step name {d.name!r} is used at positions {seen[d.name]} and {index}; "
+                    "step names must be unique (pass name=... to step() to rename one)"
+                )
+        seen[d.name] = index
+        defs.append(d)
+    if defs[-1].is_sleep:
+        raise RegistrationError(f"{where}: ends with a sleep, which would wait and then do nothing; remove it")
+    return WorkflowDef(
+        name=name,
+        steps=tuple(defs),
+        retry=retry or RetryPolicy(),
+        step_timeout_s=float(timeout),
+        fingerprint=fingerprint(name, defs),
+        source=source,
+    )
+
+
+def fingerprint(name: str, steps: Iterable[StepDef]) -> str:
+    """Digest of the step list's shape. Retry and timeout changes are safe mid-flight; reordering is not."""
+    shape = [name] + [[s.name, "sleep" if s.is_sleep else "step", s.sleep_s] for s in steps]
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _step_def(index: int, item: Any, where: str) -> StepDef:
+    if isinstance(item, Sleep):
+        if not 0 < item.seconds <= MAX_SLEEP_S:
+            raise RegistrationError(f"{where}: sleep at position {index} must last between 0 and 366 days")
+        name = item.name or f"sleep_{item.seconds:g}s"
+        _check_step_name(name, index, where)
+        return StepDef(index=index, name=name, fn=None, sleep_s=float(item.seconds))
+    if isinstance(item, Step):
+        fn, name, retry, timeout = item.fn, item.name, item.retry, item.timeout_s
+    else:
+        fn, name, retry, timeout = item, None, None, None
+    if not callable(fn):
+        raise RegistrationError(
+            f"{where}: position {index} is {type(fn).__name__} {fn!r}, not a callable; "
+            "steps are functions taking a context, or sleep(...) markers"
+        )
+    name = name or getattr(fn, "__name__", None)
+    if not name or name == "<lambda>":
+        raise RegistrationError(f"{where}: step at position {index} has no usable name; pass step(fn, name=...)")
+    _check_step_name(name, index, where)
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise RegistrationError(f"{where}: step {name!r}: retry must be a RetryPolicy")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or not 0 < timeout <= 900):
+        raise RegistrationError(f"{where}: step {name!r}: timeout_s must be in (0, 900] seconds")
+    return StepDef(index=index, name=name, fn=fn, retry=retry, timeout_s=None if timeout is None else float(timeout))
+
+
+def _check_step_name(name: str, index: int, where: str) -> None:
+    if not isinstance(name, str) or not _STEP_NAME_RE.match(name):
+        raise RegistrationError(
+            f"{where}: step name {name!r} at position {index} is invalid: 1-100 characters, "
+            "no '#' and no whitespace (names are part of storage keys)"
+        )
+
+
+def _dedupe_sleep_name(d: StepDef, seen: dict[str, int]) -> StepDef:
+    n = 2
+    while f"{d.name}_{n}" in seen:
+        n += 1
+    return StepDef(index=d.index, name=f"{d.name}_{n}", fn=None, sleep_s=d.sleep_s)

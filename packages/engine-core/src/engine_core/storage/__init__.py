@@ -1,0 +1,1 @@
+"""State store adapters. Import ``storage.dynamodb`` by name: it is the only module that needs boto3."""

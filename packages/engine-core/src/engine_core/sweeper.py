@@ -1,0 +1,134 @@
+"""The sweeper: wake due timers and re-drive executions whose in-flight message was lost.
+
+It never acts on index data alone. The due index (GSI1) is eventually consistent, so every
+candidate is re-read with a consistent read and claimed with a conditional write before anything
+is enqueued. Two overlapping sweeps, or a sweep racing a worker, claim each execution once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import faults, transitions
+from .clock import Clock
+from .errors import CorruptStateError, TransitionConflictError, UnknownWorkflowError
+from .model import ErrorInfo, StepMessage, Timer
+from .ports import Metrics, NullMetrics, StateStore, StepQueue, Transition
+from .registry import REGISTRY, Registry
+from .settings import EngineSettings, lease_seconds
+
+log = logging.getLogger("engine_core.sweeper")
+
+REASONS = {Timer.SLEEP: "timer_due", Timer.RETRY: "retry_due", Timer.LEASE: "stalled_lease"}
+_METRIC = {"timer_due": "RedrivenTimerDue", "retry_due": "RedrivenRetryDue", "stalled_lease": "RedrivenStalledLease"}
+
+
+@dataclass
+class SweepReport:
+    redriven: Counter = field(default_factory=Counter)
+    """Executions claimed and re-enqueued, by reason."""
+    skipped: Counter = field(default_factory=Counter)
+    """Candidates left alone, by reason (not_due, terminal, gone, lost_race)."""
+    index_items_read: int = 0
+    shards_scanned: int = 0
+    truncated: bool = False
+    """The work bound was hit; the rest waits for the next tick."""
+
+    @property
+    def total_redriven(self) -> int:
+        return sum(self.redriven.values())
+
+    def as_dict(self) -> dict:
+        return {"redriven": dict(self.redriven), "skipped": dict(self.skipped), "index_items_read": self.index_items_read,
+                "shards_scanned": self.shards_scanned, "truncated": self.truncated}
+
+
+class Sweeper:
+    def __init__(self, store: StateStore, queue: StepQueue, clock: Clock, settings: EngineSettings | None = None,
+                 registry: Registry = REGISTRY, metrics: Metrics | None = None, page_size: int = 100):
+        self.store, self.queue, self.clock = store, queue, clock
+        self.settings = settings or EngineSettings()
+        self.registry, self.metrics, self.page_size = registry, metrics or NullMetrics(), page_size
+
+    def sweep(self, remaining_ms: Callable[[], int] | None = None, reserve_ms: int = 5000) -> SweepReport:
+        """One tick over every shard, claiming at most ``settings.sweep_max_items`` executions."""
+        report = SweepReport()
+        shards = self.settings.shards
+        per_shard = max(1, math.ceil(self.settings.sweep_max_items / shards))
+        # Start at a different shard each tick so a backlog in one never starves the others.
+        first = int(self.clock.now().timestamp() // 60) % shards
+        for offset in range(shards):
+            shard = (first + offset) % shards
+            if remaining_ms is not None and remaining_ms() < reserve_ms:
+                report.truncated = True
+                break
+            self._sweep_shard(shard, per_shard, report, remaining_ms, reserve_ms)
+            report.shards_scanned += 1
+        for reason, count in report.redriven.items():
+            self.metrics.add_metric(_METRIC[reason], "Count", count)
+        log.info("sweep finished", extra=report.as_dict())
+        return report
+
+    def _sweep_shard(self, shard: int, budget: int, report: SweepReport, remaining_ms, reserve_ms: int) -> None:
+        cursor, claimed = None, 0
+        now = self.clock.now()
+        while claimed < budget:
+            page = self.store.query_due(shard, now, min(self.page_size, budget - claimed), cursor)
+            report.index_items_read += page.read_count
+            for ref in page.items:
+                if self._redrive(ref.execution_id, report):
+                    claimed += 1
+            cursor = page.cursor
+            if cursor is None:
+                return
+            if remaining_ms is not None and remaining_ms() < reserve_ms:
+                break
+        report.truncated = True
+
+    def _redrive(self, execution_id: str, report: SweepReport) -> bool:
+        try:
+            e = self.store.load(execution_id)
+        except CorruptStateError as exc:
+            now = self.clock.now()
+            error = ErrorInfo(code="corrupt_state", message=f"the execution item could not be decoded: {exc.detail}")
+            self.store.fail_unreadable(execution_id, error, now, now + dt.timedelta(days=self.settings.retention_days))
+            report.skipped["corrupt"] += 1
+            return False
+        now = self.clock.now()
+        if e is None:
+            report.skipped["gone"] += 1
+            return False
+        if e.status.is_terminal:
+            report.skipped["terminal"] += 1
+            return False
+        if e.next_wake_at is None or e.next_wake_at > now:
+            report.skipped["not_due"] += 1  # the index was stale: someone moved it on
+            return False
+        reason = REASONS[e.timer or Timer.LEASE]
+        new = transitions.claimed(e, now, self._lease_s(e.workflow, e.current_step))
+        try:
+            self.store.commit(Transition(e.current_step, e.version, new))
+        except TransitionConflictError:
+            report.skipped["lost_race"] += 1
+            return False
+        faults.point("sweeper.after_claim", execution_id=execution_id)
+        self.queue.send(StepMessage(execution_id=execution_id, step=new.current_step, version=new.version))
+        report.redriven[reason] += 1
+        log.info("re-drove execution", extra={"execution_id": execution_id, "workflow": e.workflow,
+                                               "step_index": e.current_step, "reason": reason})
+        return True
+
+    def _lease_s(self, workflow: str, index: int) -> float:
+        timeout = 0.0
+        try:
+            wf = self.registry.get(workflow)
+            if index < len(wf.steps):
+                timeout = wf.timeout_for(index)
+        except UnknownWorkflowError:
+            pass  # the worker fails it with workflow_definition_mismatch; the sweeper only re-drives
+        return lease_seconds(self.settings, timeout)
