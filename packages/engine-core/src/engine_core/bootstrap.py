@@ -1,0 +1,47 @@
+"""Build the engine a Lambda needs from its environment. Imports boto3; handlers call it at module scope.
+
+Environment (set by the Terraform function module):
+    LOOM_TABLE_NAME, LOOM_QUEUE_URL   required
+    LOOM_DLQ_URL                      the worker's failure notices
+    LOOM_SHARDS, LOOM_LEASE_S, LOOM_RETENTION_DAYS, LOOM_MAX_STEPS, LOOM_MAX_TOTAL_ATTEMPTS,
+    LOOM_SWEEP_MAX_ITEMS              see EngineSettings
+AWS endpoints follow boto3's own configuration (AWS_ENDPOINT_URL for a local emulator).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import boto3
+
+from .clock import SystemClock
+from .engine import Engine
+from .ports import Metrics
+from .registry import REGISTRY, Registry
+from .settings import EngineSettings, require_env
+from .sqs import SqsQueue
+from .storage.dynamodb import DynamoStore
+from .sweeper import Sweeper
+
+
+@dataclass(frozen=True)
+class Runtime:
+    engine: Engine
+    sweeper: Sweeper
+    settings: EngineSettings
+    registry: Registry
+
+
+def from_environment(env: Mapping[str, str] | None = None, metrics: Metrics | None = None,
+                     registry: Registry = REGISTRY, load_workflows: bool = True) -> Runtime:
+    env = os.environ if env is None else env
+    settings = EngineSettings.from_env(env)
+    if load_workflows:
+        registry.load_entry_points()
+    store = DynamoStore(boto3.client("dynamodb"), table=require_env("LOOM_TABLE_NAME", env), shards=settings.shards)
+    queue = SqsQueue(boto3.client("sqs"), require_env("LOOM_QUEUE_URL", env), env.get("LOOM_DLQ_URL") or None)
+    clock = SystemClock()
+    engine = Engine(store, queue, registry, clock, settings, metrics)
+    return Runtime(engine, Sweeper(store, queue, clock, settings, registry, metrics), settings, registry)

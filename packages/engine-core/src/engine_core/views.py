@@ -1,0 +1,68 @@
+"""JSON views of executions and history, the shapes the control plane's API returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import codec
+from .clock import format_ts
+from .model import CorruptRecord, Execution, StepRecord
+from .registry import Registry
+
+
+def _ts(value) -> str | None:
+    return None if value is None else format_ts(value)
+
+
+def execution_view(e: Execution, registry: Registry | None = None) -> dict[str, Any]:
+    try:
+        context: Any = codec.to_plain(codec.decode(e.context_blob))
+        context_error = None
+    except Exception as exc:  # shown, flagged: a status read must never 500 on bad data
+        context, context_error = None, f"stored context is unreadable: {exc}"
+    view: dict[str, Any] = {
+        "execution_id": e.execution_id,
+        "workflow": e.workflow,
+        "status": e.status.value,
+        "current_step": e.current_step,
+        "version": e.version,
+        "context": context,
+        "error": None if e.error is None else e.error.model_dump(),
+        "next_wake_at": _ts(e.next_wake_at),
+        "timer": None if e.timer is None else e.timer.value,
+        "total_attempts": e.total_attempts,
+        "created_at": _ts(e.created_at),
+        "updated_at": _ts(e.updated_at),
+        "expires_at": _ts(e.expires_at),
+    }
+    if context_error:
+        view["context_error"] = context_error
+    if registry is not None and e.workflow in registry:
+        wf = registry.get(e.workflow)
+        view["step_count"] = len(wf.steps)
+        view["current_step_name"] = wf.steps[e.current_step].name if e.current_step < len(wf.steps) else None
+    return view
+
+
+def record_view(r: StepRecord | CorruptRecord) -> dict[str, Any]:
+    if isinstance(r, CorruptRecord):
+        return {"corrupt": True, "sort_key": r.sort_key, "detail": r.detail}
+    result: Any = None
+    view: dict[str, Any] = {}
+    if r.result_blob is not None:
+        try:
+            result = codec.to_plain(codec.decode(r.result_blob))
+        except Exception as exc:
+            view = {"corrupt": True, "detail": f"stored result is unreadable: {exc}"}
+    return {
+        "step_index": r.step_index,
+        "name": r.name,
+        "status": r.status.value,
+        "attempts": r.attempts,
+        "started_at": _ts(r.started_at),
+        "finished_at": _ts(r.finished_at),
+        "result": result,
+        "error": None if r.error is None else r.error.model_dump(),
+        "final": r.is_final,
+        **view,
+    }
