@@ -120,6 +120,7 @@ class LocalRunner:
         self.sweep_interval = dt.timedelta(seconds=sweep_interval_s)
         self.next_sweep_at = self.clock.now() + self.sweep_interval
         self.outcomes: list[Outcome] = []
+        self.errors: list[Exception] = []
 
     def start(self, workflow: str, input: dict[str, Any] | None = None, token: str | None = None) -> str:
         return self.engine.start(workflow, input or {}, token).execution.execution_id
@@ -129,7 +130,11 @@ class LocalRunner:
         batch = self.queue.receive()
         if batch:
             for m in batch:
-                self.outcomes.append(self.engine.process(m.body))
+                try:
+                    self.outcomes.append(self.engine.process(m.body))
+                except Exception as exc:  # like a failed batch item: not acknowledged, redelivered later
+                    self.errors.append(exc)
+                    continue
                 self.queue.ack(m)
             return True
         upcoming = [t for t in (self.queue.next_visible_at(), self.next_sweep_at) if t is not None]

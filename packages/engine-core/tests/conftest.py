@@ -1,0 +1,72 @@
+"""Shared fixtures for engine-core tests: a fresh registry per test and both store adapters."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+
+from engine_core import ManualClock, Registry
+from engine_core.storage.memory import MemoryStore
+
+UTC = dt.timezone.utc
+TABLE = "loom-test"
+
+
+@pytest.fixture
+def registry() -> Registry:
+    return Registry()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+
+
+def create_table(client, name: str = TABLE) -> None:
+    """The design's table, as terraform/modules/table creates it."""
+    client.create_table(
+        TableName=name,
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "GSI1PK", "GSI1SK")],
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[{
+            "IndexName": "GSI1",
+            "KeySchema": [{"AttributeName": "GSI1PK", "KeyType": "HASH"}, {"AttributeName": "GSI1SK", "KeyType": "RANGE"}],
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
+            "ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5},
+        }],
+        ProvisionedThroughput={"ReadCapacityUnits": 20, "WriteCapacityUnits": 20},
+    )
+
+
+@pytest.fixture
+def dynamo_client():
+    import moto
+    for var, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(var, value)
+    import boto3
+
+    with moto.mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client)
+        yield client
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def store(request, dynamo_client_factory):
+    if request.param == "memory":
+        return MemoryStore(shards=4)
+    return dynamo_client_factory()
+
+
+@pytest.fixture
+def dynamo_client_factory(request):
+    def make():
+        from engine_core.storage.dynamodb import DynamoStore
+
+        client = request.getfixturevalue("dynamo_client")
+        return DynamoStore(client, TABLE, shards=4)
+
+    return make

@@ -1,0 +1,543 @@
+"""One test per row of DESIGN.md's failure table: inject the failure, check the invariants.
+
+Every test runs the real Engine and Sweeper on the memory store with a manual clock. A "crash" is a
+BaseException raised at a named point: nothing after it runs, the message is not acknowledged,
+and SQS redelivers it after the visibility timeout, exactly as when a Lambda process dies.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import pytest
+
+from engine_core import (
+    Engine,
+    EngineSettings,
+    InsufficientTimeError,
+    ManualClock,
+    PermanentStepError,
+    Registry,
+    RetryPolicy,
+    Status,
+    StepMessage,
+    StepRecord,
+    StepStatus,
+    faults,
+    sleep,
+    step,
+    workflow,
+)
+from engine_core.registry import build_workflow
+from engine_core.testing import FakeQueue, LocalRunner
+
+UTC = dt.timezone.utc
+
+
+class Crash(BaseException):
+    """The process died here."""
+
+
+@pytest.fixture(autouse=True)
+def _no_fault_hook():
+    yield
+    faults.install(None)
+
+
+def crash_at(point: str, times: int = 1):
+    remaining = {"n": times}
+
+    def hook(name, info):
+        if name == point and remaining["n"] > 0:
+            remaining["n"] -= 1
+            raise Crash(point)
+
+    faults.install(hook)
+
+
+class Ledger:
+    """Counts step body executions and remembers the idempotency keys steps saw."""
+
+    def __init__(self):
+        self.runs: Counter = Counter()
+        self.keys: dict[str, set] = {}
+
+    def step(self, name: str, result=None, fail_times: int = 0, crash_times: int = 0):
+        def body(ctx):
+            self.runs[name] += 1
+            self.keys.setdefault(name, set()).add(ctx.idempotency_key)
+            if self.runs[name] <= crash_times:
+                raise Crash(f"inside {name}")
+            if self.runs[name] <= crash_times + fail_times:
+                raise RuntimeError(f"{name} failed on purpose")
+            return {name: result if result is not None else self.runs[name]}
+
+        body.__name__ = name
+        return body
+
+
+def make_runner(registry: Registry, **settings) -> LocalRunner:
+    clock = ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+    return LocalRunner(registry, clock=clock, settings=EngineSettings(**{"lease_s": 120, **settings}))
+
+
+def deliver_all(runner: LocalRunner, max_rounds: int = 10_000) -> None:
+    """Run to quiescence, treating a Crash like a dead process (the batch is simply not acked)."""
+    for _ in range(max_rounds):
+        try:
+            if not runner.step_once():
+                return
+        except Crash:
+            continue
+
+
+def run(runner: LocalRunner, execution_id: str):
+    for _ in range(10_000):
+        if runner.engine.get(execution_id).status.is_terminal:
+            return runner.engine.get(execution_id)
+        try:
+            runner.step_once()
+        except Crash:
+            pass
+    raise AssertionError("execution did not finish")
+
+
+def succeeded(runner: LocalRunner, execution_id: str) -> list[str]:
+    return [r.name for r in runner.history(execution_id) if isinstance(r, StepRecord) and r.status is StepStatus.SUCCEEDED]
+
+
+@pytest.fixture
+def ledger():
+    return Ledger()
+
+
+@pytest.fixture
+def three_steps(registry, ledger):
+    registry.register(build_workflow("three", [ledger.step("a"), ledger.step("b"), ledger.step("c")],
+                                     retry=RetryPolicy(max_attempts=3, base=1, max_delay=5)))
+    return registry
+
+
+# -- rows of the design's table -----------------------------------------------------------------
+
+def test_duplicate_delivery_advances_once(three_steps, ledger):
+    # given: every message is delivered twice
+    runner = make_runner(three_steps)
+    runner.queue.duplicate_rate = 1.0
+    eid = runner.start("three", {"n": 1})
+    # when
+    e = run(runner, eid)
+    # then: each step recorded and run once, 3 transitions, the copies were dropped as stale
+    assert e.status is Status.COMPLETED and e.version == 4
+    assert succeeded(runner, eid) == ["a", "b", "c"]
+    assert ledger.runs == Counter(a=1, b=1, c=1)
+    kinds = Counter(o.kind for o in runner.outcomes)
+    assert kinds["stale"] + kinds["terminal"] == 3 and kinds["advanced"] + kinds["completed"] == 3
+
+
+def test_crash_mid_step_reruns_on_redelivery_with_the_same_idempotency_key(three_steps, registry):
+    # given: step b's process dies inside the body the first time
+    ledger = Ledger()
+    registry.register(build_workflow("crashy", [ledger.step("a"), ledger.step("b", crash_times=1), ledger.step("c")],
+                                     step_timeout_s=30))
+    runner = make_runner(registry)
+    eid = runner.start("crashy")
+    # when
+    e = run(runner, eid)
+    # then: the body ran twice (the documented boundary), was recorded once, with one key
+    assert e.status is Status.COMPLETED
+    assert ledger.runs["b"] == 2 and len(ledger.keys["b"]) == 1
+    assert ledger.keys["b"] == {f"{eid}:1"}
+    b = [r for r in runner.history(eid) if r.name == "b"][0]
+    assert (b.status, b.attempts) == (StepStatus.SUCCEEDED, 2)
+
+
+def test_crash_after_checkpoint_before_enqueue_is_redriven_by_the_sweeper(three_steps, ledger):
+    # given: the worker dies right after committing step a, before sending step b's message
+    runner = make_runner(three_steps)
+    crash_at("worker.after_checkpoint")
+    eid = runner.start("three")
+    # when
+    e = run(runner, eid)
+    # then: the redelivered message for step a is stale; the sweeper found the expired lease
+    assert e.status is Status.COMPLETED
+    assert ledger.runs == Counter(a=1, b=1, c=1)
+    assert succeeded(runner, eid) == ["a", "b", "c"]
+    assert runner.clock.now() >= dt.datetime(2026, 3, 1, 12, 2, tzinfo=UTC)  # waited for the 120 s lease
+
+
+def test_visibility_timeout_too_short_never_runs_a_step_twice_at_once(registry):
+    # given: while step a runs, its message is delivered again (visibility timeout expired early)
+    inner = []
+
+    def a(ctx):
+        inner.append(engine.process(StepMessage(execution_id=ctx.execution_id, step=0, version=1)))
+        return {"a": 1}
+
+    registry.register(build_workflow("vt", [a, step(lambda ctx: {}, name="b")]))
+    runner = make_runner(registry)
+    engine = runner.engine
+    eid = runner.start("vt")
+    # when
+    e = run(runner, eid)
+    # then: the second delivery saw the running attempt and left it alone
+    assert [o.kind for o in inner] == ["busy"]
+    assert e.status is Status.COMPLETED
+    assert [r.attempts for r in runner.history(eid)] == [1, 1]
+
+
+def test_poison_step_fails_the_execution_with_one_dead_letter(registry):
+    # given
+    def poison(ctx):
+        raise ValueError("bad SKU")
+
+    registry.register(build_workflow("poison", [step(lambda ctx: {"ok": 1}, name="ok"), poison],
+                                     retry=RetryPolicy(max_attempts=4, base=1, max_delay=2)))
+    runner = make_runner(registry)
+    runner.queue.duplicate_rate = 0.5
+    eid = runner.start("poison")
+    # when
+    e = run(runner, eid)
+    deliver_all(runner)
+    # then
+    assert e.status is Status.FAILED
+    assert e.error.code == "step_error" and "bad SKU" in e.error.message and "attempt 4 of 4" in e.error.message
+    record = runner.history(eid)[1]
+    assert (record.status, record.attempts, record.is_final) == (StepStatus.FAILED, 4, True)
+    notices = [d for d in runner.queue.dead_letters if d.get("execution_id") == eid]
+    assert len(notices) == 1 and notices[0]["error"]["code"] == "step_error"
+    assert eid not in runner.store.due_ids()
+
+
+def test_concurrent_sweep_and_happy_path_one_wins(registry):
+    # given: a step outlives the lease, so the sweeper re-drives the execution while it runs
+    runs = Counter()
+
+    def slow(ctx):
+        runs["slow"] += 1
+        if runs["slow"] == 1:
+            runner.clock.advance(seconds=400)  # past the 120 s lease (+ the 60 s timeout margin)
+            runner.sweeper.sweep()
+        return {"slow": runs["slow"]}
+
+    registry.register(build_workflow("race", [slow, step(lambda ctx: {}, name="after")], step_timeout_s=60))
+    runner = make_runner(registry)
+    eid = runner.start("race")
+    # when
+    e = run(runner, eid)
+    # then: the first attempt's commit lost to the sweeper's claim and changed nothing
+    assert e.status is Status.COMPLETED
+    assert "conflict" in [o.kind for o in runner.outcomes]
+    assert succeeded(runner, eid) == ["slow", "after"]
+    assert runner.history(eid)[0].result_blob == '{"slow":2}'
+
+
+def test_lost_timer_sleep_resumes_on_time_through_the_sweeper(registry, ledger):
+    # given: a 10-minute sleep whose delayed message is lost (queue purged)
+    registry.register(build_workflow("nap", [ledger.step("a"), sleep(minutes=10), ledger.step("b")]))
+    runner = make_runner(registry)
+    eid = runner.start("nap")
+    while runner.engine.get(eid).status is not Status.SLEEPING:
+        runner.step_once()
+    wake_at = runner.engine.get(eid).next_wake_at
+    runner.queue.purge()
+    # when
+    e = run(runner, eid)
+    # then: b ran after the wake time, within one sweeper tick
+    assert e.status is Status.COMPLETED and ledger.runs == Counter(a=1, b=1)
+    b = runner.history(eid)[2]
+    assert wake_at <= b.started_at <= wake_at + dt.timedelta(seconds=60)
+
+
+# -- rows Loom adds --------------------------------------------------------------------------------
+
+def test_stale_message_from_an_older_version_changes_nothing(three_steps):
+    runner = make_runner(three_steps)
+    eid = runner.start("three")
+    e = run(runner, eid)
+    before = runner.store.metas[eid].copy()
+    outcome = runner.engine.process(StepMessage(execution_id=eid, step=1, version=2))
+    assert outcome.kind == "terminal" and runner.store.metas[eid] == before and e.version == 4
+
+
+def test_message_for_a_missing_execution_is_acknowledged(three_steps):
+    runner = make_runner(three_steps)
+    outcome = runner.engine.process(StepMessage(execution_id="00000000-0000-4000-8000-000000000000", step=0, version=1))
+    assert outcome.kind == "missing"
+
+
+def test_crash_after_enqueue_before_ack_redelivers_a_harmless_duplicate(three_steps, ledger):
+    runner = make_runner(three_steps)
+    crash_at("worker.after_enqueue", times=2)
+    eid = runner.start("three")
+    e = run(runner, eid)
+    assert e.status is Status.COMPLETED and ledger.runs == Counter(a=1, b=1, c=1)
+
+
+def test_control_plane_crash_after_create_before_enqueue_still_runs(three_steps, ledger):
+    runner = make_runner(three_steps)
+    crash_at("control.after_create")
+    with pytest.raises(Crash):
+        runner.start("three", {"x": 1})
+    [eid] = runner.store.metas
+    assert runner.queue.messages == []
+    e = run(runner, eid)
+    assert e.status is Status.COMPLETED and ledger.runs == Counter(a=1, b=1, c=1)
+
+
+def test_dead_lettered_step_message_is_redriven_by_the_sweeper(three_steps, ledger):
+    # given: the message for step a is received 5 times without an ack, and SQS moves it to the DLQ
+    runner = make_runner(three_steps, lease_s=3600)
+    eid = runner.start("three")
+    for _ in range(5):
+        runner.queue.receive()
+        runner.clock.advance(seconds=runner.queue.visibility_timeout_s)
+    runner.queue.receive()
+    assert runner.queue.messages == [] and runner.queue.dead_letters[0]["kind"] == "redrive"
+    # when
+    e = run(runner, eid)
+    # then: the lease expired and the sweeper took over
+    assert e.status is Status.COMPLETED and ledger.runs == Counter(a=1, b=1, c=1)
+
+
+def test_backoff_longer_than_sqs_delay_goes_through_the_sweeper(registry, ledger):
+    registry.register(build_workflow("slowretry", [ledger.step("a", fail_times=1)],
+                                     retry=RetryPolicy(max_attempts=2, base=3600, max_delay=3600, jitter=False)))
+    runner = make_runner(registry)
+    sent = []
+    original = runner.queue.send
+    runner.queue.send = lambda m, delay_s=0: (sent.append(delay_s), original(m, delay_s))[1]
+    eid = runner.start("slowretry")
+    e = run(runner, eid)
+    assert e.status is Status.COMPLETED and ledger.runs["a"] == 2
+    assert max(sent) <= 900
+    assert runner.history(eid)[0].started_at >= dt.datetime(2026, 3, 1, 13, 0, tzinfo=UTC)
+
+
+def test_short_backoff_rides_sqs_delay(registry, ledger):
+    registry.register(build_workflow("quickretry", [ledger.step("a", fail_times=2)],
+                                     retry=RetryPolicy(max_attempts=3, base=4, max_delay=10, jitter=False)))
+    runner = make_runner(registry)
+    eid = runner.start("quickretry")
+    e = run(runner, eid)
+    assert e.status is Status.COMPLETED
+    # 4 s then 8 s: no sweeper tick (60 s) was needed
+    assert runner.clock.now() - dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC) < dt.timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("settings, code", [({"max_steps": 2}, "step_cap_exceeded"),
+                                            ({"max_total_attempts": 3}, "attempt_cap_exceeded")])
+def test_safety_caps_end_the_execution_failed(registry, settings, code):
+    registry.register(build_workflow("long", [step(lambda c: {}, name=f"s{i}") for i in range(5)]))
+    runner = make_runner(registry, **settings)
+    eid = runner.start("long")
+    e = run(runner, eid)
+    assert e.status is Status.FAILED and e.error.code == code
+    assert len(runner.history(eid)) <= 3
+    assert runner.queue.messages == [] and eid not in runner.store.due_ids()
+
+
+def test_non_serializable_result_fails_at_once_without_retries(registry):
+    calls = Counter()
+
+    def bad(ctx):
+        calls["bad"] += 1
+        return {"when": object()}
+
+    registry.register(build_workflow("nonser", [bad], retry=RetryPolicy(max_attempts=5)))
+    runner = make_runner(registry)
+    eid = runner.start("nonser")
+    e = run(runner, eid)
+    assert e.status is Status.FAILED and e.error.code == "non_serializable_result"
+    assert "result['when']" in e.error.message and calls["bad"] == 1 and not e.error.retryable
+
+
+def test_result_too_large_fails_without_a_retry_storm_and_stays_readable(registry):
+    calls = Counter()
+
+    def big(ctx):
+        calls["big"] += 1
+        return {"blob": "x" * 500_000}
+
+    registry.register(build_workflow("big", [big], retry=RetryPolicy(max_attempts=5)))
+    runner = make_runner(registry)
+    eid = runner.start("big")
+    e = run(runner, eid)
+    assert e.status is Status.FAILED and e.error.code == "result_too_large" and calls["big"] == 1
+    assert runner.engine.get(eid).context_blob == "{}"
+
+
+def test_context_growing_past_the_item_budget_fails_cleanly(registry):
+    registry.register(build_workflow("grow", [step(lambda c, i=i: {f"k{i}": "y" * 150_000}, name=f"s{i}") for i in range(4)]))
+    runner = make_runner(registry)
+    eid = runner.start("grow")
+    e = run(runner, eid)
+    assert e.status is Status.FAILED and e.error.code == "result_too_large" and e.error.step_index == 2
+
+
+def test_changed_workflow_definition_fails_instead_of_running_the_wrong_step(ledger):
+    old = Registry()
+    old.register(build_workflow("wf", [ledger.step("a"), ledger.step("b")]))
+    runner = make_runner(old)
+    eid = runner.start("wf")
+    # a redeploy inserts a step before b
+    new = Registry()
+    new.register(build_workflow("wf", [ledger.step("a"), ledger.step("inserted"), ledger.step("b")]))
+    runner.engine.registry = new
+    e = run(runner, eid)
+    assert e.status is Status.FAILED and e.error.code == "workflow_definition_mismatch"
+    assert ledger.runs == Counter()
+
+
+def test_unreadable_execution_fails_with_corrupt_state_and_no_crash_loop(three_steps, ledger):
+    runner = make_runner(three_steps)
+    eid = runner.start("three")
+    runner.store.metas[eid]["current_step"] = "zero"
+    deliver_all(runner)
+    assert runner.store.metas[eid]["status"] == "FAILED"
+    assert '"corrupt_state"' in runner.store.metas[eid]["error"]
+    assert ledger.runs == Counter() and eid not in runner.store.due_ids()
+    assert runner.queue.dead_letters[0]["execution_id"] == eid
+
+
+def test_unreadable_context_fails_with_corrupt_state_never_restarting_from_step_zero(three_steps, ledger):
+    runner = make_runner(three_steps)
+    eid = runner.start("three")
+    runner.step_once()
+    runner.store.metas[eid]["context"] = '{"$loom": "pickle", "v": 1}'
+    e = run(runner, eid)
+    assert e.status is Status.FAILED and e.error.code == "corrupt_state" and e.error.step_index == 1
+    assert ledger.runs == Counter(a=1)
+
+
+def test_expired_executions_read_as_gone(three_steps):
+    from engine_core import ExecutionNotFoundError
+
+    runner = make_runner(three_steps, retention_days=1)
+    eid = runner.start("three")
+    run(runner, eid)
+    runner.clock.advance(hours=25)
+    with pytest.raises(ExecutionNotFoundError):
+        runner.engine.get(eid)
+    assert runner.engine.process(StepMessage(execution_id=eid, step=3, version=4)).kind == "missing"
+
+
+def test_too_little_invocation_time_leaves_the_record_before_any_attempt(three_steps, ledger):
+    runner = make_runner(three_steps)
+    eid = runner.start("three")
+    with pytest.raises(InsufficientTimeError):
+        runner.engine.process(StepMessage(execution_id=eid, step=0, version=1), remaining_ms=lambda: 10_000)
+    assert runner.history(eid) == [] and ledger.runs == Counter()
+
+
+def test_a_step_that_kills_its_worker_every_time_ends_failed(registry):
+    def killer(ctx):
+        raise Crash("out of memory")
+
+    registry.register(build_workflow("killer", [killer], retry=RetryPolicy(max_attempts=3), step_timeout_s=10))
+    runner = make_runner(registry)
+    eid = runner.start("killer")
+    e = run(runner, eid)
+    assert e.status is Status.FAILED and e.error.code == "attempts_exhausted"
+    assert runner.history(eid)[0].attempts == 4 and runner.history(eid)[0].is_final
+
+
+def test_step_over_its_timeout_budget_is_retried(registry):
+    import time
+
+    calls = Counter()
+
+    def slow(ctx):
+        calls["slow"] += 1
+        if calls["slow"] == 1:
+            time.sleep(5)
+        return {}
+
+    registry.register(build_workflow("timeout", [step(slow, timeout_s=0.2)]))
+    runner = make_runner(registry)
+    eid = runner.start("timeout")
+    e = run(runner, eid)
+    assert e.status is Status.COMPLETED and calls["slow"] == 2
+    assert runner.history(eid)[0].error.code == "step_timeout"
+
+
+def test_permanent_step_error_skips_retries(registry):
+    def refuse(ctx):
+        raise PermanentStepError("card declined")
+
+    registry.register(build_workflow("perm", [refuse], retry=RetryPolicy(max_attempts=5)))
+    runner = make_runner(registry)
+    e = run(runner, runner.start("perm"))
+    assert e.status is Status.FAILED and e.error.code == "permanent_error" and e.total_attempts == 1
+
+
+def test_failure_notice_lost_in_a_crash_is_sent_on_redelivery(registry):
+    def poison(ctx):
+        raise PermanentStepError("no")
+
+    registry.register(build_workflow("notice", [poison]))
+    runner = make_runner(registry)
+    original = runner.queue.send_dead_letter
+    state = {"crashed": False}
+
+    def flaky_dlq(body):
+        if not state["crashed"]:
+            state["crashed"] = True
+            raise Crash("died before the DLQ send")
+        original(body)
+
+    runner.queue.send_dead_letter = flaky_dlq
+    eid = runner.start("notice")
+    run(runner, eid)
+    deliver_all(runner)
+    assert [d["execution_id"] for d in runner.queue.dead_letters] == [eid]
+    assert runner.engine.get(eid).finalized
+
+
+def test_terminal_executions_stamp_retention_on_their_whole_history(three_steps):
+    runner = make_runner(three_steps)
+    eid = runner.start("three")
+    e = run(runner, eid)
+    assert e.finalized and e.expires_at == e.updated_at + dt.timedelta(days=30)
+    assert {r.expires_at for r in runner.history(eid)} == {e.expires_at.replace(microsecond=0)}
+
+
+def test_early_timer_message_is_delayed_again_not_run(registry, ledger):
+    registry.register(build_workflow("early", [ledger.step("a"), sleep(seconds=300), ledger.step("b")]))
+    runner = make_runner(registry)
+    eid = runner.start("early")
+    runner.step_once()
+    runner.step_once()
+    e = runner.engine.get(eid)
+    assert e.status is Status.SLEEPING
+    outcome = runner.engine.process(StepMessage(execution_id=eid, step=e.current_step, version=e.version))
+    assert outcome.kind == "early" and ledger.runs["b"] == 0
+
+
+# -- starts ------------------------------------------------------------------------------------------
+
+def test_idempotent_start_returns_the_same_execution_even_after_completion(three_steps, ledger):
+    from engine_core import IdempotencyConflictError
+
+    runner = make_runner(three_steps)
+    first = runner.engine.start("three", {"order": 7}, token="tok-1")
+    run(runner, first.execution.execution_id)
+    again = runner.engine.start("three", {"order": 7}, token="tok-1")
+    assert not again.created and again.execution.execution_id == first.execution.execution_id
+    assert again.execution.status is Status.COMPLETED and ledger.runs == Counter(a=1, b=1, c=1)
+    with pytest.raises(IdempotencyConflictError, match="different workflow or input"):
+        runner.engine.start("three", {"order": 8}, token="tok-1")
+
+
+def test_start_rejects_what_cannot_be_stored(three_steps):
+    from engine_core import InvalidInputError, ResultTooLargeError, UnknownWorkflowError
+
+    runner = make_runner(three_steps)
+    with pytest.raises(UnknownWorkflowError):
+        runner.engine.start("nope", {})
+    with pytest.raises(InvalidInputError):
+        runner.engine.start("three", [1, 2])
+    with pytest.raises(ResultTooLargeError):
+        runner.engine.start("three", {"x": "y" * 500_000})
+    assert runner.store.metas == {} and runner.queue.messages == []

@@ -1,0 +1,72 @@
+"""The in-process harness users test their own workflows with."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from engine_core import RetryPolicy, Status, StepRecord, sleep, workflow
+from engine_core.testing import FakeQueue, LocalRunner
+
+
+def test_five_steps_with_two_hour_sleep_and_flaky_step_complete_in_well_under_a_second(registry):
+    # given: a step that fails twice then succeeds, and a two-hour sleep
+    def reserve(ctx):
+        return {"reserved": (ctx["sku"], 2)}
+
+    def charge(ctx):
+        if ctx.attempt < 3:
+            raise ConnectionError("payment gateway timeout")
+        return {"charge_id": f"ch-{ctx.idempotency_key}"}
+
+    def ship(ctx):
+        assert ctx["reserved"] == ("abc", 2)  # tuples stay tuples across steps
+        return {"shipped": True}
+
+    def notify(ctx):
+        return None
+
+    @workflow("harness_orders", registry=registry)
+    class Orders:
+        steps = [reserve, charge, sleep(hours=2), ship, notify]
+        retry = RetryPolicy(max_attempts=5, base=2, max_delay=900)
+
+    runner = LocalRunner(registry)
+    started = time.perf_counter()
+    # when
+    eid = runner.start("harness_orders", {"sku": "abc"})
+    e = runner.run_until_done(eid)
+    elapsed = time.perf_counter() - started
+    # then
+    assert e.status is Status.COMPLETED
+    assert elapsed < 0.5, f"took {elapsed:.3f} s"
+    history = runner.history(eid)
+    assert [r.name for r in history] == ["reserve", "charge", "sleep_7200s", "ship", "notify"]
+    assert [r.attempts for r in history] == [1, 3, 1, 1, 1]
+    assert all(isinstance(r, StepRecord) for r in history)
+    assert runner.clock.now() - dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) >= dt.timedelta(hours=2)
+
+
+def test_runner_survives_a_queue_that_duplicates_reorders_delays_and_drops(registry):
+    @workflow("chaos", registry=registry)
+    class Chaos:
+        steps = [lambda_free(i) for i in range(6)]
+
+    for seed in range(20):
+        runner = LocalRunner(registry)
+        runner.queue = FakeQueue(runner.clock, seed=seed, duplicate_rate=0.3, drop_rate=0.2, reorder=True,
+                                 max_extra_delay_s=30)
+        runner.engine.queue = runner.sweeper.queue = runner.queue
+        ids = [runner.start("chaos", {"n": n}) for n in range(3)]
+        for eid in ids:
+            e = runner.run_until_done(eid)
+            assert e.status is Status.COMPLETED and e.version >= 7  # + one claim per lost message
+            assert [r.attempts for r in runner.history(eid)] == [1] * 6
+
+
+def lambda_free(i):
+    def body(ctx):
+        return {f"s{i}": i}
+
+    body.__name__ = f"s{i}"
+    return body

@@ -1,0 +1,128 @@
+"""Registration validates eagerly: a broken workflow fails at import, with a clear message."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_core import Registry, RegistrationError, RetryPolicy, UnknownWorkflowError, sleep, step, workflow
+from engine_core.registry import build_workflow
+
+
+def a(ctx):
+    return {}
+
+
+def b(ctx):
+    return {}
+
+
+def test_workflow_registers_steps_in_order_with_policies(registry):
+    @workflow("orders", registry=registry)
+    class Orders:
+        steps = [a, step(b, retry=RetryPolicy(max_attempts=7), timeout_s=5), sleep(minutes=2), step(a, name="a_again")]
+        retry = RetryPolicy(max_attempts=4, base=2, max_delay=60)
+
+    wf = registry.get("orders")
+    assert [s.name for s in wf.steps] == ["a", "b", "sleep_120s", "a_again"]
+    assert wf.policy_for(0).max_attempts == 4 and wf.policy_for(1).max_attempts == 7
+    assert wf.timeout_for(1) == 5 and wf.timeout_for(0) == 60
+    assert wf.steps[2].sleep_s == 120
+    assert Orders.__loom_workflow__ is wf
+
+
+@pytest.mark.parametrize("steps, message", [
+    ([], "has no steps"),
+    (None, "declare `steps"),
+    ([a, a], "used at positions 0 and 1"),
+    ([a, "b"], "not a callable"),
+    ([a, 3], "not a callable"),
+    ([step(a, name="has space")], "no '#' and no whitespace"),
+    ([step(a, name="x#y")], "no '#' and no whitespace"),
+    ([lambda ctx: {}], "no usable name"),
+    ([a, sleep(seconds=10)], "ends with a sleep"),
+    ([sleep(seconds=0), a], "between 0 and 366 days"),
+    ([step(a, timeout_s=901)], "timeout_s"),
+])
+def test_invalid_definitions_raise_at_registration(registry, steps, message):
+    with pytest.raises(RegistrationError, match=message):
+        workflow("bad", registry=registry)(type("Bad", (), {"steps": steps}))
+    assert "bad" not in registry
+    with pytest.raises(RegistrationError, match=message):
+        build_workflow("bad", steps)
+
+
+@pytest.mark.parametrize("name", ["", "a b", "x#y", "x" * 129, "caf\u00e9", None])
+def test_invalid_workflow_names_are_refused(registry, name):
+    with pytest.raises(RegistrationError, match="invalid"):
+        workflow(name, registry=registry)
+
+
+def test_the_same_name_registered_twice_is_refused(registry):
+    @workflow("twice", registry=registry)
+    class One:
+        steps = [a]
+
+    with pytest.raises(RegistrationError, match="registered twice"):
+        @workflow("twice", registry=registry)
+        class Two:
+            steps = [b]
+
+
+def test_duplicate_sleeps_get_distinct_names(registry):
+    wf = build_workflow("s", [a, sleep(seconds=5), b, sleep(seconds=5), step(a, name="c")])
+    assert [s.name for s in wf.steps] == ["a", "sleep_5s", "b", "sleep_5s_2", "c"]
+
+
+def test_unknown_workflow_lists_the_registered_ones(registry):
+    registry.register(build_workflow("known", [a]))
+    with pytest.raises(UnknownWorkflowError, match="registered workflows: known"):
+        registry.get("nope")
+
+
+def test_fingerprint_changes_with_steps_not_with_retry_policy():
+    base = build_workflow("f", [a, b])
+    assert build_workflow("f", [a, b], retry=RetryPolicy(max_attempts=9)).fingerprint == base.fingerprint
+    assert build_workflow("f", [b, a]).fingerprint != base.fingerprint
+    assert build_workflow("f", [a, sleep(seconds=5), b]).fingerprint != base.fingerprint
+
+
+def test_entry_points_load_installed_workflow_packages(monkeypatch):
+    # given: an installed distribution declaring a loom.workflows entry point
+    from importlib import metadata
+
+    loaded = []
+
+    class FakeEntryPoint:
+        name, value, dist = "demo", "demo_pkg", None
+
+        def load(self):
+            loaded.append(self.name)
+
+    monkeypatch.setattr("engine_core.registry.entry_points", lambda group: [FakeEntryPoint()] if group == "loom.workflows" else [])
+    registry = Registry()
+    # when / then: loaded once, not twice
+    assert registry.load_entry_points() == ["demo"]
+    assert registry.load_entry_points() == []
+    assert loaded == ["demo"]
+    assert metadata  # the real lookup is exercised by the Lambda packages' tests
+
+
+def test_a_workflow_package_that_fails_to_import_names_itself(monkeypatch):
+    class Broken:
+        name, value, dist = "broken", "broken_pkg", None
+
+        def load(self):
+            raise ImportError("No module named 'requests'")
+
+    monkeypatch.setattr("engine_core.registry.entry_points", lambda group: [Broken()])
+    with pytest.raises(RegistrationError, match="broken_pkg.*failed to import.*requests"):
+        Registry().load_entry_points()
+
+
+def test_retry_policy_validates_its_ranges():
+    with pytest.raises(ValueError):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(ValueError, match="max_delay"):
+        RetryPolicy(base=10, max_delay=5)
+    with pytest.raises(ValueError):
+        RetryPolicy(multiplier=0.5)
