@@ -1,0 +1,17 @@
+"""Example Loom workflows, packaged the way a user's own workflows would be.
+
+Installing this package is enough for the Lambdas to run these workflows: its ``loom.workflows``
+entry point names this module, and importing it registers every workflow below.
+
+- ``order_fulfillment``: reserve inventory, charge a (fake) card once per idempotency key, sleep,
+  ship, notify.
+- ``flaky_greeting``: the first step fails on its first attempts, then succeeds.
+- ``poison_pill``: a step that always fails; the execution ends FAILED and a notice reaches the DLQ.
+"""
+
+from . import greeting, orders, poison
+from .ledger import LEDGER, Charge, PaymentLedger
+
+__version__ = "0.1.0"
+
+__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "greeting", "orders", "poison"]

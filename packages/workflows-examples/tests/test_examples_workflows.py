@@ -1,0 +1,176 @@
+"""The example workflows, run end to end on engine-core's LocalRunner (memory store, manual clock)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from importlib.metadata import entry_points
+
+import pytest
+
+import loom_examples
+from engine_core import REGISTRY, StepContext, Status, StepStatus
+from engine_core.storage.memory import MemoryStore
+from engine_core.testing import LocalRunner
+from loom_examples import LEDGER, PaymentLedger, orders
+from loom_examples.ledger import IdempotencyKeyReusedError
+
+ORDER = {"order_id": "o-1001", "amount_cents": 4999, "items": [{"sku": "mug", "qty": 2}], "email": "ada@example.com"}
+
+
+@pytest.fixture(autouse=True)
+def _clean_ledger():
+    LEDGER.reset()
+    yield
+    LEDGER.reset()
+
+
+def _steps(runner: LocalRunner, execution_id: str):
+    return {r.name: r for r in runner.history(execution_id)}
+
+
+def test_examples_entry_point_registers_all_three_workflows():
+    # given
+    eps = [ep for ep in entry_points(group="loom.workflows") if ep.name == "examples"]
+    # when
+    eps[0].load()
+    # then
+    assert [ep.value for ep in eps] == ["loom_examples"]
+    assert {"order_fulfillment", "flaky_greeting", "poison_pill"} <= set(REGISTRY.names())
+
+
+def test_order_fulfillment_when_run_completes_and_charges_once():
+    # given
+    runner = LocalRunner()
+    started_at = runner.clock.now()
+    # when
+    execution_id = runner.start("order_fulfillment", ORDER)
+    done = runner.run_until_done(execution_id)
+    # then
+    assert done.status is Status.COMPLETED
+    steps = _steps(runner, execution_id)
+    assert list(steps) == ["reserve_inventory", "charge_payment", "wait_for_carrier_pickup", "ship_order",
+                           "notify_customer"]
+    assert all(r.status is StepStatus.SUCCEEDED for r in steps.values())
+    assert [(c.idempotency_key, c.order_id, c.amount_cents) for c in LEDGER.charges()] == [
+        (f"{execution_id}:1", "o-1001", 4999)]
+    assert runner.clock.now() - started_at >= dt.timedelta(seconds=orders.CARRIER_PICKUP_WAIT_S)
+
+
+def test_order_fulfillment_when_every_message_is_duplicated_charges_once():
+    # given
+    runner = LocalRunner()
+    runner.queue.duplicate_rate = 1.0
+    # when
+    execution_id = runner.start("order_fulfillment", ORDER)
+    done = runner.run_until_done(execution_id)
+    # then
+    assert done.status is Status.COMPLETED
+    assert len(LEDGER.charges()) == 1
+    assert {o.kind for o in runner.outcomes} >= {"stale"}
+
+
+class _CrashAfterCharge(MemoryStore):
+    """Dies once at the worst moment: the card was charged, the checkpoint was not written."""
+
+    crashed = False
+
+    def commit(self, transition):
+        step = transition.step
+        if not self.crashed and step is not None and step.name == "charge_payment" and step.status is StepStatus.SUCCEEDED:
+            self.crashed = True
+            raise RuntimeError("worker died before its checkpoint")
+        return super().commit(transition)
+
+
+def test_charge_payment_when_worker_dies_before_checkpoint_reruns_without_double_charge():
+    # given
+    store = _CrashAfterCharge()
+    runner = LocalRunner(store=store)
+    execution_id = runner.start("order_fulfillment", ORDER)
+    # when: the crash leaves the message unacknowledged; it comes back after its visibility timeout
+    done = runner.run_until_done(execution_id)
+    # then
+    assert store.crashed and done.status is Status.COMPLETED
+    assert [str(e) for e in runner.errors] == ["worker died before its checkpoint"]
+    assert LEDGER.requests == 2
+    assert len(LEDGER.charges()) == 1
+    assert _steps(runner, execution_id)["charge_payment"].attempts == 2
+
+
+def test_order_fulfillment_when_order_id_missing_fails_without_retrying():
+    # given
+    runner = LocalRunner()
+    # when
+    execution_id = runner.start("order_fulfillment", {"amount_cents": 100})
+    done = runner.run_until_done(execution_id)
+    # then
+    assert done.status is Status.FAILED
+    assert done.error.code == "permanent_error" and "order_id" in done.error.message
+    assert _steps(runner, execution_id)["reserve_inventory"].attempts == 1
+    assert LEDGER.charges() == []
+
+
+def test_ledger_when_key_repeats_returns_first_charge_and_refuses_changed_amount(tmp_path):
+    # given
+    ledger = PaymentLedger(tmp_path / "ledger.jsonl")
+    first = ledger.charge("e:1", order_id="o-1", amount_cents=10)
+    # when
+    again = PaymentLedger(tmp_path / "ledger.jsonl").charge("e:1", order_id="o-1", amount_cents=10)
+    # then: a second process sees the same charge through the file
+    assert again == first
+    with pytest.raises(IdempotencyKeyReusedError):
+        ledger.charge("e:1", order_id="o-1", amount_cents=11)
+    assert len(ledger.charges()) == 1
+
+
+def test_charge_payment_when_called_twice_with_same_context_charges_once():
+    # given
+    ctx = StepContext(execution_id="e-1", workflow="order_fulfillment", step_index=1, step_name="charge_payment",
+                      attempt=1, data=dict(ORDER))
+    # when
+    first, second = orders.charge_payment(ctx), orders.charge_payment(ctx)
+    # then
+    assert first == second
+    assert len(LEDGER.charges()) == 1
+
+
+@pytest.mark.parametrize("failures", [0, 2, 4])
+def test_flaky_greeting_when_first_attempts_fail_succeeds_on_the_next(failures):
+    # given
+    runner = LocalRunner()
+    # when
+    execution_id = runner.start("flaky_greeting", {"name": "Ada", "failures": failures})
+    done = runner.run_until_done(execution_id)
+    # then
+    assert done.status is Status.COMPLETED
+    compose = _steps(runner, execution_id)["compose_greeting"]
+    assert compose.attempts == failures + 1
+    assert runner.engine.get(execution_id).context_blob.count("Hello, Ada!") >= 1
+    retried = [o for o in runner.outcomes if o.kind == "retry_scheduled"]
+    assert len(retried) == failures
+
+
+def test_flaky_greeting_when_failures_exceed_attempts_is_rejected_permanently():
+    # given
+    runner = LocalRunner()
+    # when
+    done = runner.run_until_done(runner.start("flaky_greeting", {"name": "Ada", "failures": 5}))
+    # then
+    assert done.status is Status.FAILED and done.error.code == "permanent_error"
+
+
+def test_poison_pill_when_run_fails_after_max_attempts_with_one_dead_letter():
+    # given
+    runner = LocalRunner()
+    # when
+    execution_id = runner.start("poison_pill", {})
+    done = runner.run_until_done(execution_id)
+    # then
+    assert done.status is Status.FAILED
+    assert done.error.code == "step_error" and "PoisonError" in done.error.message
+    steps = _steps(runner, execution_id)
+    assert steps["swallow_poison"].attempts == loom_examples.poison.MAX_ATTEMPTS
+    assert steps["swallow_poison"].status is StepStatus.FAILED and steps["swallow_poison"].is_final
+    assert "never_reached" not in steps
+    notices = [d for d in runner.queue.dead_letters if d.get("execution_id") == execution_id]
+    assert len(notices) == 1 and notices[0]["kind"] == "loom.execution_failed"
