@@ -1,0 +1,76 @@
+"""Worker Lambda: runs one workflow step per SQS record and reports failed records individually.
+
+The event source mapping must set ``FunctionResponseTypes = ["ReportBatchItemFailures"]``, or SQS
+ignores ``batchItemFailures`` and deletes the whole batch. A record fails (and is redelivered, then
+dead-lettered after ``maxReceiveCount``) only when its body is not a step message, when too little
+invocation time is left, or when the engine asks for redelivery by raising. Stale, duplicate and
+finished-execution messages come back from the engine as outcomes and are acknowledged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from engine_core import InsufficientTimeError, MalformedMessageError, StepMessage
+from engine_core.bootstrap import from_environment
+
+logger = Logger()
+metrics = Metrics()
+runtime = from_environment(metrics=metrics)
+copy_config_to_registered_loggers(source_logger=logger, include={"engine_core"})
+# An all-failed batch is answered with batchItemFailures, not an invocation error: erroring would
+# add Lambda's error backoff to a batch that only needs a later, roomier invocation.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+class LeftForRedeliveryError(Exception):
+    """An earlier record of this batch found too little time left; this one is not started."""
+
+
+class _RecordHandler:
+    """Handles the records of one invocation; after one runs out of time, starts no others."""
+
+    def __init__(self, remaining_ms: Callable[[], int]):
+        self.remaining_ms = remaining_ms
+        self.out_of_time: InsufficientTimeError | None = None
+
+    def __call__(self, record: SQSRecord) -> str:
+        if self.out_of_time is not None:
+            raise LeftForRedeliveryError(f"not started: an earlier record found {self.out_of_time}")
+        try:
+            message = StepMessage.model_validate_json(record.body)
+        except ValidationError as exc:
+            logger.error("not a step message; SQS moves it to the DLQ after maxReceiveCount",
+                         extra={"message_id": record.message_id, "problems": exc.error_count()})
+            raise MalformedMessageError(f"message {record.message_id} is not a step message") from None
+        logger.append_keys(execution_id=message.execution_id, step_index=message.step)
+        try:
+            outcome = runtime.engine.process(message, remaining_ms=self.remaining_ms)
+        except InsufficientTimeError as exc:
+            self.out_of_time = exc
+            logger.warning("too little time left; leaving this and later records for redelivery", extra={
+                "remaining_ms": exc.remaining_ms, "needed_ms": exc.needed_ms})
+            raise
+        except Exception:
+            logger.exception("processing failed; SQS redelivers the record")
+            raise
+        finally:
+            logger.remove_keys(["execution_id", "step_index"])
+        logger.info("message handled", extra={"execution_id": message.execution_id, "outcome": outcome.kind,
+                                              "detail": outcome.detail})
+        return outcome.kind
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict:
+    """Process an SQS batch; return ``{"batchItemFailures": [...]}`` naming the records to redeliver."""
+    on_record = _RecordHandler(context.get_remaining_time_in_millis)
+    return process_partial_response(event=event, record_handler=on_record, processor=processor, context=context)

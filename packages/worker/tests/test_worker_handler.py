@@ -1,0 +1,251 @@
+"""The worker Lambda, fed SQS batches shaped like tests/events/sqs_step_batch.json, on moto."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from loom_lambda_harness import FakeContext, load_event, records_event
+
+from loom_examples import LEDGER
+
+ORDER = {"order_id": "o-1001", "amount_cents": 4999, "email": "ada@example.com"}
+
+
+@pytest.fixture(autouse=True)
+def _clean_ledger():
+    LEDGER.reset()
+    yield
+    LEDGER.reset()
+
+
+def _start(lambdas, workflow: str, payload: dict | None = None) -> str:
+    """Start an execution and take its first step message off the queue, for hand-built batches."""
+    execution_id = lambdas.worker.runtime.engine.start(workflow, payload or {}).execution.execution_id
+    return execution_id
+
+
+def _first_message_body(world) -> str:
+    (message,) = world.drain(world.queue_url)
+    return message["Body"]
+
+
+def _step_message(execution_id: str, step: int, version: int) -> str:
+    return json.dumps({"execution_id": execution_id, "step": step, "version": version})
+
+
+def test_sample_event_when_its_executions_do_not_exist_acknowledges_both(lambdas, world):
+    # given: the stored sample batch, whose executions were never started here
+    event = load_event("sqs_step_batch")
+    # when
+    response = lambdas.worker.handler(event, FakeContext())
+    # then
+    assert response == {"batchItemFailures": []}
+    assert world.items() == []
+
+
+def test_batch_when_one_body_is_malformed_fails_only_that_record(lambdas, world):
+    # given
+    good = [_start(lambdas, "flaky_greeting", {"name": "Ada", "failures": 0}) for _ in range(2)]
+    world.drain(world.queue_url)
+    event = records_event([_step_message(good[0], 0, 1), "{not json", _step_message(good[1], 0, 1)])
+    bad_id = event["Records"][1]["messageId"]
+    # when
+    response = lambdas.worker.handler(event, FakeContext())
+    # then
+    assert response == {"batchItemFailures": [{"itemIdentifier": bad_id}]}
+    for execution_id in good:
+        assert world.meta(execution_id)["current_step"]["N"] == "1"
+
+
+@pytest.mark.parametrize("body", [
+    "not json at all",
+    '{"execution_id": "not-a-uuid", "step": 0, "version": 1}',
+    '{"execution_id": "7d9f1c2e-3b4a-4c5d-8e6f-0a1b2c3d4e5f", "step": -1, "version": 1}',
+    '{"execution_id": "7d9f1c2e-3b4a-4c5d-8e6f-0a1b2c3d4e5f", "step": 0, "version": 1, "result": {"x": 1}}',
+    "",
+])
+def test_malformed_body_when_redelivered_ends_in_dlq_without_touching_state(lambdas, world, body):
+    # given
+    world.sqs.send_message(QueueUrl=world.queue_url, MessageBody=body or " ")
+    # when: SQS redelivers it until maxReceiveCount, then moves it on the next receive
+    failures = [lambdas.pump.deliver() for _ in range(4)]
+    # then
+    assert failures[:3] == [1, 1, 1] and failures[3] == 0
+    assert all(r["batchItemFailures"] for r in lambdas.pump.responses)
+    assert [d.get("raw", d) for d in world.dead_letters()] == [json.loads(body) if body.startswith("{") else body or " "]
+    assert world.visible_count(world.queue_url) == 0
+    assert world.items() == []
+
+
+def test_duplicate_message_when_step_already_done_is_acknowledged_and_changes_nothing(lambdas, world):
+    # given: the first delivery ran step 0 and enqueued step 1
+    execution_id = _start(lambdas, "order_fulfillment", ORDER)
+    body = _first_message_body(world)
+    assert lambdas.worker.handler(records_event([body]), FakeContext()) == {"batchItemFailures": []}
+    before, queued = world.items(), world.drain(world.queue_url)
+    # when: SQS delivers the same message again, twice in one batch
+    response = lambdas.worker.handler(records_event([body, body]), FakeContext())
+    # then
+    assert response == {"batchItemFailures": []}
+    assert world.items() == before
+    assert world.visible_count(world.queue_url) == 0
+    assert [json.loads(m["Body"])["step"] for m in queued] == [1]
+    assert world.meta(execution_id)["version"]["N"] == "2"
+
+
+def test_stale_message_when_version_moved_on_is_acknowledged_and_changes_nothing(lambdas, world):
+    # given
+    execution_id = _start(lambdas, "order_fulfillment", ORDER)
+    lambdas.worker.handler(records_event([_first_message_body(world)]), FakeContext())
+    world.drain(world.queue_url)
+    before = world.items()
+    # when: a message for the current step at an old version, and one from the future
+    response = lambdas.worker.handler(records_event([
+        _step_message(execution_id, 1, 1), _step_message(execution_id, 5, 9)]), FakeContext())
+    # then
+    assert response == {"batchItemFailures": []}
+    assert world.items() == before
+    assert world.visible_count(world.queue_url) == 0
+
+
+def test_message_when_execution_is_terminal_is_acknowledged_and_changes_nothing(lambdas, world):
+    # given
+    execution_id = _start(lambdas, "flaky_greeting", {"name": "Ada", "failures": 0})
+    assert lambdas.pump.run_until_settled(execution_id) == "COMPLETED"
+    before = world.items()
+    # when
+    response = lambdas.worker.handler(records_event([_step_message(execution_id, 0, 1),
+                                                     _step_message(execution_id, 2, 3)]), FakeContext())
+    # then
+    assert response == {"batchItemFailures": []}
+    assert world.items() == before
+    assert world.visible_count(world.queue_url) == 0
+    assert world.dead_letters() == []
+
+
+def test_order_fulfillment_when_pumped_completes_with_one_charge_and_small_messages(lambdas, world):
+    # given
+    execution_id = _start(lambdas, "order_fulfillment", ORDER)
+    # when
+    status = lambdas.pump.run_until_settled(execution_id)
+    # then
+    assert status == "COMPLETED"
+    steps = lambdas.worker.runtime.engine.history(execution_id)
+    assert [(s.name, s.status.value) for s in steps] == [
+        ("reserve_inventory", "SUCCEEDED"), ("charge_payment", "SUCCEEDED"), ("wait_for_carrier_pickup", "SUCCEEDED"),
+        ("ship_order", "SUCCEEDED"), ("notify_customer", "SUCCEEDED")]
+    assert len(LEDGER.charges()) == 1
+    assert lambdas.pump.bodies and all(len(b.encode()) < 4096 for b in lambdas.pump.bodies)
+    assert {tuple(sorted(json.loads(b))) for b in lambdas.pump.bodies} == {("execution_id", "step", "version")}
+    assert world.dead_letters() == []
+
+
+def test_flaky_step_when_it_fails_twice_is_retried_and_completes(lambdas, world):
+    # given
+    execution_id = _start(lambdas, "flaky_greeting", {"name": "Ada", "failures": 2})
+    # when
+    status = lambdas.pump.run_until_settled(execution_id)
+    # then
+    assert status == "COMPLETED"
+    compose = lambdas.worker.runtime.engine.history(execution_id)[0]
+    assert compose.attempts == 3 and compose.status.value == "SUCCEEDED"
+
+
+def test_poison_step_when_attempts_run_out_fails_execution_with_one_dead_letter(lambdas, world):
+    # given
+    execution_id = _start(lambdas, "poison_pill")
+    # when
+    status = lambdas.pump.run_until_settled(execution_id)
+    for _ in range(3):  # late duplicates of the last message change nothing, send nothing
+        lambdas.worker.handler(records_event([_step_message(execution_id, 1, 6)]), FakeContext())
+    # then
+    assert status == "FAILED"
+    execution = lambdas.worker.runtime.engine.get(execution_id)
+    assert execution.error.code == "step_error" and "PoisonError" in execution.error.message
+    poison = lambdas.worker.runtime.engine.history(execution_id)[1]
+    assert (poison.name, poison.status.value, poison.attempts, poison.is_final) == ("swallow_poison", "FAILED", 3, True)
+    assert "PoisonError" in poison.error.message
+    notices = world.dead_letters()
+    assert len(notices) == 1
+    assert notices[0]["execution_id"] == execution_id and notices[0]["kind"] == "loom.execution_failed"
+    assert all(not r["batchItemFailures"] for r in lambdas.pump.responses)
+
+
+def test_batch_when_time_is_too_short_fails_every_record_and_writes_nothing(lambdas, world):
+    # given: steps of these workflows need their 10 s timeout plus a 3 s margin
+    ids = [_start(lambdas, "flaky_greeting", {"name": str(i), "failures": 0}) for i in range(3)]
+    world.drain(world.queue_url)
+    event = records_event([_step_message(i, 0, 1) for i in ids])
+    before = world.items()
+    # when
+    response = lambdas.worker.handler(event, FakeContext(remaining_ms=12_000))
+    # then
+    assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event["Records"]]}
+    assert world.items() == before
+    assert world.visible_count(world.queue_url) == 0
+
+
+class _Shrinking(FakeContext):
+    """Plenty of time for the first record, then almost none."""
+
+    calls = 0
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.calls += 1
+        return 60_000 if self.calls == 1 else 2_000
+
+
+def test_batch_when_time_runs_out_midway_stops_starting_records(lambdas, world, monkeypatch):
+    # given
+    ids = [_start(lambdas, "flaky_greeting", {"name": str(i), "failures": 0}) for i in range(3)]
+    world.drain(world.queue_url)
+    event = records_event([_step_message(ids[0], 0, 1), _step_message(ids[1], 0, 1),
+                           _step_message(str(uuid.uuid4()), 0, 1)])
+    processed = []
+    original = lambdas.worker.runtime.engine.process
+    monkeypatch.setattr(lambdas.worker.runtime.engine, "process",
+                        lambda message, **kw: processed.append(message.execution_id) or original(message, **kw))
+    # when
+    response = lambdas.worker.handler(event, _Shrinking())
+    # then: record 1 ran, record 2 found too little time, record 3 (an unknown execution the engine
+    # would have acknowledged at once) was never handed to the engine
+    assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event["Records"][1:]]}
+    assert processed == ids[:2]
+    assert world.meta(ids[0])["current_step"]["N"] == "1"
+    assert world.meta(ids[1])["version"]["N"] == "1"
+
+
+def test_engine_log_lines_when_step_runs_are_json_with_execution_fields(lambdas, world, logs):
+    # given
+    execution_id = _start(lambdas, "flaky_greeting", {"name": "Ada", "failures": 0})
+    # when
+    lambdas.worker.handler(records_event([_first_message_body(world)]), FakeContext())
+    # then
+    lines = logs.lines()
+    started = [line for line in lines if line["message"] == "step started"]
+    assert started, [line["message"] for line in lines]
+    assert started[0]["execution_id"] == execution_id
+    assert (started[0]["workflow"], started[0]["step"], started[0]["attempt"]) == ("flaky_greeting", "compose_greeting", 1)
+    assert started[0]["level"] == "INFO" and started[0]["service"] == "loom-test"
+    assert "function_request_id" in started[0]
+    handled = [line for line in lines if line["message"] == "message handled"]
+    assert handled[0]["outcome"] == "advanced" and handled[0]["execution_id"] == execution_id
+
+
+def test_metrics_when_batch_runs_are_emitted_in_embedded_metric_format(lambdas, world, capsys):
+    # given
+    _start(lambdas, "flaky_greeting", {"name": "Ada", "failures": 0})
+    body = _first_message_body(world)
+    capsys.readouterr()
+    # when
+    lambdas.worker.handler(records_event([body]), FakeContext())
+    # then
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert len(blobs) == 1
+    (directive,) = blobs[0]["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "LoomTest"
+    names = {m["Name"] for m in directive["Metrics"]}
+    assert {"StepsSucceeded", "StepDuration"} <= names
+    assert blobs[0]["StepsSucceeded"] == [1.0]
