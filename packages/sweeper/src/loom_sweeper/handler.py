@@ -1,0 +1,37 @@
+"""Sweeper Lambda: once a minute, wake due timers and re-drive executions whose message was lost.
+
+EventBridge delivers schedules at least once and may run two sweeps at the same time; that is safe
+because engine-core claims every execution with a conditional write before enqueueing it. One sweep
+claims at most ``LOOM_SWEEP_MAX_ITEMS`` executions and stops early when the invocation is running
+out of time, so the rest waits for the next tick instead of being cut off by the timeout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from engine_core.bootstrap import from_environment
+
+logger = Logger()
+metrics = Metrics()
+runtime = from_environment(metrics=metrics)
+copy_config_to_registered_loggers(source_logger=logger, include={"engine_core"})
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict, context: LambdaContext) -> dict[str, Any]:
+    """Run one sweep over every shard and return its report (re-driven by reason, skipped, truncated)."""
+    schedule = EventBridgeEvent(event)
+    report = runtime.sweeper.sweep(remaining_ms=context.get_remaining_time_in_millis)
+    result = {**report.as_dict(), "total_redriven": report.total_redriven}
+    # Emitted every tick, zero included, so "no data" on this metric means the sweeper is not running.
+    metrics.add_metric(name="Redriven", unit="Count", value=report.total_redriven)
+    logger.info("sweep done", extra={"schedule_event_id": schedule.get("id"), "scheduled_time": schedule.get("time"),
+                                     **result})
+    return result
