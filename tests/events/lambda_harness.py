@@ -166,7 +166,9 @@ def load_handler(module: str, clock, logs: LogCapture | None = None, *, as_name:
         sys.modules.pop(module, None)
         mod = importlib.import_module(module)
     else:
-        spec = importlib.util.spec_from_file_location(as_name, importlib.util.find_spec(module).origin)
+        # Named inside the handler's package, so its relative imports resolve.
+        package = module.rpartition(".")[0]
+        spec = importlib.util.spec_from_file_location(f"{package}.{as_name}", importlib.util.find_spec(module).origin)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     mod.runtime.engine.clock = clock
@@ -237,6 +239,10 @@ def function_url_event(method: str, path: str, body: str | bytes | None = None, 
         event.pop("body", None)
         return event
     raw = body.encode() if isinstance(body, str) else body
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        base64 = True  # Lambda base64-encodes bodies that are not text
     event["headers"]["content-length"] = str(len(raw))
     event["body"] = b64.b64encode(raw).decode() if base64 else raw.decode()
     event["isBase64Encoded"] = base64

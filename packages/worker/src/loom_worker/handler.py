@@ -9,6 +9,7 @@ finished-execution messages come back from the engine as outcomes and are acknow
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 from aws_lambda_powertools import Logger, Metrics
@@ -23,6 +24,8 @@ from engine_core.bootstrap import from_environment
 
 logger = Logger()
 metrics = Metrics()
+# Invocations that only acknowledge or reject emit no metric; that is normal, not worth a warning.
+warnings.filterwarnings("ignore", "No application metrics to publish")
 runtime = from_environment(metrics=metrics)
 copy_config_to_registered_loggers(source_logger=logger, include={"engine_core"})
 # An all-failed batch is answered with batchItemFailures, not an invocation error: erroring would

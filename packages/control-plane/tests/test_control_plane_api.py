@@ -1,0 +1,306 @@
+"""The control-plane Lambda, fed Function URL requests shaped like tests/events/function_url_*.json."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+
+import pytest
+from loom_lambda_harness import FakeContext, SerializedClient, function_url_event, load_event, load_handler
+
+ORDER = {"order_id": "o-1001", "amount_cents": 4999}
+
+
+def call(module, method: str, path: str, body: str | bytes | None = None, *, base64: bool = False):
+    reply = module.handler(function_url_event(method, path, body, base64=base64), FakeContext())
+    headers = {k.lower(): v for k, v in (reply.get("headers") or {}).items()}
+    assert headers.get("content-type") == "application/json", reply
+    return reply["statusCode"], json.loads(reply["body"]), headers
+
+
+def start_body(workflow: str = "order_fulfillment", payload: dict | None = None, token: str | None = None) -> str:
+    body = {"workflow": workflow, "input": ORDER if payload is None else payload}
+    if token is not None:
+        body["idempotency_token"] = token
+    return json.dumps(body)
+
+
+def test_sample_post_event_when_sent_as_stored_starts_an_execution(lambdas, world):
+    # given
+    event = load_event("function_url_post_execution")
+    # when
+    reply = lambdas.control_plane.handler(event, FakeContext())
+    # then
+    assert reply["statusCode"] == 202
+    body = json.loads(reply["body"])
+    assert body["workflow"] == "order_fulfillment" and body["created"] is True
+
+
+def test_start_when_valid_returns_202_and_enqueues_the_first_step(lambdas, world):
+    # when
+    status, body, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
+    # then
+    assert status == 202
+    eid = body["execution_id"]
+    assert body == {"execution_id": eid, "workflow": "order_fulfillment", "status": "RUNNING", "current_step": 0,
+                    "created": True, "links": {"self": f"/executions/{eid}", "history": f"/executions/{eid}/history"}}
+    assert world.meta(eid)["status"]["S"] == "RUNNING"
+    assert [json.loads(m["Body"]) for m in world.drain(world.queue_url)] == [{"execution_id": eid, "step": 0, "version": 1}]
+
+
+def test_start_when_body_is_base64_encoded_is_decoded(lambdas, world):
+    # when
+    status, body, _ = call(lambdas.control_plane, "POST", "/executions", start_body(), base64=True)
+    # then
+    assert status == 202 and body["created"] is True
+
+
+def test_start_when_token_repeats_with_same_input_returns_200_and_starts_nothing(lambdas, world):
+    # given
+    first_status, first, _ = call(lambdas.control_plane, "POST", "/executions", start_body(token="order-o-1001"))
+    world.drain(world.queue_url)
+    items = world.items()
+    # when
+    status, again, _ = call(lambdas.control_plane, "POST", "/executions", start_body(token="order-o-1001"))
+    # then
+    assert (first_status, status) == (202, 200)
+    assert again == {**first, "created": False}
+    assert world.items() == items and world.visible_count(world.queue_url) == 0
+
+
+def test_start_when_token_repeats_after_completion_returns_the_finished_execution(lambdas, world):
+    # given
+    _, first, _ = call(lambdas.control_plane, "POST", "/executions",
+                       start_body("flaky_greeting", {"name": "Ada", "failures": 0}, token="greet-ada"))
+    assert lambdas.pump.run_until_settled(first["execution_id"]) == "COMPLETED"
+    items = world.items()
+    # when
+    status, again, _ = call(lambdas.control_plane, "POST", "/executions",
+                            start_body("flaky_greeting", {"name": "Ada", "failures": 0}, token="greet-ada"))
+    # then
+    assert status == 200
+    assert (again["execution_id"], again["status"], again["created"]) == (first["execution_id"], "COMPLETED", False)
+    assert world.items() == items and world.visible_count(world.queue_url) == 0
+
+
+def test_start_when_token_repeats_with_different_input_returns_409(lambdas, world):
+    # given
+    call(lambdas.control_plane, "POST", "/executions", start_body(token="order-o-1001"))
+    world.drain(world.queue_url)
+    items = world.items()
+    # when
+    status, body, _ = call(lambdas.control_plane, "POST", "/executions",
+                           start_body(payload={**ORDER, "amount_cents": 1}, token="order-o-1001"))
+    # then
+    assert status == 409 and body["error"] == "idempotency_conflict"
+    assert "new token" in body["message"]
+    assert world.items() == items and world.visible_count(world.queue_url) == 0
+
+
+def test_start_when_ten_containers_race_with_one_token_makes_one_execution(lambdas, world, clock, logs):
+    # given: ten cold-started control planes (as ten concurrent Lambda instances would be)
+    lock = threading.Lock()
+    containers = []
+    for i in range(10):
+        module = load_handler("loom_control_plane.handler", clock, logs, as_name=f"control_plane_{i}")
+        module.runtime.engine.store.client = SerializedClient(module.runtime.engine.store.client, lock)
+        module.runtime.engine.queue.client = SerializedClient(module.runtime.engine.queue.client, lock)
+        containers.append(module)
+    barrier, replies = threading.Barrier(10), [None] * 10
+
+    def request(i: int) -> None:
+        event = function_url_event("POST", "/executions", start_body(token="same-token"))
+        barrier.wait()
+        replies[i] = containers[i].handler(event, FakeContext())
+
+    # when
+    threads = [threading.Thread(target=request, args=(i,)) for i in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # then
+    bodies = [json.loads(r["body"]) for r in replies]
+    assert sorted(r["statusCode"] for r in replies) == [200] * 9 + [202]
+    assert len({b["execution_id"] for b in bodies}) == 1
+    assert [b["created"] for b in bodies].count(True) == 1
+    metas = [i for i in world.items() if i["SK"]["S"] == "#META"]
+    assert len(metas) == 1
+    assert len(world.drain(world.queue_url)) == 1
+
+
+def test_get_execution_when_it_exists_returns_its_state(lambdas, world, clock):
+    # given
+    _, started, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
+    lambdas.pump.deliver()
+    # when
+    status, body, _ = call(lambdas.control_plane, "GET", f"/executions/{started['execution_id']}")
+    # then
+    assert status == 200
+    assert (body["workflow"], body["status"], body["current_step"], body["version"]) == ("order_fulfillment", "RUNNING", 1, 2)
+    assert body["context"]["order_id"] == "o-1001" and body["context"]["reservation_id"].startswith("res-")
+    assert body["current_step_name"] == "charge_payment" and body["error"] is None
+    for key in ("next_wake_at", "created_at", "updated_at"):
+        assert body[key].endswith("Z")
+
+
+def test_history_when_steps_ran_lists_them_in_order_and_flags_corrupt_records(lambdas, world):
+    # given: a finished execution, plus a history item damaged in storage
+    _, started, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
+    eid = started["execution_id"]
+    assert lambdas.pump.run_until_settled(eid) == "COMPLETED"
+    world.dynamodb.put_item(TableName="loom-test", Item={
+        "PK": {"S": f"EXEC#{eid}"}, "SK": {"S": "STEP#005#mangled"}, "status": {"S": "???"}})
+    # when
+    status, body, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}/history")
+    # then
+    assert status == 200 and body["execution_id"] == eid
+    steps = body["steps"]
+    assert [s.get("name") for s in steps[:5]] == ["reserve_inventory", "charge_payment", "wait_for_carrier_pickup",
+                                                  "ship_order", "notify_customer"]
+    assert all(s["status"] == "SUCCEEDED" and s["attempts"] >= 1 and s["started_at"] and s["finished_at"]
+               for s in steps[:5] if s["name"] != "wait_for_carrier_pickup")
+    assert steps[1]["result"]["charge_id"].startswith("ch_")
+    assert steps[5]["corrupt"] is True and steps[5]["sort_key"] == "STEP#005#mangled"
+
+
+def test_history_when_step_failed_shows_its_error(lambdas, world):
+    # given
+    _, started, _ = call(lambdas.control_plane, "POST", "/executions", start_body("poison_pill", {}))
+    assert lambdas.pump.run_until_settled(started["execution_id"]) == "FAILED"
+    # when
+    _, body, _ = call(lambdas.control_plane, "GET", f"/executions/{started['execution_id']}/history")
+    # then
+    poison = body["steps"][1]
+    assert (poison["status"], poison["attempts"], poison["final"]) == ("FAILED", 3, True)
+    assert poison["error"]["code"] == "step_error" and "PoisonError" in poison["error"]["message"]
+
+
+def test_workflows_when_listed_show_steps_and_retry_policies(lambdas, world):
+    # when
+    status, body, _ = call(lambdas.control_plane, "GET", "/workflows")
+    # then
+    assert status == 200
+    workflows = {w["name"]: w for w in body["workflows"]}
+    assert {"order_fulfillment", "flaky_greeting", "poison_pill"} <= set(workflows)
+    order = workflows["order_fulfillment"]
+    assert [s["name"] for s in order["steps"]] == ["reserve_inventory", "charge_payment", "wait_for_carrier_pickup",
+                                                   "ship_order", "notify_customer"]
+    assert order["steps"][2] == {"index": 2, "name": "wait_for_carrier_pickup", "kind": "sleep", "sleep_s": 20.0}
+    assert order["retry"]["max_attempts"] == 5
+
+
+# -- the error table, row by row -------------------------------------------------------------------
+BIG = 256 * 1024
+
+
+def _padded(size: int) -> str:
+    """A valid start body of exactly ``size`` bytes."""
+    shell = start_body(payload={"order_id": "o-1", "amount_cents": 1, "pad": ""})
+    body = shell.replace('"pad": ""', '"pad": "' + "x" * (size - len(shell)) + '"')
+    assert len(body.encode()) == size
+    return body
+
+
+ERROR_ROWS = [
+    # (row id, method, path, body, status, code)
+    ("broken-json", "POST", "/executions", '{"workflow": "order_fulfillment", "input": {', 400, "invalid_json"),
+    ("empty-body", "POST", "/executions", "", 400, "invalid_json"),
+    ("nan", "POST", "/executions", '{"workflow": "order_fulfillment", "input": {"x": NaN}}', 400, "invalid_json"),
+    ("not-utf8", "POST", "/executions", b'{"workflow": "\xff"}', 400, "invalid_json"),
+    ("body-is-array", "POST", "/executions", "[]", 400, "invalid_request"),
+    ("missing-workflow", "POST", "/executions", '{"input": {}}', 400, "invalid_request"),
+    ("missing-input", "POST", "/executions", '{"workflow": "order_fulfillment"}', 400, "invalid_request"),
+    ("workflow-not-string", "POST", "/executions", '{"workflow": 7, "input": {}}', 400, "invalid_request"),
+    ("workflow-empty", "POST", "/executions", '{"workflow": "", "input": {}}', 400, "invalid_request"),
+    ("workflow-129-chars", "POST", "/executions", json.dumps({"workflow": "w" * 129, "input": {}}), 400, "invalid_request"),
+    ("workflow-bad-chars", "POST", "/executions", '{"workflow": "order fulfillment!", "input": {}}', 400, "invalid_request"),
+    ("workflow-key-injection", "POST", "/executions", '{"workflow": "EXEC#x", "input": {}}', 400, "invalid_request"),
+    ("input-list", "POST", "/executions", '{"workflow": "order_fulfillment", "input": [1]}', 400, "invalid_request"),
+    ("input-string", "POST", "/executions", '{"workflow": "order_fulfillment", "input": "x"}', 400, "invalid_request"),
+    ("input-null", "POST", "/executions", '{"workflow": "order_fulfillment", "input": null}', 400, "invalid_request"),
+    ("unknown-field", "POST", "/executions", '{"workflow": "order_fulfillment", "input": {}, "priority": 1}', 400,
+     "invalid_request"),
+    ("token-empty", "POST", "/executions", start_body(token=""), 400, "invalid_request"),
+    ("token-129-chars", "POST", "/executions", start_body(token="t" * 129), 400, "invalid_request"),
+    ("token-control-char", "POST", "/executions", start_body(token="a\nb"), 400, "invalid_request"),
+    ("token-not-string", "POST", "/executions", '{"workflow": "order_fulfillment", "input": {}, "idempotency_token": 5}',
+     400, "invalid_request"),
+    ("unknown-workflow", "POST", "/executions", '{"workflow": "no_such_flow", "input": {}}', 404, "unknown_workflow"),
+    ("too-large", "POST", "/executions", _padded(BIG + 1), 413, "input_too_large"),
+    ("execution-missing", "GET", f"/executions/{uuid.uuid4()}", None, 404, "execution_not_found"),
+    ("execution-malformed-id", "GET", "/executions/not-a-uuid", None, 404, "execution_not_found"),
+    ("execution-id-injection", "GET", "/executions/x%23META", None, 404, "execution_not_found"),
+    ("history-missing", "GET", f"/executions/{uuid.uuid4()}/history", None, 404, "execution_not_found"),
+    ("history-malformed-id", "GET", "/executions/%00/history", None, 404, "execution_not_found"),
+    ("unknown-route", "GET", "/nope", None, 404, "not_found"),
+    ("unknown-nested-route", "POST", "/executions/x/y/z", "{}", 404, "not_found"),
+    ("root", "GET", "/", None, 404, "not_found"),
+    ("get-on-start-route", "GET", "/executions", None, 405, "method_not_allowed"),
+    ("delete-execution", "DELETE", f"/executions/{uuid.uuid4()}", None, 405, "method_not_allowed"),
+    ("post-history", "POST", f"/executions/{uuid.uuid4()}/history", "{}", 405, "method_not_allowed"),
+    ("put-workflows", "PUT", "/workflows", "{}", 405, "method_not_allowed"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "status", "code"), [r[1:] for r in ERROR_ROWS],
+                         ids=[r[0] for r in ERROR_ROWS])
+def test_error_row_when_request_is_rejected_returns_json_error_and_changes_nothing(lambdas, world, method, path,
+                                                                                     body, status, code):
+    # when
+    got_status, got, headers = call(lambdas.control_plane, method, path, body)
+    # then
+    assert (got_status, got["error"]) == (status, code), got
+    assert set(got) == {"error", "message"} and len(got["message"]) > 20
+    assert "Traceback" not in got["message"] and 'File "' not in got["message"]
+    if status == 405:
+        assert headers["allow"] in ("GET", "POST")
+    assert world.items() == []
+    assert world.visible_count(world.queue_url) == 0 and world.visible_count(world.dlq_url) == 0
+
+
+def test_start_when_body_is_exactly_256_kb_is_accepted(lambdas, world):
+    # when
+    status, body, _ = call(lambdas.control_plane, "POST", "/executions", _padded(BIG))
+    # then
+    assert status == 202 and body["created"] is True
+
+
+def test_invalid_request_message_names_the_field_and_the_fix(lambdas, world):
+    # when
+    _, body, _ = call(lambdas.control_plane, "POST", "/executions", '{"workflow": "a b", "input": [], "x": 1}')
+    # then
+    assert "'workflow' must be 1-128 characters" in body["message"]
+    assert "'input' must be a JSON object" in body["message"]
+    assert "'x' is not a known field" in body["message"]
+
+
+def test_unexpected_failure_when_store_breaks_returns_generic_500_without_trace(lambdas, world, logs, monkeypatch):
+    # given
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret internal detail at /var/task/engine_core/storage/dynamodb.py")
+
+    monkeypatch.setattr(lambdas.control_plane.runtime.engine.store, "create", broken)
+    # when
+    status, body, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
+    # then
+    assert status == 500 and body["error"] == "internal_error"
+    assert "secret" not in body["message"] and "/var/task" not in body["message"]
+    assert world.visible_count(world.queue_url) == 0
+    errors = [line for line in logs.lines() if line["message"] == "unhandled error"]
+    assert errors and "secret internal detail" in errors[0]["exception"]
+
+
+def test_start_logs_carry_the_request_id_and_emit_metrics(lambdas, world, logs, capsys):
+    # given
+    event = function_url_event("POST", "/executions", start_body())
+    capsys.readouterr()
+    # when
+    lambdas.control_plane.handler(event, FakeContext())
+    # then
+    started = [line for line in logs.lines() if line["message"] == "execution started"]
+    assert started and started[0]["workflow"] == "order_fulfillment"
+    assert started[0]["correlation_id"] == event["requestContext"]["requestId"]
+    blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert "ExecutionsStarted" in {m["Name"] for m in blobs[-1]["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
