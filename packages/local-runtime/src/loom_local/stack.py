@@ -1,0 +1,280 @@
+"""The whole local stack: emulator, Terraform apply, and the Lambda service's three roles.
+
+    with LocalStack(StackOptions(repo=Path("."), run_dir=Path(".loom"))) as stack:
+        print(stack.url)                     # the control plane's Function URL, on 127.0.0.1
+        stack.faults.arm("worker.after_checkpoint")
+
+``stop()`` (also on Ctrl-C, SIGTERM, or an error while starting) stops the URL, the schedule and the
+pollers, kills every function process, stops the emulator and closes the logs: no process, no port
+left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from . import deployment as deploy
+from . import runtime_libs, terraform
+from .esm import QueuePoller
+from .faults import FaultControl
+from .function_url import FunctionUrlServer
+from .functions import Function, FunctionSpec
+from .logs import LogSink
+from .schedule import Scheduler
+
+REGION = "us-east-1"
+Observer = Callable[[str, dict[str, Any]], None]
+
+
+class StackError(Exception):
+    pass
+
+
+@dataclass
+class StackOptions:
+    repo: Path
+    """The monorepo root (terraform/envs/local, dist/local live under it)."""
+    run_dir: Path
+    """Where this run keeps its state: logs/, faults/, code/, terraform.tfstate, moto.port."""
+    zip_dir: Path | None = None
+    env_dir: Path | None = None
+    runtime_libs_dir: Path | None = None
+    tf_cli_config: Path | None = None
+    tf_vars: dict[str, str] = field(default_factory=dict)
+    endpoint_var: str = "endpoint"
+    """The local environment's variable for the emulator's URL."""
+    sweep_every_s: float | None = None
+    """Override the schedule's period (the deployed rule says once a minute)."""
+    url_port: int = 0
+    max_concurrency: int | None = None
+    """Cap on concurrent worker batches (default: the mapping's maximum concurrency, at most 2 here)."""
+    extra_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Per role (worker, sweeper, control-plane): local additions to the deployed environment."""
+    echo_logs: bool = False
+    observer: Observer | None = None
+    progress: Callable[[str], None] | None = None
+    region: str = REGION
+    provision: Callable[[LocalStack], None] | None = None
+    """Deploy into the fresh emulator some other way than Terraform (the runtime's own tests)."""
+
+
+def _say(opts: StackOptions, message: str) -> None:
+    if opts.progress is not None:
+        opts.progress(message)
+
+
+class Emulator:
+    """The moto server child process (``python -m loom_local.emulator``)."""
+
+    def __init__(self, run_dir: Path, log_path: Path):
+        self.run_dir, self.log_path = run_dir, log_path
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        ready = self.run_dir / "moto.port"
+        ready.unlink(missing_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "a", encoding="utf-8")
+        env = {**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "false"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "loom_local.emulator", "--port", "0", "--ready-file", str(ready),
+             "--parent", str(os.getpid())],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while not ready.exists():
+            if self.proc.poll() is not None:
+                raise StackError(f"the emulator (moto) exited with status {self.proc.returncode} while starting; "
+                                 f"see {self.log_path}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise StackError(f"the emulator (moto) did not start within {timeout_s:g} s; see {self.log_path}")
+            time.sleep(0.05)
+        self.port = int(ready.read_text())
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class LocalStack:
+    def __init__(self, options: StackOptions):
+        self.opts = options
+        repo = options.repo.resolve()
+        self.run_dir = options.run_dir.resolve()
+        self.zip_dir = (options.zip_dir or repo / "dist" / "local").resolve()
+        self.env_dir = (options.env_dir or repo / "terraform" / "envs" / "local").resolve()
+        self.libs_dir = (options.runtime_libs_dir or repo / "build" / "runtime-libs").resolve()
+        self.log_dir = self.run_dir / "logs"
+        self.fault_dir = self.run_dir / "faults"
+        self.emulator = Emulator(self.run_dir, self.log_dir / "moto.log")
+        self.logs: LogSink | None = None
+        self.deployment: deploy.Deployment | None = None
+        self.functions: dict[str, Function] = {}
+        self.poller: QueuePoller | None = None
+        self.scheduler: Scheduler | None = None
+        self.url_server: FunctionUrlServer | None = None
+        self.faults = FaultControl(self.fault_dir)
+        self._stopped = threading.Event()
+        self._started = False
+
+    # -- clients for the emulator -------------------------------------------------------------------------
+    def client(self, service: str):
+        return boto3.client(service, endpoint_url=self.emulator.endpoint, region_name=self.opts.region,
+                            aws_access_key_id="testing", aws_secret_access_key="testing",
+                            config=Config(retries={"max_attempts": 3, "mode": "standard"},
+                                          connect_timeout=5, read_timeout=30))
+
+    @property
+    def url(self) -> str:
+        assert self.url_server is not None, "the stack is not started"
+        return self.url_server.url
+
+    @property
+    def endpoint(self) -> str:
+        return self.emulator.endpoint
+
+    def _observe(self, kind: str, details: dict[str, Any]) -> None:
+        if self.opts.observer is not None:
+            self.opts.observer(kind, details)
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def start(self) -> LocalStack:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        opts = self.opts
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("terraform.tfstate", "terraform.tfstate.backup"):
+            (self.run_dir / stale).unlink(missing_ok=True)  # a fresh emulator needs a fresh state
+        self.faults.disarm_all()
+        self.logs = LogSink(self.log_dir, sys.stderr if opts.echo_logs else None)
+        if not self.zip_dir.is_dir() or not list(self.zip_dir.glob("*.zip")):
+            raise StackError(f"no Lambda zips in {self.zip_dir}: run `make build-local` first (`make up` and "
+                             "`make demo` do it for you)")
+        _say(opts, f"runtime-provided libraries (boto3) in {self.libs_dir}")
+        runtime_libs.ensure(self.libs_dir)
+
+        _say(opts, "starting the emulator (moto) on 127.0.0.1")
+        self.emulator.start()
+        _say(opts, f"emulator listening on {self.emulator.endpoint}")
+
+        if opts.provision is not None:
+            opts.provision(self)
+        else:
+            _say(opts, "applying terraform/envs/local to the emulator (about a minute: the AWS provider waits "
+                       "~25 s after creating each SQS queue)")
+            variables = {opts.endpoint_var: self.emulator.endpoint, **opts.tf_vars}
+            terraform.apply(self.env_dir, self.run_dir / "terraform.tfstate", variables,
+                            self.log_dir / "terraform.log", cli_config=opts.tf_cli_config, progress=opts.progress)
+
+        _say(opts, "reading the deployed configuration from the emulator")
+        d = deploy.read(self.client, opts.region)
+        d = deploy.match_zips(d, self.zip_dir)
+        self.deployment = d
+        code_root = self.run_dir / "code"
+        for role, f in d.functions.items():
+            assert f.zip_path is not None
+            code_dir = deploy.extract(f.zip_path, f.code_sha256, code_root)
+            env = deploy.lambda_environment(f, code_dir, opts.region, self.emulator.endpoint,
+                                            opts.extra_env.get(role))
+            spec = FunctionSpec(name=f.name, arn=f.arn, handler=f.handler, timeout_s=f.timeout_s,
+                                memory_mb=f.memory_mb, code_dir=code_dir, environment=env, role=role)
+            concurrency = {"worker": self._worker_concurrency(), "sweeper": 2, "control-plane": 4}[role]
+            self.functions[role] = Function(spec, self.libs_dir, self.logs, fault_dir=self.fault_dir,
+                                            max_concurrency=concurrency, observer=self._observe)
+        assert d.mapping is not None and d.rule is not None and d.url is not None
+        mapping = d.mapping
+        if opts.max_concurrency is not None or mapping.max_concurrency > 2:
+            from dataclasses import replace
+
+            mapping = replace(mapping, max_concurrency=self._worker_concurrency())
+        self.poller = QueuePoller(mapping, self.functions["worker"], lambda: self.client("sqs"), self._observe)
+        self.scheduler = Scheduler(d.rule, self.functions["sweeper"], every_s=opts.sweep_every_s,
+                                   observer=self._observe)
+        self.url_server = FunctionUrlServer(d.url, self.functions["control-plane"], port=opts.url_port,
+                                            observer=self._observe)
+        self.poller.start()
+        self.scheduler.start()
+        self.url_server.start()
+        self._started = True
+        _say(opts, f"control plane Function URL: {self.url_server.url}")
+
+    def _worker_concurrency(self) -> int:
+        assert self.deployment is not None and self.deployment.mapping is not None
+        if self.opts.max_concurrency is not None:
+            return self.opts.max_concurrency
+        return max(1, min(2, self.deployment.mapping.max_concurrency))
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self.url_server is not None:
+            self.url_server.stop()
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        if self.poller is not None:
+            self.poller.stop(timeout_s=0.1)
+        for fn in self.functions.values():
+            fn.close()  # kills in-flight invocations too; their messages come back after the visibility timeout
+        if self.poller is not None:
+            self.poller.stop(timeout_s=5)
+        self.emulator.stop()
+        if self.logs is not None:
+            self.logs.close()
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def pids(self) -> dict[str, Any]:
+        return {"runtime": os.getpid(), "emulator": self.emulator.proc.pid if self.emulator.proc else None,
+                "functions": {role: fn.pids() for role, fn in self.functions.items()}}
+
+    def wait(self) -> None:
+        """Block until stop() is called (from a signal handler, say)."""
+        while not self._stopped.wait(0.5):
+            pass
+
+
+def install_signal_handlers(stack: LocalStack) -> None:
+    """SIGTERM and SIGINT stop the stack (once); a second Ctrl-C while stopping is ignored."""
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
