@@ -112,9 +112,8 @@ class FaultHook:
         if name == "worker.after_intent":
             # The step body is next. Watch for it only if a body arm could match this step.
             body = [a for a in self._arms(BODY_POINTS) if self._matches(a, info, ("execution_id", "step", "attempt"))]
-            if body:
-                self._body_arms = body
-                sys.setprofile(self._profile)
+            self._body_arms, self._return_frame, self._return_arm = body, None, None
+            sys.setprofile(self._profile if body else None)
 
     # -- inside the step body: a profile function sees the call into, and the return from, its frame --
     @staticmethod
@@ -124,8 +123,12 @@ class FaultHook:
             return False
         if caller.f_globals.get("__name__") != "engine_core._runner":
             return False
-        module = frame.f_globals.get("__name__", "")
-        return not (module.startswith("engine_core") or module.startswith("contextlib"))
+        # run_body(fn, ctx, ...) calls other things too (its clock, its deadline); the body is fn.
+        fn = caller.f_locals.get("fn")
+        for candidate in (fn, getattr(fn, "__func__", None), getattr(getattr(fn, "__call__", None), "__func__", None)):
+            if getattr(candidate, "__code__", None) is frame.f_code:
+                return True
+        return False
 
     def _profile(self, frame, event, arg):
         if event == "call" and self._return_frame is None and self._is_step_body(frame):
