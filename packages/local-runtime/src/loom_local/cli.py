@@ -1,0 +1,312 @@
+"""``python -m loom_local``: run the local stack in the foreground, keep it up in the background, or demo it.
+
+    python -m loom_local run    [options]   foreground; Ctrl-C stops everything
+    python -m loom_local up     [options]   background; prints the URL, writes .loom/local.json
+    python -m loom_local down               stops what `up` started
+    python -m loom_local status             is it up, and where
+    python -m loom_local demo   [options]   the guided tour (`make demo`)
+
+Exit status: 0 success, 1 the stack failed (the message says why and what to do), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .stack import LocalStack, StackOptions, install_signal_handlers
+
+STATE_NAME = "local.json"
+PID_NAME = "runtime.pid"
+
+
+class CliError(Exception):
+    pass
+
+
+def _kv(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def _role_kv(text: str) -> tuple[str, str, str]:
+    role, sep, rest = text.partition(":")
+    if not sep or role not in ("worker", "sweeper", "control-plane"):
+        raise argparse.ArgumentTypeError(f"expected ROLE:NAME=VALUE with ROLE worker, sweeper or control-plane, got {text!r}")
+    name, value = _kv(rest)
+    return role, name, value
+
+
+def _stack_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", type=Path, default=Path.cwd(), help="monorepo root (default: the current directory)")
+    p.add_argument("--run-dir", type=Path, default=None, help="state, logs and faults directory (default: REPO/.loom)")
+    p.add_argument("--sweep-every", type=float, default=None, metavar="SECONDS",
+                   help="fire the sweeper this often instead of the deployed schedule (rate(1 minute))")
+    p.add_argument("--port", type=int, default=0, help="local Function URL port (default: a free one)")
+    p.add_argument("--worker-concurrency", type=int, default=None, help="concurrent worker batches (default 2)")
+    p.add_argument("--tf-var", type=_kv, action="append", default=[], metavar="NAME=VALUE",
+                   help="extra variable for terraform/envs/local")
+    p.add_argument("--tf-cli-config", type=Path, default=os.environ.get("TF_CLI_CONFIG_FILE") or None,
+                   help="Terraform CLI configuration (provider mirror); default $TF_CLI_CONFIG_FILE")
+    p.add_argument("--endpoint-var", default="endpoint", help="the local environment's emulator URL variable")
+    p.add_argument("--env", type=_role_kv, action="append", default=[], metavar="ROLE:NAME=VALUE",
+                   help="local addition to a function's deployed environment")
+    p.add_argument("--echo-logs", action="store_true", help="also print function logs to the console")
+
+
+def options_from(args: argparse.Namespace, **overrides: Any) -> StackOptions:
+    repo = args.repo.resolve()
+    extra: dict[str, dict[str, str]] = {}
+    for role, name, value in args.env:
+        extra.setdefault(role, {})[name] = value
+    opts = StackOptions(
+        repo=repo, run_dir=(args.run_dir or repo / ".loom").resolve(), sweep_every_s=args.sweep_every,
+        url_port=args.port, max_concurrency=args.worker_concurrency, tf_vars=dict(args.tf_var),
+        tf_cli_config=args.tf_cli_config.resolve() if args.tf_cli_config else None, endpoint_var=args.endpoint_var,
+        extra_env=extra, echo_logs=args.echo_logs, progress=_progress())
+    for k, v in overrides.items():
+        setattr(opts, k, v)
+    return opts
+
+
+def _progress():
+    started = time.monotonic()
+
+    def say(message: str) -> None:
+        print(f"[{time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _write_json(path: Path, body: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(body, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def state_of(stack: LocalStack) -> dict[str, Any]:
+    d = stack.deployment
+    assert d is not None and d.queue is not None
+    return {
+        "url": stack.url,
+        "endpoint": stack.endpoint,
+        "region": stack.opts.region,
+        "pids": stack.pids(),
+        "run_dir": str(stack.run_dir),
+        "logs": str(stack.log_dir),
+        "fault_dir": str(stack.fault_dir),
+        "queue_url": d.queue.url,
+        "dlq_url": d.queue.dlq_url,
+        "table": d.worker.environment.get("LOOM_TABLE_NAME"),
+        "deployment": d.summary(),
+        "started_at": time.time(),
+    }
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    opts = options_from(args)
+    state = opts.run_dir / STATE_NAME
+    stack = LocalStack(opts)
+    install_signal_handlers(stack)
+    try:
+        stack.start()
+        _write_json(state, state_of(stack))
+        print(f"Loom is up. Control plane: {stack.url}  (Ctrl-C stops everything)", flush=True)
+        stack.wait()
+    except KeyboardInterrupt:
+        print("stopping: function processes, pollers, schedule, Function URL, emulator", file=sys.stderr, flush=True)
+    finally:
+        stack.stop()
+        state.unlink(missing_ok=True)
+        (opts.run_dir / PID_NAME).unlink(missing_ok=True)
+    return 0
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _read_state(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / STATE_NAME
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        return None
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    repo = args.repo.resolve()
+    run_dir = (args.run_dir or repo / ".loom").resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    existing = _read_state(run_dir)
+    pid_file = run_dir / PID_NAME
+    if existing and _alive(existing.get("pids", {}).get("runtime")):
+        print(f"already up: {existing['url']}  (`make down` stops it)")
+        return 0
+    if pid_file.exists() and _alive(int(pid_file.read_text() or 0)):
+        raise CliError(f"a local runtime (pid {pid_file.read_text()}) is still starting or stopping; wait, or run "
+                       "`make down`")
+    (run_dir / STATE_NAME).unlink(missing_ok=True)
+    log_path = run_dir / "logs" / "runtime.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    forwarded = list(args.forward or [])
+    with open(log_path, "w") as log:
+        child = subprocess.Popen([sys.executable, "-m", "loom_local", "run", *forwarded], stdout=log, stderr=log,
+                                 stdin=subprocess.DEVNULL, cwd=repo, start_new_session=True)
+    pid_file.write_text(str(child.pid))
+    print(f"starting the local stack in the background (pid {child.pid}, log {log_path}); the Terraform apply takes "
+          "about a minute", flush=True)
+    shown = 0
+    try:
+        while True:
+            lines = log_path.read_text(errors="replace").splitlines()
+            for line in lines[shown:]:
+                print(f"  {line}", flush=True)
+            shown = len(lines)
+            state = _read_state(run_dir)
+            if state is not None:
+                break
+            if child.poll() is not None:
+                raise CliError(f"the local runtime exited with status {child.returncode} while starting; the lines "
+                               f"above (and {log_path}) say why")
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        _stop_pid(child.pid, 20)
+        pid_file.unlink(missing_ok=True)
+        print("interrupted: stopped the half-started stack", file=sys.stderr)
+        return 130
+    url = state["url"]
+    print(f"""
+Loom is up (runtime pid {child.pid}). Control plane Function URL: {url}
+State, pids and URL: {run_dir / STATE_NAME}   Function logs: {run_dir / 'logs'}
+
+  curl -s {url}/workflows
+  curl -s -X POST {url}/executions -H 'content-type: application/json' \\
+       -d '{{"workflow": "order_fulfillment", "input": {{"order_id": "o-1", "amount_cents": 1299}}}}'
+  curl -s {url}/executions/<execution_id>
+  curl -s {url}/executions/<execution_id>/history
+
+Locally the URL needs no credentials; the deployed one uses AWS_IAM (SigV4-signed requests).
+`make down` stops everything.""")
+    return 0
+
+
+def _stop_pid(pid: int, grace_s: float) -> bool:
+    if not _alive(pid):
+        return True
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return False
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    repo = args.repo.resolve()
+    run_dir = (args.run_dir or repo / ".loom").resolve()
+    state = _read_state(run_dir)
+    pid_file = run_dir / PID_NAME
+    pids: list[int] = []
+    if state:
+        p = state.get("pids", {})
+        pids = [p.get("runtime"), p.get("emulator"), *[x for xs in (p.get("functions") or {}).values() for x in xs]]
+    elif pid_file.exists():
+        pids = [int(pid_file.read_text() or 0)]
+    runtime = pids[0] if pids else None
+    if not any(_alive(x) for x in pids if x):
+        for f in (run_dir / STATE_NAME, pid_file):
+            f.unlink(missing_ok=True)
+        print("nothing to stop: the local stack is not running")
+        return 0
+    clean = _stop_pid(runtime, 30) if runtime else True
+    for pid in pids[1:]:
+        if pid and _alive(pid):  # only if the runtime could not clean up after itself
+            os.kill(pid, signal.SIGKILL)
+    for f in (run_dir / STATE_NAME, pid_file):
+        f.unlink(missing_ok=True)
+    print("stopped the local stack" + ("" if clean else " (the runtime did not stop in 30 s and was killed)"))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    run_dir = (args.run_dir or args.repo.resolve() / ".loom").resolve()
+    state = _read_state(run_dir)
+    if state and _alive(state.get("pids", {}).get("runtime")):
+        print(json.dumps({k: state[k] for k in ("url", "endpoint", "pids", "logs", "queue_url", "dlq_url", "table")},
+                         indent=2))
+        return 0
+    print("the local stack is not running (`make up` starts it)")
+    return 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loom_local", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the stack in the foreground")
+    _stack_args(run)
+    run.set_defaults(func=cmd_run)
+    up = sub.add_parser("up", help="start the stack in the background")
+    _stack_args(up)
+    up.set_defaults(func=cmd_up, forward=None)
+    down = sub.add_parser("down", help="stop what `up` started")
+    down.add_argument("--repo", type=Path, default=Path.cwd())
+    down.add_argument("--run-dir", type=Path, default=None)
+    down.set_defaults(func=cmd_down)
+    status = sub.add_parser("status", help="is the stack up")
+    status.add_argument("--repo", type=Path, default=Path.cwd())
+    status.add_argument("--run-dir", type=Path, default=None)
+    status.set_defaults(func=cmd_status)
+    demo = sub.add_parser("demo", help="the guided tour")
+    _stack_args(demo)
+    demo.add_argument("--keep", action="store_true", help="keep the stack running after the tour (Ctrl-C stops it)")
+    demo.set_defaults(func=lambda a: __import__("loom_local.demo", fromlist=["run"]).run(a))
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw)
+    if args.command == "up":
+        args.forward = raw[1:]  # `up` runs `run` in the background with the same options
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - every known failure carries a message saying what to do
+        from .deployment import DeploymentError
+        from .stack import StackError
+        from .terraform import TerraformError
+
+        if isinstance(exc, (DeploymentError, StackError, TerraformError)):
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        raise
