@@ -56,25 +56,25 @@ def sha256_file(path: Path) -> str:
 
 
 # -- wheels ----------------------------------------------------------------------------------------
-def build_wheels(out: Path, packages: tuple[str, ...] = WHEEL_PACKAGES) -> list[Path]:
-    """Build each local package's wheel into ``out`` (replacing older builds of it)."""
+def build_wheels(out: Path, packages: tuple[str, ...] = WHEEL_PACKAGES, root: Path = ROOT) -> list[Path]:
+    """Build each of ``root/packages/<package>``'s wheels into ``out`` (replacing older builds of it)."""
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": WHEEL_SOURCE_DATE_EPOCH}
     built = []
     for package in packages:
-        stem = _dist_name(package).replace("-", "_")
+        stem = _dist_name(package, root).replace("-", "_")
         for old in out.glob(f"{stem}-*.whl"):
             old.unlink()
         done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
-                               str(ROOT / "packages" / package)], env=env, capture_output=True, text=True)
+                               str(root / "packages" / package)], env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildError(f"building the packages/{package} wheel failed:\n{done.stdout}{done.stderr}")
         built.extend(sorted(out.glob(f"{stem}-*.whl")))
     return built
 
 
-def _dist_name(package: str) -> str:
-    text = (ROOT / "packages" / package / "pyproject.toml").read_text()
+def _dist_name(package: str, root: Path = ROOT) -> str:
+    text = (root / "packages" / package / "pyproject.toml").read_text()
     match = re.search(r'^name\s*=\s*"([^"]+)"', text, re.MULTILINE)
     if not match:
         raise BuildError(f"packages/{package}/pyproject.toml has no project name")

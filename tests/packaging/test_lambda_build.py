@@ -1,0 +1,193 @@
+"""`make build`'s guarantees: reproducible wheels, locks that match them, deterministic zips, and zips
+that import and answer in a clean Python that has nothing but what the Lambda runtime provides."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("build_lambda", ROOT / "tools" / "build_lambda.py")
+build_lambda = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_lambda)
+
+HANDLERS = {"worker": "loom_worker.handler", "sweeper": "loom_sweeper.handler",
+            "control-plane": "loom_control_plane.handler"}
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheels")
+    build_lambda.build_wheels(out)
+    return out
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_wheels_when_built_from_another_checkout_are_byte_identical(wheels, tmp_path):
+    # given: a second checkout at another path, with fresh file times
+    for package in build_lambda.WHEEL_PACKAGES:
+        shutil.copytree(ROOT / "packages" / package, tmp_path / "checkout" / "packages" / package,
+                        copy_function=shutil.copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+    # when
+    rebuilt = build_lambda.build_wheels(tmp_path / "out", root=tmp_path / "checkout")
+    # then
+    assert len(rebuilt) == 2
+    for wheel in rebuilt:
+        assert _digest(wheel) == _digest(wheels / wheel.name), wheel.name
+
+
+@pytest.mark.slow
+def test_locks_when_checked_against_fresh_wheels_match(wheels):
+    # when / then: raises BuildError (bump engine-core and run make lock-lambdas) if they drifted
+    for function in HANDLERS:
+        build_lambda.check_lock(function, wheels)
+
+
+def test_check_when_engine_core_changed_without_bump_fails_with_the_fix(tmp_path, capsys):
+    # given: a wheel with the locked name and version but other contents
+    pinned_version = build_lambda.locked_pins(ROOT / "packages/worker/requirements.txt")["loom-engine-core"][0]
+    (tmp_path / f"loom_engine_core-{pinned_version}-py3-none-any.whl").write_bytes(b"changed code")
+    # when
+    code = build_lambda.main(["check", "--wheels", str(tmp_path), "worker"])
+    # then
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "changed without a version bump" in err and "make lock-lambdas" in err
+    assert "packages/engine-core/pyproject.toml" in err
+
+
+def test_check_when_wheel_version_differs_from_pin_says_to_relock(tmp_path, capsys):
+    # given
+    (tmp_path / "loom_engine_core-9.9.9-py3-none-any.whl").write_bytes(b"newer")
+    # when
+    code = build_lambda.main(["check", "--wheels", str(tmp_path), "sweeper"])
+    # then
+    err = capsys.readouterr().err
+    assert code == 1 and "loom_engine_core-9.9.9-py3-none-any.whl" in err and "make lock-lambdas" in err
+
+
+def test_locked_pins_when_reading_a_lock_returns_versions_and_hashes():
+    # when
+    pins = build_lambda.locked_pins(ROOT / "packages/control-plane/requirements.txt")
+    # then
+    assert pins["aws-lambda-powertools"][0] == "3.37.0"
+    assert pins["loom-engine-core"][0] == pins["loom-workflows-examples"][0] == "0.1.0"
+    assert all(len(h) == 64 for _, hashes in pins.values() for h in hashes)
+    assert all(hashes for _, hashes in pins.values())
+    assert "boto3" not in pins and "botocore" not in pins
+
+
+def test_write_zip_when_trees_differ_in_mtime_order_and_umask_gives_same_bytes(tmp_path):
+    # given: the same files, written in different orders, times and modes
+    files = {"b/mod.py": b"print('b')\n", "a/__init__.py": b"", "run.sh": b"#!/bin/sh\n", "z.txt": b"z" * 5000}
+    for name, order, mode in (("one", sorted(files), 0o644), ("two", sorted(files, reverse=True), 0o600)):
+        for rel in order:
+            path = tmp_path / name / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(files[rel])
+            os.chmod(path, 0o755 if rel.endswith(".sh") else mode)
+            os.utime(path, (1_700_000_000 + len(name) * 1000, 1_700_000_000 + len(name) * 1000))
+    # when
+    build_lambda.write_zip(tmp_path / "one", tmp_path / "one.zip")
+    build_lambda.write_zip(tmp_path / "two", tmp_path / "two.zip")
+    # then
+    assert _digest(tmp_path / "one.zip") == _digest(tmp_path / "two.zip")
+    with zipfile.ZipFile(tmp_path / "one.zip") as zf:
+        assert zf.namelist() == sorted(files)
+        assert {i.filename: (i.external_attr >> 16) & 0o777 for i in zf.infolist()}["run.sh"] == 0o755
+        assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+
+
+@pytest.mark.slow
+def test_lambda_zip_when_built_twice_has_the_same_sha256(wheels, tmp_path):
+    # when
+    first = build_lambda.build_zip("sweeper", "lambda", wheels, tmp_path / "1" / "sweeper.zip")
+    second = build_lambda.build_zip("sweeper", "lambda", wheels, tmp_path / "2" / "sweeper.zip")
+    # then
+    assert first == second
+    with zipfile.ZipFile(tmp_path / "1" / "sweeper.zip") as zf:
+        names = zf.namelist()
+    assert "loom_sweeper/handler.py" in names and "engine_core/bootstrap.py" in names
+    assert any(n.startswith("pydantic_core/") and n.endswith("cpython-312-x86_64-linux-gnu.so") for n in names)
+    assert "loom_workflows_examples-0.1.0.dist-info/entry_points.txt" in names
+    assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith(("boto3/", "botocore/")) for n in names)
+
+
+_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+function, module = sys.argv[2], sys.argv[3]
+import importlib
+handler = importlib.import_module(module)
+import engine_core
+
+class Context:
+    function_name = "probe"
+    memory_limit_in_mb = 128
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:probe"
+    aws_request_id = "00000000-0000-4000-8000-000000000000"
+    def get_remaining_time_in_millis(self):
+        return 1000  # the sweeper stops before its first query; nothing here calls AWS
+
+event = json.load(open(sys.argv[4]))
+reply = handler.handler(event, Context())
+print(json.dumps({"reply": reply, "handler_file": handler.__file__, "engine_core_file": engine_core.__file__}))
+"""
+
+
+@pytest.mark.slow
+def test_local_zips_when_unpacked_in_a_clean_venv_import_and_answer(wheels, tmp_path):
+    # given: a venv holding only boto3 (what the Lambda runtime adds), and the three local zips
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    f"boto3=={version('boto3')}", f"botocore=={version('botocore')}"], check=True)
+    (tmp_path / "probe.py").write_text(_PROBE)
+    events = {
+        "worker": {"Records": [{**json.loads((ROOT / "tests/events/sqs_step_batch.json").read_text())["Records"][0],
+                                "body": "not a step message"}]},
+        "sweeper": json.loads((ROOT / "tests/events/eventbridge_scheduled.json").read_text()),
+        "control-plane": {**json.loads((ROOT / "tests/events/function_url_get_execution.json").read_text()),
+                          "rawPath": "/workflows"},
+    }
+    env = {"PATH": os.environ["PATH"], "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x",
+           "AWS_SECRET_ACCESS_KEY": "x", "LOOM_TABLE_NAME": "loom-probe",
+           "LOOM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/loom-probe",
+           "LOOM_DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/loom-probe-dlq",
+           "POWERTOOLS_SERVICE_NAME": "probe", "POWERTOOLS_METRICS_NAMESPACE": "Probe"}
+    replies = {}
+    for function, module in HANDLERS.items():
+        archive = tmp_path / f"{function}.zip"
+        build_lambda.build_zip(function, "local", wheels, archive)
+        task = tmp_path / "task" / function
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(task)
+        (tmp_path / f"{function}.json").write_text(json.dumps(events[function]))
+        # when
+        done = subprocess.run([str(python), "-I", str(tmp_path / "probe.py"), str(task), function, module,
+                               str(tmp_path / f"{function}.json")], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        probe = json.loads(done.stdout.strip().splitlines()[-1])
+        # then: everything came from the unpacked zip, not from the dev environment
+        assert probe["handler_file"].startswith(str(task)) and probe["engine_core_file"].startswith(str(task))
+        replies[function] = probe["reply"]
+    assert replies["worker"] == {"batchItemFailures": [{"itemIdentifier": events["worker"]["Records"][0]["messageId"]}]}
+    assert replies["sweeper"]["shards_scanned"] == 0 and replies["sweeper"]["truncated"] is True
+    assert replies["control-plane"]["statusCode"] == 200
+    names = {w["name"] for w in json.loads(replies["control-plane"]["body"])["workflows"]}
+    assert names == {"order_fulfillment", "flaky_greeting", "poison_pill"}
