@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     ledger = opts.run_dir / "demo-ledger.jsonl"
     opts.run_dir.mkdir(parents=True, exist_ok=True)
     ledger.unlink(missing_ok=True)
-    opts.extra_env.setdefault("worker", {})["LOOM_EXAMPLES_LEDGER_PATH"] = str(ledger)
+    opts.function_env["LOOM_EXAMPLES_LEDGER_PATH"] = str(ledger)
     stack = LocalStack(opts)
     install_signal_handlers(stack)
     try:

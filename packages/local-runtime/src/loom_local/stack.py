@@ -11,6 +11,7 @@ left behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -62,6 +63,9 @@ class StackOptions:
     """Cap on concurrent worker batches (default: the mapping's maximum concurrency, at most 2 here)."""
     extra_env: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per role (worker, sweeper, control-plane): local additions to the deployed environment."""
+    function_env: dict[str, str] = field(default_factory=dict)
+    """Variables every function needs in this run (the example ledger's path, say). Deployed through the
+    environment's ``extra_environment_variables`` when it declares one, else added by the runtime."""
     echo_logs: bool = False
     observer: Observer | None = None
     progress: Callable[[str], None] | None = None
@@ -140,6 +144,7 @@ class LocalStack:
         self.faults = FaultControl(self.fault_dir)
         self._stopped = threading.Event()
         self._started = False
+        self._deployed_function_env = False
 
     # -- clients for the emulator -------------------------------------------------------------------------
     def client(self, service: str):
@@ -193,8 +198,16 @@ class LocalStack:
             _say(opts, "applying terraform/envs/local to the emulator (about a minute: the AWS provider waits "
                        "~25 s after creating each SQS queue)")
             variables = {opts.endpoint_var: self.emulator.endpoint, **opts.tf_vars}
+            declared = terraform.declared_variables(self.env_dir)
+            if "dist_dir" in declared:
+                variables.setdefault("dist_dir", str(self.zip_dir))  # deploy the very zips the runtime checks
+            if opts.function_env and "extra_environment_variables" in declared:
+                variables["extra_environment_variables"] = json.dumps(opts.function_env)
+                self._deployed_function_env = True
             terraform.apply(self.env_dir, self.run_dir / "terraform.tfstate", variables,
-                            self.log_dir / "terraform.log", cli_config=opts.tf_cli_config, progress=opts.progress)
+                            self.log_dir / "terraform.log",
+                            cli_config=terraform.cli_config(opts.repo.resolve(), opts.tf_cli_config),
+                            progress=opts.progress)
 
         _say(opts, "reading the deployed configuration from the emulator")
         d = deploy.read(self.client, opts.region)
@@ -204,8 +217,10 @@ class LocalStack:
         for role, f in d.functions.items():
             assert f.zip_path is not None
             code_dir = deploy.extract(f.zip_path, f.code_sha256, code_root)
-            env = deploy.lambda_environment(f, code_dir, opts.region, self.emulator.endpoint,
-                                            opts.extra_env.get(role))
+            extra = dict(opts.extra_env.get(role) or {})
+            if opts.function_env and not self._deployed_function_env:
+                extra = {**opts.function_env, **extra}
+            env = deploy.lambda_environment(f, code_dir, opts.region, self.emulator.endpoint, extra)
             spec = FunctionSpec(name=f.name, arn=f.arn, handler=f.handler, timeout_s=f.timeout_s,
                                 memory_mb=f.memory_mb, code_dir=code_dir, environment=env, role=role)
             concurrency = {"worker": self._worker_concurrency(), "sweeper": 2, "control-plane": 4}[role]

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TextIO
 
 Progress = Callable[[str], None]
-_INTERESTING = re.compile(r"(Creating\.\.\.|Creation complete|Still creating|Apply complete|Error|error|Warning:)")
+_INTERESTING = re.compile(r"(: Creating\.\.\.$|: Creation complete|: Still creating|^Apply complete|^Error: |^Warning: )")
+_QUIET = ("Warning: Deprecated flag: -state",)  # a per-run state file is the point here
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -40,7 +41,7 @@ def _run(args: list[str], env: Mapping[str, str], log: TextIO, progress: Progres
             clean = _ANSI.sub("", line.rstrip("\n"))
             log.write(clean + "\n")
             tail = (tail + [clean])[-40:]
-            if progress is not None and _INTERESTING.search(clean):
+            if progress is not None and _INTERESTING.search(clean.strip()) and not clean.strip().startswith(_QUIET):
                 progress(clean.strip())
             if time.monotonic() > deadline:
                 proc.kill()
@@ -58,28 +59,63 @@ def _run(args: list[str], env: Mapping[str, str], log: TextIO, progress: Progres
                              f"Last lines:\n{detail}")
 
 
+_VARIABLE = re.compile(r'^\s*variable\s+"([A-Za-z0-9_-]+)"', re.M)
+
+
+def declared_variables(env_dir: Path) -> set[str]:
+    """Names of the input variables a Terraform configuration declares."""
+    names: set[str] = set()
+    for tf in env_dir.glob("*.tf"):
+        names.update(_VARIABLE.findall(tf.read_text(encoding="utf-8")))
+    return names
+
+
+def cli_config(repo: Path, explicit: Path | None = None) -> Path:
+    """The Terraform CLI configuration that installs providers from the local mirror only.
+
+    ``mk/terraform.mk`` writes it (``make tf-config``) and exports ``TF_CLI_CONFIG_FILE`` for make's
+    recipes; run outside make, the generated file under build/terraform is used.
+    """
+    candidates = [explicit] if explicit else []
+    env = os.environ.get("TF_CLI_CONFIG_FILE")
+    if env:
+        candidates.append(Path(env))
+    candidates.append(repo / "build" / "terraform" / "terraformrc")
+    for c in candidates:
+        if c is not None and c.is_file():
+            return c.resolve()
+    raise TerraformError("no Terraform CLI configuration for the provider mirror (looked at "
+                         + ", ".join(str(c) for c in candidates if c is not None)
+                         + "): run `make tf-config` (mk/terraform.mk), or use `make up` / `make demo`")
+
+
 def apply(env_dir: Path, state_path: Path, variables: Mapping[str, str], log_path: Path,
           cli_config: Path | None = None, progress: Progress | None = None, timeout_s: float = 600.0,
           terraform: str = "terraform") -> None:
     """``terraform init`` (if needed) then ``apply`` of ``env_dir`` into ``state_path``."""
-    if not (env_dir / "main.tf").exists() and not list(env_dir.glob("*.tf")):
+    if not list(env_dir.glob("*.tf")):
         raise TerraformError(f"{env_dir} has no Terraform configuration; the local environment lives in "
                              "terraform/envs/local")
+    missing = sorted(set(variables) - declared_variables(env_dir))
+    if missing:
+        raise TerraformError(f"{env_dir} does not declare the variable(s) {', '.join(missing)} the local runtime "
+                             "sets; update terraform/envs/local (or the runtime's options) so they agree")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_VAR_")}
     env.setdefault("TF_IN_AUTOMATION", "1")
     env["CHECKPOINT_DISABLE"] = "1"  # no version check over the network
     if cli_config is not None:
         if not cli_config.exists():
-            raise TerraformError(f"Terraform CLI configuration {cli_config} does not exist; `make tf-init-local` "
+            raise TerraformError(f"Terraform CLI configuration {cli_config} does not exist; `make tf-config` "
                                  "(mk/terraform.mk) writes it")
         env["TF_CLI_CONFIG_FILE"] = str(cli_config)
     state_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", encoding="utf-8") as log:
-        if not (env_dir / ".terraform").is_dir():
-            if progress:
-                progress("terraform init (providers from the local mirror)")
-            _run([terraform, f"-chdir={env_dir}", "init", "-input=false", "-no-color"], env, log, progress, timeout_s)
+        # Every time (a couple of seconds): a cached .terraform may point into a plugin cache that
+        # `make clean` removed since.
+        if progress:
+            progress("terraform init (providers from the local mirror)")
+        _run([terraform, f"-chdir={env_dir}", "init", "-input=false", "-no-color"], env, log, progress, timeout_s)
         args = [terraform, f"-chdir={env_dir}", "apply", "-auto-approve", "-input=false", "-no-color",
                 f"-state={state_path}", "-lock=false"]
         for name, value in variables.items():

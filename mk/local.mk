@@ -1,0 +1,55 @@
+# The local stack: Loom's deployed functions run by packages/local-runtime on moto (127.0.0.1).
+#
+#   make demo               fresh clone -> venv, zips, moto, terraform apply, one live execution under
+#                           real faults, its history; leaves nothing running (Ctrl-C too)
+#   make up                 the same stack in the background: prints the Function URL, writes
+#                           .loom/local.json (URL, pids); logs in .loom/logs
+#   make down               stop what `make up` started
+#   make test-integration   tests/integration: end to end through the deployed functions, real kills
+#   make test-local-runtime the local runtime's own tests (tiny zips, no Terraform)
+#
+# LOCAL_TF_VARS are passed to terraform/envs/local as -var NAME=VALUE (empty by default: the
+# environment's own defaults). LOCAL_ARGS go to the runtime (python -m loom_local --help).
+
+LOCAL_RUNTIME = $(PY) -m loom_local
+LOCAL_SWEEP_EVERY ?= 5
+LOCAL_TF_VARS ?=
+LOCAL_ARGS ?=
+LOCAL_TF_ARGS = $(foreach v,$(LOCAL_TF_VARS),--tf-var $(v))
+
+.PHONY: local-runtime demo up down local-status test-integration test-local-runtime
+
+# Installed editable like the other packages (the root Makefile's PACKAGES may list it as well).
+$(VENV)/.local-runtime-installed: $(VENV)/.installed packages/local-runtime/pyproject.toml
+	$(PIP) install --no-deps -e packages/local-runtime
+	@touch $@
+
+local-runtime: venv $(VENV)/.local-runtime-installed
+
+LOCAL_PREREQS := local-runtime build-local tf-config
+
+demo: $(LOCAL_PREREQS) ## Run Loom locally: one order, live, through a retry, a worker SIGKILL and a durable sleep
+	$(LOCAL_RUNTIME) demo $(LOCAL_TF_ARGS) $(LOCAL_ARGS)
+
+up: $(LOCAL_PREREQS) ## Start the local stack in the background; prints the Function URL (see .loom/local.json)
+	$(LOCAL_RUNTIME) up --sweep-every $(LOCAL_SWEEP_EVERY) $(LOCAL_TF_ARGS) $(LOCAL_ARGS)
+
+down: ## Stop the local stack started by `make up`
+	@if [ -f $(VENV)/.local-runtime-installed ]; then $(LOCAL_RUNTIME) down; \
+	 else echo "nothing to stop: the local runtime is not installed (make up installs it)"; fi
+
+local-status: ## Is the local stack up, and where
+	@$(LOCAL_RUNTIME) status
+
+test-local-runtime: local-runtime ## The local runtime's own tests (tiny zips, no Terraform)
+	$(PY) -m pytest $(PYTEST_ARGS) packages/local-runtime/tests
+
+test-integration: $(LOCAL_PREREQS) ## End-to-end tests through the deployed functions, with real process kills
+	$(PY) -m pytest $(PYTEST_ARGS) tests/integration
+
+TEST_TARGETS += test-integration
+
+# Until the root Makefile lists local-runtime in PACKAGES (then test-unit runs these tests).
+ifeq ($(filter local-runtime,$(PACKAGES)),)
+TEST_TARGETS += test-local-runtime
+endif
