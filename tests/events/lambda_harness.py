@@ -93,7 +93,8 @@ class AwsWorld:
             out.extend(messages)
 
     def dead_letters(self) -> list[dict[str, Any]]:
-        return [json.loads(m["Body"]) if m["Body"].startswith("{") else {"raw": m["Body"]} for m in self.drain(self.dlq_url)]
+        bodies = [m["Body"] for m in self.drain(self.dlq_url)]
+        return [json.loads(b) if b.startswith("{") else {"raw": b} for b in bodies]
 
     def visible_count(self, url: str) -> int:
         attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])

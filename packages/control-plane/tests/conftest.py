@@ -8,7 +8,8 @@ from pathlib import Path
 
 _NAME = "loom_lambda_harness"
 if _NAME not in sys.modules:
-    _spec = importlib.util.spec_from_file_location(_NAME, Path(__file__).resolve().parents[3] / "tests/events/lambda_harness.py")
+    _path = Path(__file__).resolve().parents[3] / "tests" / "events" / "lambda_harness.py"
+    _spec = importlib.util.spec_from_file_location(_NAME, _path)
     sys.modules[_NAME] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules[_NAME])
 

@@ -46,7 +46,8 @@ def test_start_when_valid_returns_202_and_enqueues_the_first_step(lambdas, world
     assert body == {"execution_id": eid, "workflow": "order_fulfillment", "status": "RUNNING", "current_step": 0,
                     "created": True, "links": {"self": f"/executions/{eid}", "history": f"/executions/{eid}/history"}}
     assert world.meta(eid)["status"]["S"] == "RUNNING"
-    assert [json.loads(m["Body"]) for m in world.drain(world.queue_url)] == [{"execution_id": eid, "step": 0, "version": 1}]
+    queued = [json.loads(m["Body"]) for m in world.drain(world.queue_url)]
+    assert queued == [{"execution_id": eid, "step": 0, "version": 1}]
 
 
 def test_start_when_body_is_base64_encoded_is_decoded(lambdas, world):
@@ -130,6 +131,52 @@ def test_start_when_ten_containers_race_with_one_token_makes_one_execution(lambd
     assert len(world.drain(world.queue_url)) == 1
 
 
+@pytest.fixture
+def crash_after_create():
+    """The control plane dies right after the durable write, before the first enqueue."""
+    from engine_core import faults
+
+    def hook(name: str, info: dict) -> None:
+        if name == "control.after_create":
+            raise SystemExit("container killed after the write")
+
+    faults.install(hook)
+    yield
+    faults.install(None)
+
+
+def test_start_when_process_dies_after_write_still_runs_via_sweeper(lambdas, world, clock, crash_after_create):
+    # given: the first request wrote the execution and died without enqueueing or answering
+    with pytest.raises(SystemExit):
+        lambdas.control_plane.handler(function_url_event("POST", "/executions", start_body(token="t-1")), FakeContext())
+    assert world.visible_count(world.queue_url) == 0
+    # when: the client retries with its token, and the sweeper finds the stalled execution
+    status, body, _ = call(lambdas.control_plane, "POST", "/executions", start_body(token="t-1"))
+    clock.advance(121)
+    swept = lambdas.sweeper.handler(load_event("eventbridge_scheduled"), FakeContext())
+    # then
+    assert (status, body["created"]) == (200, False)
+    assert swept["redriven"] == {"stalled_lease": 1}
+    assert lambdas.pump.run_until_settled(body["execution_id"]) == "COMPLETED"
+
+
+def test_start_when_first_enqueue_fails_is_acknowledged_and_sweeper_starts_it(lambdas, world, clock, monkeypatch):
+    # given: SQS refuses the send after the execution was written
+    from botocore.exceptions import ClientError
+
+    def refuse(**kwargs):
+        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "try later"}}, "SendMessage")
+
+    monkeypatch.setattr(lambdas.control_plane.runtime.engine.queue.client, "send_message", refuse)
+    # when
+    status, body, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
+    clock.advance(121)
+    lambdas.pump.tick()
+    # then
+    assert status == 202 and world.meta(body["execution_id"])["status"]["S"] == "RUNNING"
+    assert lambdas.pump.run_until_settled(body["execution_id"]) == "COMPLETED"
+
+
 def test_get_execution_when_it_exists_returns_its_state(lambdas, world, clock):
     # given
     _, started, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
@@ -138,7 +185,8 @@ def test_get_execution_when_it_exists_returns_its_state(lambdas, world, clock):
     status, body, _ = call(lambdas.control_plane, "GET", f"/executions/{started['execution_id']}")
     # then
     assert status == 200
-    assert (body["workflow"], body["status"], body["current_step"], body["version"]) == ("order_fulfillment", "RUNNING", 1, 2)
+    assert (body["workflow"], body["status"]) == ("order_fulfillment", "RUNNING")
+    assert (body["current_step"], body["version"]) == (1, 2)
     assert body["context"]["order_id"] == "o-1001" and body["context"]["reservation_id"].startswith("res-")
     assert body["current_step_name"] == "charge_payment" and body["error"] is None
     for key in ("next_wake_at", "created_at", "updated_at"):
@@ -214,8 +262,10 @@ ERROR_ROWS = [
     ("missing-input", "POST", "/executions", '{"workflow": "order_fulfillment"}', 400, "invalid_request"),
     ("workflow-not-string", "POST", "/executions", '{"workflow": 7, "input": {}}', 400, "invalid_request"),
     ("workflow-empty", "POST", "/executions", '{"workflow": "", "input": {}}', 400, "invalid_request"),
-    ("workflow-129-chars", "POST", "/executions", json.dumps({"workflow": "w" * 129, "input": {}}), 400, "invalid_request"),
-    ("workflow-bad-chars", "POST", "/executions", '{"workflow": "order fulfillment!", "input": {}}', 400, "invalid_request"),
+    ("workflow-129-chars", "POST", "/executions", json.dumps({"workflow": "w" * 129, "input": {}}), 400,
+     "invalid_request"),
+    ("workflow-bad-chars", "POST", "/executions", '{"workflow": "order fulfillment!", "input": {}}', 400,
+     "invalid_request"),
     ("workflow-key-injection", "POST", "/executions", '{"workflow": "EXEC#x", "input": {}}', 400, "invalid_request"),
     ("input-list", "POST", "/executions", '{"workflow": "order_fulfillment", "input": [1]}', 400, "invalid_request"),
     ("input-string", "POST", "/executions", '{"workflow": "order_fulfillment", "input": "x"}', 400, "invalid_request"),
@@ -225,8 +275,8 @@ ERROR_ROWS = [
     ("token-empty", "POST", "/executions", start_body(token=""), 400, "invalid_request"),
     ("token-129-chars", "POST", "/executions", start_body(token="t" * 129), 400, "invalid_request"),
     ("token-control-char", "POST", "/executions", start_body(token="a\nb"), 400, "invalid_request"),
-    ("token-not-string", "POST", "/executions", '{"workflow": "order_fulfillment", "input": {}, "idempotency_token": 5}',
-     400, "invalid_request"),
+    ("token-not-string", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {}, "idempotency_token": 5}', 400, "invalid_request"),
     ("unknown-workflow", "POST", "/executions", '{"workflow": "no_such_flow", "input": {}}', 404, "unknown_workflow"),
     ("too-large", "POST", "/executions", _padded(BIG + 1), 413, "input_too_large"),
     ("execution-missing", "GET", f"/executions/{uuid.uuid4()}", None, 404, "execution_not_found"),

@@ -104,7 +104,8 @@ def test_sweep_when_sleep_is_due_wakes_the_execution(lambdas, world, clock):
 
 def test_sweep_when_retry_backoff_is_due_redrives_the_retry(lambdas, world, clock):
     # given: the first attempt failed and its delayed retry message is gone
-    execution_id = lambdas.sweeper.runtime.engine.start("flaky_greeting", {"name": "Ada", "failures": 1}).execution.execution_id
+    engine = lambdas.sweeper.runtime.engine
+    execution_id = engine.start("flaky_greeting", {"name": "Ada", "failures": 1}).execution.execution_id
     lambdas.pump.deliver()
     assert world.meta(execution_id)["timer"]["S"] == "retry"
     world.sqs.purge_queue(QueueUrl=world.queue_url)

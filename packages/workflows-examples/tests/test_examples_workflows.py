@@ -76,7 +76,8 @@ class _CrashAfterCharge(MemoryStore):
 
     def commit(self, transition):
         step = transition.step
-        if not self.crashed and step is not None and step.name == "charge_payment" and step.status is StepStatus.SUCCEEDED:
+        charged = step is not None and step.name == "charge_payment" and step.status is StepStatus.SUCCEEDED
+        if charged and not self.crashed:
             self.crashed = True
             raise RuntimeError("worker died before its checkpoint")
         return super().commit(transition)
