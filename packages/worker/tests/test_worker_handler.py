@@ -251,3 +251,20 @@ def test_metrics_when_batch_runs_are_emitted_in_embedded_metric_format(lambdas, 
     names = {m["Name"] for m in directive["Metrics"]}
     assert {"StepsSucceeded", "StepDuration"} <= names
     assert blobs[0]["StepsSucceeded"] == [1.0]
+
+
+def test_due_retry_when_first_delivery_lacks_time_still_completes_after_the_lease(lambdas, world, clock):
+    # given: attempt 1 failed; its retry message arrives at an invocation with too little time left
+    execution_id = _start(lambdas, "flaky_greeting", {"name": "Ada", "failures": 1})
+    lambdas.pump.deliver()
+    world.sqs.purge_queue(QueueUrl=world.queue_url)  # the delayed retry message, on real time
+    clock.advance(5)
+    retry = _step_message(execution_id, 0, 2)
+    short = lambdas.worker.handler(records_event([retry]), FakeContext(remaining_ms=5_000))
+    # when: SQS redelivers it to a roomy invocation, and the schedule keeps firing
+    again = lambdas.worker.handler(records_event([retry]), FakeContext())
+    status = lambdas.pump.run_until_settled(execution_id)
+    # then: nothing is lost; the step's second attempt ran and the execution finished
+    assert len(short["batchItemFailures"]) == 1 and again == {"batchItemFailures": []}
+    assert status == "COMPLETED"
+    assert lambdas.worker.runtime.engine.history(execution_id)[0].attempts == 2
