@@ -1,0 +1,1 @@
+"""Loom sweeper Lambda. Handler: ``loom_sweeper.handler.handler`` (EventBridge schedule, every minute)."""

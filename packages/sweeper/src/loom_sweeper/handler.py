@@ -8,7 +8,6 @@ out of time, so the rest waits for the next tick instead of being cut off by the
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -20,8 +19,6 @@ from engine_core.bootstrap import from_environment
 
 logger = Logger()
 metrics = Metrics()
-# Invocations that only acknowledge or reject emit no metric; that is normal, not worth a warning.
-warnings.filterwarnings("ignore", "No application metrics to publish")
 runtime = from_environment(metrics=metrics)
 copy_config_to_registered_loggers(source_logger=logger, include={"engine_core"})
 

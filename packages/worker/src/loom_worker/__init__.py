@@ -1,0 +1,1 @@
+"""Loom worker Lambda. Handler: ``loom_worker.handler.handler`` (SQS, partial batch responses)."""
