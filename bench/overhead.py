@@ -1,0 +1,85 @@
+"""Engine overhead: CPU time (``time.process_time``) per step transition in engine-core on the memory
+store, and a 1,000-step execution's total (LOOM_MAX_STEPS caps executions at 1,000 steps).
+
+The loop is the worker's: take the next message from the fake queue, ``Engine.process`` it, ack it.
+No AWS, no serialisation to DynamoDB JSON: this is what the engine itself costs per step (codec,
+model validation, transitions), the floor under the Lambda's billed duration.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine_core import Engine, EngineSettings, ManualClock, Registry
+from engine_core.registry import build_workflow
+from engine_core.storage.memory import MemoryStore
+from engine_core.testing import FakeQueue
+
+from .steps import payload_for
+
+WORKFLOW = "bench_overhead"
+STEPS = 1000
+RESULT_SIZES = [100, 10 * 1024]
+
+
+def _registry(n_steps: int, result_bytes: int) -> Registry:
+    payload = payload_for(result_bytes)
+
+    def make(index: int) -> Callable:
+        def body(ctx):
+            return {"payload": payload}
+
+        body.__name__ = f"step_{index:04d}"
+        return body
+
+    registry = Registry()
+    registry.register(build_workflow(WORKFLOW, [make(i) for i in range(n_steps)], source="bench.overhead"))
+    return registry
+
+
+def run_once(n_steps: int, result_bytes: int) -> dict[str, Any]:
+    """One execution of ``n_steps`` steps, start to COMPLETED. CPU seconds and transitions."""
+    registry = _registry(n_steps, result_bytes)
+    clock = ManualClock()
+    queue = FakeQueue(clock)
+    engine = Engine(MemoryStore(), queue, registry, clock, EngineSettings())
+    gc.collect()
+    cpu = time.process_time()
+    wall = time.perf_counter()
+    engine.start(WORKFLOW, {})
+    transitions = 0
+    done = False
+    while not done:
+        batch = queue.receive()
+        if not batch:
+            raise RuntimeError("queue ran dry before the execution completed")
+        for message in batch:
+            outcome = engine.process(message.body)
+            queue.ack(message)
+            transitions += 1
+            done = done or outcome.kind == "completed"
+            if outcome.kind not in ("advanced", "completed"):
+                raise RuntimeError(f"unexpected outcome {outcome}")
+    cpu = time.process_time() - cpu
+    wall = time.perf_counter() - wall
+    return {"cpu_s": cpu, "wall_s": wall, "transitions": transitions}
+
+
+def measure(repeats: int = 5, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    out: dict[str, Any] = {"steps": STEPS, "repeats": repeats, "sizes": {}}
+    for size in RESULT_SIZES:
+        runs = [run_once(STEPS, size) for _ in range(repeats)]
+        cpu = statistics.median(r["cpu_s"] for r in runs)
+        transitions = runs[0]["transitions"]
+        out["sizes"][size] = {
+            "execution_cpu_ms": cpu * 1000, "execution_wall_ms": statistics.median(r["wall_s"] for r in runs) * 1000,
+            "per_transition_cpu_us": cpu / transitions * 1e6, "transitions": transitions,
+            "cpu_ms_runs": [round(r["cpu_s"] * 1000, 1) for r in runs],
+        }
+        progress(f"  overhead: {STEPS}-step execution, {size} B results: {cpu * 1000:.0f} ms CPU, "
+                 f"{cpu / transitions * 1e6:.0f} us per transition")
+    return out
