@@ -75,7 +75,7 @@ def render(results: dict[str, Any]) -> str:
         _capacity(w, results["steps"])
         _dollars(w, results)
     if "local" in results:
-        _local(w, results["local"])
+        _local(w, results["local"], results.get("steps"))
     if "sweep" in results:
         _sweeper(w, results["sweep"])
     if "overhead" in results:
@@ -140,7 +140,8 @@ def _api_table(w, columns: list[tuple[str, dict[str, Any]]]) -> None:
     for api in apis:
         w(f"| {api} | " + " | ".join(_fmt(c["requests"].get(api, 0)) for _, c in columns) + " |")
     w("| **DynamoDB + SQS requests** | " + " | ".join(f"**{_fmt(c['aws_requests'])}**" for _, c in columns) + " |")
-    w("| SQS billed requests (64 KB chunks) | " + " | ".join(_fmt(c["sqs_billed"]) for _, c in columns) + " |")
+    if all(isinstance(c.get("sqs_billed"), (int, float)) and not math.isnan(c["sqs_billed"]) for _, c in columns):
+        w("| SQS billed requests (64 KB chunks) | " + " | ".join(_fmt(c["sqs_billed"]) for _, c in columns) + " |")
 
 
 def _requests(w, steps: dict[str, Any]) -> None:
@@ -320,19 +321,51 @@ def _dollars(w, results: dict[str, Any]) -> None:
           f"{25 / one_kb['per_step']['write_units']:.1f} steps/s; a burst above that throttles.\n")
 
 
-def _local(w, local: dict[str, Any]) -> None:
+def _local(w, local: dict[str, Any], steps: dict[str, Any] | None) -> None:
     w("## Through the local runtime\n")
     if local.get("status") != "measured":
         w(f"**Pending.** {local.get('reason', '')}\n")
         return
-    w(f"Command: {cmd('local')}.\n")
-    w(local.get("description", "") + "\n")
-    cols = [(name, run["per_step"]) for name, run in local["runs"].items()]
+    w(f"Command: {cmd('local')} (starts moto, applies `terraform/envs/local`, runs the `dist/local` zips; "
+      f"the stack took {local['stack_seconds']:.0f} s in all).\n")
+    w("The deployed functions run in their own isolated processes (packages/local-runtime), so the bench counts "
+      "where every request lands: moto's request recorder. Requests whose User-Agent carries "
+      "`exec-env/AWS_Lambda_*` come from a function process; the rest are the runtime's SQS poller (the event "
+      "source mapping) or the bench's own status reads (tagged `loom-bench`, excluded). The recorder keeps no "
+      "responses, so the poller's non-empty receives are its batch count and the rest are idle long polls "
+      f"(excluded, a fixed cost). Workload: `{local['workflow']}` from workflows-examples, "
+      f"{local['steps_per_execution']} steps (the zips carry only installed workflow packages); median of "
+      f"{local['repeats']} executions after a warm-up one, per execution. The first column is what the in-process "
+      "bench predicts for a 2-step execution (2 x per step + once per execution, 100 B results).\n")
+    cols = []
+    if steps and "100 B" in steps["sizes"]:
+        s = steps["sizes"]["100 B"]
+        predicted = analysis.all_in(s["per_step"], s["per_execution_fixed"], steps=2)
+        predicted = {"requests": {a: n * 2 for a, n in predicted["requests"].items()},
+                     "aws_requests": predicted["aws_requests"] * 2, "sqs_billed": predicted["sqs_billed"] * 2}
+        cols.append(("in-process prediction, 2 steps", predicted))
+    for name, run in local["runs"].items():
+        cols.append((f"local runtime: {name}", {**run, "sqs_billed": float("nan")}))
+    burst = local["burst"]
+    cols.append((f"local runtime: {burst['executions']} in flight, per execution",
+                 {**burst["per_execution"], "sqs_billed": float("nan")}))
     _api_table(w, cols)
     w("")
-    for line in local.get("notes", []):
-        w(f"- {line}")
-    w("")
+    happy = next(iter(local["runs"].values()))
+    if steps and "100 B" in steps["sizes"]:
+        nonzero = lambda r: {a: n for a, n in r.items() if n}  # noqa: E731
+        same = nonzero(cols[0][1]["requests"]) == nonzero(happy["requests"])
+        w(f"- Happy path: {_fmt(happy['aws_requests'] / local['steps_per_execution'])} DynamoDB + SQS requests per "
+          f"step all-in for this {local['steps_per_execution']}-step workflow (start and completion included); "
+          + ("the same, API by API, as the in-process prediction: the in-process model is what the deployed "
+             "functions do." if same else "**differs** from the in-process prediction (see the table)."))
+    w(f"- Throughput: {local['steps_per_second']:.1f} steps/s with {burst['executions']} executions started at "
+      f"once ({burst['executions'] * local['steps_per_execution']} steps in {burst['wall_s']:.1f} s, "
+      f"{local['worker_concurrency']} worker processes, {burst['batches']} worker batches). A single execution "
+      f"took {local['single_execution_wall_s']:.2f} s start to COMPLETED. This measures the local runtime "
+      "(process pipes, moto's HTTP server with DynamoDB serialised), not AWS.")
+    w("- Lambda invocations (lambda:Invoke) are the worker batches plus one control-plane call per start; "
+      "under load the poller's receives, deletes and invocations are shared by the batch.\n")
 
 
 def _sweeper(w, sweep: dict[str, Any]) -> None:

@@ -12,6 +12,8 @@ MATPLOTLIB_PIN := matplotlib==3.10.3
 BENCH_ARGS ?=
 # 0 skips `make build build-local` (the cold-start section then measures whatever zips dist/ holds).
 BENCH_BUILD ?= 1
+# The local-runtime section needs loom_local in the venv and the Terraform CLI config (provider mirror).
+BENCH_LOCAL_PREREQS := $(strip $(if $(wildcard mk/local.mk),local-runtime) $(if $(wildcard mk/terraform.mk),tf-config))
 
 .PHONY: bench bench-deps test-bench
 
@@ -21,6 +23,9 @@ bench-deps: venv
 bench: bench-deps ## Measure requests, capacity units, dollars, sweeper, engine overhead, cold start per step
 	@if [ "$(BENCH_BUILD)" = 1 ] && $(MAKE) -n build build-local >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory build build-local || echo "bench: make build failed; zip figures will be missing" >&2; \
+	fi
+	@if [ -n "$(BENCH_LOCAL_PREREQS)" ]; then \
+		$(MAKE) --no-print-directory $(BENCH_LOCAL_PREREQS) || echo "bench: the local runtime is not ready; its section will say pending" >&2; \
 	fi
 	$(PY) -m bench $(BENCH_ARGS)
 
