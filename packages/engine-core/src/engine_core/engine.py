@@ -73,12 +73,10 @@ class Outcome:
 
 
 def _fields(e: Execution, step: StepDef | None = None, attempt: int | None = None) -> dict[str, Any]:
-    extra: dict[str, Any] = {"execution_id": e.execution_id, "workflow": e.workflow, "version": e.version}
-    if step is not None:
-        extra.update(step=step.name, step_index=step.index)
-    if attempt is not None:
-        extra["attempt"] = attempt
-    return extra
+    """The keys every engine log line carries (None where a key does not apply)."""
+    return {"execution_id": e.execution_id, "workflow": e.workflow, "version": e.version,
+            "step": None if step is None else step.name,
+            "step_index": e.current_step if step is None else step.index, "attempt": attempt}
 
 
 class Engine:
@@ -184,6 +182,12 @@ class Engine:
         if cap is not None:
             return self._fail(e, cap)
 
+        step = wf.steps[e.current_step]
+        if not step.is_sleep:
+            # Before any write, including a timer claim: a claimed-then-abandoned retry would make the
+            # redelivered message stale and leave the execution waiting for its lease.
+            self._check_time(wf.timeout_for(step.index), remaining_ms)
+
         if e.timer is not Timer.LEASE:
             assert e.next_wake_at is not None
             wait_s = (e.next_wake_at - self.clock.now()).total_seconds()
@@ -197,18 +201,20 @@ class Engine:
                 return outcome
             e = claimed
 
-        step = wf.steps[e.current_step]
         if step.is_sleep:
             return self._sleep(e, step)
-        return self._run_step(e, wf, step, remaining_ms)
+        return self._run_step(e, wf, step)
 
-    def _run_step(self, e: Execution, wf: WorkflowDef, step: StepDef, remaining_ms: Callable[[], int] | None) -> Outcome:
+    def _check_time(self, timeout_s: float, remaining_ms: Callable[[], int] | None) -> None:
+        if remaining_ms is None:
+            return
+        needed = int(timeout_s * 1000) + self.settings.time_margin_ms
+        left = remaining_ms()
+        if left < needed:
+            raise InsufficientTimeError(left, needed)
+
+    def _run_step(self, e: Execution, wf: WorkflowDef, step: StepDef) -> Outcome:
         timeout_s = wf.timeout_for(step.index)
-        if remaining_ms is not None:
-            needed = int(timeout_s * 1000) + self.settings.time_margin_ms
-            left = remaining_ms()
-            if left < needed:
-                raise InsufficientTimeError(left, needed)
         faults.point("worker.before_intent", execution_id=e.execution_id, step=step.index)
         now = self.clock.now()
         stale_before = now - dt.timedelta(seconds=timeout_s + self.settings.time_margin_ms / 1000)
@@ -344,7 +350,8 @@ class Engine:
         error = ErrorInfo(code="corrupt_state", message=f"the execution item could not be decoded: {exc.detail}")
         if self.store.fail_unreadable(execution_id, error, now, now + self.retention):
             self.metrics.add_metric("ExecutionsFailed", "Count", 1)
-            log.error("execution failed: unreadable state", extra={"execution_id": execution_id, "error": exc.detail})
+            log.error("execution failed: unreadable state", extra={
+                "execution_id": execution_id, "workflow": None, "step": None, "attempt": None, "error": exc.detail})
             self.queue.send_dead_letter({"kind": "loom.execution_failed", "execution_id": execution_id,
                                          "workflow": None, "step": None, "error": error.model_dump()})
         return Outcome("corrupt", execution_id, None, exc.detail)
@@ -356,7 +363,9 @@ class Engine:
             self.store.commit(transition)
         except TransitionConflictError as exc:
             kind = "duplicate" if exc.already_advanced else "conflict"
-            log.info("transition lost the race; nothing changed", extra={"execution_id": eid, "outcome": kind})
+            log.info("transition lost the race; nothing changed", extra={
+                "execution_id": eid, "workflow": transition.new.workflow, "step": None,
+                "step_index": transition.expected_step, "attempt": None, "outcome": kind})
             return Outcome(kind, eid, transition.expected_step, str(exc))
         except ExecutionNotFoundError:
             return Outcome("missing", eid, transition.expected_step)

@@ -67,7 +67,11 @@ class Sweeper:
             if remaining_ms is not None and remaining_ms() < reserve_ms:
                 report.truncated = True
                 break
-            self._sweep_shard(shard, per_shard, report, remaining_ms, reserve_ms)
+            budget = min(per_shard, self.settings.sweep_max_items - report.total_redriven)
+            if budget <= 0:
+                report.truncated = True
+                break
+            self._sweep_shard(shard, budget, report, remaining_ms, reserve_ms)
             report.shards_scanned += 1
         for reason, count in report.redriven.items():
             self.metrics.add_metric(_METRIC[reason], "Count", count)
@@ -120,8 +124,14 @@ class Sweeper:
         self.queue.send(StepMessage(execution_id=execution_id, step=new.current_step, version=new.version))
         report.redriven[reason] += 1
         log.info("re-drove execution", extra={"execution_id": execution_id, "workflow": e.workflow,
-                                               "step_index": e.current_step, "reason": reason})
+                                               "step": self._step_name(e.workflow, e.current_step),
+                                               "step_index": e.current_step, "attempt": None, "reason": reason})
         return True
+
+    def _step_name(self, workflow: str, index: int) -> str | None:
+        if workflow in self.registry and index < len(self.registry.get(workflow).steps):
+            return self.registry.get(workflow).steps[index].name
+        return None
 
     def _lease_s(self, workflow: str, index: int) -> float:
         timeout = 0.0

@@ -541,3 +541,34 @@ def test_start_rejects_what_cannot_be_stored(three_steps):
     with pytest.raises(ResultTooLargeError):
         runner.engine.start("three", {"x": "y" * 500_000})
     assert runner.store.metas == {} and runner.queue.messages == []
+
+
+def test_due_retry_with_too_little_time_is_not_claimed(registry, ledger):
+    # given: a retry is due, but the invocation that receives it is nearly out of time
+    registry.register(build_workflow("lowtime", [ledger.step("a", fail_times=1)],
+                                     retry=RetryPolicy(max_attempts=2, base=1, max_delay=1, jitter=False)))
+    runner = make_runner(registry)
+    eid = runner.start("lowtime")
+    runner.step_once()
+    e = runner.engine.get(eid)
+    runner.clock.advance(seconds=5)
+    # when
+    with pytest.raises(InsufficientTimeError):
+        runner.engine.process(StepMessage(execution_id=eid, step=0, version=e.version), remaining_ms=lambda: 1000)
+    # then: nothing was written, so the redelivered message is still current and runs at once
+    assert runner.engine.get(eid).version == e.version
+    outcome = runner.engine.process(StepMessage(execution_id=eid, step=0, version=e.version))
+    assert outcome.kind == "completed" and ledger.runs["a"] == 2
+
+
+def test_one_sweep_claims_at_most_the_configured_number_across_shards(registry):
+    from engine_core import Sweeper
+
+    registry.register(build_workflow("many", [step(lambda c: {}, name="s")]))
+    runner = make_runner(registry, shards=16, sweep_max_items=5)
+    for n in range(40):
+        runner.engine.start("many", {"n": n})
+    runner.queue.purge()
+    runner.clock.advance(hours=1)
+    report = Sweeper(runner.store, runner.queue, runner.clock, runner.settings, registry).sweep()
+    assert report.total_redriven == 5 and report.truncated
