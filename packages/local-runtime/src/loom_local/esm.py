@@ -162,7 +162,8 @@ class QueuePoller:
         receives = {r["messageId"]: int(r["attributes"].get("ApproximateReceiveCount", "1")) for r in records}
         self.batches += 1
         self._notify("batch", size=len(records), receive_counts=receives,
-                     bodies=[r["body"] for r in records])
+                     records=[{"message_id": r["messageId"], "receive_count": receives[r["messageId"]],
+                               "body": r["body"]} for r in records])
         result = self.function.invoke({"Records": records})
         failed, why = failed_ids(result, ids, cfg.report_batch_item_failures)
         done = [r for r in records if r["messageId"] not in failed]
@@ -178,5 +179,5 @@ class QueuePoller:
                 self._notify("delete_failed", error=str(exc))
         self.returned += len(failed)
         self._notify("batch_done", size=len(records), deleted=len(done), returned=len(failed), why=why,
-                     status=result.status, pid=result.pid, payload=result.payload)
+                     status=result.status, pid=result.pid, payload=result.payload, message_ids=ids)
         return result

@@ -1,0 +1,192 @@
+"""One local stack for the whole session: moto, terraform/envs/local applied once, the deployed functions.
+
+Applying takes a minute or two (the AWS provider waits ~25 s after creating each SQS queue), so every
+test shares it and works on executions of its own. Settings that make recovery quick here:
+
+- the sweeper fires every second instead of every minute (``SWEEP_EVERY_S``);
+- the environment's ``lease_s`` is set to a few seconds, so a lost step is re-driven within the
+  step's timeout budget (the engine never trusts a lease shorter than timeout + margin: 13 s for the
+  example workflows) instead of the queue's 180 s visibility timeout;
+- a worker timeout of a minute where the environment lets us set it, so a worker paused on purpose
+  is not killed by the timeout before the test resumes it;
+- three concurrent worker batches, so a paused worker does not stall the others.
+
+Every test reads through the control plane's Function URL, as a user would; a few also look at the
+queues directly. Crash points are armed per execution: its id is derived from the idempotency token
+before the start, exactly as the engine derives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loom_local import terraform
+from loom_local.stack import LocalStack, StackOptions
+
+REPO = Path(__file__).resolve().parents[2]
+# The tests import their shared helpers (e2e_support) by name; importlib mode does not add this directory.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+SWEEP_EVERY_S = 1.0
+LEASE_S = 5
+WORKER_CONCURRENCY = 3
+MAX_LEASE_S = 15  # lease_s above this would make every recovery in this suite slow
+WORKER_TIMEOUT_S = 60  # room for a worker paused through two lease cycles (test_e2e_zombie.py)
+
+
+@dataclass
+class Events:
+    """What the runtime saw: batches handed to the worker, invocations that died, sweeps."""
+
+    items: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, kind: str, details: dict[str, Any]) -> None:
+        with self.lock:
+            self.items.append((time.time(), kind, details))
+
+    def of(self, kind: str, since: float = 0.0) -> list[dict[str, Any]]:
+        with self.lock:
+            return [d for t, k, d in self.items if k == kind and t >= since]
+
+
+class Loom:
+    """The running stack plus the calls a test makes against it."""
+
+    def __init__(self, stack: LocalStack, events: Events, ledger: Path):
+        from loom_cli.client import Client
+
+        self.stack, self.events, self.ledger = stack, events, ledger
+        self.url = stack.url
+        self.api = Client.create(self.url, sign=False)
+        self.faults = stack.faults
+        self.sqs = stack.client("sqs")
+        d = stack.deployment
+        assert d is not None and d.queue is not None
+        self.deployment = d
+        self.queue_url, self.dlq_url = d.queue.url, d.queue.dlq_url
+
+    @staticmethod
+    def execution_id_for(token: str) -> str:
+        """The id the engine gives a start with this idempotency token (checked at every start)."""
+        from engine_core.engine import _TOKEN_NAMESPACE
+
+        return str(uuid.uuid5(_TOKEN_NAMESPACE, token))
+
+    def new_token(self, label: str) -> tuple[str, str]:
+        token = f"it-{label}-{uuid.uuid4().hex[:12]}"
+        return token, self.execution_id_for(token)
+
+    def start(self, workflow: str, input: dict[str, Any], token: str | None = None) -> str:
+        body: dict[str, Any] = {"workflow": workflow, "input": input}
+        if token is not None:
+            body["idempotency_token"] = token
+        status, reply = self.api.request("POST", "/executions", body)
+        assert status in (200, 202), reply
+        if token is not None:
+            assert reply["execution_id"] == self.execution_id_for(token), "the engine derives ids differently now"
+        return reply["execution_id"]
+
+    def execution(self, eid: str) -> dict[str, Any]:
+        return self.api.request("GET", f"/executions/{eid}")[1]
+
+    def history(self, eid: str) -> list[dict[str, Any]]:
+        return self.api.request("GET", f"/executions/{eid}/history")[1]["steps"]
+
+    def wait(self, eid: str, until: tuple[str, ...] = ("COMPLETED", "FAILED"), timeout_s: float = 60.0,
+             check=None) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        e: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            e = self.execution(eid)
+            if (check(e) if check is not None else e["status"] in until):
+                return e
+            time.sleep(0.2)
+        raise AssertionError(f"execution {eid} did not reach {check or until} in {timeout_s:g} s; last seen: "
+                             f"{json.dumps(e, sort_keys=True)}; history: {json.dumps(self.history(eid))}; "
+                             f"function logs in {self.stack.log_dir}")
+
+    def charges(self, key_prefix: str) -> list[dict[str, Any]]:
+        if not self.ledger.exists():
+            return []
+        lines = [json.loads(line) for line in self.ledger.read_text().splitlines() if line.strip()]
+        return [c for c in lines if c["idempotency_key"].startswith(key_prefix)]
+
+    def dlq_notices(self, eid: str) -> list[dict[str, Any]]:
+        """Failure notices for ``eid`` on the DLQ (received with a long visibility, so each counts once)."""
+        found: list[dict[str, Any]] = []
+        while True:
+            msgs = self.sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=600,
+                                            WaitTimeSeconds=0).get("Messages", [])
+            if not msgs:
+                break
+            for m in msgs:
+                body = json.loads(m["Body"])
+                if isinstance(body, dict) and body.get("execution_id") == eid:
+                    found.append(body)
+                self.sqs.change_message_visibility(QueueUrl=self.dlq_url, ReceiptHandle=m["ReceiptHandle"],
+                                                   VisibilityTimeout=600)
+        return found
+
+    def set_visibility_timeout(self, seconds: int) -> None:
+        """Change the step queue's visibility timeout, and wait until receives use it.
+
+        A receive applies the value the queue had when the call began, so the pollers' long polls in
+        progress still use the old one (real SQS also takes a while to propagate an attribute change).
+        """
+        self.sqs.set_queue_attributes(QueueUrl=self.queue_url, Attributes={"VisibilityTimeout": str(seconds)})
+        time.sleep(self.stack.poller.wait_s + 1.0 if self.stack.poller else 2.0)
+
+
+@pytest.fixture(scope="session")
+def loom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loom]:
+    run_dir = tmp_path_factory.mktemp("loom-local")
+    env_dir = Path(os.environ.get("LOOM_LOCAL_ENV_DIR") or REPO / "terraform" / "envs" / "local")
+    declared = terraform.declared_variables(env_dir)
+    wanted = {"lease_s": str(LEASE_S), "worker_timeout_s": str(WORKER_TIMEOUT_S)}
+    tf_vars = {k: v for k, v in wanted.items() if k in declared}
+    ledger = run_dir / "ledger.jsonl"
+    events = Events()
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        print(f"[loom-local {time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
+
+    stack = LocalStack(StackOptions(
+        repo=REPO, run_dir=run_dir, env_dir=env_dir, tf_vars=tf_vars, sweep_every_s=SWEEP_EVERY_S,
+        max_concurrency=WORKER_CONCURRENCY, function_env={"LOOM_EXAMPLES_LEDGER_PATH": str(ledger)},
+        observer=events, progress=progress))
+    try:
+        stack.start()
+        lease = float(stack.deployment.worker.environment.get("LOOM_LEASE_S", "900"))
+        if lease > MAX_LEASE_S:
+            pytest.fail(f"the local environment deploys LOOM_LEASE_S={lease:g}; these tests need at most "
+                        f"{MAX_LEASE_S} s (every crash recovery waits for it). terraform/envs/local should declare "
+                        f"a lease_s variable (this suite sets it to {LEASE_S})", pytrace=False)
+        yield Loom(stack, events, ledger)
+    finally:
+        stack.stop()
+
+
+def pytest_collection_modifyitems(items):
+    # The first test also pays for the session's stack (apply: 1-2 minutes on a busy machine).
+    for item in items:
+        if item.path.parent == Path(__file__).resolve().parent:
+            item.add_marker(pytest.mark.timeout(600))
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_arms(request):
+    yield
+    if "loom" in request.fixturenames:
+        request.getfixturevalue("loom").faults.disarm_all()

@@ -1,0 +1,68 @@
+"""An order started over HTTP runs through every deployed function to COMPLETED."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+from e2e_support import ORDER_STEPS, assert_each_step_once, assert_versions, ts
+
+
+def test_an_order_started_over_http_completes_with_its_history_and_context(loom):
+    token, eid = loom.new_token("happy")
+    order = {"order_id": "o-happy", "amount_cents": 1299, "items": [{"sku": "mug", "qty": 3}], "email": "ada@example.com"}
+    assert loom.start("order_fulfillment", order, token) == eid
+
+    sleeping = loom.wait(eid, check=lambda e: e["timer"] == "sleep" or e["status"] != "RUNNING")
+    assert sleeping["status"] == "SLEEPING" and sleeping["current_step"] == 3
+    e = loom.wait(eid, timeout_s=90)
+    assert e["status"] == "COMPLETED", e
+    assert e["error"] is None and e["next_wake_at"] is None and e["timer"] is None
+    # One version per transition: start, reserve, charge, sleep, wake, ship, notify.
+    assert_versions(e, 7)
+    assert e["total_attempts"] == 4
+
+    history = loom.history(eid)
+    assert_each_step_once(history, ORDER_STEPS)
+    assert [h["attempts"] for h in history] == [1, 1, 1, 1, 1]
+    wake_at = ts(history[2]["result"]["wake_at"])
+    assert ts(history[3]["started_at"]) >= wake_at  # the durable sleep held the next step back
+
+    ctx = e["context"]
+    assert {k: ctx[k] for k in order} == order
+    assert ctx["reserved_units"] == 3 and ctx["reservation_id"].startswith("res-")
+    assert ctx["charged_cents"] == 1299 and ctx["tracking_number"].startswith("TRK-")
+    assert ctx["notified"] == "ada@example.com" and ctx["notification_id"].startswith("msg-")
+    (charge,) = loom.charges(f"{eid}:")
+    assert charge == {"charge_id": ctx["charge_id"], "idempotency_key": f"{eid}:1", "order_id": "o-happy",
+                      "amount_cents": 1299}
+
+    # A repeated start with the same token returns the same execution, changed in nothing.
+    status, again = loom.api.request("POST", "/executions", {"workflow": "order_fulfillment", "input": order,
+                                                             "idempotency_token": token})
+    assert status == 200 and again["execution_id"] == eid and again["created"] is False
+    assert loom.execution(eid) == e
+
+
+def test_the_api_answers_errors_as_json(loom):
+    from loom_cli.client import ApiError
+
+    with pytest.raises(ApiError) as missing:
+        loom.api.request("GET", f"/executions/{uuid.uuid4()}")
+    assert missing.value.status == 404 and missing.value.code == "execution_not_found"
+    with pytest.raises(ApiError) as unknown:
+        loom.api.request("POST", "/executions", {"workflow": "no_such_workflow", "input": {}})
+    assert unknown.value.status in (400, 404, 422) and unknown.value.code == "unknown_workflow"
+    _, listing = loom.api.request("GET", "/workflows")
+    assert {"order_fulfillment", "flaky_greeting", "poison_pill"} <= {w["name"] for w in listing["workflows"]}
+
+
+def test_the_clock_is_utc_and_fixed_width(loom):
+    # next_wake_at compares clocks of different processes as strings: fixed-width UTC.
+    token, eid = loom.new_token("clock")
+    loom.start("flaky_greeting", {"name": "clock", "failures": 0}, token)
+    e = loom.wait(eid)
+    created = e["created_at"]
+    assert created.endswith("Z") and len(created) == len("2026-03-01T12:00:00.000000Z")
+    assert abs((ts(created) - dt.datetime.now(dt.timezone.utc)).total_seconds()) < 60
