@@ -25,6 +25,19 @@ def step_cost(per_step: dict[str, Any], billed_ms: float = prices.ASSUMED_WORKER
                            billed_ms=billed_ms)
 
 
+def what_if(per_step: dict[str, Any], write_units: float | None = None, sqs_billed: float | None = None,
+            invocations: float | None = None, wru_usd_per_million: float | None = None) -> prices.StepCost:
+    """The step's cost with some counts or the write price replaced (for the report's what-ifs)."""
+    base = step_cost(per_step)
+    return prices.StepCost(
+        lambda_invocations=base.lambda_invocations if invocations is None else invocations,
+        dynamodb_wru=base.dynamodb_wru if write_units is None else write_units,
+        dynamodb_rru=base.dynamodb_rru,
+        sqs_billed_requests=base.sqs_billed_requests if sqs_billed is None else sqs_billed,
+        wru_usd_per_million=prices.DYNAMODB_WRITE_REQUEST_UNIT.usd if wru_usd_per_million is None else wru_usd_per_million,
+    )
+
+
 def all_in(per_step: dict[str, Any], fixed: dict[str, Any], steps: int = EXECUTION_STEPS_FOR_ALL_IN) -> dict[str, Any]:
     """Per step of a ``steps``-step execution, its start and completion included."""
     out: dict[str, Any] = {}

@@ -171,7 +171,7 @@ def measure(progress: Callable[[str], None] = print, quick: bool = False) -> dic
     os.environ["MOTO_RECORDER_FILEPATH"] = str(run_dir / "moto_recording")  # the emulator inherits it
     os.environ.pop("MOTO_ENABLE_RECORDING", None)
     opts = StackOptions(repo=ROOT, run_dir=run_dir, sweep_every_s=3600.0,
-                        progress=lambda m: progress(f"  local: {m}"))
+                        progress=lambda m: None if m.lstrip().startswith("module.") else progress(f"  local: {m}"))
     started = time.perf_counter()
     try:
         with LocalStack(opts) as stack:

@@ -59,7 +59,13 @@ TEMPORAL_CLOUD_ACTIONS = Price(
     "temporalio/documentation docs/evaluate/cloud/pricing.mdx (peers.md 2a)", verified=True,
     note="vendor docs; plus storage, and a $500/month minimum on Business")
 
-AWS_PRICES = [LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_REQUEST_UNIT, DYNAMODB_READ_REQUEST_UNIT, SQS_REQUEST]
+DYNAMODB_PROVISIONED_WCU_HOUR = Price(
+    "DynamoDB provisioned writes", 0.00065, "per WCU-hour",
+    "zeonedge.com DynamoDB cost guide (third-party)", verified=False,
+    note="UNVERIFIED third-party figure; used only for the what-if, never for the headline")
+
+AWS_PRICES = [LAMBDA_REQUEST, LAMBDA_GB_SECOND, DYNAMODB_WRITE_REQUEST_UNIT, DYNAMODB_READ_REQUEST_UNIT, SQS_REQUEST,
+              DYNAMODB_PROVISIONED_WCU_HOUR]
 PEER_PRICES = [STEP_FUNCTIONS_STANDARD, LAMBDA_DURABLE_OPERATIONS, TEMPORAL_CLOUD_ACTIONS]
 
 # -- always-free allowances (peers.md 2c "Always-free" row) ------------------------------------------
@@ -91,6 +97,11 @@ def usd_per_million(count_per_unit: float, price: Price) -> float:
     return count_per_unit * price.usd
 
 
+def provisioned_usd_per_million_writes(utilization: float) -> float:
+    """What a million write units cost on provisioned capacity used at ``utilization`` (0-1]."""
+    return DYNAMODB_PROVISIONED_WCU_HOUR.usd / (3600 * utilization) * 1_000_000
+
+
 def lambda_gb_seconds(invocations: float, memory_mb: int, billed_ms: float) -> float:
     return invocations * (memory_mb / 1024) * (billed_ms / 1000)
 
@@ -105,6 +116,7 @@ class StepCost:
     sqs_billed_requests: float
     memory_mb: int = ASSUMED_WORKER_MEMORY_MB
     billed_ms: float = ASSUMED_WORKER_BILLED_MS
+    wru_usd_per_million: float = DYNAMODB_WRITE_REQUEST_UNIT.usd
 
     @property
     def gb_seconds(self) -> float:
@@ -115,7 +127,7 @@ class StepCost:
         return {
             "Lambda requests": usd_per_million(self.lambda_invocations, LAMBDA_REQUEST),
             "Lambda duration": self.gb_seconds * 1_000_000 * LAMBDA_GB_SECOND.usd,
-            "DynamoDB writes": usd_per_million(self.dynamodb_wru, DYNAMODB_WRITE_REQUEST_UNIT),
+            "DynamoDB writes": self.dynamodb_wru * self.wru_usd_per_million,
             "DynamoDB reads": usd_per_million(self.dynamodb_rru, DYNAMODB_READ_REQUEST_UNIT),
             "SQS requests": usd_per_million(self.sqs_billed_requests, SQS_REQUEST),
         }
