@@ -64,7 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown section(s): {', '.join(unknown)}")
     CACHE.mkdir(exist_ok=True)
-    started = time.perf_counter()
     if not args.report_only:
         for name in chosen:
             if name in skipped:
@@ -72,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"== {name}")
             t0 = time.perf_counter()
             result = run_section(name, args.quick)
+            result["_seconds"] = round(time.perf_counter() - t0, 1)
             (CACHE / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
             say(f"   {name} done in {time.perf_counter() - t0:.0f} s")
     results: dict[str, Any] = {}
@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         path = CACHE / f"{name}.json"
         if path.exists():
             results[name] = json.loads(path.read_text())
-    results["meta"] = {**report.meta(), "seconds": time.perf_counter() - started}
+    timings = ", ".join(f"{n} {results[n].get('_seconds', '?')} s" for n in SECTIONS if n in results)
+    results["meta"] = {**report.meta(), "timings": timings}
     report.DOC.parent.mkdir(parents=True, exist_ok=True)
     report.DOC.write_text(report.render(results))
     written = report.charts(results)
