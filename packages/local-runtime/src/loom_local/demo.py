@@ -27,7 +27,8 @@ from .cli import options_from
 from .stack import LocalStack, install_signal_handlers
 
 WORKFLOW = "order_fulfillment"
-TIMEOUT_S = 150.0
+TIMEOUT_S = 120.0
+"""How long the tour waits for the execution, plus two leases (a re-drive can be refused once as busy)."""
 
 
 class Narrator:
@@ -35,8 +36,9 @@ class Narrator:
         self.t0 = time.monotonic()
         self.lock = threading.Lock()
         self.execution_started: float | None = None
-        self.killed_pids: set[int] = set()
-        self.fault_notes: dict[int, str] = {}
+        self.faults: Any = None
+        self.crashes = 0
+        self.cold_starts_to_show = 0
 
     def say(self, text: str, mark: str = " ") -> None:
         with self.lock:
@@ -53,10 +55,19 @@ class Narrator:
             return
         if kind == "crashed" and role == "worker":
             pid = d.get("pid")
-            note = self.fault_notes.get(pid, "")
-            self.say(f"worker process {pid} died: {d.get('error', {}).get('errorMessage', '')}. {note}", "!")
-        elif kind == "cold_start" and role == "worker":
-            self.say(f"the runtime starts a fresh worker process (cold start, pid {d.get('pid')})", " ")
+            fired = [f for f in (self.faults.fired() if self.faults else []) if f.pid == pid]
+            where = ""
+            if fired:
+                info = fired[0].info
+                where = (f" inside step {info.get('step')} {info.get('step_name')} (attempt {info.get('attempt')}), "
+                         "after the card was charged and before the checkpoint")
+            reason = (d.get("error") or {}).get("errorMessage", "").split("Error: ")[-1]
+            self.say(f"worker process {pid} was killed{where}: {reason}", "!")
+            self.crashes += 1
+            self.cold_starts_to_show += 1
+        elif kind == "cold_start" and role == "worker" and self.cold_starts_to_show:
+            self.cold_starts_to_show -= 1
+            self.say(f"the Lambda service (here: the local runtime) starts a fresh worker process, pid {d.get('pid')}")
         elif kind == "tick_done":
             redriven = (d.get("payload") or {}).get("redriven") or {}
             if redriven:
@@ -127,7 +138,12 @@ def run(args: argparse.Namespace) -> int:
                      f"{opts.sweep_every_s:g} s here), control plane {d.control_plane.name} at {stack.url}")
         narrator.say(f"each runs from its zip in dist/local (SHA-256 checked against the deployed CodeSha256), "
                      f"visibility timeout {d.queue.visibility_timeout_s} s, DLQ after {d.queue.max_receive_count} receives")
-        _tour(stack, narrator, ledger)
+        lease = float(d.worker.environment.get("LOOM_LEASE_S") or 900)
+        if lease > 30:
+            narrator.say(f"note: terraform/envs/local deploys LOOM_LEASE_S={lease:g}: recovering the killed worker "
+                         f"waits that long (LOCAL_TF_VARS=lease_s=5 shortens it, if the environment declares lease_s)",
+                         "!")
+        _tour(stack, narrator, ledger, timeout_s=TIMEOUT_S + 2 * lease)
         if getattr(args, "keep", False):
             narrator.heading(f"The stack stays up at {stack.url} (Ctrl-C stops it)")
             stack.wait()
@@ -140,13 +156,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tour(stack: LocalStack, narrator: Narrator, ledger: Path) -> None:
+def _tour(stack: LocalStack, narrator: Narrator, ledger: Path, timeout_s: float) -> None:
     faults = stack.faults
     # Faults inside the step bodies, matched on workflow, step and attempt (the stack is fresh).
     faults.arm("step.enter", action="raise", match={"workflow": WORKFLOW, "step_name": "reserve_inventory",
                                                      "attempt": 1},
                message="inventory service timed out (injected by the demo)")
-    kill = faults.arm("step.return", action="kill", match={"workflow": WORKFLOW, "step_name": "charge_payment",
+    narrator.faults = faults
+    faults.arm("step.return", action="kill", match={"workflow": WORKFLOW, "step_name": "charge_payment",
                                                            "attempt": 1})
     client = _client(stack.url)
     order = {"order_id": f"o-{dt.datetime.now():%H%M%S}", "amount_cents": 4200,
@@ -160,12 +177,9 @@ def _tour(stack: LocalStack, narrator: Narrator, ledger: Path) -> None:
 
     seen: dict[int, tuple] = {}
     last_status = None
-    deadline = time.monotonic() + TIMEOUT_S
+    explained = 0
+    deadline = time.monotonic() + timeout_s
     while True:
-        fired = faults.fired(kill)
-        for f in fired:
-            narrator.fault_notes.setdefault(f.pid, "It was killed in charge_payment's body, after the card was "
-                                                   "charged and before the checkpoint.")
         _, e = client.request("GET", f"/executions/{eid}")
         _, h = client.request("GET", f"/executions/{eid}/history")
         for step in h["steps"]:
@@ -175,6 +189,11 @@ def _tour(stack: LocalStack, narrator: Narrator, ledger: Path) -> None:
                 text = _describe(step, e)
                 if text:
                     narrator.say(text, "*" if step["status"] == "SUCCEEDED" else "-")
+        if narrator.crashes > explained and e.get("timer") == "lease":
+            explained = narrator.crashes
+            d = stack.deployment
+            narrator.say(f"its message stays in flight (visibility timeout {d.queue.visibility_timeout_s} s); the "
+                         f"execution's lease expires at {e['next_wake_at']}, then the sweeper re-drives it", " ")
         if e["status"] != last_status:
             last_status = e["status"]
             if e["status"] != "RUNNING":
@@ -182,7 +201,7 @@ def _tour(stack: LocalStack, narrator: Narrator, ledger: Path) -> None:
         if e["status"] in ("COMPLETED", "FAILED"):
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the execution did not finish within {TIMEOUT_S:g} s; the function logs in "
+            raise TimeoutError(f"the execution did not finish within {timeout_s:g} s; the function logs in "
                                f"{stack.log_dir} say where it stands")
         time.sleep(0.25)
 
