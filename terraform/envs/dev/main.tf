@@ -1,0 +1,32 @@
+locals {
+  dist_dir = coalesce(var.dist_dir, abspath("${path.module}/../../../dist/lambda"))
+  lambda_zips = {
+    worker        = "${local.dist_dir}/worker.zip"
+    sweeper       = "${local.dist_dir}/sweeper.zip"
+    control_plane = "${local.dist_dir}/control-plane.zip"
+  }
+}
+
+module "loom" {
+  source = "../../modules/loom"
+
+  name        = var.name
+  lambda_zips = local.lambda_zips
+  runtime     = "python3.12"
+  shard_count = var.shard_count
+  log_level   = var.log_level
+
+  table_billing_mode          = var.table_billing_mode
+  deletion_protection_enabled = false
+  kms_key_arn                 = var.kms_key_arn
+
+  worker_reserved_concurrency        = var.worker_reserved_concurrency
+  sweeper_reserved_concurrency       = var.sweeper_reserved_concurrency
+  control_plane_reserved_concurrency = var.control_plane_reserved_concurrency
+  log_retention_days                 = var.log_retention_days
+
+  alarm_actions = var.alarm_actions
+
+  # Defaults kept on purpose (asserted by tests/terraform): the worker's event source mapping is
+  # enabled with ReportBatchItemFailures, and its recursive-loop setting is Allow.
+}

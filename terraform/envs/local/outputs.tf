@@ -1,0 +1,69 @@
+output "endpoint" {
+  description = "The emulator these resources live in."
+  value       = var.endpoint
+}
+
+output "region" {
+  description = "Region of the resources."
+  value       = var.region
+}
+
+output "table_name" {
+  description = "Name of the DynamoDB table (LOOM_TABLE_NAME)."
+  value       = module.loom.table_name
+}
+
+output "table_arn" {
+  description = "ARN of the DynamoDB table."
+  value       = module.loom.table_arn
+}
+
+output "queue_url" {
+  description = "URL of the step queue (LOOM_QUEUE_URL)."
+  value       = module.loom.queue_url
+}
+
+output "queue_arn" {
+  description = "ARN of the step queue."
+  value       = module.loom.queue_arn
+}
+
+output "dlq_url" {
+  description = "URL of the dead-letter queue (LOOM_DLQ_URL)."
+  value       = module.loom.dlq_url
+}
+
+output "dlq_arn" {
+  description = "ARN of the dead-letter queue."
+  value       = module.loom.dlq_arn
+}
+
+output "function_names" {
+  description = "Function names keyed worker, sweeper, control_plane."
+  value       = module.loom.function_names
+}
+
+output "function_arns" {
+  description = "Function ARNs keyed worker, sweeper, control_plane."
+  value       = module.loom.function_arns
+}
+
+output "function_url" {
+  description = "The control plane's Function URL (AWS_IAM)."
+  value       = module.loom.function_url
+}
+
+output "shard_count" {
+  description = "Due-index shard count (LOOM_SHARDS)."
+  value       = module.loom.shard_count
+}
+
+output "visibility_timeout_s" {
+  description = "Derived visibility timeout of the step queue."
+  value       = module.loom.visibility_timeout_s
+}
+
+output "lease_s" {
+  description = "Step-message lease (LOOM_LEASE_S)."
+  value       = module.loom.lease_s
+}

@@ -1,0 +1,69 @@
+variable "endpoint" {
+  description = "Base URL of the local AWS emulator (moto's server, started with `moto_server -H 127.0.0.1 -p PORT`)."
+  type        = string
+  default     = "http://127.0.0.1:5000"
+
+  validation {
+    condition     = can(regex("^https?://(127\\.[0-9]+\\.[0-9]+\\.[0-9]+|localhost|\\[::1\\])(:[0-9]+)?/?$", var.endpoint))
+    error_message = "endpoint must be a loopback URL such as http://127.0.0.1:5000: the local environment only targets an emulator on this machine."
+  }
+}
+
+variable "region" {
+  description = "Region name the emulator uses."
+  type        = string
+  default     = "us-east-1"
+}
+
+variable "name" {
+  description = "Prefix of every resource name."
+  type        = string
+  default     = "loom-local"
+}
+
+variable "dist_dir" {
+  description = "Directory holding worker.zip, sweeper.zip and control-plane.zip built for this machine's Python. null means <repo>/dist/local, written by `make build-local`."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = alltrue([for z in ["worker.zip", "sweeper.zip", "control-plane.zip"] : fileexists("${coalesce(var.dist_dir, "${path.module}/../../../dist/local")}/${z}")])
+    error_message = "Lambda zips missing in ${coalesce(var.dist_dir, abspath("${path.module}/../../../dist/local"))}: run `make build-local` first (or point dist_dir at worker.zip, sweeper.zip and control-plane.zip)."
+  }
+}
+
+variable "runtime" {
+  description = "Runtime recorded on the functions. moto stores any string; the zips from `make build-local` are built for this machine's Python 3.11."
+  type        = string
+  default     = "python3.11"
+}
+
+variable "shard_count" {
+  description = "Due-index shard count (LOOM_SHARDS)."
+  type        = number
+  default     = 4
+}
+
+variable "log_level" {
+  description = "LOG_LEVEL of the functions."
+  type        = string
+  default     = "DEBUG"
+}
+
+variable "worker_timeout_s" {
+  description = "Worker timeout in seconds; the step queue's visibility timeout is 6 x this. Short here so local redeliveries come quickly."
+  type        = number
+  default     = 30
+}
+
+variable "lease_s" {
+  description = "LOOM_LEASE_S override, e.g. 5 for a demo in which the sweeper recovers a killed worker's step quickly. null uses the visibility timeout."
+  type        = number
+  default     = null
+}
+
+variable "extra_environment_variables" {
+  description = "More environment variables for the three functions (the LOOM_* ones set by the module win)."
+  type        = map(string)
+  default     = {}
+}

@@ -1,0 +1,132 @@
+# One Lambda function from a prebuilt zip, with its own role, log group and (optionally) one
+# trigger of each kind Loom uses: an SQS event source mapping, an EventBridge schedule and a
+# Function URL. IAM lives in iam.tf.
+locals {
+  log_group_name = "/aws/lambda/${var.name}"
+}
+
+resource "aws_cloudwatch_log_group" "this" {
+  count = var.create ? 1 : 0
+
+  #checkov:skip=CKV_AWS_158:A customer-managed KMS key is optional (var.log_kms_key_id); CloudWatch Logs always encrypts log data at rest with service-owned keys.
+  #checkov:skip=CKV_AWS_338:Retention is an input (log_retention_days, default 30 days to keep log storage cheap); production environments choose their own, e.g. 365.
+
+  name              = local.log_group_name
+  retention_in_days = var.log_retention_days
+  kms_key_id        = var.log_kms_key_id
+
+  tags = var.tags
+}
+
+resource "aws_lambda_function" "this" {
+  count = var.create ? 1 : 0
+
+  #checkov:skip=CKV_AWS_50:Active X-Ray tracing needs xray:PutTraceSegments on Resource "*", which Loom's no-wildcard IAM rule forbids; PassThrough still propagates the trace header that Lambda's recursive-loop detection reads.
+  #checkov:skip=CKV_AWS_116:No async-invoke DLQ: the worker (SQS event source) and control plane (Function URL) are invoked synchronously and the worker's failures go to the step queue's DLQ; the sweeper is idempotent and runs again a minute later.
+  #checkov:skip=CKV_AWS_117:Loom's functions only call DynamoDB, SQS and CloudWatch public endpoints and need no VPC resources; a VPC would add NAT or endpoint costs for no isolation gain.
+  #checkov:skip=CKV_AWS_272:Code signing is not used: artifacts are built reproducibly by `make build` and deployed by Terraform from their sha256 (source_code_hash).
+  #checkov:skip=CKV_AWS_173:Environment variables hold only resource names and tuning numbers, no secrets; a customer-managed key for them is optional (var.kms_key_arn).
+
+  function_name = var.name
+  description   = var.description
+  role          = aws_iam_role.this[0].arn
+
+  filename         = var.zip_path
+  source_code_hash = filebase64sha256(var.zip_path)
+  handler          = var.handler
+  runtime          = var.runtime
+  # `make build` builds manylinux x86_64 wheels.
+  architectures = ["x86_64"]
+
+  memory_size                    = var.memory_mb
+  timeout                        = var.timeout_s
+  reserved_concurrent_executions = var.reserved_concurrency
+  kms_key_arn                    = var.kms_key_arn
+
+  environment {
+    variables = var.environment_variables
+  }
+
+  tracing_config {
+    mode = "PassThrough"
+  }
+
+  tags = var.tags
+
+  # The log group and the permission to write to it exist before the first invocation, so Lambda
+  # never creates an unmanaged log group without retention.
+  depends_on = [aws_cloudwatch_log_group.this, aws_iam_role_policy.this]
+}
+
+# Lambda stops a chain of invocations after 16 hops through SQS/SNS/Lambda unless the function
+# allows recursive loops. The worker re-enqueues its own next step on purpose, so it sets Allow and
+# relies on Loom's own caps (LOOM_MAX_STEPS, LOOM_MAX_TOTAL_ATTEMPTS) instead. Emulators that do not
+# implement PutFunctionRecursionConfig (moto 5.2.1 answers 404) use recursive_loop = null.
+resource "aws_lambda_function_recursion_config" "this" {
+  count = var.create && var.recursive_loop != null ? 1 : 0
+
+  function_name  = aws_lambda_function.this[0].function_name
+  recursive_loop = var.recursive_loop
+}
+
+resource "aws_lambda_event_source_mapping" "sqs" {
+  count = var.create && var.sqs_trigger != null ? 1 : 0
+
+  event_source_arn                   = var.sqs_trigger.queue_arn
+  function_name                      = aws_lambda_function.this[0].arn
+  enabled                            = var.sqs_trigger.enabled
+  batch_size                         = var.sqs_trigger.batch_size
+  maximum_batching_window_in_seconds = var.sqs_trigger.batching_window_s
+
+  # Without this the handler's batchItemFailures are ignored and one failed record makes Lambda
+  # retry the whole batch (or, worse, delete failures it reported). Not configurable.
+  function_response_types = ["ReportBatchItemFailures"]
+
+  # Caps the pollers at what the function may run, so Lambda does not pull messages it can only
+  # throttle (throttled receives count towards the DLQ's maxReceiveCount).
+  scaling_config {
+    maximum_concurrency = var.sqs_trigger.maximum_concurrency
+  }
+
+  # The role must be allowed to receive before Lambda validates the mapping.
+  depends_on = [aws_iam_role_policy.this]
+}
+
+resource "aws_cloudwatch_event_rule" "schedule" {
+  count = var.create && var.schedule != null ? 1 : 0
+
+  name                = "${var.name}-schedule"
+  description         = "Invokes ${var.name} on ${var.schedule.expression}."
+  schedule_expression = var.schedule.expression
+  state               = var.schedule.enabled ? "ENABLED" : "DISABLED"
+
+  tags = var.tags
+}
+
+resource "aws_cloudwatch_event_target" "schedule" {
+  count = var.create && var.schedule != null ? 1 : 0
+
+  rule      = aws_cloudwatch_event_rule.schedule[0].name
+  target_id = "lambda"
+  arn       = aws_lambda_function.this[0].arn
+}
+
+resource "aws_lambda_permission" "schedule" {
+  count = var.create && var.schedule != null ? 1 : 0
+
+  statement_id  = "AllowEventBridgeSchedule"
+  action        = "lambda:InvokeFunction"
+  function_name = aws_lambda_function.this[0].function_name
+  principal     = "events.amazonaws.com"
+  # Only this rule may invoke the function.
+  source_arn = aws_cloudwatch_event_rule.schedule[0].arn
+}
+
+# AWS_IAM only: callers sign requests with SigV4 and need lambda:InvokeFunctionUrl (and, for URLs
+# created since October 2025, lambda:InvokeFunction) in their own identity policy. No CORS.
+resource "aws_lambda_function_url" "this" {
+  count = var.create && var.create_function_url ? 1 : 0
+
+  function_name      = aws_lambda_function.this[0].function_name
+  authorization_type = "AWS_IAM"
+}

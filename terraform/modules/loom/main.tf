@@ -1,0 +1,180 @@
+# Loom on AWS: the single table, the step queue with its DLQ, the worker, sweeper and control-plane
+# functions, and their alarms. This is the module a platform team vendors; terraform/envs/* are
+# thin callers of it.
+locals {
+  table_name    = coalesce(var.table_name, var.name)
+  queue_name    = "${var.name}-steps"
+  function_name = { for k, suffix in { worker = "worker", sweeper = "sweeper", control_plane = "control-plane" } : k => "${var.name}-${suffix}" }
+
+  # The lease of an in-flight step message (LOOM_LEASE_S): the sweeper leaves an execution alone
+  # for this long after enqueueing its step. Defaults to the queue's visibility timeout, the time
+  # SQS itself waits before redelivering an unanswered message.
+  lease_s = coalesce(var.lease_s, module.queue.visibility_timeout_s, 0)
+
+  # Every function gets every LOOM_* setting, so a handler never starts half-configured; see
+  # packages/engine-core/src/engine_core/settings.py and bootstrap.py for the readers.
+  common_environment = merge(var.extra_environment_variables, {
+    LOOM_TABLE_NAME              = module.table.table_name
+    LOOM_QUEUE_URL               = module.queue.queue_url
+    LOOM_DLQ_URL                 = module.queue.dlq_url
+    LOOM_SHARDS                  = tostring(var.shard_count)
+    LOOM_LEASE_S                 = tostring(local.lease_s)
+    LOOM_RETENTION_DAYS          = tostring(var.retention_days)
+    LOOM_MAX_STEPS               = tostring(var.max_steps)
+    LOOM_MAX_TOTAL_ATTEMPTS      = tostring(var.max_total_attempts)
+    LOOM_SWEEP_MAX_ITEMS         = tostring(var.sweep_max_items)
+    POWERTOOLS_METRICS_NAMESPACE = var.metrics_namespace
+    LOG_LEVEL                    = var.log_level
+  })
+}
+
+module "table" {
+  source = "../table"
+
+  create = var.create
+  name   = local.table_name
+
+  billing_mode       = var.table_billing_mode
+  read_capacity      = var.table_read_capacity
+  write_capacity     = var.table_write_capacity
+  gsi_read_capacity  = var.gsi_read_capacity
+  gsi_write_capacity = var.gsi_write_capacity
+
+  point_in_time_recovery_enabled = var.point_in_time_recovery_enabled
+  deletion_protection_enabled    = var.deletion_protection_enabled
+  kms_key_arn                    = var.kms_key_arn
+
+  tags = var.tags
+}
+
+module "queue" {
+  source = "../queue"
+
+  create = var.create
+  name   = local.queue_name
+
+  consumer_timeout_s         = var.worker_timeout_s
+  consumer_batching_window_s = var.worker_batching_window_s
+
+  message_retention_s     = var.queue_message_retention_s
+  dlq_message_retention_s = var.dlq_message_retention_s
+  max_receive_count       = var.max_receive_count
+  kms_master_key_id       = var.kms_key_arn
+
+  tags = var.tags
+}
+
+module "worker" {
+  source = "../function"
+
+  create      = var.create
+  name        = local.function_name.worker
+  description = "Loom worker: runs one workflow step per SQS step message."
+  zip_path    = var.lambda_zips.worker
+  handler     = "loom_worker.handler.handler"
+  runtime     = var.runtime
+
+  memory_mb            = var.worker_memory_mb
+  timeout_s            = var.worker_timeout_s
+  reserved_concurrency = var.worker_reserved_concurrency
+  kms_key_arn          = var.kms_key_arn
+  log_retention_days   = var.log_retention_days
+  log_kms_key_id       = var.log_kms_key_arn
+
+  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = "loom-worker" })
+  policy_statements     = var.create ? local.worker_statements : []
+
+  sqs_trigger = {
+    queue_arn           = module.queue.queue_arn
+    enabled             = var.worker_event_source_enabled
+    batch_size          = var.worker_batch_size
+    batching_window_s   = var.worker_batching_window_s
+    maximum_concurrency = var.worker_maximum_concurrency
+  }
+
+  # See the recursion-config comment in modules/function/main.tf: the worker's SQS loop is the
+  # product, so it must not be cut off at 16 hops.
+  recursive_loop = var.manage_recursion_config ? "Allow" : null
+
+  tags = var.tags
+}
+
+module "sweeper" {
+  source = "../function"
+
+  create      = var.create
+  name        = local.function_name.sweeper
+  description = "Loom sweeper: re-drives due and stalled executions from the GSI1 due-index every minute."
+  zip_path    = var.lambda_zips.sweeper
+  handler     = "loom_sweeper.handler.handler"
+  runtime     = var.runtime
+
+  memory_mb            = var.sweeper_memory_mb
+  timeout_s            = var.sweeper_timeout_s
+  reserved_concurrency = var.sweeper_reserved_concurrency
+  kms_key_arn          = var.kms_key_arn
+  log_retention_days   = var.log_retention_days
+  log_kms_key_id       = var.log_kms_key_arn
+
+  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = "loom-sweeper" })
+  policy_statements     = var.create ? local.sweeper_statements : []
+
+  schedule = {
+    expression = "rate(1 minute)"
+    enabled    = var.sweeper_schedule_enabled
+  }
+
+  tags = var.tags
+}
+
+module "control_plane" {
+  source = "../function"
+
+  create      = var.create
+  name        = local.function_name.control_plane
+  description = "Loom control plane: start, status and history over an AWS_IAM Function URL."
+  zip_path    = var.lambda_zips.control_plane
+  handler     = "loom_control_plane.handler.handler"
+  runtime     = var.runtime
+
+  memory_mb            = var.control_plane_memory_mb
+  timeout_s            = var.control_plane_timeout_s
+  reserved_concurrency = var.control_plane_reserved_concurrency
+  kms_key_arn          = var.kms_key_arn
+  log_retention_days   = var.log_retention_days
+  log_kms_key_id       = var.log_kms_key_arn
+
+  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = "loom-control-plane" })
+  policy_statements     = var.create ? local.control_plane_statements : []
+
+  create_function_url = true
+
+  tags = var.tags
+}
+
+module "alarms" {
+  source = "../alarms"
+
+  create      = var.create && var.create_alarms
+  name_prefix = var.name
+  queue_name  = coalesce(module.queue.queue_name, local.queue_name)
+  dlq_name    = coalesce(module.queue.dlq_name, "${local.queue_name}-dlq")
+  function_names = {
+    worker        = local.function_name.worker
+    sweeper       = local.function_name.sweeper
+    control-plane = local.function_name.control_plane
+  }
+
+  oldest_message_age_threshold_s = var.oldest_message_age_alarm_s
+  alarm_actions                  = var.alarm_actions
+  ok_actions                     = var.alarm_actions
+
+  tags = var.tags
+}
+
+check "lease_covers_visibility_timeout" {
+  assert {
+    condition     = !var.create || local.lease_s >= coalesce(module.queue.visibility_timeout_s, 0)
+    error_message = "lease_s (${local.lease_s} s) is shorter than the step queue's visibility timeout: the sweeper will re-drive steps whose message SQS still holds in flight. Harmless (writes are versioned) but wasteful; leave lease_s null to use the visibility timeout."
+  }
+}

@@ -1,0 +1,90 @@
+output "table_name" {
+  description = "Name of the DynamoDB table."
+  value       = module.table.table_name
+}
+
+output "table_arn" {
+  description = "ARN of the DynamoDB table."
+  value       = module.table.table_arn
+}
+
+output "queue_url" {
+  description = "URL of the step queue."
+  value       = module.queue.queue_url
+}
+
+output "queue_arn" {
+  description = "ARN of the step queue."
+  value       = module.queue.queue_arn
+}
+
+output "dlq_url" {
+  description = "URL of the dead-letter queue."
+  value       = module.queue.dlq_url
+}
+
+output "dlq_arn" {
+  description = "ARN of the dead-letter queue."
+  value       = module.queue.dlq_arn
+}
+
+output "function_names" {
+  description = "Names of the functions, keyed worker, sweeper and control_plane."
+  value = var.create ? {
+    worker        = module.worker.function_name
+    sweeper       = module.sweeper.function_name
+    control_plane = module.control_plane.function_name
+  } : null
+}
+
+output "function_arns" {
+  description = "ARNs of the functions, keyed worker, sweeper and control_plane."
+  value = var.create ? {
+    worker        = module.worker.function_arn
+    sweeper       = module.sweeper.function_arn
+    control_plane = module.control_plane.function_arn
+  } : null
+}
+
+output "role_arns" {
+  description = "ARNs of the functions' execution roles, keyed like function_names."
+  value = var.create ? {
+    worker        = module.worker.role_arn
+    sweeper       = module.sweeper.role_arn
+    control_plane = module.control_plane.role_arn
+  } : null
+}
+
+output "log_group_names" {
+  description = "Names of the functions' log groups, keyed like function_names."
+  value = var.create ? {
+    worker        = module.worker.log_group_name
+    sweeper       = module.sweeper.log_group_name
+    control_plane = module.control_plane.log_group_name
+  } : null
+}
+
+output "function_url" {
+  description = "The control plane's Function URL (AWS_IAM: sign requests with SigV4, service lambda)."
+  value       = module.control_plane.function_url
+}
+
+output "shard_count" {
+  description = "Due-index shard count the functions read (LOOM_SHARDS)."
+  value       = var.create ? var.shard_count : null
+}
+
+output "visibility_timeout_s" {
+  description = "The step queue's derived visibility timeout in seconds."
+  value       = module.queue.visibility_timeout_s
+}
+
+output "lease_s" {
+  description = "The step-message lease the functions read (LOOM_LEASE_S), in seconds."
+  value       = var.create ? local.lease_s : null
+}
+
+output "alarm_arns" {
+  description = "ARNs of the CloudWatch alarms."
+  value       = module.alarms.alarm_arns
+}

@@ -1,0 +1,341 @@
+# ---------------------------------------------------------------------------------------------
+# Naming, artifacts, toggles
+# ---------------------------------------------------------------------------------------------
+variable "create" {
+  description = "Whether to create anything. With false, no resource is created and every output is null."
+  type        = bool
+  default     = true
+}
+
+variable "name" {
+  description = "Prefix of every resource name: table <name>, queues <name>-steps and <name>-steps-dlq, functions <name>-worker, <name>-sweeper and <name>-control-plane, roles and log groups after the functions."
+  type        = string
+  default     = "loom"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,30}[a-z0-9]$", var.name))
+    error_message = "name must be 2-32 lowercase letters, digits or '-', starting with a letter (function names get '-control-plane' appended)."
+  }
+}
+
+variable "table_name" {
+  description = "Name of the DynamoDB table; null uses name."
+  type        = string
+  default     = null
+}
+
+variable "lambda_zips" {
+  description = "Paths of the three deployment zips: `make build` writes dist/lambda/{worker,sweeper,control-plane}.zip (python3.12, for AWS), `make build-local` writes dist/local/*.zip (this machine's Python, for the local stack)."
+  type = object({
+    worker        = string
+    sweeper       = string
+    control_plane = string
+  })
+}
+
+variable "runtime" {
+  description = "Lambda runtime of the three functions; must match the Python the zips were built for (python3.12 for `make build`)."
+  type        = string
+  default     = "python3.12"
+}
+
+variable "worker_event_source_enabled" {
+  description = "Whether the worker's SQS event source mapping is enabled. The local env turns it off: moto would invoke through Docker on every SendMessage and lose the message without Docker."
+  type        = bool
+  default     = true
+}
+
+variable "manage_recursion_config" {
+  description = "Whether to set the worker's recursive-loop detection to Allow (aws_lambda_function_recursion_config). Keep true on AWS: with AWS's default, Terminate, Lambda stops a workflow after about 16 chained steps. Only emulators that lack PutFunctionRecursionConfig (moto 5.2.1 answers 404) need false."
+  type        = bool
+  default     = true
+}
+
+variable "sweeper_schedule_enabled" {
+  description = "Whether the sweeper's rate(1 minute) EventBridge rule is enabled."
+  type        = bool
+  default     = true
+}
+
+variable "create_alarms" {
+  description = "Whether to create the CloudWatch alarms (DLQ depth, oldest step message age, function errors)."
+  type        = bool
+  default     = true
+}
+
+variable "tags" {
+  description = "Tags for every resource."
+  type        = map(string)
+  default     = {}
+}
+
+# ---------------------------------------------------------------------------------------------
+# Engine settings (LOOM_* environment variables; read by engine_core.settings.EngineSettings)
+# ---------------------------------------------------------------------------------------------
+variable "shard_count" {
+  description = "Number of due-index shards: executions are spread over GSI1PK = DUE#0..DUE#<shard_count-1> and the sweeper queries each shard every minute (LOOM_SHARDS). Fixed for the table's life: changing it strands due items in shards the sweeper no longer reads."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = var.shard_count >= 1 && var.shard_count <= 256 && floor(var.shard_count) == var.shard_count
+    error_message = "shard_count must be a whole number between 1 and 256 (engine-core's range)."
+  }
+}
+
+variable "lease_s" {
+  description = "Seconds an in-flight step message is trusted before the sweeper re-drives its execution (LOOM_LEASE_S). null (recommended) uses the step queue's derived visibility timeout."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.lease_s == null || try(var.lease_s > 0 && var.lease_s <= 43200, false)
+    error_message = "lease_s must be null or between 1 and 43200 seconds."
+  }
+}
+
+variable "retention_days" {
+  description = "Days a finished execution and its history are kept before DynamoDB TTL may delete them (LOOM_RETENTION_DAYS)."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.retention_days > 0
+    error_message = "retention_days must be more than 0."
+  }
+}
+
+variable "max_steps" {
+  description = "Safety cap on steps per execution (LOOM_MAX_STEPS); Loom's replacement for Lambda's recursive-loop stop. At most 1000."
+  type        = number
+  default     = 1000
+
+  validation {
+    condition     = var.max_steps >= 1 && var.max_steps <= 1000 && floor(var.max_steps) == var.max_steps
+    error_message = "max_steps must be a whole number between 1 and 1000 (the width of the STEP#<nnn> history key)."
+  }
+}
+
+variable "max_total_attempts" {
+  description = "Safety cap on step attempts over an execution's life (LOOM_MAX_TOTAL_ATTEMPTS)."
+  type        = number
+  default     = 5000
+
+  validation {
+    condition     = var.max_total_attempts >= 1 && floor(var.max_total_attempts) == var.max_total_attempts
+    error_message = "max_total_attempts must be a whole number of at least 1."
+  }
+}
+
+variable "sweep_max_items" {
+  description = "Most executions one sweeper run claims across all shards (LOOM_SWEEP_MAX_ITEMS)."
+  type        = number
+  default     = 500
+
+  validation {
+    condition     = var.sweep_max_items >= 1 && floor(var.sweep_max_items) == var.sweep_max_items
+    error_message = "sweep_max_items must be a whole number of at least 1."
+  }
+}
+
+variable "log_level" {
+  description = "LOG_LEVEL of the functions (Powertools logger)."
+  type        = string
+  default     = "INFO"
+
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], var.log_level)
+    error_message = "log_level must be DEBUG, INFO, WARNING, ERROR or CRITICAL."
+  }
+}
+
+variable "metrics_namespace" {
+  description = "CloudWatch namespace of Loom's custom metrics (POWERTOOLS_METRICS_NAMESPACE)."
+  type        = string
+  default     = "Loom"
+}
+
+variable "extra_environment_variables" {
+  description = "More environment variables for all three functions (e.g. for your workflow code). The LOOM_*, POWERTOOLS_* and LOG_LEVEL variables set by the module win over these."
+  type        = map(string)
+  default     = {}
+}
+
+# ---------------------------------------------------------------------------------------------
+# Table
+# ---------------------------------------------------------------------------------------------
+variable "table_billing_mode" {
+  description = "PROVISIONED (default; with the default capacities the table and GSI1 use exactly the always-free 25 RCU / 25 WCU) or PAY_PER_REQUEST (on-demand)."
+  type        = string
+  default     = "PROVISIONED"
+}
+
+variable "table_read_capacity" {
+  description = "Table RCU in PROVISIONED mode. Default 20 (+5 for GSI1 = 25, the free tier)."
+  type        = number
+  default     = 20
+}
+
+variable "table_write_capacity" {
+  description = "Table WCU in PROVISIONED mode. Default 15 (+10 for GSI1 = 25, the free tier)."
+  type        = number
+  default     = 15
+}
+
+variable "gsi_read_capacity" {
+  description = "GSI1 RCU in PROVISIONED mode. Default 5."
+  type        = number
+  default     = 5
+}
+
+variable "gsi_write_capacity" {
+  description = "GSI1 WCU in PROVISIONED mode. Default 10."
+  type        = number
+  default     = 10
+}
+
+variable "point_in_time_recovery_enabled" {
+  description = "Whether the table has point-in-time recovery."
+  type        = bool
+  default     = true
+}
+
+variable "deletion_protection_enabled" {
+  description = "Whether the table is protected from deletion (terraform destroy fails while it is on). Keep true in production."
+  type        = bool
+  default     = true
+}
+
+# ---------------------------------------------------------------------------------------------
+# Queue
+# ---------------------------------------------------------------------------------------------
+variable "queue_message_retention_s" {
+  description = "Step queue retention in seconds (default 4 days). Must be shorter than dlq_message_retention_s."
+  type        = number
+  default     = 345600
+}
+
+variable "dlq_message_retention_s" {
+  description = "DLQ retention in seconds (default 14 days, the maximum)."
+  type        = number
+  default     = 1209600
+}
+
+variable "max_receive_count" {
+  description = "Deliveries of a step message before it moves to the DLQ (at least 5)."
+  type        = number
+  default     = 5
+}
+
+# ---------------------------------------------------------------------------------------------
+# Functions
+# ---------------------------------------------------------------------------------------------
+variable "worker_timeout_s" {
+  description = "Worker timeout in seconds. The step queue's visibility timeout is derived from it (6 x this + worker_batching_window_s)."
+  type        = number
+  default     = 60
+}
+
+variable "worker_memory_mb" {
+  description = "Worker memory in MB."
+  type        = number
+  default     = 512
+}
+
+variable "worker_reserved_concurrency" {
+  description = "Worker reserved concurrency (at least worker_maximum_concurrency, or -1 for unreserved)."
+  type        = number
+  default     = 10
+}
+
+variable "worker_batch_size" {
+  description = "Step messages per worker invocation (1-10 without a batching window)."
+  type        = number
+  default     = 10
+}
+
+variable "worker_batching_window_s" {
+  description = "Seconds the event source mapping may wait to fill a batch (0-300). Adds to the derived visibility timeout."
+  type        = number
+  default     = 0
+}
+
+variable "worker_maximum_concurrency" {
+  description = "Most concurrent worker invocations the SQS event source mapping runs (2-1000)."
+  type        = number
+  default     = 5
+}
+
+variable "sweeper_timeout_s" {
+  description = "Sweeper timeout in seconds; at most 60 so that one run ends before the next minute's."
+  type        = number
+  default     = 55
+
+  validation {
+    condition     = var.sweeper_timeout_s >= 1 && var.sweeper_timeout_s <= 60
+    error_message = "sweeper_timeout_s must be between 1 and 60 seconds: the sweeper runs every minute."
+  }
+}
+
+variable "sweeper_memory_mb" {
+  description = "Sweeper memory in MB."
+  type        = number
+  default     = 256
+}
+
+variable "sweeper_reserved_concurrency" {
+  description = "Sweeper reserved concurrency (-1 for unreserved). 1 keeps runs from piling up when one is slow."
+  type        = number
+  default     = 1
+}
+
+variable "control_plane_timeout_s" {
+  description = "Control-plane timeout in seconds."
+  type        = number
+  default     = 10
+}
+
+variable "control_plane_memory_mb" {
+  description = "Control-plane memory in MB."
+  type        = number
+  default     = 256
+}
+
+variable "control_plane_reserved_concurrency" {
+  description = "Control-plane reserved concurrency (-1 for unreserved). Function URLs have no throttling of their own; this is the cap."
+  type        = number
+  default     = 5
+}
+
+variable "log_retention_days" {
+  description = "Retention of the three log groups, in days."
+  type        = number
+  default     = 30
+}
+
+# ---------------------------------------------------------------------------------------------
+# Encryption and alarms
+# ---------------------------------------------------------------------------------------------
+variable "kms_key_arn" {
+  description = "Customer-managed KMS key ARN for the table, both queues and the functions' environment variables; the roles get kms:Decrypt and kms:GenerateDataKey on it. null uses AWS managed / service-owned keys."
+  type        = string
+  default     = null
+}
+
+variable "log_kms_key_arn" {
+  description = "Customer-managed KMS key ARN for the log groups (its key policy must allow logs.<region>.amazonaws.com). null uses service-owned keys."
+  type        = string
+  default     = null
+}
+
+variable "oldest_message_age_alarm_s" {
+  description = "Age in seconds of the oldest step message above which the age alarm fires."
+  type        = number
+  default     = 1800
+}
+
+variable "alarm_actions" {
+  description = "ARNs (e.g. SNS topics) notified when an alarm fires or recovers."
+  type        = list(string)
+  default     = []
+}

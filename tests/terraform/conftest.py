@@ -1,0 +1,289 @@
+"""Fixtures for the Terraform suite: a moto server, a scratch copy of terraform/, and one apply per env.
+
+The suite applies ``envs/local`` and ``envs/dev`` (with ``emulator_override.tf.example`` dropped in)
+to one fresh moto server, plans ``envs/dev`` and ``envs/prod`` unchanged for static checks, and
+finally destroys both applies. Everything runs in a temporary copy of ``terraform/`` (``dist/`` is
+symlinked beside it), so no state, lock file or override ever lands in the working tree, and an
+interactive local stack's state is never touched.
+
+The AWS provider waits ~25 s after creating each SQS queue, so an apply takes one to two minutes:
+the four Terraform runs start together in the background on first use and every test waits only for
+the run it reads.
+
+Run through ``make test-terraform``: it builds the zips (``make build``, ``make build-local``) and
+writes the provider-mirror CLI configuration (``TF_CLI_CONFIG_FILE``) first.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TERRAFORM_DIR = REPO / "terraform"
+DIST = REPO / "dist"
+REGION = "us-east-1"
+ZIPS = ("worker.zip", "sweeper.zip", "control-plane.zip")
+# Three concurrent Terraform runs keep both cores busy without starving moto's server.
+PARALLEL_RUNS = 3
+RUN_TIMEOUT_S = 600
+
+
+class TerraformRunError(Exception):
+    pass
+
+
+def _require_inputs() -> None:
+    """Fail (never skip) with the command that fixes a missing prerequisite."""
+    for sub, target in (("local", "make build-local"), ("lambda", "make build")):
+        missing = [z for z in ZIPS if not (DIST / sub / z).is_file()]
+        if missing:
+            pytest.fail(f"dist/{sub}/{', '.join(missing)} missing: run `{target}` (or `make test-terraform`, "
+                        "which builds them)", pytrace=False)
+    rc = os.environ.get("TF_CLI_CONFIG_FILE", "")
+    if not rc or not Path(rc).is_file():
+        pytest.fail(f"TF_CLI_CONFIG_FILE={rc!r} is not a file: run this suite through `make test-terraform`, which "
+                    "writes build/terraform/terraformrc (providers from the local mirror only) and exports it",
+                    pytrace=False)
+    if shutil.which("terraform") is None:
+        pytest.fail("terraform CLI not found on PATH: install Terraform 1.9 or newer", pytrace=False)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _moto_command(port: int) -> list[str]:
+    script = Path(sys.executable).parent / "moto_server"
+    base = [str(script)] if script.exists() else [sys.executable, "-m", "moto.server"]
+    return [*base, "-H", "127.0.0.1", "-p", str(port)]
+
+
+@dataclass
+class Emulator:
+    endpoint: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION,
+                            aws_access_key_id="test", aws_secret_access_key="test")
+
+
+def _start_moto(log_path: Path) -> Emulator:
+    port = _free_port()
+    log = open(log_path, "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(_moto_command(port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"moto_server exited with {proc.returncode}; see {log_path}")
+        try:
+            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1):
+                return Emulator(endpoint, proc, log_path)
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"moto_server did not answer on {endpoint} within 30 s; see {log_path}")
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+@dataclass
+class Workspace:
+    """One Terraform working directory inside the scratch copy, with the environment its runs get."""
+
+    name: str
+    path: Path
+    env: dict[str, str]
+    variables: dict[str, str] = field(default_factory=dict)
+    log_path: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log_path = self.path / "terraform-test.log"
+
+    def run(self, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> str:
+        cmd = ["terraform", f"-chdir={self.path}", *args]
+        started = time.monotonic()
+        proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, text=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            raise TerraformRunError(f"{self.name}: `terraform {args[0]}` did not finish in {timeout_s:g} s "
+                                    f"(log: {self.log_path})") from None
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(f"$ {' '.join(cmd)}  # {time.monotonic() - started:.1f} s, exit {proc.returncode}\n{out}\n")
+        if proc.returncode != 0:
+            tail = "\n".join(out.strip().splitlines()[-40:])
+            raise TerraformRunError(f"{self.name}: `terraform {' '.join(args[:2])}` failed (exit {proc.returncode})."
+                                    f" Last lines:\n{tail}\n(full log: {self.log_path})")
+        return out
+
+    def var_args(self) -> list[str]:
+        return [f"-var={k}={v}" for k, v in self.variables.items()]
+
+    def init(self) -> None:
+        self.run("init", "-input=false", "-no-color")
+
+    def apply(self) -> dict[str, Any]:
+        self.init()
+        self.run("apply", "-auto-approve", "-input=false", "-no-color", *self.var_args())
+        return self.outputs()
+
+    def outputs(self) -> dict[str, Any]:
+        raw = json.loads(self.run("output", "-json", "-no-color"))
+        return {k: v["value"] for k, v in raw.items()}
+
+    def plan_json(self) -> dict[str, Any]:
+        self.init()
+        self.run("plan", "-input=false", "-no-color", "-out=tfplan", *self.var_args())
+        return json.loads(self.run("show", "-json", "-no-color", "tfplan"))
+
+    def destroy(self) -> None:
+        self.run("destroy", "-auto-approve", "-input=false", "-no-color", *self.var_args())
+
+
+def _hermetic_env(extra: Mapping[str, str], scratch: Path) -> dict[str, str]:
+    """The runs' environment: this machine's, minus anything that could reach a real AWS account."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TF_VAR_", "AWS_", "TF_WORKSPACE", "TF_DATA_DIR", "TF_CLI_ARGS"))}
+    env.update({
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_CONFIG_FILE": str(scratch / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(scratch / "no-aws-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "TF_IN_AUTOMATION": "1",
+        "CHECKPOINT_DISABLE": "1",
+    })
+    env.update(extra)
+    return env
+
+
+def _copy_tree(scratch: Path) -> Path:
+    root = scratch / "repo"
+    shutil.copytree(TERRAFORM_DIR, root / "terraform", symlinks=True,
+                    ignore=shutil.ignore_patterns(".terraform", "*.tfstate", "*.tfstate.*", ".terraform.lock.hcl",
+                                                  "*_override.tf", "backend.hcl", "tfplan"))
+    # The envs find their zips at <repo>/dist/{local,lambda} by default.
+    (root / "dist").symlink_to(DIST, target_is_directory=True)
+    return root / "terraform"
+
+
+_BACKEND_OVERRIDE = """\
+# Written by tests/terraform: plan with local state instead of the S3 backend. Nothing else changes.
+terraform {
+  backend "local" {}
+}
+"""
+
+
+class Lab:
+    """The moto server plus the session's Terraform runs, started together in the background."""
+
+    def __init__(self, scratch: Path) -> None:
+        self.scratch = scratch
+        self.tree = _copy_tree(scratch)
+        self.emulator = _start_moto(scratch / "moto.log")
+        self.pool = ThreadPoolExecutor(max_workers=PARALLEL_RUNS, thread_name_prefix="terraform")
+        emulator_env = _hermetic_env({"AWS_ENDPOINT_URL": self.emulator.endpoint}, scratch)
+        envs = self.tree / "envs"
+
+        # Pristine dev and prod, planned only: what would go to AWS, checked statically.
+        shutil.copytree(envs / "dev", envs / "dev-plan")
+        for name in ("dev-plan", "prod"):
+            (envs / name / "backend_override.tf").write_text(_BACKEND_OVERRIDE, encoding="utf-8")
+        # dev applied to the emulator through the documented override.
+        shutil.copyfile(envs / "dev" / "emulator_override.tf.example", envs / "dev" / "emulator_override.tf")
+
+        self.workspaces = {
+            "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint}),
+            "dev": Workspace("envs/dev (emulator override)", envs / "dev", emulator_env),
+            "dev-plan": Workspace("envs/dev (plan)", envs / "dev-plan", emulator_env),
+            "prod-plan": Workspace("envs/prod (plan)", envs / "prod", emulator_env),
+        }
+        self.applies: dict[str, Future[dict[str, Any]]] = {
+            name: self.pool.submit(self.workspaces[name].apply) for name in ("local", "dev")
+        }
+        self.plans: dict[str, Future[dict[str, Any]]] = {
+            name: self.pool.submit(self.workspaces[f"{name}-plan"].plan_json) for name in ("dev", "prod")
+        }
+        self.destroyed = False
+
+    def outputs(self, env: str) -> dict[str, Any]:
+        return self.applies[env].result(timeout=2 * RUN_TIMEOUT_S)
+
+    def plan(self, env: str) -> dict[str, Any]:
+        return self.plans[env].result(timeout=2 * RUN_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        _stop(self.emulator.process)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    _require_inputs()
+    scratch = Path(tempfile.mkdtemp(prefix="loom-tf-"))
+    lab = Lab(scratch)
+    try:
+        yield lab
+    finally:
+        lab.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def emulator(lab: Lab) -> Emulator:
+    return lab.emulator
+
+
+def _code_sha256(path: Path) -> str:
+    """Lambda's CodeSha256 of a zip (base64 of the raw digest), as filebase64sha256() computes it."""
+    return base64.b64encode(hashlib.sha256(path.read_bytes()).digest()).decode()
+
+
+@pytest.fixture(scope="session")
+def code_sha256() -> Any:
+    return _code_sha256
+
+
+@pytest.fixture(scope="session")
+def dist() -> Path:
+    return DIST

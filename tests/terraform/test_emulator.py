@@ -1,0 +1,378 @@
+"""envs/local and envs/dev applied to moto's server, read back with boto3, then destroyed.
+
+Each check reads what the emulator holds, not what Terraform says it created. The last test destroys
+both environments and asserts that nothing is left; it must stay last in this file.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# One apply of each env takes a minute or two (SQS queue creation waits ~25 s per queue); the first
+# test to need it waits for it.
+pytestmark = pytest.mark.timeout(1200)
+
+REQUIRED_ENV = {
+    "LOOM_TABLE_NAME", "LOOM_QUEUE_URL", "LOOM_DLQ_URL", "LOOM_SHARDS", "LOOM_LEASE_S", "LOOM_RETENTION_DAYS",
+    "LOOM_MAX_STEPS", "LOOM_MAX_TOTAL_ATTEMPTS", "LOOM_SWEEP_MAX_ITEMS", "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE", "LOG_LEVEL",
+}
+HANDLERS = {
+    "worker": "loom_worker.handler.handler",
+    "sweeper": "loom_sweeper.handler.handler",
+    "control_plane": "loom_control_plane.handler.handler",
+}
+SERVICE_NAMES = {"worker": "loom-worker", "sweeper": "loom-sweeper", "control_plane": "loom-control-plane"}
+ZIP_NAMES = {"worker": "worker.zip", "sweeper": "sweeper.zip", "control_plane": "control-plane.zip"}
+RESERVED = {"worker": 10, "sweeper": 1, "control_plane": 5}
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    key: str
+    name: str
+    runtime: str
+    dist_subdir: str
+    esm_enabled: bool
+
+
+SPECS = {
+    "local": EnvSpec("local", "loom-local", "python3.11", "local", esm_enabled=False),
+    "dev": EnvSpec("dev", "loom-dev", "python3.12", "lambda", esm_enabled=True),
+}
+
+
+@dataclass(frozen=True)
+class Deployed:
+    spec: EnvSpec
+    out: dict[str, Any]
+    emulator: Any
+
+    def client(self, service: str) -> Any:
+        return self.emulator.client(service)
+
+    @property
+    def account(self) -> str:
+        return self.out["table_arn"].split(":")[4]
+
+    def function(self, role: str) -> dict[str, Any]:
+        return self.client("lambda").get_function(FunctionName=self.out["function_names"][role])
+
+    def config(self, role: str) -> dict[str, Any]:
+        return self.function(role)["Configuration"]
+
+
+# Function-scoped on purpose: a module-scoped parametrized fixture would let pytest reorder tests
+# around test_destroy_leaves_nothing. The applies themselves happen once per session (see conftest).
+@pytest.fixture(params=sorted(SPECS))
+def deployed(request: pytest.FixtureRequest, lab: Any) -> Deployed:
+    spec = SPECS[request.param]
+    if lab.destroyed:
+        pytest.fail("the environments were already destroyed: keep test_destroy_leaves_nothing last in this file")
+    return Deployed(spec, lab.outputs(spec.key), lab.emulator)
+
+
+def _sqs_attrs(d: Deployed, url: str) -> dict[str, str]:
+    return d.client("sqs").get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+
+
+# -- table ----------------------------------------------------------------------------------------
+def test_table_has_pk_sk_keys_and_sparse_keys_only_gsi1(deployed: Deployed) -> None:
+    # when
+    table = deployed.client("dynamodb").describe_table(TableName=deployed.out["table_name"])["Table"]
+
+    # then
+    assert {k["AttributeName"]: k["KeyType"] for k in table["KeySchema"]} == {"PK": "HASH", "SK": "RANGE"}
+    assert {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]} == {
+        "PK": "S", "SK": "S", "GSI1PK": "S", "GSI1SK": "S"}
+    (gsi,) = table["GlobalSecondaryIndexes"]
+    assert gsi["IndexName"] == "GSI1"
+    assert {k["AttributeName"]: k["KeyType"] for k in gsi["KeySchema"]} == {"GSI1PK": "HASH", "GSI1SK": "RANGE"}
+    assert gsi["Projection"]["ProjectionType"] == "KEYS_ONLY"
+
+
+def test_table_provisioned_capacity_stays_inside_the_free_tier(deployed: Deployed) -> None:
+    # when
+    table = deployed.client("dynamodb").describe_table(TableName=deployed.out["table_name"])["Table"]
+
+    # then: table + GSI1 together use exactly the always-free 25 RCU / 25 WCU
+    (gsi,) = table["GlobalSecondaryIndexes"]
+    reads = table["ProvisionedThroughput"]["ReadCapacityUnits"] + gsi["ProvisionedThroughput"]["ReadCapacityUnits"]
+    writes = table["ProvisionedThroughput"]["WriteCapacityUnits"] + gsi["ProvisionedThroughput"]["WriteCapacityUnits"]
+    assert (reads, writes) == (25, 25)
+
+
+def test_table_has_ttl_pitr_and_encryption(deployed: Deployed) -> None:
+    ddb = deployed.client("dynamodb")
+    name = deployed.out["table_name"]
+
+    # when
+    ttl = ddb.describe_time_to_live(TableName=name)["TimeToLiveDescription"]
+    backups = ddb.describe_continuous_backups(TableName=name)["ContinuousBackupsDescription"]
+    table = ddb.describe_table(TableName=name)["Table"]
+
+    # then
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
+    assert backups["PointInTimeRecoveryDescription"]["PointInTimeRecoveryStatus"] == "ENABLED"
+    assert table["SSEDescription"]["Status"] == "ENABLED"
+    assert table.get("DeletionProtectionEnabled") is False  # both envs must be destroyable
+
+
+# -- queues ---------------------------------------------------------------------------------------
+def test_queue_visibility_timeout_is_at_least_six_worker_timeouts(deployed: Deployed) -> None:
+    # given
+    worker_timeout = deployed.config("worker")["Timeout"]
+
+    # when
+    attrs = _sqs_attrs(deployed, deployed.out["queue_url"])
+
+    # then
+    assert int(attrs["VisibilityTimeout"]) >= 6 * worker_timeout
+    assert int(attrs["VisibilityTimeout"]) == deployed.out["visibility_timeout_s"]
+
+
+def test_queue_redrives_to_the_dlq_after_at_least_five_receives(deployed: Deployed) -> None:
+    # when
+    attrs = _sqs_attrs(deployed, deployed.out["queue_url"])
+    dlq_attrs = _sqs_attrs(deployed, deployed.out["dlq_url"])
+
+    # then
+    redrive = json.loads(attrs["RedrivePolicy"])
+    assert redrive["deadLetterTargetArn"] == deployed.out["dlq_arn"] == dlq_attrs["QueueArn"]
+    assert int(redrive["maxReceiveCount"]) >= 5
+    assert int(dlq_attrs["MessageRetentionPeriod"]) > int(attrs["MessageRetentionPeriod"])
+    assert attrs["SqsManagedSseEnabled"] == dlq_attrs["SqsManagedSseEnabled"] == "true"
+
+
+# -- functions ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_function_runs_the_contract_handler_from_the_built_zip(deployed: Deployed, role: str, dist: Path,
+                                                               code_sha256: Any) -> None:
+    # when
+    config = deployed.config(role)
+
+    # then
+    assert config["Handler"] == HANDLERS[role]
+    assert config["Runtime"] == deployed.spec.runtime
+    assert config["CodeSha256"] == code_sha256(dist / deployed.spec.dist_subdir / ZIP_NAMES[role])
+
+
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_function_environment_names_table_queue_and_shard_count(deployed: Deployed, role: str) -> None:
+    # given
+    out = deployed.out
+    queue_url = deployed.client("sqs").get_queue_url(QueueName=f"{deployed.spec.name}-steps")["QueueUrl"]
+
+    # when
+    env = deployed.config(role)["Environment"]["Variables"]
+
+    # then
+    assert REQUIRED_ENV <= set(env), f"missing: {sorted(REQUIRED_ENV - set(env))}"
+    assert env["LOOM_TABLE_NAME"] == out["table_name"] == deployed.spec.name
+    assert env["LOOM_QUEUE_URL"] == out["queue_url"] == queue_url
+    assert env["LOOM_DLQ_URL"] == out["dlq_url"]
+    assert env["LOOM_SHARDS"] == str(out["shard_count"]) == "4"
+    assert float(env["LOOM_LEASE_S"]) == out["visibility_timeout_s"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == SERVICE_NAMES[role]
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Loom"
+
+
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_function_has_reserved_concurrency_and_a_retained_log_group(deployed: Deployed, role: str) -> None:
+    # given
+    name = deployed.out["function_names"][role]
+
+    # when
+    concurrency = deployed.client("lambda").get_function_concurrency(FunctionName=name)
+    groups = deployed.client("logs").describe_log_groups(logGroupNamePrefix=f"/aws/lambda/{name}")["logGroups"]
+
+    # then
+    assert concurrency["ReservedConcurrentExecutions"] == RESERVED[role]
+    assert [(g["logGroupName"], g.get("retentionInDays")) for g in groups] == [(f"/aws/lambda/{name}", 30)]
+
+
+def test_worker_event_source_mapping_reports_batch_item_failures_with_max_concurrency(deployed: Deployed) -> None:
+    # when
+    mappings = [m for m in deployed.client("lambda").list_event_source_mappings()["EventSourceMappings"]
+                if m["FunctionArn"] == deployed.out["function_arns"]["worker"]]
+
+    # then
+    (m,) = mappings
+    assert m["EventSourceArn"] == deployed.out["queue_arn"]
+    assert m["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert m["ScalingConfig"]["MaximumConcurrency"] == 5
+    assert m["ScalingConfig"]["MaximumConcurrency"] <= RESERVED["worker"]
+    assert m["BatchSize"] == 10
+    # local leaves it disabled (moto would invoke through Docker and swallow messages); dev enables it
+    assert (m["State"] == "Enabled") is deployed.spec.esm_enabled
+
+
+def test_sweeper_runs_every_minute_from_a_scoped_eventbridge_rule(deployed: Deployed) -> None:
+    # given
+    events = deployed.client("events")
+    sweeper_arn = deployed.out["function_arns"]["sweeper"]
+    rules = [r for r in events.list_rules()["Rules"] if r["Name"].startswith(deployed.spec.name)]
+
+    # when
+    (rule,) = rules
+    targets = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
+    policy = json.loads(deployed.client("lambda").get_policy(FunctionName=sweeper_arn)["Policy"])
+
+    # then
+    assert rule["ScheduleExpression"] == "rate(1 minute)"
+    assert rule["State"] == "ENABLED"
+    assert [t["Arn"] for t in targets] == [sweeper_arn]
+    (statement,) = policy["Statement"]
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Action"] == "lambda:InvokeFunction"
+    assert statement["Condition"]["ArnLike"]["AWS:SourceArn"] == rule["Arn"]
+
+
+def test_control_plane_function_url_requires_aws_iam(deployed: Deployed) -> None:
+    # when
+    url = deployed.client("lambda").get_function_url_config(FunctionName=deployed.out["function_names"]["control_plane"])
+
+    # then
+    assert url["AuthType"] == "AWS_IAM"
+    assert url["FunctionUrl"].rstrip("/") == deployed.out["function_url"].rstrip("/")
+    assert not url.get("Cors")
+
+
+def test_only_the_control_plane_has_a_function_url(deployed: Deployed) -> None:
+    lam = deployed.client("lambda")
+    for role in ("worker", "sweeper"):
+        with pytest.raises(lam.exceptions.ResourceNotFoundException):
+            lam.get_function_url_config(FunctionName=deployed.out["function_names"][role])
+
+
+# -- IAM ------------------------------------------------------------------------------------------
+def _role_statements(d: Deployed, role: str) -> list[dict[str, Any]]:
+    iam = d.client("iam")
+    role_name = d.config(role)["Role"].split("/")[-1]
+    assert iam.list_attached_role_policies(RoleName=role_name)["AttachedPolicies"] == []
+    statements = []
+    for policy_name in iam.list_role_policies(RoleName=role_name)["PolicyNames"]:
+        doc = iam.get_role_policy(RoleName=role_name, PolicyName=policy_name)["PolicyDocument"]
+        doc = json.loads(doc) if isinstance(doc, str) else doc
+        statements += doc["Statement"]
+    return statements
+
+
+def _grants(statements: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    grants = set()
+    for s in statements:
+        assert s["Effect"] == "Allow"
+        actions = [s["Action"]] if isinstance(s["Action"], str) else s["Action"]
+        resources = [s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"]
+        grants |= {(a, r) for a in actions for r in resources}
+    return grants
+
+
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_role_policy_has_no_wildcard_action_or_resource(deployed: Deployed, role: str) -> None:
+    # given
+    own_log_streams = (f"arn:aws:logs:us-east-1:{deployed.account}:log-group:"
+                       f"/aws/lambda/{deployed.out['function_names'][role]}:*")
+
+    # when
+    grants = _grants(_role_statements(deployed, role))
+
+    # then
+    assert grants
+    for action, resource in grants:
+        assert "*" not in action, f"wildcard action {action}"
+        assert resource != "*", f"{action} on every resource"
+        # The only "*" allowed: the stream names of the function's own log group.
+        assert "*" not in resource or resource == own_log_streams, f"{action} on {resource}"
+
+
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) -> None:
+    # given
+    out = deployed.out
+    table, queue, dlq = out["table_arn"], out["queue_arn"], out["dlq_arn"]
+    logs = {(a, f"arn:aws:logs:us-east-1:{deployed.account}:log-group:/aws/lambda/{out['function_names'][role]}:*")
+            for a in ("logs:CreateLogStream", "logs:PutLogEvents")}
+    expected = {
+        "worker": {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "Query")}
+        | {(f"sqs:{a}", queue) for a in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes",
+                                          "ChangeMessageVisibility", "SendMessage")}
+        | {("sqs:SendMessage", dlq)},
+        "sweeper": {("dynamodb:Query", f"{table}/index/GSI1")}
+        | {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem")}
+        | {("sqs:SendMessage", queue)},
+        "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "Query")}
+        | {("sqs:SendMessage", queue)},
+    }[role] | logs
+
+    # when
+    grants = _grants(_role_statements(deployed, role))
+
+    # then
+    assert grants == expected
+    assert not any(a == "dynamodb:DeleteItem" for a, _ in grants)
+
+
+# -- alarms ---------------------------------------------------------------------------------------
+def test_alarms_watch_dlq_depth_oldest_step_message_and_function_errors(deployed: Deployed) -> None:
+    # given
+    name = deployed.spec.name
+
+    # when
+    alarms = {a["AlarmName"]: a for a in
+              deployed.client("cloudwatch").describe_alarms(AlarmNamePrefix=f"{name}-")["MetricAlarms"]}
+
+    # then
+    assert set(alarms) == {f"{name}-dlq-depth", f"{name}-step-queue-oldest-message-age", f"{name}-worker-errors",
+                           f"{name}-sweeper-errors", f"{name}-control-plane-errors"}
+    dlq = alarms[f"{name}-dlq-depth"]
+    assert (dlq["Namespace"], dlq["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    assert dlq["Dimensions"] == [{"Name": "QueueName", "Value": f"{name}-steps-dlq"}]
+    age = alarms[f"{name}-step-queue-oldest-message-age"]
+    assert (age["Namespace"], age["MetricName"]) == ("AWS/SQS", "ApproximateAgeOfOldestMessage")
+    assert age["Dimensions"] == [{"Name": "QueueName", "Value": f"{name}-steps"}]
+    for role, fn in deployed.out["function_names"].items():
+        errors = alarms[f"{name}-{role.replace('_', '-')}-errors"]
+        assert (errors["Namespace"], errors["MetricName"]) == ("AWS/Lambda", "Errors")
+        assert errors["Dimensions"] == [{"Name": "FunctionName", "Value": fn}]
+
+
+# -- destroy (keep last) --------------------------------------------------------------------------
+def _leftovers(emulator: Any) -> dict[str, list[str]]:
+    lam, iam = emulator.client("lambda"), emulator.client("iam")
+    roles = [r["RoleName"] for r in iam.list_roles()["Roles"]]
+    return {
+        "tables": emulator.client("dynamodb").list_tables()["TableNames"],
+        "queues": emulator.client("sqs").list_queues().get("QueueUrls", []),
+        "functions": [f["FunctionName"] for f in lam.list_functions()["Functions"]],
+        "event source mappings": [m["UUID"] for m in lam.list_event_source_mappings()["EventSourceMappings"]],
+        "roles": roles,
+        "role policies": [p for r in roles for p in iam.list_role_policies(RoleName=r)["PolicyNames"]],
+        "rules": [r["Name"] for r in emulator.client("events").list_rules()["Rules"]],
+        "log groups": [g["logGroupName"] for g in emulator.client("logs").describe_log_groups()["logGroups"]],
+        "alarms": [a["AlarmName"] for a in emulator.client("cloudwatch").describe_alarms()["MetricAlarms"]],
+    }
+
+
+def test_destroy_leaves_nothing(lab: Any) -> None:
+    # given: both applies finished, and the emulator holds their resources
+    for env in SPECS:
+        lab.outputs(env)
+    before = _leftovers(lab.emulator)
+    assert len(before["functions"]) == 6 and len(before["queues"]) == 4 and len(before["tables"]) == 2
+
+    # when
+    lab.destroyed = True
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for f in [pool.submit(lab.workspaces[env].destroy) for env in SPECS]:
+            f.result()
+
+    # then
+    after = _leftovers(lab.emulator)
+    assert {kind: names for kind, names in after.items() if names} == {}
