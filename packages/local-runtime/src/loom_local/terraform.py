@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,24 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 class TerraformError(Exception):
     pass
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Interrupt terraform like Ctrl-C would, then kill it and its provider plugins (its process group)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def _run(args: list[str], env: Mapping[str, str], log: TextIO, progress: Progress | None,
@@ -44,13 +63,11 @@ def _run(args: list[str], env: Mapping[str, str], log: TextIO, progress: Progres
             if progress is not None and _INTERESTING.search(clean.strip()) and not clean.strip().startswith(_QUIET):
                 progress(clean.strip())
             if time.monotonic() > deadline:
-                proc.kill()
+                _stop_group(proc)
                 raise TerraformError(f"`{' '.join(args[:3])}` did not finish within {timeout_s:g} s; see {log.name}")
         code = proc.wait()
     except BaseException:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _stop_group(proc)
         raise
     log.flush()
     if code != 0:
