@@ -50,17 +50,19 @@ def test_the_real_store_is_not_flagged_by_the_broken_store_phrases():
                 assert not any(p in text for p in phrases), f"seed {seed}: {text}"
 
 
-def test_a_run_where_everything_crashes_says_nothing_and_fails():
+@pytest.mark.parametrize("victims", [("start", "deliver", "sweep"), ("deliver",)])
+def test_a_run_where_everything_crashes_says_nothing_and_fails(victims):
     class CrashFirst(Simulation):
         def plan(self, kind):
-            if not self.faults_on:
+            if not self.faults_on or kind not in victims:
                 return OpPlan()
-            return OpPlan(crash_at=1, crash_after=False)  # every operation dies before its first call
+            return OpPlan(crash_at=1, crash_after=False)  # the operation dies before its first call
 
-    config = make_config(3)
-    sim = CrashFirst(config, MemoryStore)
+    sim = CrashFirst(make_config(3), MemoryStore)
     sim.run()
-    assert sim.stats["commits.fault_phase"] == 0
+    assert sim.fault_stats["commits.fault_phase_by_workers"] == 0
+    if victims == ("deliver",):
+        assert sim.fault_stats["ops.deliver"] > 0
     assert any("the run says nothing" in v for v in sim.violations), sim.violations
     # ... while the quiet phase still finished everything, so only the meaningfulness check objects
     assert not sim.live()
