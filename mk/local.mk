@@ -8,12 +8,14 @@
 #   make test-integration   tests/integration: end to end through the deployed functions, real kills
 #   make test-local-runtime the local runtime's own tests (tiny zips, no Terraform)
 #
-# LOCAL_TF_VARS are passed to terraform/envs/local as -var NAME=VALUE (empty by default: the
-# environment's own defaults). LOCAL_ARGS go to the runtime (python -m loom_local --help).
+# LOCAL_TF_VARS are passed to terraform/envs/local as -var NAME=VALUE. The default lease_s=5 lets the
+# sweeper re-drive a killed worker's step as soon as the step's timeout budget allows (the engine
+# never trusts a lease below timeout + 3 s) instead of after the 180 s visibility timeout.
+# LOCAL_ARGS go to the runtime (python -m loom_local --help).
 
 LOCAL_RUNTIME = $(PY) -m loom_local
 LOCAL_SWEEP_EVERY ?= 5
-LOCAL_TF_VARS ?=
+LOCAL_TF_VARS ?= lease_s=5
 LOCAL_ARGS ?=
 LOCAL_TF_ARGS = $(foreach v,$(LOCAL_TF_VARS),--tf-var $(v))
 

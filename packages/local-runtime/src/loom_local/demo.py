@@ -122,6 +122,11 @@ def run(args: argparse.Namespace) -> int:
     opts.observer = narrator.on_runtime_event
     if opts.sweep_every_s is None:
         opts.sweep_every_s = 2.0
+    from .terraform import declared_variables
+
+    env_dir = opts.env_dir or opts.repo / "terraform" / "envs" / "local"
+    if "lease_s" in declared_variables(env_dir):
+        opts.tf_vars.setdefault("lease_s", "5")  # recover the killed worker within seconds, not minutes
     ledger = opts.run_dir / "demo-ledger.jsonl"
     opts.run_dir.mkdir(parents=True, exist_ok=True)
     ledger.unlink(missing_ok=True)

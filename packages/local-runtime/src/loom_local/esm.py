@@ -153,7 +153,13 @@ class QueuePoller:
                 continue
             if not messages or self._stop.is_set():
                 continue  # stopping: undeleted messages simply come back after their visibility timeout
-            self.poll_once(sqs, messages)
+            try:
+                self.poll_once(sqs, messages)
+            except Exception as exc:  # noqa: BLE001 - the function was shut down under us, or the emulator went away
+                if self._stop.is_set():
+                    return
+                self._notify("poll_error", error=str(exc))
+                time.sleep(1.0)
 
     def poll_once(self, sqs, messages: list[dict[str, Any]]) -> InvokeResult:
         cfg = self.config

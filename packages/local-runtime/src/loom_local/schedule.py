@@ -113,11 +113,16 @@ class Scheduler:
             event = json.loads(self.rule.target_input)
 
         def invoke() -> None:
-            result = self.function.invoke(event)
-            self._notify("tick_done", tick=tick, status=result.status, payload=result.payload, error=result.error,
-                         pid=result.pid)
-            with self._lock:
-                self._running.discard(threading.current_thread())
+            try:
+                result = self.function.invoke(event)
+                self._notify("tick_done", tick=tick, status=result.status, payload=result.payload,
+                             error=result.error, pid=result.pid)
+            except Exception as exc:  # noqa: BLE001 - shutting down under a tick in flight
+                if not self._stop.is_set():
+                    self._notify("tick_error", tick=tick, error=str(exc))
+            finally:
+                with self._lock:
+                    self._running.discard(threading.current_thread())
 
         t = threading.Thread(target=invoke, name=f"tick-{self.rule.name}-{tick}", daemon=True)
         with self._lock:
