@@ -39,6 +39,7 @@ class Narrator:
         self.faults: Any = None
         self.crashes = 0
         self.cold_starts_to_show = 0
+        self.redrives_since_crash = 0
 
     def say(self, text: str, mark: str = " ") -> None:
         with self.lock:
@@ -65,6 +66,7 @@ class Narrator:
             self.say(f"worker process {pid} was killed{where}: {reason}", "!")
             self.crashes += 1
             self.cold_starts_to_show += 1
+            self.redrives_since_crash = 0
         elif kind == "cold_start" and role == "worker" and self.cold_starts_to_show:
             self.cold_starts_to_show -= 1
             self.say(f"the Lambda service (here: the local runtime) starts a fresh worker process, pid {d.get('pid')}")
@@ -72,8 +74,13 @@ class Narrator:
             redriven = (d.get("payload") or {}).get("redriven") or {}
             if redriven:
                 reasons = ", ".join(f"{n} {why}" for why, n in redriven.items())
+                self.redrives_since_crash += 1
+                again = ""
+                if self.redrives_since_crash > 1 and "stalled_lease" in redriven:
+                    again = (" (the previous re-drive came while the killed attempt was still inside its timeout "
+                             "budget; a worker cannot tell dead from slow, so it left the step alone)")
                 self.say(f"sweeper re-drove {sum(redriven.values())} execution(s) ({reasons}): it claims the "
-                         "execution with a conditional write, then enqueues its step again", ">")
+                         f"execution with a conditional write, then enqueues its step again{again}", ">")
         elif kind == "batch":
             counts = d.get("receive_counts") or {}
             again = [n for n in counts.values() if n > 1]
