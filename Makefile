@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE := 1
 
 # Workflow and Lambda packages, installed editable into the dev environment.
-PACKAGES := engine-core workflows-examples worker sweeper control-plane cli
+PACKAGES := engine-core workflows-examples worker sweeper control-plane cli local-runtime
 
 .PHONY: help venv lock test test-unit clean
 

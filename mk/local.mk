@@ -21,12 +21,8 @@ LOCAL_TF_ARGS = $(foreach v,$(LOCAL_TF_VARS),--tf-var $(v))
 
 .PHONY: local-runtime demo up down local-status test-integration test-local-runtime
 
-# Installed editable like the other packages (the root Makefile's PACKAGES may list it as well).
-$(VENV)/.local-runtime-installed: $(VENV)/.installed packages/local-runtime/pyproject.toml
-	$(PIP) install --no-deps -e packages/local-runtime
-	@touch $@
-
-local-runtime: venv $(VENV)/.local-runtime-installed
+# Installed editable with the other packages (PACKAGES in the root Makefile).
+local-runtime: venv
 
 LOCAL_PREREQS := local-runtime build-local tf-config
 
@@ -37,8 +33,8 @@ up: $(LOCAL_PREREQS) ## Start the local stack in the background; prints the Func
 	$(LOCAL_RUNTIME) up --sweep-every $(LOCAL_SWEEP_EVERY) $(LOCAL_TF_ARGS) $(LOCAL_ARGS)
 
 down: ## Stop the local stack started by `make up`
-	@if [ -f $(VENV)/.local-runtime-installed ]; then $(LOCAL_RUNTIME) down; \
-	 else echo "nothing to stop: the local runtime is not installed (make up installs it)"; fi
+	@if [ -x $(PY) ]; then $(LOCAL_RUNTIME) down; \
+	 else echo "nothing to stop: there is no .venv (make up creates it)"; fi
 
 local-status: ## Is the local stack up, and where
 	@$(LOCAL_RUNTIME) status
@@ -50,8 +46,3 @@ test-integration: $(LOCAL_PREREQS) ## End-to-end tests through the deployed func
 	$(PY) -m pytest $(PYTEST_ARGS) tests/integration
 
 TEST_TARGETS += test-integration
-
-# Until the root Makefile lists local-runtime in PACKAGES (then test-unit runs these tests).
-ifeq ($(filter local-runtime,$(PACKAGES)),)
-TEST_TARGETS += test-local-runtime
-endif

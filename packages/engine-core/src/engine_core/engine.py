@@ -222,8 +222,8 @@ class Engine:
             record = self.store.record_intent(e.execution_id, step.index, step.name, now, stale_before)
         except StepSettledError:
             return Outcome("stale", e.execution_id, step.index, "step already settled")
-        except StepBusyError:
-            return Outcome("busy", e.execution_id, step.index, "another attempt is running")
+        except StepBusyError as exc:
+            return self._busy(e, step, exc, stale_before)
         attempt, policy = record.attempts, wf.policy_for(step.index)
         fields = _fields(e, step, attempt)
         if attempt > policy.max_attempts:
@@ -249,6 +249,18 @@ class Engine:
         if body.retryable:
             error = error.model_copy(update={"message": f"{error.message} (attempt {attempt} of {policy.max_attempts})"})
         return self._fail(e, error, settle=step)
+
+    def _busy(self, e: Execution, step: StepDef, exc: StepBusyError, stale_before: dt.datetime) -> Outcome:
+        """Another attempt started recently. If it dies, nobody else would look before the next lease,
+        so come back when its budget runs out: by then it has committed (and this copy is stale) or it
+        is presumed dead and this copy takes over."""
+        started = exc.record.started_at if exc.record is not None else None
+        if started is not None:
+            wait_s = (started - stale_before).total_seconds() + 1
+            if 0 < wait_s <= self.settings.max_queue_delay_s:
+                self.queue.send(StepMessage(execution_id=e.execution_id, step=e.current_step, version=e.version),
+                                delay_s=math.ceil(wait_s))
+        return Outcome("busy", e.execution_id, step.index, "another attempt is running")
 
     def _succeed(self, e: Execution, wf: WorkflowDef, step: StepDef, data: dict, result: Any, fields: dict) -> Outcome:
         if result is None:

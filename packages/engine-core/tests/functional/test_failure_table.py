@@ -572,3 +572,33 @@ def test_one_sweep_claims_at_most_the_configured_number_across_shards(registry):
     runner.clock.advance(hours=1)
     report = Sweeper(runner.store, runner.queue, runner.clock, runner.settings, registry).sweep()
     assert report.total_redriven == 5 and report.truncated
+
+
+def test_redrive_that_finds_a_recent_dead_attempt_comes_back_when_its_budget_expires(registry):
+    # given: an attempt starts 30 s after the lease began, then its worker dies
+    calls = Counter()
+
+    def body(ctx):
+        calls["a"] += 1
+        if calls["a"] == 1:
+            raise Crash("killed mid-step")
+        return {}
+
+    registry.register(build_workflow("late", [step(body, name="a")], step_timeout_s=60))
+    runner = make_runner(registry, lease_s=1)          # effective lease: timeout + margin = 63 s
+    t0 = runner.clock.now()
+    eid = runner.start("late")
+    runner.queue.purge()
+    runner.clock.advance(seconds=30)
+    with pytest.raises(Crash):
+        runner.engine.process(StepMessage(execution_id=eid, step=0, version=1))
+    # when: the sweeper re-drives at the lease's end, while the dead attempt still looks recent
+    runner.clock.advance(seconds=34)
+    assert runner.sweeper.sweep().total_redriven == 1
+    [redrive] = runner.queue.receive()
+    assert runner.engine.process(redrive.body).kind == "busy"
+    runner.queue.ack(redrive)
+    # then: the copy comes back when the dead attempt's budget expires, not a whole lease later
+    e = run(runner, eid)
+    assert e.status is Status.COMPLETED and calls["a"] == 2
+    assert runner.history(eid)[0].started_at <= t0 + dt.timedelta(seconds=30 + 63 + 2)
