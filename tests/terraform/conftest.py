@@ -42,8 +42,8 @@ TERRAFORM_DIR = REPO / "terraform"
 DIST = REPO / "dist"
 REGION = "us-east-1"
 ZIPS = ("worker.zip", "sweeper.zip", "control-plane.zip")
-# Three concurrent Terraform runs keep both cores busy without starving moto's server.
-PARALLEL_RUNS = 3
+# Terraform runs at once: applies and plans mostly wait on the emulator (SQS settles for ~25 s).
+PARALLEL_RUNS = 4
 RUN_TIMEOUT_S = 600
 
 
@@ -136,7 +136,10 @@ class Workspace:
     def __post_init__(self) -> None:
         self.log_path = self.path / "terraform-test.log"
 
-    def run(self, *args: str, timeout_s: float = RUN_TIMEOUT_S) -> str:
+    def run(self, *args: str, timeout_s: float = RUN_TIMEOUT_S, ok_codes: tuple[int, ...] = (0,)) -> str:
+        return self.run_code(*args, timeout_s=timeout_s, ok_codes=ok_codes)[1]
+
+    def run_code(self, *args: str, timeout_s: float = RUN_TIMEOUT_S, ok_codes: tuple[int, ...] = (0,)) -> tuple[int, str]:
         cmd = ["terraform", f"-chdir={self.path}", *args]
         started = time.monotonic()
         proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -149,11 +152,11 @@ class Workspace:
                                     f"(log: {self.log_path})") from None
         with open(self.log_path, "a", encoding="utf-8") as log:
             log.write(f"$ {' '.join(cmd)}  # {time.monotonic() - started:.1f} s, exit {proc.returncode}\n{out}\n")
-        if proc.returncode != 0:
+        if proc.returncode not in ok_codes:
             tail = "\n".join(out.strip().splitlines()[-40:])
             raise TerraformRunError(f"{self.name}: `terraform {' '.join(args[:2])}` failed (exit {proc.returncode})."
                                     f" Last lines:\n{tail}\n(full log: {self.log_path})")
-        return out
+        return proc.returncode, out
 
     def var_args(self) -> list[str]:
         return [f"-var={k}={v}" for k, v in self.variables.items()]
@@ -161,10 +164,24 @@ class Workspace:
     def init(self) -> None:
         self.run("init", "-input=false", "-no-color")
 
-    def apply(self) -> dict[str, Any]:
+    def apply(self) -> Applied:
         self.init()
         self.run("apply", "-auto-approve", "-input=false", "-no-color", *self.var_args())
-        return self.outputs()
+        outputs = self.outputs()
+        # A second plan right after the apply must find nothing to change: a perpetual diff means a
+        # module argument the provider normalizes differently (and every later apply would touch it).
+        code, out = self.run_code("plan", "-detailed-exitcode", "-input=false", "-no-color", *self.var_args(),
+                                  ok_codes=(0, 2))
+        changes = out[out.find("Terraform used the selected providers"):] if code == 2 else ""
+        return Applied(outputs, changes or (out if code == 2 else ""))
+
+    def failure(self, *args: str) -> str:
+        """Run a command that must fail; return its output with whitespace collapsed."""
+        self.init()
+        code, out = self.run_code(*args, "-no-color", ok_codes=(0, 1))
+        if code == 0:
+            raise TerraformRunError(f"{self.name}: `terraform {args[0]}` succeeded but was expected to fail")
+        return " ".join(out.split())
 
     def outputs(self) -> dict[str, Any]:
         raw = json.loads(self.run("output", "-json", "-no-color"))
@@ -176,7 +193,15 @@ class Workspace:
         return json.loads(self.run("show", "-json", "-no-color", "tfplan"))
 
     def destroy(self) -> None:
-        self.run("destroy", "-auto-approve", "-input=false", "-no-color", *self.var_args())
+        # The state was written by this session's apply; re-reading every resource first adds time only.
+        self.run("destroy", "-auto-approve", "-input=false", "-no-color", "-refresh=false", *self.var_args())
+
+
+@dataclass(frozen=True)
+class Applied:
+    outputs: dict[str, Any]
+    drift: str
+    """The plan output when a plan right after the apply still wanted changes; empty when clean."""
 
 
 def _hermetic_env(extra: Mapping[str, str], scratch: Path) -> dict[str, str]:
@@ -213,9 +238,76 @@ terraform {
 }
 """
 
+_OFFLINE_PROVIDER = """
+provider "aws" {
+  region                      = "us-east-1"
+  access_key                  = "test"
+  secret_key                  = "test"
+  skip_credentials_validation = true
+  skip_metadata_api_check     = true
+  skip_requesting_account_id  = true
+}
+"""
+
+# Inputs the modules must refuse. Terraform checks single-variable validations at `validate` time and
+# cross-variable ones (which read other inputs) only at `plan` time, and stops after the first phase
+# that fails; so one configuration per phase, one module instance per broken rule.
+_SINGLE_VARIABLE_CASES = """
+module "receive_count_4" {{
+  source             = "../../modules/queue"
+  name               = "q"
+  consumer_timeout_s = 60
+  max_receive_count  = 4
+}}
+
+module "wildcard_action" {{
+  source            = "../../modules/function"
+  name              = "f"
+  handler           = "loom_worker.handler.handler"
+  zip_path          = "{dist}/local/worker.zip"
+  policy_statements = [{{ sid = "All", actions = ["dynamodb:*"], resources = ["arn:aws:dynamodb:us-east-1:123456789012:table/t"] }}]
+}}
+
+module "zero_shards" {{
+  source      = "../../modules/loom"
+  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  shard_count = 0
+}}
+"""
+
+_CROSS_VARIABLE_CASES = """
+module "dlq_not_longer" {{
+  source                  = "../../modules/queue"
+  name                    = "q"
+  consumer_timeout_s      = 60
+  message_retention_s     = 86400
+  dlq_message_retention_s = 86400
+}}
+
+module "reserved_below_mapping" {{
+  source               = "../../modules/function"
+  name                 = "f1"
+  handler              = "loom_worker.handler.handler"
+  zip_path             = "{dist}/local/worker.zip"
+  reserved_concurrency = 2
+  sqs_trigger          = {{ queue_arn = "arn:aws:sqs:us-east-1:123456789012:q", maximum_concurrency = 5 }}
+}}
+
+module "missing_zip" {{
+  source   = "../../modules/function"
+  name     = "f2"
+  handler  = "loom_worker.handler.handler"
+  zip_path = "{dist}/nowhere/worker.zip"
+}}
+"""
+
 
 class Lab:
-    """The moto server plus the session's Terraform runs, started together in the background."""
+    """The moto server plus every Terraform run of the session, started together in the background.
+
+    An apply spends most of its minute waiting on SQS, so the plans and the validation runs share
+    the time instead of queueing behind it.
+    """
 
     def __init__(self, scratch: Path) -> None:
         self.scratch = scratch
@@ -231,26 +323,48 @@ class Lab:
             (envs / name / "backend_override.tf").write_text(_BACKEND_OVERRIDE, encoding="utf-8")
         # dev applied to the emulator through the documented override.
         shutil.copyfile(envs / "dev" / "emulator_override.tf.example", envs / "dev" / "emulator_override.tf")
+        # local pointed at a dist directory without zips.
+        shutil.copytree(envs / "local", envs / "local-nozip")
+        (scratch / "empty-dist").mkdir()
 
-        self.workspaces = {
+        ws = self.workspaces = {
             "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint}),
             "dev": Workspace("envs/dev (emulator override)", envs / "dev", emulator_env),
             "dev-plan": Workspace("envs/dev (plan)", envs / "dev-plan", emulator_env),
             "prod-plan": Workspace("envs/prod (plan)", envs / "prod", emulator_env),
+            "single-variable": self._checks("single-variable", _SINGLE_VARIABLE_CASES, emulator_env),
+            "cross-variable": self._checks("cross-variable", _CROSS_VARIABLE_CASES, emulator_env),
+            "local-nozip": Workspace("envs/local (no zips)", envs / "local-nozip", emulator_env,
+                                     {"endpoint": self.emulator.endpoint, "dist_dir": str(scratch / "empty-dist")}),
         }
-        self.applies: dict[str, Future[dict[str, Any]]] = {
-            name: self.pool.submit(self.workspaces[name].apply) for name in ("local", "dev")
-        }
+        submit = self.pool.submit
+        self.applies: dict[str, Future[Applied]] = {env: submit(ws[env].apply) for env in ("local", "dev")}
         self.plans: dict[str, Future[dict[str, Any]]] = {
-            name: self.pool.submit(self.workspaces[f"{name}-plan"].plan_json) for name in ("dev", "prod")
+            env: submit(ws[f"{env}-plan"].plan_json) for env in ("dev", "prod")}
+        self.failures: dict[str, Future[str]] = {
+            "single-variable": submit(ws["single-variable"].failure, "validate"),
+            "cross-variable": submit(ws["cross-variable"].failure, "plan", "-input=false"),
+            "local-nozip": submit(ws["local-nozip"].failure, "plan", "-input=false", *ws["local-nozip"].var_args()),
         }
         self.destroyed = False
 
+    def _checks(self, name: str, cases: str, env: dict[str, str]) -> Workspace:
+        path = self.tree / "checks" / name
+        path.mkdir(parents=True)
+        (path / "main.tf").write_text(cases.format(dist=DIST) + _OFFLINE_PROVIDER, encoding="utf-8")
+        return Workspace(f"checks/{name}", path, env)
+
+    def applied(self, env: str) -> Applied:
+        return self.applies[env].result(timeout=3 * RUN_TIMEOUT_S)
+
     def outputs(self, env: str) -> dict[str, Any]:
-        return self.applies[env].result(timeout=2 * RUN_TIMEOUT_S)
+        return self.applied(env).outputs
 
     def plan(self, env: str) -> dict[str, Any]:
-        return self.plans[env].result(timeout=2 * RUN_TIMEOUT_S)
+        return self.plans[env].result(timeout=3 * RUN_TIMEOUT_S)
+
+    def failure(self, name: str) -> str:
+        return self.failures[name].result(timeout=3 * RUN_TIMEOUT_S)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

@@ -343,6 +343,15 @@ def test_alarms_watch_dlq_depth_oldest_step_message_and_function_errors(deployed
         assert errors["Dimensions"] == [{"Name": "FunctionName", "Value": fn}]
 
 
+# -- idempotency ----------------------------------------------------------------------------------
+def test_plan_after_apply_finds_nothing_to_change(deployed: Deployed, lab: Any) -> None:
+    # when
+    drift = lab.applied(deployed.spec.key).drift
+
+    # then
+    assert drift == "", f"a plan right after the apply still wants changes:\n{drift[-3000:]}"
+
+
 # -- destroy (keep last) --------------------------------------------------------------------------
 def _leftovers(emulator: Any) -> dict[str, list[str]]:
     lam, iam = emulator.client("lambda"), emulator.client("iam")

@@ -40,19 +40,33 @@ resource "aws_sqs_queue" "this" {
   kms_master_key_id                 = local.kms_master_key_id
   kms_data_key_reuse_period_seconds = local.kms_master_key_id == null ? null : var.kms_data_key_reuse_period_s
 
+  tags = var.tags
+
+  lifecycle {
+    # aws_sqs_queue_redrive_policy.this owns the redrive policy. Without this the queue resource reads
+    # the policy back and plans to rewrite it on every run (a whitespace-only JSON diff).
+    ignore_changes = [redrive_policy]
+
+    precondition {
+      condition     = local.visibility_timeout_s <= 43200
+      error_message = "The derived visibility timeout (6 x consumer_timeout_s + consumer_batching_window_s = ${local.visibility_timeout_s} s) exceeds SQS's 43200 s maximum: lower the worker timeout or batching window."
+    }
+  }
+}
+
+# A separate resource rather than the queue's redrive_policy argument, so that both queues are
+# created at the same time: the AWS provider waits about 25 s after creating each queue for its
+# attributes to settle, and the inline form serializes DLQ -> queue. The functions need only the
+# queue, so they are created while this resource waits.
+resource "aws_sqs_queue_redrive_policy" "this" {
+  count = var.create ? 1 : 0
+
+  queue_url = aws_sqs_queue.this[0].id
+
   # Lambda-throttled receives also count towards maxReceiveCount, so a small value dead-letters
   # valid messages that never ran; the variable is validated >= 5 (AWS's recommendation).
   redrive_policy = jsonencode({
     deadLetterTargetArn = aws_sqs_queue.dlq[0].arn
     maxReceiveCount     = var.max_receive_count
   })
-
-  tags = var.tags
-
-  lifecycle {
-    precondition {
-      condition     = local.visibility_timeout_s <= 43200
-      error_message = "The derived visibility timeout (6 x consumer_timeout_s + consumer_batching_window_s = ${local.visibility_timeout_s} s) exceeds SQS's 43200 s maximum: lower the worker timeout or batching window."
-    }
-  }
 }
