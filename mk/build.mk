@@ -13,8 +13,10 @@ WHEEL_DIR := dist/wheels
 BUILD_LAMBDA := $(PY) tools/build_lambda.py
 # pip-tools writes this into each requirements.txt header as the command that made it.
 LOCK_ENV := CUSTOM_COMPILE_COMMAND="make lock-lambdas"
+# --rebuild and --upgrade-package: pip-tools would otherwise keep the hash it cached for the same
+# local version, and the lock would not follow a rebuilt wheel.
 PIP_COMPILE_FLAGS := --quiet --generate-hashes --strip-extras --no-emit-index-url --no-emit-find-links \
-	--find-links $(WHEEL_DIR)
+	--find-links $(WHEEL_DIR) --rebuild --upgrade-package loom-engine-core --upgrade-package loom-workflows-examples
 
 .PHONY: build-wheels lock-lambdas build build-local test-build
 
