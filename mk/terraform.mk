@@ -53,12 +53,17 @@ tf-fmt: $(TF_RC) ## Rewrite terraform/ in canonical format
 tf-fmt-check: $(TF_RC)
 	@$(TF) fmt -check -recursive -diff terraform || { echo "terraform fmt: files above are not formatted; run 'make tf-fmt'." >&2; exit 1; }
 
+# One directory per job, two at a time (validate is CPU-bound: it loads the provider's schema).
+define TF_VALIDATE_ONE
+log=$(TF_BUILD_DIR)/validate-$$(echo "$$1" | tr / -).log; \
+if $(TF) -chdir="$$1" init -backend=false -input=false -no-color > "$$log" 2>&1 \
+   && $(TF) -chdir="$$1" validate -no-color >> "$$log" 2>&1; then echo "terraform validate $$1: ok"; \
+else cat "$$log" >&2; echo "terraform validate $$1: FAILED (output above)" >&2; exit 1; fi
+endef
+export TF_VALIDATE_ONE
+
 tf-validate: tf-fmt-check $(TF_RC) ## terraform fmt -check, init -backend=false and validate every module and env
-	@set -e; for d in $(TF_MODULE_DIRS) $(TF_ENV_DIRS); do \
-	  echo "terraform validate $$d"; \
-	  $(TF) -chdir=$$d init -backend=false -input=false -no-color > $(TF_BUILD_DIR)/init.log 2>&1 || { cat $(TF_BUILD_DIR)/init.log >&2; echo "terraform init failed in $$d (log above)" >&2; exit 1; }; \
-	  $(TF) -chdir=$$d validate -no-color; \
-	done
+	@printf '%s\n' $(TF_MODULE_DIRS) $(TF_ENV_DIRS) | xargs -P 2 -I{} sh -c "$$TF_VALIDATE_ONE" sh {}
 
 # checkov's dependencies conflict with the dev environment's pins, so it gets a venv of its own.
 $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION):

@@ -1,0 +1,69 @@
+"""Static checks of terraform/: each module documents its interface, each checkov skip its reason.
+
+No Terraform run: these read the .tf files as text.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+TERRAFORM = Path(__file__).resolve().parents[2] / "terraform"
+MODULES = sorted(p for p in (TERRAFORM / "modules").iterdir() if p.is_dir())
+_BLOCK = re.compile(r'^(variable|output) "([^"]+)" \{', re.M)
+_SKIP = re.compile(r"#\s*checkov:skip=([A-Z0-9_]+)(?::(.*))?$", re.M)
+
+
+def _declared(module: Path, kind: str) -> set[str]:
+    return {name for tf in module.glob("*.tf") for k, name in _BLOCK.findall(tf.read_text(encoding="utf-8"))
+            if k == kind}
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: p.name)
+def test_module_has_the_standard_files(module: Path) -> None:
+    # then
+    for name in ("main.tf", "variables.tf", "outputs.tf", "versions.tf", "README.md"):
+        assert (module / name).is_file(), f"{module.name}/{name} is missing"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: p.name)
+def test_module_readme_lists_every_input_and_output(module: Path) -> None:
+    # given
+    readme = (module / "README.md").read_text(encoding="utf-8")
+
+    # when
+    documented = set(re.findall(r"^\| `([a-z0-9_]+)` \|", readme, re.M))
+
+    # then
+    assert _declared(module, "variable") <= documented, f"inputs missing: {_declared(module, 'variable') - documented}"
+    assert _declared(module, "output") <= documented, f"outputs missing: {_declared(module, 'output') - documented}"
+    assert documented <= _declared(module, "variable") | _declared(module, "output"), "README lists removed names"
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda p: p.name)
+def test_module_variables_are_typed_and_described(module: Path) -> None:
+    # given
+    text = (module / "variables.tf").read_text(encoding="utf-8")
+
+    # when
+    blocks = re.split(r'^variable "', text, flags=re.M)[1:]
+
+    # then
+    assert blocks
+    for block in blocks:
+        name = block.split('"', 1)[0]
+        assert re.search(r"^  description\s*=", block, re.M), f"{module.name}: variable {name} has no description"
+        assert re.search(r"^  type\s*=", block, re.M), f"{module.name}: variable {name} has no type"
+
+
+def test_every_checkov_skip_states_its_reason() -> None:
+    # when
+    skips = [(tf.relative_to(TERRAFORM), check, reason) for tf in TERRAFORM.rglob("*.tf")
+             if ".terraform" not in tf.parts for check, reason in _SKIP.findall(tf.read_text(encoding="utf-8"))]
+
+    # then
+    assert skips
+    unexplained = [(str(f), c) for f, c, reason in skips if len((reason or "").strip()) < 20]
+    assert unexplained == []
