@@ -555,7 +555,16 @@ class Simulation:
     def fault_phase(self) -> None:
         rng = self.rng
         pending = list(self.planned)
-        for i in range(self.config.fault_ops):
+        # Run the planned number of operations, and longer (up to 4x) until the workers have had a fair
+        # share of deliveries: slow redelivery (long visibility timeouts after crashes) must not leave a
+        # fault phase that tested almost nothing.
+        want_deliveries = 4 * len(self.planned)
+        i = -1
+        while True:
+            i += 1
+            if i >= self.config.fault_ops and (self.stats["ops.deliver"] >= want_deliveries
+                                               or i >= 4 * self.config.fault_ops):
+                break
             while pending and pending[0].at_op <= i:
                 self.start(pending.pop(0))
                 self.after_op()
