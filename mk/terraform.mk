@@ -16,6 +16,7 @@ TF_RC := $(TF_BUILD_DIR)/terraformrc
 TF_PLUGIN_CACHE := $(TF_BUILD_DIR)/plugin-cache
 TF_MODULE_DIRS := $(sort $(wildcard terraform/modules/*))
 TF_ENV_DIRS := $(sort $(wildcard terraform/envs/*))
+TF_EXAMPLE_DIRS := $(sort $(wildcard terraform/examples/*))
 CHECKOV_VERSION ?= 3.3.30
 CHECKOV_VENV ?= .venv-checkov
 
@@ -62,8 +63,8 @@ else cat "$$log" >&2; echo "terraform validate $$1: FAILED (output above)" >&2; 
 endef
 export TF_VALIDATE_ONE
 
-tf-validate: tf-fmt-check $(TF_RC) ## terraform fmt -check, init -backend=false and validate every module and env
-	@printf '%s\n' $(TF_MODULE_DIRS) $(TF_ENV_DIRS) | xargs -P 2 -I{} sh -c "$$TF_VALIDATE_ONE" sh {}
+tf-validate: tf-fmt-check $(TF_RC) ## terraform fmt -check, init -backend=false and validate every module, env and example
+	@printf '%s\n' $(TF_MODULE_DIRS) $(TF_ENV_DIRS) $(TF_EXAMPLE_DIRS) | xargs -P 2 -I{} sh -c "$$TF_VALIDATE_ONE" sh {}
 
 # checkov's dependencies conflict with the dev environment's pins, so it gets a venv of its own.
 $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION):

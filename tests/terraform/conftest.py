@@ -336,11 +336,12 @@ class Lab:
             "cross-variable": self._checks("cross-variable", _CROSS_VARIABLE_CASES, emulator_env),
             "local-nozip": Workspace("envs/local (no zips)", envs / "local-nozip", emulator_env,
                                      {"endpoint": self.emulator.endpoint, "dist_dir": str(scratch / "empty-dist")}),
+            "disabled-plan": Workspace("examples/disabled", self.tree / "examples" / "disabled", emulator_env),
         }
         submit = self.pool.submit
         self.applies: dict[str, Future[Applied]] = {env: submit(ws[env].apply) for env in ("local", "dev")}
         self.plans: dict[str, Future[dict[str, Any]]] = {
-            env: submit(ws[f"{env}-plan"].plan_json) for env in ("dev", "prod")}
+            env: submit(ws[f"{env}-plan"].plan_json) for env in ("dev", "prod", "disabled")}
         self.failures: dict[str, Future[str]] = {
             "single-variable": submit(ws["single-variable"].failure, "validate"),
             "cross-variable": submit(ws["cross-variable"].failure, "plan", "-input=false"),

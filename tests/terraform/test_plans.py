@@ -136,3 +136,14 @@ def test_plan_table_billing_and_protection_per_environment(planned: tuple[str, l
         assert table["billing_mode"] == "PROVISIONED"
         (gsi,) = table["global_secondary_index"]
         assert (table["read_capacity"] + gsi["read_capacity"], table["write_capacity"] + gsi["write_capacity"]) == (25, 25)
+
+
+def test_modules_with_create_false_plan_nothing_and_output_null(lab: Any) -> None:
+    # when: terraform/examples/disabled instantiates every module with create = false
+    plan = lab.plan("disabled")
+
+    # then
+    assert [c["address"] for c in plan.get("resource_changes", []) if c["change"]["actions"] != ["no-op"]] == []
+    outputs = {k: v.get("value") for k, v in plan["planned_values"].get("outputs", {}).items()}
+    assert outputs["table_name"] is None
+    assert outputs["loom_outputs"] and all(v is None for v in outputs["loom_outputs"].values())

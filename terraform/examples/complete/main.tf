@@ -1,0 +1,44 @@
+# How a platform team calls the vendored composition: one module call plus its own provider and an
+# SNS topic for the alarms. `terraform validate` runs here in `make tf-validate`; applying it needs an
+# AWS account and `make build` (dist/lambda/*.zip).
+terraform {
+  required_version = ">= 1.9"
+
+  required_providers {
+    aws = {
+      source  = "hashicorp/aws"
+      version = ">= 5.67, < 6.0"
+    }
+  }
+}
+
+provider "aws" {
+  region = "us-east-1"
+}
+
+#checkov:skip=CKV_AWS_26:An example topic; encrypt it with your own KMS key where alarm contents are sensitive.
+resource "aws_sns_topic" "oncall" {
+  name = "loom-example-oncall"
+}
+
+module "loom" {
+  source = "../../modules/loom"
+
+  name = "loom-example"
+  lambda_zips = {
+    worker        = "${path.module}/../../../dist/lambda/worker.zip"
+    sweeper       = "${path.module}/../../../dist/lambda/sweeper.zip"
+    control_plane = "${path.module}/../../../dist/lambda/control-plane.zip"
+  }
+
+  shard_count        = 4
+  table_billing_mode = "PAY_PER_REQUEST"
+  worker_timeout_s   = 120
+  alarm_actions      = [aws_sns_topic.oncall.arn]
+  tags               = { CostCenter = "orders" }
+}
+
+output "function_url" {
+  description = "The control plane's Function URL (AWS_IAM)."
+  value       = module.loom.function_url
+}
