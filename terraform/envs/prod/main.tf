@@ -1,5 +1,7 @@
 locals {
-  dist_dir = coalesce(var.dist_dir, abspath("${path.module}/../../../dist/lambda"))
+  # Relative to the env directory, not absolute, so the functions' recorded filename stays the same
+  # across checkouts and machines.
+  dist_dir = coalesce(var.dist_dir, "${path.module}/../../../dist/lambda")
   lambda_zips = {
     worker        = "${local.dist_dir}/worker.zip"
     sweeper       = "${local.dist_dir}/sweeper.zip"
