@@ -15,7 +15,7 @@ from collections import Counter
 from engine_core import codec
 from engine_core.errors import CorruptStateError
 from engine_core.model import CorruptRecord, Status, StepRecord, StepStatus
-from engine_core.storage._items import execution_from_attrs
+from engine_core.storage._items import execution_from_attrs, step_from_attrs
 
 from .workflows import step_result
 
@@ -64,8 +64,6 @@ def check_run(sim) -> None:
         history = inner.steps.get(eid, {})
         records: dict[int, StepRecord] = {}
         for key in sorted(history):
-            from engine_core.storage._items import step_from_attrs
-
             r = step_from_attrs(key, copy.deepcopy(history[key]))
             if isinstance(r, CorruptRecord):
                 v(f"{tag}: history item {key} is unreadable: {r.detail}")

@@ -626,9 +626,6 @@ class Simulation:
             worst = max(worst, total)
         return math.ceil(worst / interval) + 5
 
-    def execution_ids(self) -> list[str]:
-        return list(self.inner.metas)
-
     def live(self) -> list[str]:
         return [eid for eid, a in self.inner.metas.items() if a.get("status") not in TERMINAL]
 
