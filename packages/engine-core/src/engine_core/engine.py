@@ -177,10 +177,10 @@ class Engine:
 
         wf, problem = self._definition(e)
         if problem is not None:
-            return self._fail(e, problem)
+            return self._fail(e, problem, attempts_spent=0)  # no attempt ran: count none
         cap = self._cap_exceeded(e)
         if cap is not None:
-            return self._fail(e, cap)
+            return self._fail(e, cap, attempts_spent=0)
 
         step = wf.steps[e.current_step]
         if not step.is_sleep:
@@ -278,7 +278,8 @@ class Engine:
             return self._fail(e, self._error(exc.code, step, str(exc)), settle=step)
         now = self.clock.now()
         lease_s = self._lease(wf, step.index + 1).total_seconds()
-        new = transitions.advanced(e, context_blob, now, lease_s, len(wf.steps), self.retention)
+        new = transitions.advanced(e, context_blob, now, lease_s, len(wf.steps), self.retention,
+                                   finalize_grace_s=self.settings.lease_s)
         settle = StepUpdate(step.index, step.name, StepStatus.SUCCEEDED, now, result_blob=result_blob)
         outcome = self._commit(Transition(e.current_step, e.version, new, settle))
         if outcome is not None:
@@ -330,7 +331,7 @@ class Engine:
     # -- failure and housekeeping -----------------------------------------------------------------
     def _fail(self, e: Execution, error: ErrorInfo, settle: StepDef | None = None, attempts_spent: int = 1) -> Outcome:
         now = self.clock.now()
-        new = transitions.failed(e, now, error, self.retention, attempts_spent)
+        new = transitions.failed(e, now, error, self.retention, attempts_spent, finalize_grace_s=self.settings.lease_s)
         update = None
         if settle is not None:
             update = StepUpdate(settle.index, settle.name, StepStatus.FAILED, now, error=error, is_final=True)
@@ -346,16 +347,7 @@ class Engine:
 
     def _finalize(self, e: Execution) -> None:
         """Terminal housekeeping, repeated by any later delivery until it is marked done."""
-        if e.status is Status.FAILED:
-            self.queue.send_dead_letter(self._dead_letter_body(e))
-        assert e.expires_at is not None
-        self.store.finalize(e.execution_id, e.version, e.expires_at)
-
-    @staticmethod
-    def _dead_letter_body(e: Execution) -> dict[str, Any]:
-        error = e.error.model_dump() if e.error else None
-        return {"kind": "loom.execution_failed", "execution_id": e.execution_id, "workflow": e.workflow,
-                "step": e.current_step, "error": error}
+        finalize(self.store, self.queue, e)
 
     def _fail_unreadable(self, execution_id: str, exc: CorruptStateError) -> Outcome:
         now = self.clock.now()
@@ -419,3 +411,18 @@ class Engine:
     @staticmethod
     def _error(code: str, step: StepDef, message: str, retryable: bool = False) -> ErrorInfo:
         return ErrorInfo(code=code, message=message, step_index=step.index, step_name=step.name, retryable=retryable)
+
+
+def failure_notice(e: Execution) -> dict[str, Any]:
+    error = e.error.model_dump() if e.error else None
+    return {"kind": "loom.execution_failed", "execution_id": e.execution_id, "workflow": e.workflow,
+            "step": e.current_step, "error": error}
+
+
+def finalize(store: StateStore, queue: StepQueue, e: Execution) -> None:
+    """Terminal housekeeping: the failure notice (FAILED only), then TTLs and the finalized mark.
+    The worker that ends an execution does it at once; the sweeper does it if that worker died first."""
+    if e.status is Status.FAILED:
+        queue.send_dead_letter(failure_notice(e))
+    assert e.expires_at is not None
+    store.finalize(e.execution_id, e.version, e.expires_at)

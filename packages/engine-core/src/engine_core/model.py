@@ -98,6 +98,10 @@ class Execution(_Frozen):
     """Retention: set on terminal executions; DynamoDB's TTL deletes the item some time after."""
     finalized: bool = False
     """Terminal housekeeping is done: history items carry the TTL, a FAILED execution's notice is on the DLQ."""
+    finalize_by: dt.datetime | None = None
+    """Set by the terminal transition, removed by finalizing. If the worker that ended the execution dies
+    before finalizing, and its message is gone (acknowledged by a concurrent delivery, dead-lettered),
+    nothing would ever finish the job: the sweeper does it once this time has passed."""
 
     @model_validator(mode="after")
     def _live_iff_due(self) -> Execution:
@@ -105,6 +109,8 @@ class Execution(_Frozen):
             raise ValueError("terminal executions carry no next_wake_at")
         if not self.status.is_terminal and (self.next_wake_at is None or self.timer is None):
             raise ValueError("live executions must carry next_wake_at and a timer")
+        if not self.status.is_terminal and self.finalize_by is not None:
+            raise ValueError("only terminal executions owe housekeeping")
         return self
 
     def is_expired(self, now: dt.datetime) -> bool:

@@ -88,6 +88,10 @@ class StateStore(Protocol):
         """Executions in ``shard`` whose next_wake_at <= now, oldest first. Eventually consistent."""
         ...
 
+    def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        """Ended executions in ``shard`` whose housekeeping is overdue (their ``finalize_by`` passed)."""
+        ...
+
     def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         ...
 

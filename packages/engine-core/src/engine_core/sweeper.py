@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from . import faults, transitions
 from .clock import Clock
+from .engine import finalize
 from .errors import CorruptStateError, TransitionConflictError, UnknownWorkflowError
 from .model import ErrorInfo, StepMessage, Timer
 from .ports import Metrics, NullMetrics, StateStore, StepQueue, Transition
@@ -34,6 +35,8 @@ class SweepReport:
     """Executions claimed and re-enqueued, by reason."""
     skipped: Counter = field(default_factory=Counter)
     """Candidates left alone, by reason (not_due, terminal, gone, lost_race)."""
+    finalized: int = 0
+    """Ended executions whose housekeeping the worker never finished (it died after the terminal commit)."""
     index_items_read: int = 0
     shards_scanned: int = 0
     truncated: bool = False
@@ -72,6 +75,7 @@ class Sweeper:
                 report.truncated = True
                 break
             self._sweep_shard(shard, budget, report, remaining_ms, reserve_ms)
+            self._finalize_shard(shard, budget, report)
             report.shards_scanned += 1
         for reason, count in report.redriven.items():
             self.metrics.add_metric(_METRIC[reason], "Count", count)
@@ -132,6 +136,22 @@ class Sweeper:
         if workflow in self.registry and index < len(self.registry.get(workflow).steps):
             return self.registry.get(workflow).steps[index].name
         return None
+
+    def _finalize_shard(self, shard: int, budget: int, report: SweepReport) -> None:
+        page = self.store.query_unfinalized(shard, self.clock.now(), budget)
+        report.index_items_read += page.read_count
+        for ref in page.items:
+            try:
+                e = self.store.load(ref.execution_id)
+            except CorruptStateError:
+                continue
+            if e is None or not e.status.is_terminal or e.finalized:
+                continue  # the index lagged; someone finished it
+            finalize(self.store, self.queue, e)
+            report.finalized += 1
+            log.info("finished housekeeping of an ended execution", extra={
+                "execution_id": e.execution_id, "workflow": e.workflow, "step": None,
+                "step_index": e.current_step, "attempt": None, "status": e.status.value})
 
     def _lease_s(self, workflow: str, index: int) -> float:
         timeout = 0.0

@@ -21,13 +21,13 @@ def claimed(e: Execution, now: dt.datetime, lease_s: float) -> Execution:
 
 
 def advanced(e: Execution, context_blob: str, now: dt.datetime, lease_s: float, step_count: int,
-             retention: dt.timedelta) -> Execution:
+             retention: dt.timedelta, finalize_grace_s: float = 0.0) -> Execution:
     """The current step succeeded: move to the next one, or COMPLETED after the last."""
     step = e.current_step + 1
     base = {"current_step": step, "context_blob": context_blob, "total_attempts": e.total_attempts + 1}
     if step >= step_count:
         return _next(e, now, status=Status.COMPLETED, next_wake_at=None, timer=None,
-                     expires_at=now + retention, **base)
+                     expires_at=now + retention, finalize_by=now + dt.timedelta(seconds=finalize_grace_s), **base)
     return _next(e, now, status=Status.RUNNING, timer=Timer.LEASE,
                  next_wake_at=now + dt.timedelta(seconds=lease_s), **base)
 
@@ -44,6 +44,7 @@ def retry_scheduled(e: Execution, now: dt.datetime, retry_at: dt.datetime) -> Ex
 
 
 def failed(e: Execution, now: dt.datetime, error: ErrorInfo, retention: dt.timedelta,
-           attempts_spent: int = 1) -> Execution:
+           attempts_spent: int = 1, finalize_grace_s: float = 0.0) -> Execution:
     return _next(e, now, status=Status.FAILED, error=error, next_wake_at=None, timer=None,
-                 expires_at=now + retention, total_attempts=e.total_attempts + attempts_spent)
+                 expires_at=now + retention, total_attempts=e.total_attempts + attempts_spent,
+                 finalize_by=now + dt.timedelta(seconds=finalize_grace_s))

@@ -258,3 +258,21 @@ def test_finalize_stamps_retention_on_history_and_marks_the_execution(store):
     store.finalize(e.execution_id, done.version, done.expires_at)
     assert store.load(e.execution_id).finalized
     assert [r.expires_at for r in store.history(e.execution_id)] == [done.expires_at.replace(microsecond=0)]
+
+
+def test_ended_executions_owing_housekeeping_are_found_until_finalized(store):
+    # given: an execution ended by a worker that died before finalizing
+    e = new_execution(wake=T0)
+    store.create(e)
+    done = transitions.advanced(e, "{}", T0, 900, step_count=1, retention=RETENTION, finalize_grace_s=60)
+    store.commit(Transition(0, 1, done))
+    shard = shard_of(e.execution_id, 4)
+    # then: not due work, but owed housekeeping once the grace period is over
+    later = T0 + dt.timedelta(minutes=5)
+    assert not store.query_due(shard, later, 10).items
+    assert not store.query_unfinalized(shard, T0, 10).items
+    assert [r.execution_id for r in store.query_unfinalized(shard, later, 10).items] == [e.execution_id]
+    # when finalized, it leaves that index too
+    store.finalize(e.execution_id, done.version, done.expires_at)
+    assert not store.query_unfinalized(shard, later, 10).items
+    assert store.load(e.execution_id).finalize_by is None

@@ -602,3 +602,29 @@ def test_redrive_that_finds_a_recent_dead_attempt_comes_back_when_its_budget_exp
     e = run(runner, eid)
     assert e.status is Status.COMPLETED and calls["a"] == 2
     assert runner.history(eid)[0].started_at <= t0 + dt.timedelta(seconds=30 + 63 + 2)
+
+
+def test_worker_dying_after_the_terminal_commit_with_no_message_left_is_finalized_by_the_sweeper(registry):
+    # given: the last step's worker dies after the checkpoint, and its message is gone
+    def poison(ctx):
+        raise PermanentStepError("no")
+
+    registry.register(build_workflow("orphan", [poison]))
+    runner = make_runner(registry)
+    original = runner.queue.send_dead_letter
+    runner.queue.send_dead_letter = lambda body: (_ for _ in ()).throw(Crash("died before the DLQ send"))
+    eid = runner.start("orphan")
+    [m] = runner.queue.receive()
+    with pytest.raises(Crash):
+        runner.engine.process(m.body)
+    runner.queue.purge()  # acknowledged by a concurrent copy, or dead-lettered: nothing comes back
+    runner.queue.send_dead_letter = original
+    assert runner.engine.get(eid).status is Status.FAILED and not runner.engine.get(eid).finalized
+    # when: a sweep after the grace period
+    runner.clock.advance(seconds=runner.settings.lease_s + 1)
+    report = runner.sweeper.sweep()
+    # then: the notice was sent once, history carries its TTL, and the job is marked done
+    assert report.finalized == 1
+    assert [d["execution_id"] for d in runner.queue.dead_letters] == [eid]
+    assert runner.engine.get(eid).finalized and all(r.expires_at for r in runner.history(eid))
+    assert runner.sweeper.sweep().finalized == 0

@@ -55,6 +55,7 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "error": _error_text(e.error),
         "idempotency_token": e.idempotency_token,
         TTL_ATTR: None if e.expires_at is None else _epoch(e.expires_at),
+        "finalize_by": None if e.finalize_by is None else format_ts(e.finalize_by),
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
     return attrs
@@ -80,6 +81,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             idempotency_token=attrs.get("idempotency_token"),
             expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None,
             finalized=bool(attrs.get("finalized", False)),
+            finalize_by=parse_ts(attrs["finalize_by"]) if "finalize_by" in attrs else None,
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
         raise CorruptStateError(execution_id, f"{type(exc).__name__}: {exc}", attrs) from exc

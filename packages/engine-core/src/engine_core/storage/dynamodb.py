@@ -77,6 +77,8 @@ class DynamoStore:
         attrs.update(PK=_pk(e.execution_id), SK=META_SK)
         if e.next_wake_at is not None:
             attrs.update(GSI1PK=f"DUE#{shard_of(e.execution_id, self.shards)}", GSI1SK=format_ts(e.next_wake_at))
+        elif e.finalize_by is not None:  # ended, housekeeping owed: the sweeper's second partition
+            attrs.update(GSI1PK=f"FIN#{shard_of(e.execution_id, self.shards)}", GSI1SK=format_ts(e.finalize_by))
         return _to_item(attrs)
 
     def _key(self, execution_id: str, sk: str) -> dict[str, Any]:
@@ -261,7 +263,8 @@ class DynamoStore:
                         raise
             self.client.update_item(
                 TableName=self.table, Key=self._key(execution_id, META_SK),
-                UpdateExpression="SET finalized = :true", ConditionExpression="#version = :version",
+                UpdateExpression="SET finalized = :true REMOVE finalize_by, GSI1PK, GSI1SK",
+                ConditionExpression="#version = :version",
                 ExpressionAttributeNames={"#version": "version"},
                 ExpressionAttributeValues={":true": {"BOOL": True}, ":version": {"N": str(version)}},
                 **self._capacity,
@@ -296,11 +299,18 @@ class DynamoStore:
 
     # -- reads ----------------------------------------------------------------------------------
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        return self._query_index("DUE", shard, now, limit, cursor)
+
+    def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        """Ended executions whose housekeeping is overdue (GSI1PK = FIN#<shard>)."""
+        return self._query_index("FIN", shard, now, limit, cursor)
+
+    def _query_index(self, prefix: str, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
         args: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": GSI_NAME,
             "KeyConditionExpression": "GSI1PK = :shard AND GSI1SK <= :now",
-            "ExpressionAttributeValues": {":shard": {"S": f"DUE#{shard}"}, ":now": {"S": format_ts(now)}},
+            "ExpressionAttributeValues": {":shard": {"S": f"{prefix}#{shard}"}, ":now": {"S": format_ts(now)}},
             "Limit": limit,
             **self._capacity,
         }

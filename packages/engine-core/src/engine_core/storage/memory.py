@@ -135,6 +135,7 @@ class MemoryStore:
         attrs = self.metas.get(execution_id)
         if attrs is not None and attrs.get("version") == version:
             attrs["finalized"] = True
+            attrs.pop("finalize_by", None)  # out of the housekeeping index (DynamoDB: REMOVE its GSI1 keys)
 
     # -- reads --------------------------------------------------------------------------------
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
@@ -153,6 +154,25 @@ class MemoryStore:
         return DuePage(
             items=[DueRef(execution_id=eid, next_wake_at=parse_ts(ts)) for ts, eid in page],
             cursor=page[-1] if more and page else None,
+            read_count=len(page),
+        )
+
+    def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        """Terminal executions in ``shard`` whose housekeeping is overdue (GSI1PK = FIN#<shard>)."""
+        self._count("query_unfinalized")
+        bound = format_ts(now)
+        due = sorted(
+            (attrs["finalize_by"], eid)
+            for eid, attrs in self.metas.items()
+            if isinstance(attrs.get("finalize_by"), str)
+            and attrs["finalize_by"] <= bound
+            and shard_of(eid, self.shards) == shard
+            and (cursor is None or (attrs["finalize_by"], eid) > cursor)
+        )
+        page = due[:limit]
+        return DuePage(
+            items=[DueRef(execution_id=eid, next_wake_at=parse_ts(ts)) for ts, eid in page],
+            cursor=page[-1] if len(due) > limit and page else None,
             read_count=len(page),
         )
 
