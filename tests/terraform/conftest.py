@@ -11,7 +11,8 @@ the four Terraform runs start together in the background on first use and every 
 the run it reads.
 
 Run through ``make test-terraform``: it builds the zips (``make build``, ``make build-local``) and
-writes the provider-mirror CLI configuration (``TF_CLI_CONFIG_FILE``) first.
+writes the provider-mirror CLI configuration (``TF_CLI_CONFIG_FILE``) first. Every Terraform command's
+output (with its duration) and moto's log are kept in ``build/terraform/test-logs/``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -40,6 +42,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM_DIR = REPO / "terraform"
 DIST = REPO / "dist"
+# Kept after the session (the scratch copy is not): one log per Terraform working directory, and moto's.
+LOG_DIR = REPO / "build" / "terraform" / "test-logs"
 REGION = "us-east-1"
 ZIPS = ("worker.zip", "sweeper.zip", "control-plane.zip")
 # Terraform runs at once: applies and plans mostly wait on the emulator (SQS settles for ~25 s).
@@ -131,16 +135,20 @@ class Workspace:
     path: Path
     env: dict[str, str]
     variables: dict[str, str] = field(default_factory=dict)
+    background: bool = False
+    """Run at low CPU priority: plans and checks fill the applies' idle time instead of slowing them."""
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
-        self.log_path = self.path / "terraform-test.log"
+        self.log_path = LOG_DIR / (re.sub(r"[^A-Za-z0-9.-]+", "-", self.name).strip("-") + ".log")
 
     def run(self, *args: str, timeout_s: float = RUN_TIMEOUT_S, ok_codes: tuple[int, ...] = (0,)) -> str:
         return self.run_code(*args, timeout_s=timeout_s, ok_codes=ok_codes)[1]
 
     def run_code(self, *args: str, timeout_s: float = RUN_TIMEOUT_S, ok_codes: tuple[int, ...] = (0,)) -> tuple[int, str]:
         cmd = ["terraform", f"-chdir={self.path}", *args]
+        if self.background and shutil.which("nice"):
+            cmd = ["nice", "-n", "10", *cmd]
         started = time.monotonic()
         proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, text=True)
@@ -312,7 +320,7 @@ class Lab:
     def __init__(self, scratch: Path) -> None:
         self.scratch = scratch
         self.tree = _copy_tree(scratch)
-        self.emulator = _start_moto(scratch / "moto.log")
+        self.emulator = _start_moto(LOG_DIR / "moto.log")
         self.pool = ThreadPoolExecutor(max_workers=PARALLEL_RUNS, thread_name_prefix="terraform")
         emulator_env = _hermetic_env({"AWS_ENDPOINT_URL": self.emulator.endpoint}, scratch)
         envs = self.tree / "envs"
@@ -330,13 +338,15 @@ class Lab:
         ws = self.workspaces = {
             "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint}),
             "dev": Workspace("envs/dev (emulator override)", envs / "dev", emulator_env),
-            "dev-plan": Workspace("envs/dev (plan)", envs / "dev-plan", emulator_env),
-            "prod-plan": Workspace("envs/prod (plan)", envs / "prod", emulator_env),
+            "dev-plan": Workspace("envs/dev (plan)", envs / "dev-plan", emulator_env, background=True),
+            "prod-plan": Workspace("envs/prod (plan)", envs / "prod", emulator_env, background=True),
             "single-variable": self._checks("single-variable", _SINGLE_VARIABLE_CASES, emulator_env),
             "cross-variable": self._checks("cross-variable", _CROSS_VARIABLE_CASES, emulator_env),
             "local-nozip": Workspace("envs/local (no zips)", envs / "local-nozip", emulator_env,
-                                     {"endpoint": self.emulator.endpoint, "dist_dir": str(scratch / "empty-dist")}),
-            "disabled-plan": Workspace("examples/disabled", self.tree / "examples" / "disabled", emulator_env),
+                                     {"endpoint": self.emulator.endpoint, "dist_dir": str(scratch / "empty-dist")},
+                                     background=True),
+            "disabled-plan": Workspace("examples/disabled", self.tree / "examples" / "disabled", emulator_env,
+                                       background=True),
         }
         submit = self.pool.submit
         self.applies: dict[str, Future[Applied]] = {env: submit(ws[env].apply) for env in ("local", "dev")}
@@ -353,7 +363,7 @@ class Lab:
         path = self.tree / "checks" / name
         path.mkdir(parents=True)
         (path / "main.tf").write_text(cases.format(dist=DIST) + _OFFLINE_PROVIDER, encoding="utf-8")
-        return Workspace(f"checks/{name}", path, env)
+        return Workspace(f"checks/{name}", path, env, background=True)
 
     def applied(self, env: str) -> Applied:
         return self.applies[env].result(timeout=3 * RUN_TIMEOUT_S)
@@ -375,6 +385,8 @@ class Lab:
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
     _require_inputs()
+    shutil.rmtree(LOG_DIR, ignore_errors=True)
+    LOG_DIR.mkdir(parents=True)
     scratch = Path(tempfile.mkdtemp(prefix="loom-tf-"))
     lab = Lab(scratch)
     try:
