@@ -7,8 +7,8 @@ symlinked beside it), so no state, lock file or override ever lands in the worki
 interactive local stack's state is never touched.
 
 The AWS provider waits ~25 s after creating each SQS queue, so an apply takes one to two minutes:
-the four Terraform runs start together in the background on first use and every test waits only for
-the run it reads.
+every Terraform run of the session (two applies, three plans, three broken-input checks) starts in the
+background on first use, and each test waits only for the run it reads.
 
 Run through ``make test-terraform``: it builds the zips (``make build``, ``make build-local``) and
 writes the provider-mirror CLI configuration (``TF_CLI_CONFIG_FILE``) first. Every Terraform command's
