@@ -1,7 +1,8 @@
 # Terraform: modules and environments under terraform/, checked by `make test`.
 #
 #   make tf-fmt         rewrite terraform/ in canonical format
-#   make tf-validate    terraform fmt -check, then init (-backend=false) + validate in every module and env
+#   make tf-validate    terraform fmt -check, then init (-backend=false) + validate in every module,
+#                       env and example
 #   make tf-checkov     checkov over terraform/ (own venv: .venv-checkov); skips are explained in code
 #   make test-terraform all of the above, then tests/terraform: apply envs/local and envs/dev to a
 #                       fresh moto server, read the result back, static plan checks of dev/prod, destroy
@@ -27,11 +28,13 @@ export TF_PLUGIN_MIRROR
 export TF_IN_AUTOMATION := 1
 export CHECKPOINT_DISABLE := 1
 
-.PHONY: tf-config tf-fmt tf-fmt-check tf-validate tf-checkov test-terraform
+# $(TF_RC) is rewritten on every use (a few bytes, replaced atomically), so a changed
+# TF_PLUGIN_MIRROR always takes effect.
+.PHONY: tf-config tf-fmt tf-fmt-check tf-validate tf-checkov test-terraform $(TF_RC)
 
 # The plugin cache makes each working directory's .terraform/providers a symlink instead of a copy
 # of the ~700 MB provider binary.
-$(TF_RC): mk/terraform.mk
+$(TF_RC):
 	@test -d "$(TF_PLUGIN_MIRROR)/registry.terraform.io/hashicorp/aws" || { \
 	  echo "No hashicorp/aws provider under TF_PLUGIN_MIRROR=$(TF_PLUGIN_MIRROR): set TF_PLUGIN_MIRROR to a filesystem mirror (registry.terraform.io/hashicorp/aws/<version>/<os_arch>/)." >&2; exit 1; }
 	@mkdir -p $(TF_PLUGIN_CACHE)
@@ -44,7 +47,7 @@ $(TF_RC): mk/terraform.mk
 	  '    path    = "$(abspath $(TF_PLUGIN_MIRROR))"' \
 	  '    include = ["registry.terraform.io/*/*"]' \
 	  '  }' \
-	  '}' > $@
+	  '}' > $@.tmp && mv -f $@.tmp $@
 
 tf-config: $(TF_RC) ## Write the Terraform CLI config (provider mirror only) to build/terraform/terraformrc
 
