@@ -305,8 +305,8 @@ def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) 
                                           "ChangeMessageVisibility", "SendMessage")}
         | {("sqs:SendMessage", dlq)},
         "sweeper": {("dynamodb:Query", f"{table}/index/GSI1")}
-        | {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem")}
-        | {("sqs:SendMessage", queue)},
+        | {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "Query")}
+        | {("sqs:SendMessage", queue), ("sqs:SendMessage", dlq)},
         "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "Query")}
         | {("sqs:SendMessage", queue)},
     }[role] | logs

@@ -30,19 +30,25 @@ locals {
 
   sweeper_statements = concat([
     {
+      # DUE#<shard> (executions to wake) and FIN#<shard> (ended executions whose housekeeping a
+      # dead worker left undone).
       sid       = "QueryDueIndex"
       actions   = ["dynamodb:Query"]
       resources = [module.table.gsi_arn]
     },
     {
+      # Claiming re-reads and conditionally rewrites #META; finishing an ended execution's
+      # housekeeping queries its STEP# items to set their TTL (engine_core.engine.finalize).
       sid       = "ClaimDueExecutions"
-      actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+      actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"]
       resources = [module.table.table_arn]
     },
     {
+      # Re-driven steps go to the step queue; that housekeeping also sends a FAILED execution's
+      # failure notice to the DLQ.
       sid       = "SendStepMessages"
       actions   = ["sqs:SendMessage"]
-      resources = [module.queue.queue_arn]
+      resources = [module.queue.queue_arn, module.queue.dlq_arn]
     },
   ], local.kms_statements)
 

@@ -47,7 +47,8 @@ resource "aws_dynamodb_table" "this" {
   }
 
   # Sparse due-index: only executions waiting for a wake-up carry GSI1PK = DUE#<shard> and
-  # GSI1SK = <next_wake_at>. The sweeper re-reads the base item before acting, so keys are enough.
+  # GSI1SK = <next_wake_at> (ended ones owing housekeeping: FIN#<shard>, <finalize_by>). The sweeper
+  # re-reads the base item before acting, so keys are enough.
   global_secondary_index {
     name            = local.gsi_name
     hash_key        = local.gsi_hash_key
