@@ -7,6 +7,7 @@ both environments and asserts that nothing is left; it must stay last in this fi
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -317,6 +318,33 @@ def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) 
     # then
     assert grants == expected
     assert not any(a == "dynamodb:DeleteItem" for a, _ in grants)
+
+
+_ENGINE = Path(__file__).resolve().parents[2] / "packages" / "engine-core" / "src" / "engine_core"
+# boto3 operation -> the IAM actions it needs. TransactWriteItems is authorized per item action.
+_IAM_FOR = {
+    "get_item": {"dynamodb:GetItem"}, "put_item": {"dynamodb:PutItem"}, "update_item": {"dynamodb:UpdateItem"},
+    "query": {"dynamodb:Query"}, "transact_write_items": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
+    "send_message": {"sqs:SendMessage"},
+}
+
+
+def test_worker_role_covers_every_aws_call_engine_core_makes(deployed: Deployed) -> None:
+    # given: the boto3 operations engine-core's adapters call (the worker runs every path)
+    sources = [_ENGINE / "storage" / "dynamodb.py", _ENGINE / "sqs.py"]
+    calls = {op for src in sources for op in re.findall(r"self\.client\.([a-z_]+)\(", src.read_text("utf-8"))}
+    unknown = calls - set(_IAM_FOR)
+    assert not unknown, (f"engine-core now calls {sorted(unknown)}: grant it in terraform/modules/loom/iam.tf "
+                         "(least privilege, per function) and add it to _IAM_FOR here")
+    transact_kinds = set(re.findall(r'\{"(Put|Update|Delete|ConditionCheck)":', (_ENGINE / "storage" / "dynamodb.py")
+                                    .read_text("utf-8")))
+    assert transact_kinds <= {"Put", "Update"}, f"transactions now hold {transact_kinds}: grant the item actions"
+
+    # when
+    actions = {a for a, _ in _grants(_role_statements(deployed, "worker"))}
+
+    # then
+    assert set().union(*(_IAM_FOR[op] for op in calls)) <= actions
 
 
 # -- alarms ---------------------------------------------------------------------------------------
