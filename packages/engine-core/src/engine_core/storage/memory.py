@@ -140,34 +140,23 @@ class MemoryStore:
     # -- reads --------------------------------------------------------------------------------
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
         self._count("query_due")
-        bound = format_ts(now)
-        due = sorted(
-            (attrs["next_wake_at"], eid)
-            for eid, attrs in self.metas.items()
-            if isinstance(attrs.get("next_wake_at"), str)
-            and attrs["next_wake_at"] <= bound
-            and shard_of(eid, self.shards) == shard
-            and (cursor is None or (attrs["next_wake_at"], eid) > cursor)
-        )
-        page = due[:limit]
-        more = len(due) > limit
-        return DuePage(
-            items=[DueRef(execution_id=eid, next_wake_at=parse_ts(ts)) for ts, eid in page],
-            cursor=page[-1] if more and page else None,
-            read_count=len(page),
-        )
+        return self._query_index("next_wake_at", shard, now, limit, cursor)
 
     def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
         """Terminal executions in ``shard`` whose housekeeping is overdue (GSI1PK = FIN#<shard>)."""
         self._count("query_unfinalized")
+        return self._query_index("finalize_by", shard, now, limit, cursor)
+
+    def _query_index(self, attr: str, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
+        """One partition of the sparse index: items carrying ``attr`` at or before ``now``, oldest first."""
         bound = format_ts(now)
         due = sorted(
-            (attrs["finalize_by"], eid)
+            (attrs[attr], eid)
             for eid, attrs in self.metas.items()
-            if isinstance(attrs.get("finalize_by"), str)
-            and attrs["finalize_by"] <= bound
+            if isinstance(attrs.get(attr), str)
+            and attrs[attr] <= bound
             and shard_of(eid, self.shards) == shard
-            and (cursor is None or (attrs["finalize_by"], eid) > cursor)
+            and (cursor is None or (attrs[attr], eid) > cursor)
         )
         page = due[:limit]
         return DuePage(
