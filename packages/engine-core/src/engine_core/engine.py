@@ -279,7 +279,7 @@ class Engine:
         now = self.clock.now()
         lease_s = self._lease(wf, step.index + 1).total_seconds()
         new = transitions.advanced(e, context_blob, now, lease_s, len(wf.steps), self.retention,
-                                   finalize_grace_s=self.settings.lease_s)
+                                   finalize_grace_s=self._finalize_grace_s(e))
         settle = StepUpdate(step.index, step.name, StepStatus.SUCCEEDED, now, result_blob=result_blob)
         outcome = self._commit(Transition(e.current_step, e.version, new, settle))
         if outcome is not None:
@@ -331,7 +331,8 @@ class Engine:
     # -- failure and housekeeping -----------------------------------------------------------------
     def _fail(self, e: Execution, error: ErrorInfo, settle: StepDef | None = None, attempts_spent: int = 1) -> Outcome:
         now = self.clock.now()
-        new = transitions.failed(e, now, error, self.retention, attempts_spent, finalize_grace_s=self.settings.lease_s)
+        new = transitions.failed(e, now, error, self.retention, attempts_spent,
+                                 finalize_grace_s=self._finalize_grace_s(e))
         update = None
         if settle is not None:
             update = StepUpdate(settle.index, settle.name, StepStatus.FAILED, now, error=error, is_final=True)
@@ -402,6 +403,15 @@ class Engine:
     def _lease(self, wf: WorkflowDef, index: int) -> dt.timedelta:
         timeout = wf.timeout_for(index) if index < len(wf.steps) else 0.0
         return dt.timedelta(seconds=lease_seconds(self.settings, timeout))
+
+    def _finalize_grace_s(self, e: Execution) -> float:
+        """How long the worker that ends an execution has to finish its housekeeping before the sweeper
+        does it: the lease of the step it just ran, which outlasts that step's whole budget."""
+        timeout = 0.0
+        if e.workflow in self.registry:
+            steps = self.registry.get(e.workflow).steps
+            timeout = self.registry.get(e.workflow).timeout_for(min(e.current_step, len(steps) - 1))
+        return lease_seconds(self.settings, timeout)
 
     def _check_size(self, what: str, blob: str) -> None:
         size = len(blob.encode("utf-8"))
