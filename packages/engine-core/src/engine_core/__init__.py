@@ -19,13 +19,12 @@ from .errors import (
     PermanentStepError,
     RegistrationError,
     ResultTooLargeError,
-    StepBusyError,
-    StepSettledError,
+    StepSupersededError,
     StorageError,
     TransitionConflictError,
     UnknownWorkflowError,
 )
-from .model import CorruptRecord, ErrorInfo, Execution, RetryPolicy, Status, StepMessage, StepRecord, StepStatus, Timer
+from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, RetryPolicy, Status, StepMessage, StepRecord, StepStatus, Timer
 from .ports import Metrics, NullMetrics, StateStore, StepQueue
 from .registry import ENTRY_POINT_GROUP, REGISTRY, Registry, WorkflowDef, sleep, step, workflow
 from .settings import ConfigurationError, EngineSettings
@@ -35,11 +34,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Clock", "ConfigurationError", "CorruptRecord", "CorruptStateError", "ENTRY_POINT_GROUP", "Engine",
-    "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionExistsError", "ExecutionNotFoundError",
+    "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionState", "ExecutionExistsError", "ExecutionNotFoundError",
     "IdempotencyConflictError", "InsufficientTimeError", "InvalidInputError", "MalformedMessageError",
     "ManualClock", "Metrics", "NonSerializableResultError", "NullMetrics", "Outcome", "PermanentStepError",
     "REGISTRY", "Registry", "RegistrationError", "ResultTooLargeError", "RetryPolicy", "StartResult",
-    "StateStore", "Status", "StepBusyError", "StepContext", "StepMessage", "StepQueue", "StepRecord",
-    "StepSettledError", "StepStatus", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
+    "StateStore", "Status", "StepContext", "StepMessage", "StepQueue", "StepRecord",
+    "StepSupersededError", "StepStatus", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
     "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "sleep", "step", "workflow",
 ]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
-import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,15 +13,22 @@ from typing import Any
 from .context import StepContext
 from .errors import PermanentStepError
 
+log = logging.getLogger("engine_core")
+MAX_ERROR_MESSAGE_CHARS = 2048
+"""Stored error text is cut here; the full traceback goes to the log only (a huge message must never
+push a history item past DynamoDB's 400 KB)."""
 
-class StepTimeoutError(Exception):
-    pass
+
+class StepTimeoutError(BaseException):
+    """The step ran past its budget. A BaseException on purpose: a body's ``except Exception`` in a
+    retry loop cannot swallow it and run on while another worker may take the step over."""
 
 
 @dataclass(frozen=True)
 class BodyOutcome:
     result: Any = None
     error_code: str | None = None
+    error_type: str | None = None
     error_message: str | None = None
     retryable: bool = False
     duration_ms: float = 0.0
@@ -31,14 +38,25 @@ class BodyOutcome:
         return self.error_code is None
 
 
+def truncate(text: str, limit: int = MAX_ERROR_MESSAGE_CHARS) -> str:
+    """At most ``limit`` characters, and always valid UTF-8 (a lone surrogate becomes U+FFFD)."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) <= limit:
+        return text
+    return text[: limit - 40] + f"... [{len(text) - limit + 40} more characters in the log]"
+
+
 @contextmanager
 def _deadline(seconds: float):
-    # SIGALRM can only interrupt the main thread; elsewhere the Lambda timeout is the backstop.
+    # SIGALRM can only interrupt the main thread; elsewhere the overrun check after the body and the
+    # Lambda timeout are the backstops.
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
 
     def _expired(signum, frame):
+        # Re-armed: a body that swallows the first one (``except BaseException``) is interrupted again.
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
         raise StepTimeoutError(f"step exceeded its {seconds:g} s timeout budget")
 
     previous = signal.signal(signal.SIGALRM, _expired)
@@ -56,13 +74,32 @@ def run_body(fn: Callable[[StepContext], Any], ctx: StepContext, timeout_s: floa
         with _deadline(timeout_s):
             result = fn(ctx)
     except PermanentStepError as exc:
-        return BodyOutcome(error_code="permanent_error", error_message=str(exc), duration_ms=now_ms() - started)
+        return _failed("permanent_error", exc, False, now_ms() - started)
     except StepTimeoutError as exc:
-        return BodyOutcome(error_code="step_timeout", error_message=str(exc), retryable=True,
-                           duration_ms=now_ms() - started)
+        return _failed("step_timeout", exc, True, now_ms() - started)
     except Exception as exc:  # a step's own failure is data for the retry policy, not a crash
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-        return BodyOutcome(error_code="step_error", error_message=f"{type(exc).__name__}: {exc}{where}",
-                           retryable=True, duration_ms=now_ms() - started)
-    return BodyOutcome(result=result, duration_ms=now_ms() - started)
+        log.warning("step body raised", exc_info=True, extra={"execution_id": ctx.execution_id,
+                                                               "step": ctx.step_name, "attempt": ctx.attempt})
+        return _failed("step_error", exc, True, now_ms() - started)
+    elapsed = now_ms() - started
+    if elapsed > timeout_s * 1000:
+        # The body returned, but after its budget: another worker may already own the step.
+        return BodyOutcome(error_code="step_timeout", error_type="StepTimeoutError", retryable=True,
+                           error_message=f"step exceeded its {timeout_s:g} s timeout budget "
+                                         f"(returned after {elapsed / 1000:.1f} s)", duration_ms=elapsed)
+    return BodyOutcome(result=result, duration_ms=elapsed)
+
+
+def _failed(code: str, exc: BaseException, retryable: bool, duration_ms: float) -> BodyOutcome:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})" if tb is not None and code == "step_error" else ""
+    try:
+        text = str(exc)
+    except Exception as err:  # a broken __str__ must not crash the worker
+        text = f"<unprintable {type(exc).__name__}: {type(err).__name__}>"
+    kind = type(exc).__qualname__
+    message = text if code != "step_error" else f"{kind}: {text}"
+    return BodyOutcome(error_code=code, error_type=kind, error_message=truncate(message) + where, retryable=retryable,
+                       duration_ms=duration_ms)

@@ -1,14 +1,17 @@
 """The engine: start an execution, and process one step message. The Lambdas are thin shells around it.
 
-Processing a message, in order (each write conditional, each crash between writes recoverable):
+Processing a message (each write conditional, each crash between writes recoverable):
 
-1. read the execution (consistent); drop the message if it is stale, a duplicate or the execution ended;
-2. if a timer (sleep, retry backoff) is due, claim it: RUNNING with a lease on the in-flight work;
-3. write the step's intent record (RUNNING, attempt n) *before* the body runs;
-4. run the body with its idempotency key; encode the result (type-exact) and check its size;
-5. checkpoint: one transaction advances the execution and settles the step record;
-6. enqueue the next step (or schedule the retry / sleep). A lost enqueue is healed by the sweeper
-   when the lease in ``next_wake_at`` expires.
+1. one consistent query reads the execution, its input and its history (the context is rebuilt from
+   them); a stale, duplicate or ended delivery stops here;
+2. a due timer is checked; the step's kind runs it (``kinds/``). A task is *claimed* on the execution
+   item first: attempt n, counted now, with a lease covering its budget and this invocation's deadline;
+3. the body runs; its record (result or error) is written once to the history, with its TTL;
+4. one conditional write on the execution item moves on, and when the next step can run here it also
+   claims that step, so a chain of steps costs one history write and one execution write per step,
+   with no queue message and no read;
+5. otherwise the next message is sent (a yield, a retry delay up to 900 s, a sleep). A lost message is
+   healed by the sweeper when the lease in the due index runs out.
 """
 
 from __future__ import annotations
@@ -16,16 +19,15 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-import math
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from . import codec, faults, transitions
-from ._runner import run_body
-from .clock import Clock, SystemClock, format_ts, monotonic_ms
-from .context import StepContext
+from ._runner import BodyOutcome, truncate
+from .clock import Clock, SystemClock
 from .errors import (
     CorruptStateError,
     EngineError,
@@ -35,16 +37,16 @@ from .errors import (
     InsufficientTimeError,
     NonSerializableResultError,
     ResultTooLargeError,
-    StepBusyError,
-    StepSettledError,
+    StepSupersededError,
     TransitionConflictError,
     UnknownWorkflowError,
 )
-from .model import ErrorInfo, Execution, Status, StepMessage, StepStatus, Timer
-from .ports import Metrics, NullMetrics, StateStore, StepQueue, StepUpdate, Transition
+from .lifecycle import Lifecycle, failure_notice
+from .model import ErrorInfo, Execution, ExecutionState, Status, StepMessage, StepRecord, StepStatus, Timer
+from .ports import Metrics, NullMetrics, StateStore, StepQueue, Transition
 from .registry import REGISTRY, Registry, StepDef, WorkflowDef
 from .retries import backoff_s
-from .settings import EngineSettings, lease_seconds
+from .settings import ConfigurationError, EngineSettings
 
 log = logging.getLogger("engine_core")
 _TOKEN_NAMESPACE = uuid.UUID("6c6f6f6d-0000-4000-8000-746f6b656e73")  # fixed: token -> id must never change
@@ -65,11 +67,13 @@ class Outcome:
     """What processing one message did. Every kind but a raised error means: acknowledge the message."""
 
     kind: str
-    """advanced, completed, failed, retry_scheduled, slept, early, stale, duplicate, conflict, busy,
-    missing, terminal, corrupt."""
+    """advanced, completed, failed, retry_scheduled, slept, early, stale, duplicate, conflict, superseded,
+    missing, terminal, corrupt, exhausted (a chain step); ``chained`` is internal."""
     execution_id: str
     step: int | None = None
     detail: str = ""
+    steps_run: int = 0
+    """Steps whose bodies ran to a commit in this delivery (more than one when chained)."""
 
 
 def _fields(e: Execution, step: StepDef | None = None, attempt: int | None = None) -> dict[str, Any]:
@@ -79,8 +83,28 @@ def _fields(e: Execution, step: StepDef | None = None, attempt: int | None = Non
             "step_index": e.current_step if step is None else step.index, "attempt": attempt}
 
 
+def check_fits(registry: Registry, settings: EngineSettings) -> None:
+    """Refuse, when the worker starts, any workflow with a step whose budget cannot fit the function's
+    timeout: every delivery of it would be refused before an attempt could be counted."""
+    if settings.function_timeout_s is None:
+        return
+    margin = settings.time_margin_ms / 1000
+    problems = []
+    for wf in registry.all():
+        for s in wf.steps:
+            timeout = wf.timeout_for(s.index)
+            if s.kind.needs_invocation_time() and timeout is not None and timeout + margin > settings.function_timeout_s:
+                problems.append(f"workflow {wf.name!r} step {s.name!r} has a {timeout:g} s budget; with the "
+                                f"{margin:g} s margin it needs {timeout + margin:g} s")
+    if problems:
+        raise ConfigurationError(
+            f"the worker's timeout is {settings.function_timeout_s:g} s (LOOM_FUNCTION_TIMEOUT_S), too short for: "
+            + "; ".join(problems) + ". Raise the worker's timeout (Terraform: worker_timeout_s) or lower the "
+            "step's timeout_s; steps without one get the worker timeout minus the margin")
+
+
 class Engine:
-    """Drives executions one step at a time.
+    """Drives executions step by step.
 
     Example:
         >>> engine = Engine(store=MemoryStore(), queue=FakeQueue(), clock=ManualClock())
@@ -88,53 +112,55 @@ class Engine:
         >>> engine.process(StepMessage(execution_id=started.execution.execution_id, step=0, version=1))
     """
 
-    def __init__(
-        self,
-        store: StateStore,
-        queue: StepQueue,
-        registry: Registry = REGISTRY,
-        clock: Clock | None = None,
-        settings: EngineSettings | None = None,
-        metrics: Metrics | None = None,
-    ):
+    def __init__(self, store: StateStore, queue: StepQueue, registry: Registry = REGISTRY, clock: Clock | None = None,
+                 settings: EngineSettings | None = None, metrics: Metrics | None = None):
         self.store, self.queue, self.registry = store, queue, registry
         self.clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
         self.metrics = metrics or NullMetrics()
-        self.retention = dt.timedelta(days=self.settings.retention_days)
+        self.life = Lifecycle(store, queue, registry, self.clock, self.settings, self.metrics)
 
     # -- start ----------------------------------------------------------------------------------
     def start(self, workflow: str, input: dict[str, Any], token: str | None = None) -> StartResult:
         """Durably create an execution, then enqueue its first step.
 
         The write happens before the acknowledgement; if the enqueue is lost, the sweeper starts the
-        execution when its lease runs out. A repeated token returns the first execution unchanged.
+        execution when its lease runs out. A repeated token returns the first execution unchanged; a
+        token whose execution expired starts a clean one.
         """
         wf = self.registry.get(workflow)
         if not isinstance(input, dict):
             raise InvalidInputError(f"input must be a JSON object, got {type(input).__name__}")
         blob = codec.encode(input, "input")
         self._check_size("input", blob)
-        digest = hashlib.sha256(f"{workflow}\n{blob}".encode()).hexdigest()
+        digest = hashlib.sha256(f"{workflow}\n{codec.canonical(input)}".encode()).hexdigest()
         execution_id = str(uuid.uuid5(_TOKEN_NAMESPACE, token)) if token else str(uuid.uuid4())
         now = self.clock.now()
+        wake = now + dt.timedelta(seconds=self.life.lease_s(workflow, 0))
         execution = Execution(
             execution_id=execution_id, workflow=workflow, status=Status.RUNNING, current_step=0, version=1,
-            context_blob=blob, fingerprint=wf.fingerprint, input_digest=digest, created_at=now, updated_at=now,
-            next_wake_at=now + self._lease(wf, 0), timer=Timer.LEASE, idempotency_token=token,
+            fingerprint=wf.fingerprint, input_digest=digest, created_at=now, updated_at=now, next_wake_at=wake,
+            index_at=transitions.index_key(None, wake, Timer.LEASE, self.settings.slack_s), timer=Timer.LEASE,
+            idempotency_token=token,
         )
         try:
-            self.store.create(execution)
+            self.store.create(execution, blob)
         except ExecutionExistsError as exc:
             old = exc.existing
             if old.is_expired(now):
-                raise IdempotencyConflictError(token or "", old.execution_id, "and has since expired") from None
-            if old.input_digest != digest:
+                # The token's earlier execution is past retention: a clean run replaces it.
+                try:
+                    self.store.create(execution, blob, replace_version=old.version)
+                except ExecutionExistsError as again:
+                    raise IdempotencyConflictError(token or "", old.execution_id,
+                                                   "and was replaced concurrently") from again
+            elif old.input_digest != digest:
                 raise IdempotencyConflictError(token or "", old.execution_id, "with a different workflow or input") from None
-            return StartResult(old, created=False)
+            else:
+                return StartResult(old, created=False)
         faults.point("control.after_create", execution_id=execution_id)
         try:
-            self.queue.send(StepMessage(execution_id=execution_id, step=0, version=1))
+            self.life.send_at(execution)
         except Exception:
             log.warning("first enqueue failed; the sweeper starts the execution when its lease expires",
                         exc_info=True, extra=_fields(execution))
@@ -145,236 +171,65 @@ class Engine:
     # -- reads ----------------------------------------------------------------------------------
     def get(self, execution_id: str) -> Execution:
         """The execution, or ExecutionNotFoundError (also for malformed ids and expired items)."""
-        try:
-            execution_id = str(uuid.UUID(execution_id))
-        except (ValueError, AttributeError, TypeError):
-            raise ExecutionNotFoundError(str(execution_id)) from None
-        e = self.store.load(execution_id)
+        e = self.store.load(_uuid(execution_id))
         if e is None or e.is_expired(self.clock.now()):
             raise ExecutionNotFoundError(execution_id)
         return e
+
+    def state(self, execution_id: str) -> ExecutionState:
+        """The execution with its input and history (one query), or ExecutionNotFoundError."""
+        state = self.store.load_state(_uuid(execution_id))
+        if state is None or state.execution.is_expired(self.clock.now()):
+            raise ExecutionNotFoundError(execution_id)
+        return state
 
     def history(self, execution_id: str):
         e = self.get(execution_id)
         return self.store.history(e.execution_id)
 
     # -- worker ---------------------------------------------------------------------------------
-    def process(self, message: StepMessage, remaining_ms: Callable[[], int] | None = None) -> Outcome:
-        """Handle one step message. Returns what happened; raises only to ask for redelivery."""
+    def process(self, message: StepMessage, remaining_ms: Callable[[], int] | None = None,
+                yield_after_ms: float | None = None) -> Outcome:
+        """Handle one step message, running a chain of steps while the invocation's time allows.
+
+        ``remaining_ms`` is the invocation's time left; ``yield_after_ms`` the wall time this message
+        may hold the invocation before handing its execution on through the queue (the worker's fair
+        share of the batch). Returns what happened; raises only to ask for redelivery.
+        """
         eid = message.execution_id
         try:
-            e = self.store.load(eid)
+            state = self.store.load_state(eid)
         except CorruptStateError as exc:
-            return self._fail_unreadable(eid, exc)
-        if e is None or e.is_expired(self.clock.now()):
+            self.life.fail_unreadable(eid, exc)
+            return Outcome("corrupt", eid, message.step, exc.detail)
+        if state is None or state.execution.is_expired(self.clock.now()):
             return Outcome("missing", eid, message.step)
+        e = state.execution
         if e.status.is_terminal:
             if not e.finalized:
-                self._finalize(e)
+                self.life.finalize(e, state.records)
             return Outcome("terminal", eid, message.step)
         if (message.step, message.version) != (e.current_step, e.version):
             return Outcome("stale", eid, message.step, f"execution is at step {e.current_step} v{e.version}")
+        if e.is_claimed:
+            # Only a message sent for an unclaimed step carries the claim's version: this one was
+            # re-sent by hand or the store was edited. The claim's lease decides; never run twice.
+            return Outcome("stale", eid, message.step, "an attempt holds the step")
 
         wf, problem = self._definition(e)
         if problem is not None:
-            return self._fail(e, problem, attempts_spent=0)  # no attempt ran: count none
-        cap = self._cap_exceeded(e)
-        if cap is not None:
-            return self._fail(e, cap, attempts_spent=0)
-
-        step = wf.steps[e.current_step]
-        if not step.is_sleep:
-            # Before any write, including a timer claim: a claimed-then-abandoned retry would make the
-            # redelivered message stale and leave the execution waiting for its lease.
-            self._check_time(wf.timeout_for(step.index), remaining_ms)
+            return self._fail(e, problem)
+        run = StepRun(self, wf, e, state.records, state.input_blob, remaining_ms, yield_after_ms)
+        if run.data is None:
+            return run.fail(run.corrupt_error)
 
         if e.timer is not Timer.LEASE:
             assert e.next_wake_at is not None
             wait_s = (e.next_wake_at - self.clock.now()).total_seconds()
             if wait_s > self.settings.early_tolerance_s:
-                if wait_s <= self.settings.max_queue_delay_s:
-                    self.queue.send(message, delay_s=math.ceil(wait_s))
+                self.life.send_at(e, e.next_wake_at)
                 return Outcome("early", eid, e.current_step, f"due in {wait_s:.1f} s")
-            claimed = transitions.claimed(e, self.clock.now(), self._lease(wf, e.current_step).total_seconds())
-            outcome = self._commit(Transition(e.current_step, e.version, claimed))
-            if outcome is not None:
-                return outcome
-            e = claimed
-
-        if step.is_sleep:
-            return self._sleep(e, step)
-        return self._run_step(e, wf, step)
-
-    def _check_time(self, timeout_s: float, remaining_ms: Callable[[], int] | None) -> None:
-        if remaining_ms is None:
-            return
-        needed = int(timeout_s * 1000) + self.settings.time_margin_ms
-        left = remaining_ms()
-        if left < needed:
-            raise InsufficientTimeError(left, needed)
-
-    def _run_step(self, e: Execution, wf: WorkflowDef, step: StepDef) -> Outcome:
-        timeout_s = wf.timeout_for(step.index)
-        faults.point("worker.before_intent", execution_id=e.execution_id, step=step.index)
-        now = self.clock.now()
-        stale_before = now - dt.timedelta(seconds=timeout_s + self.settings.time_margin_ms / 1000)
-        try:
-            record = self.store.record_intent(e.execution_id, step.index, step.name, now, stale_before)
-        except StepSettledError:
-            return Outcome("stale", e.execution_id, step.index, "step already settled")
-        except StepBusyError as exc:
-            return self._busy(e, step, exc, stale_before)
-        attempt, policy = record.attempts, wf.policy_for(step.index)
-        fields = _fields(e, step, attempt)
-        if attempt > policy.max_attempts:
-            return self._fail(e, self._error("attempts_exhausted", step, (
-                f"step started {attempt} times without finishing {policy.max_attempts} attempts cleanly: "
-                "earlier attempts crashed or ran past the timeout")), settle=step, attempts_spent=0)
-        try:
-            data = codec.decode(e.context_blob)
-        except Exception as exc:
-            return self._fail(e, self._error("corrupt_state", step, f"stored context is unreadable: {exc}"), settle=step)
-        faults.point("worker.after_intent", execution_id=e.execution_id, step=step.index, attempt=attempt)
-        log.info("step started", extra=fields)
-        ctx = StepContext(execution_id=e.execution_id, workflow=e.workflow, step_index=step.index,
-                          step_name=step.name, attempt=attempt, data=data)
-        assert step.fn is not None
-        body = run_body(step.fn, ctx, timeout_s, monotonic_ms)
-        self.metrics.add_metric("StepDuration", "Milliseconds", body.duration_ms)
-        if body.ok:
-            return self._succeed(e, wf, step, data, body.result, fields)
-        if body.retryable and attempt < policy.max_attempts:
-            return self._retry(e, step, attempt, policy, body.error_code or "step_error", body.error_message or "", fields)
-        error = self._error(body.error_code or "step_error", step, body.error_message or "", retryable=body.retryable)
-        if body.retryable:
-            error = error.model_copy(update={"message": f"{error.message} (attempt {attempt} of {policy.max_attempts})"})
-        return self._fail(e, error, settle=step)
-
-    def _busy(self, e: Execution, step: StepDef, exc: StepBusyError, stale_before: dt.datetime) -> Outcome:
-        """Another attempt started recently. If it dies, nobody else would look before the next lease,
-        so come back when its budget runs out: by then it has committed (and this copy is stale) or it
-        is presumed dead and this copy takes over."""
-        started = exc.record.started_at if exc.record is not None else None
-        if started is not None:
-            wait_s = (started - stale_before).total_seconds() + 1
-            if 0 < wait_s <= self.settings.max_queue_delay_s:
-                self.queue.send(StepMessage(execution_id=e.execution_id, step=e.current_step, version=e.version),
-                                delay_s=math.ceil(wait_s))
-        return Outcome("busy", e.execution_id, step.index, "another attempt is running")
-
-    def _succeed(self, e: Execution, wf: WorkflowDef, step: StepDef, data: dict, result: Any, fields: dict) -> Outcome:
-        if result is None:
-            result = {}
-        if type(result) is not dict:
-            return self._fail(e, self._error("invalid_result", step, (
-                f"step returned {type(result).__name__}; steps return a dict (merged into the context) or None")),
-                settle=step)
-        try:
-            result_blob, decoded = codec.roundtrip(result, "result")
-            self._check_size(f"result of step {step.name!r}", result_blob)
-            context_blob = codec.encode({**data, **decoded}, "context")
-            self._check_size("context after merging this result", context_blob)
-        except (NonSerializableResultError, ResultTooLargeError) as exc:
-            return self._fail(e, self._error(exc.code, step, str(exc)), settle=step)
-        now = self.clock.now()
-        lease_s = self._lease(wf, step.index + 1).total_seconds()
-        new = transitions.advanced(e, context_blob, now, lease_s, len(wf.steps), self.retention,
-                                   finalize_grace_s=self._finalize_grace_s(e))
-        settle = StepUpdate(step.index, step.name, StepStatus.SUCCEEDED, now, result_blob=result_blob)
-        outcome = self._commit(Transition(e.current_step, e.version, new, settle))
-        if outcome is not None:
-            return outcome
-        faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=step.index)
-        self.metrics.add_metric("StepsSucceeded", "Count", 1)
-        log.info("step succeeded", extra=fields)
-        if new.status is Status.COMPLETED:
-            self.metrics.add_metric("ExecutionsCompleted", "Count", 1)
-            log.info("execution completed", extra=_fields(new))
-            self._finalize(new)
-            return Outcome("completed", e.execution_id, step.index)
-        self.queue.send(StepMessage(execution_id=e.execution_id, step=new.current_step, version=new.version))
-        faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
-        return Outcome("advanced", e.execution_id, step.index)
-
-    def _retry(self, e: Execution, step: StepDef, attempt: int, policy, code: str, message: str, fields: dict) -> Outcome:
-        delay = backoff_s(policy, attempt, seed=f"{e.execution_id}:{step.index}")
-        now = self.clock.now()
-        new = transitions.retry_scheduled(e, now, now + dt.timedelta(seconds=delay))
-        error = self._error(code, step, message, retryable=True)
-        settle = StepUpdate(step.index, step.name, StepStatus.FAILED, now, error=error, is_final=False)
-        outcome = self._commit(Transition(e.current_step, e.version, new, settle))
-        if outcome is not None:
-            return outcome
-        self.metrics.add_metric("StepsRetried", "Count", 1)
-        log.warning("step failed; retry scheduled", extra={**fields, "error": message, "retry_in_s": round(delay, 3)})
-        if delay <= self.settings.max_queue_delay_s:
-            self.queue.send(StepMessage(execution_id=e.execution_id, step=new.current_step, version=new.version),
-                            delay_s=math.ceil(delay))
-        return Outcome("retry_scheduled", e.execution_id, step.index, f"retry in {delay:.1f} s")
-
-    def _sleep(self, e: Execution, step: StepDef) -> Outcome:
-        assert step.sleep_s is not None
-        now = self.clock.now()
-        wake_at = now + dt.timedelta(seconds=step.sleep_s)
-        new = transitions.slept(e, now, wake_at)
-        settle = StepUpdate(step.index, step.name, StepStatus.SUCCEEDED, now, started_at=now,
-                            result_blob=codec.encode({"wake_at": format_ts(wake_at)}))
-        outcome = self._commit(Transition(e.current_step, e.version, new, settle))
-        if outcome is not None:
-            return outcome
-        log.info("sleeping", extra={**_fields(new, step), "wake_at": format_ts(wake_at)})
-        if step.sleep_s <= self.settings.max_queue_delay_s:
-            self.queue.send(StepMessage(execution_id=e.execution_id, step=new.current_step, version=new.version),
-                            delay_s=math.ceil(step.sleep_s))
-        return Outcome("slept", e.execution_id, step.index, f"until {format_ts(wake_at)}")
-
-    # -- failure and housekeeping -----------------------------------------------------------------
-    def _fail(self, e: Execution, error: ErrorInfo, settle: StepDef | None = None, attempts_spent: int = 1) -> Outcome:
-        now = self.clock.now()
-        new = transitions.failed(e, now, error, self.retention, attempts_spent,
-                                 finalize_grace_s=self._finalize_grace_s(e))
-        update = None
-        if settle is not None:
-            update = StepUpdate(settle.index, settle.name, StepStatus.FAILED, now, error=error, is_final=True)
-        outcome = self._commit(Transition(e.current_step, e.version, new, update))
-        if outcome is not None:
-            return outcome
-        self.metrics.add_metric("ExecutionsFailed", "Count", 1)
-        if settle is not None:
-            self.metrics.add_metric("StepsFailed", "Count", 1)
-        log.error("execution failed", extra={**_fields(new), "error_code": error.code, "error": error.message})
-        self._finalize(new)
-        return Outcome("failed", e.execution_id, e.current_step, error.code)
-
-    def _finalize(self, e: Execution) -> None:
-        """Terminal housekeeping, repeated by any later delivery until it is marked done."""
-        finalize(self.store, self.queue, e)
-
-    def _fail_unreadable(self, execution_id: str, exc: CorruptStateError) -> Outcome:
-        now = self.clock.now()
-        error = ErrorInfo(code="corrupt_state", message=f"the execution item could not be decoded: {exc.detail}")
-        if self.store.fail_unreadable(execution_id, error, now, now + self.retention):
-            self.metrics.add_metric("ExecutionsFailed", "Count", 1)
-            log.error("execution failed: unreadable state", extra={
-                "execution_id": execution_id, "workflow": None, "step": None, "attempt": None, "error": exc.detail})
-            self.queue.send_dead_letter({"kind": "loom.execution_failed", "execution_id": execution_id,
-                                         "workflow": None, "step": None, "error": error.model_dump()})
-        return Outcome("corrupt", execution_id, None, exc.detail)
-
-    def _commit(self, transition: Transition) -> Outcome | None:
-        """Apply a transition; on a lost condition say what happened instead (None means it applied)."""
-        eid = transition.new.execution_id
-        try:
-            self.store.commit(transition)
-        except TransitionConflictError as exc:
-            kind = "duplicate" if exc.already_advanced else "conflict"
-            log.info("transition lost the race; nothing changed", extra={
-                "execution_id": eid, "workflow": transition.new.workflow, "step": None,
-                "step_index": transition.expected_step, "attempt": None, "outcome": kind})
-            return Outcome(kind, eid, transition.expected_step, str(exc))
-        except ExecutionNotFoundError:
-            return Outcome("missing", eid, transition.expected_step)
-        return None
+        return run.loop()
 
     # -- guards -----------------------------------------------------------------------------------
     def _definition(self, e: Execution) -> tuple[WorkflowDef, None] | tuple[None, ErrorInfo]:
@@ -390,7 +245,7 @@ class Engine:
                 "step lists under a new workflow name, or drain old executions first"))
         return wf, None
 
-    def _cap_exceeded(self, e: Execution) -> ErrorInfo | None:
+    def cap_exceeded(self, e: Execution) -> ErrorInfo | None:
         if e.current_step >= self.settings.max_steps:
             return ErrorInfo(code="step_cap_exceeded", message=(
                 f"execution reached step {e.current_step}, the cap is {self.settings.max_steps} (LOOM_MAX_STEPS)"))
@@ -400,39 +255,319 @@ class Engine:
                 "(LOOM_MAX_TOTAL_ATTEMPTS)"))
         return None
 
-    def _lease(self, wf: WorkflowDef, index: int) -> dt.timedelta:
-        timeout = wf.timeout_for(index) if index < len(wf.steps) else 0.0
-        return dt.timedelta(seconds=lease_seconds(self.settings, timeout))
+    def _fail(self, e: Execution, error: ErrorInfo, records: list | None = None) -> Outcome:
+        now = self.clock.now()
+        new = transitions.failed(e, now, error, self.life.retention, self.life.finalize_grace_s(e))
+        outcome = self.commit(new, e)
+        if outcome is not None:
+            return outcome
+        self.metrics.add_metric("ExecutionsFailed", "Count", 1)
+        log.error("execution failed", extra={**_fields(new), "error_code": error.code, "error": error.message})
+        self.life.finalize(new, records)
+        return Outcome("failed", e.execution_id, e.current_step, error.code)
 
-    def _finalize_grace_s(self, e: Execution) -> float:
-        """How long the worker that ends an execution has to finish its housekeeping before the sweeper
-        does it: the lease of the step it just ran, which outlasts that step's whole budget."""
-        timeout = 0.0
-        if e.workflow in self.registry:
-            steps = self.registry.get(e.workflow).steps
-            timeout = self.registry.get(e.workflow).timeout_for(min(e.current_step, len(steps) - 1))
-        return lease_seconds(self.settings, timeout)
+    def commit(self, new: Execution, old: Execution) -> Outcome | None:
+        """Apply a transition; on a lost condition say what happened instead (None means it applied)."""
+        eid = new.execution_id
+        try:
+            self.store.commit(Transition(old.current_step, old.version, new))
+        except TransitionConflictError as exc:
+            kind = "duplicate" if exc.already_advanced else "conflict"
+            log.info("transition lost the race; nothing changed", extra={
+                "execution_id": eid, "workflow": new.workflow, "step": None,
+                "step_index": old.current_step, "attempt": None, "outcome": kind})
+            return Outcome(kind, eid, old.current_step, str(exc))
+        except ExecutionNotFoundError:
+            return Outcome("missing", eid, old.current_step)
+        return None
 
     def _check_size(self, what: str, blob: str) -> None:
         size = len(blob.encode("utf-8"))
         if size > self.settings.item_budget_bytes:
             raise ResultTooLargeError(what, size, self.settings.item_budget_bytes)
 
-    @staticmethod
-    def _error(code: str, step: StepDef, message: str, retryable: bool = False) -> ErrorInfo:
-        return ErrorInfo(code=code, message=message, step_index=step.index, step_name=step.name, retryable=retryable)
+
+def _uuid(execution_id: Any) -> str:
+    try:
+        return str(uuid.UUID(execution_id))
+    except (ValueError, AttributeError, TypeError):
+        raise ExecutionNotFoundError(str(execution_id)) from None
 
 
-def failure_notice(e: Execution) -> dict[str, Any]:
-    error = e.error.model_dump() if e.error else None
-    return {"kind": "loom.execution_failed", "execution_id": e.execution_id, "workflow": e.workflow,
-            "step": e.current_step, "error": error}
+def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: int) -> dict[str, Any]:
+    """The context a step sees: the start input merged with every earlier task's result, in order.
+    Raises ValueError when an item it needs is unreadable or missing."""
+    data = codec.decode(input_blob)
+    if not isinstance(data, dict):
+        raise ValueError("the stored input is not an object")
+    by_index: dict[int, StepRecord] = {}
+    for r in records:
+        if isinstance(r, StepRecord):
+            by_index[r.step_index] = r
+        elif int(r.sort_key.split("#")[1]) < upto:
+            raise ValueError(f"history item {r.sort_key} is unreadable: {r.detail}")
+    for s in wf.steps[:upto]:
+        if s.kind.kind != "task":
+            continue
+        r = by_index.get(s.index)
+        if r is None or r.status is not StepStatus.SUCCEEDED or r.result_blob is None:
+            raise ValueError(f"the result of step {s.index} {s.name!r} is missing from the history")
+        result = codec.decode(r.result_blob)
+        if not isinstance(result, dict):
+            raise ValueError(f"the stored result of step {s.name!r} is not an object")
+        data.update(result)
+    return data
 
 
-def finalize(store: StateStore, queue: StepQueue, e: Execution) -> None:
-    """Terminal housekeeping: the failure notice (FAILED only), then TTLs and the finalized mark.
-    The worker that ends an execution does it at once; the sweeper does it if that worker died first."""
-    if e.status is Status.FAILED:
-        queue.send_dead_letter(failure_notice(e))
-    assert e.expires_at is not None
-    store.finalize(e.execution_id, e.version, e.expires_at)
+class StepRun:
+    """One delivery's work on one execution: the current step, the context, and the moves a step kind
+    ends in. ``loop`` runs steps back to back while the chain rules allow."""
+
+    def __init__(self, engine: Engine, wf: WorkflowDef, execution: Execution, records: list[Any], input_blob: str,
+                 remaining_ms: Callable[[], int] | None, yield_after_ms: float | None):
+        self.engine, self.wf, self.execution, self.records = engine, wf, execution, list(records)
+        self.life, self.settings, self.clock = engine.life, engine.settings, engine.clock
+        self.remaining_ms, self.yield_after_ms = remaining_ms, yield_after_ms
+        self.started_ms = time.monotonic() * 1000
+        self.steps_run = 0
+        self.corrupt_error: ErrorInfo | None = None
+        try:
+            self.data: dict[str, Any] | None = rebuild_context(input_blob, records, wf, execution.current_step)
+        except Exception as exc:
+            self.data = None
+            self.corrupt_error = ErrorInfo(code="corrupt_state", message=f"stored context is unreadable: {exc}")
+
+    # -- what kinds read -----------------------------------------------------------------------------
+    @property
+    def step(self) -> StepDef:
+        return self.wf.steps[self.execution.current_step]
+
+    @property
+    def timeout_s(self) -> float:
+        return self.life.timeout_s(self.wf, self.execution.current_step)
+
+    def now(self) -> dt.datetime:
+        return self.clock.now()
+
+    def history_expiry(self, now: dt.datetime) -> dt.datetime:
+        return self.life.history_expiry(now)
+
+    def metric(self, name: str, unit: str, value: float) -> None:
+        self.engine.metrics.add_metric(name, unit, value)
+
+    def log(self, text: str, level: int = logging.INFO, **extra: Any) -> None:
+        log.log(level, text, extra={**_fields(self.execution, self.step, self.execution.attempt or None), **extra})
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def loop(self) -> Outcome:
+        while True:
+            e = self.execution
+            cap = self.engine.cap_exceeded(e)
+            if cap is not None:
+                return self.fail(cap)
+            step = self.step
+            if step.kind.needs_invocation_time() and not e.is_claimed:
+                # Before any write: a claimed-then-abandoned attempt would hold the step for its lease.
+                self._check_time(self.timeout_s)
+            outcome = step.kind.run(self)
+            if outcome.kind != "chained":
+                return Outcome(outcome.kind, outcome.execution_id, outcome.step, outcome.detail, self.steps_run)
+
+    def _check_time(self, timeout_s: float) -> None:
+        if self.remaining_ms is None:
+            return
+        needed = int(timeout_s * 1000) + self.settings.time_margin_ms
+        left = self.remaining_ms()
+        if left < needed:
+            raise InsufficientTimeError(left, needed)
+
+    def _deadline(self) -> dt.datetime | None:
+        if self.remaining_ms is None:
+            return None
+        return self.clock.now() + dt.timedelta(milliseconds=self.remaining_ms())
+
+    def _may_chain(self, next_index: int) -> bool:
+        """Run the next step in this invocation? Only within the chain limit, the fair share of the
+        batch, and with its whole budget (plus margin) left."""
+        if next_index >= len(self.wf.steps) or self.steps_run >= self.settings.max_chain_steps:
+            return False
+        if next_index >= self.settings.max_steps or self.execution.total_attempts + 1 >= self.settings.max_total_attempts:
+            return False  # the next delivery ends it at the cap, with no attempt claimed
+        if self.yield_after_ms is not None and time.monotonic() * 1000 - self.started_ms >= self.yield_after_ms:
+            return False
+        nxt = self.wf.steps[next_index]
+        if not nxt.kind.needs_invocation_time() or self.remaining_ms is None:
+            return True
+        needed = self.life.timeout_s(self.wf, next_index) * 1000 + self.settings.time_margin_ms
+        return self.remaining_ms() >= needed
+
+    # -- moves ---------------------------------------------------------------------------------------
+    def claim(self) -> Execution | Outcome:
+        """Start attempt n of the current task: counted and leased on the execution item, before the
+        body runs. Fails the execution instead when every allowed attempt has already started."""
+        e, step = self.execution, self.step
+        policy = self.wf.policy_for(step.index)
+        if e.attempt >= policy.max_attempts:
+            return self.fail(self._error("attempts_exhausted", (
+                f"step started {e.attempt} times without finishing {policy.max_attempts} attempts cleanly: "
+                "earlier attempts crashed or ran past the timeout")))
+        now, deadline = self.clock.now(), self._deadline()
+        expiry = transitions.claim_expiry(now, self.timeout_s, self.life.margin_s, deadline)
+        new = transitions.claimed(e, now, expiry, deadline, self.settings.slack_s)
+        outcome = self.engine.commit(new, e)
+        if outcome is not None:
+            return outcome
+        self.execution = new
+        return new
+
+    def succeed(self, result: Any) -> Outcome:
+        e, step = self.execution, self.step
+        if result is None:
+            result = {}
+        if type(result) is not dict:
+            return self.fail(self._error("invalid_result", (
+                f"step returned {type(result).__name__}; steps return a dict (merged into the context) or None")))
+        try:
+            result_blob, decoded = codec.roundtrip(result, "result")
+            self.engine._check_size(f"result of step {step.name!r}", result_blob)
+            merged = {**self.data, **decoded}
+            self.engine._check_size("context after merging this result", codec.encode(merged, "context"))
+        except (NonSerializableResultError, ResultTooLargeError) as exc:
+            return self.fail(self._error(exc.code, str(exc)))
+        now = self.clock.now()
+        record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
+                            started_at=e.attempt_started_at, finished_at=now, result_blob=result_blob,
+                            expires_at=self.life.history_expiry(now))
+        outcome = self._put(record)
+        if outcome is not None:
+            return outcome
+        faults.point("worker.after_record", execution_id=e.execution_id, step=step.index)
+        self.data = merged
+        self.steps_run += 1
+        self.metric("StepsSucceeded", "Count", 1)
+        self.log("step succeeded")
+        return self._advance(record)
+
+    def _advance(self, record: StepRecord) -> Outcome:
+        e, step = self.execution, self.step
+        now, nxt = self.clock.now(), e.current_step + 1
+        chain = self._may_chain(nxt)
+        claim_next = chain and self.wf.steps[nxt].kind.needs_invocation_time()
+        expiry = deadline = None
+        if claim_next:
+            deadline = self._deadline()
+            expiry = transitions.claim_expiry(now, self.life.timeout_s(self.wf, nxt), self.life.margin_s, deadline)
+        ending = nxt >= len(self.wf.steps)
+        done_now = ending and self.life.history_outlives(self.records, now + self.life.retention)
+        new = transitions.advanced(e, now, len(self.wf.steps), self.life.retention,
+                                   lease_s=self.life.lease_s(e.workflow, nxt), slack_s=self.settings.slack_s,
+                                   claim_expiry_at=expiry, deadline=deadline, finalized=done_now,
+                                   finalize_grace_s=self.life.finalize_grace_s(e))
+        outcome = self.engine.commit(new, e)
+        if outcome is not None:
+            return outcome
+        faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=step.index)
+        self.execution = new
+        self.records.append(record)
+        if new.status is Status.COMPLETED:
+            self.metric("ExecutionsCompleted", "Count", 1)
+            log.info("execution completed", extra=_fields(new))
+            if not new.finalized:
+                self.life.finalize(new, self.records)
+            return Outcome("completed", e.execution_id, step.index)
+        if chain:
+            return Outcome("chained", e.execution_id, step.index)
+        self.life.send_at(new)
+        faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
+        return Outcome("advanced", e.execution_id, step.index)
+
+    def attempt_failed(self, body: BodyOutcome) -> Outcome:
+        e, step = self.execution, self.step
+        policy = self.wf.policy_for(step.index)
+        attempt = e.attempt
+        message = body.error_message or ""
+        if not body.retryable or attempt >= policy.max_attempts:
+            if body.retryable:
+                message = f"{message} (attempt {attempt} of {policy.max_attempts})"
+            error = self._error(body.error_code or "step_error", message, retryable=body.retryable, kind=body.error_type)
+            return self.fail(error)
+        now = self.clock.now()
+        error = self._error(body.error_code or "step_error", message, retryable=True, kind=body.error_type)
+        record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.FAILED, attempts=attempt,
+                            started_at=e.attempt_started_at, finished_at=now, error=error,
+                            expires_at=self.life.history_expiry(now))
+        outcome = self._put(record)
+        if outcome is not None:
+            return outcome
+        delay = backoff_s(policy, attempt, seed=f"{e.execution_id}:{step.index}")
+        retry_at = now + dt.timedelta(seconds=delay)
+        new = transitions.retry_scheduled(e, now, retry_at)
+        outcome = self._keep_history(retry_at) or self.engine.commit(new, e)
+        if outcome is not None:
+            return outcome
+        self.execution = new
+        self.metric("StepsRetried", "Count", 1)
+        log.warning("step failed; retry scheduled", extra={**_fields(e, step, attempt), "error": message[:500],
+                                                           "retry_in_s": round(delay, 3)})
+        self.life.send_at(new, retry_at)
+        return Outcome("retry_scheduled", e.execution_id, step.index, f"retry in {delay:.1f} s")
+
+    def sleep_until(self, wake_at: dt.datetime, record: StepRecord) -> Outcome:
+        e, step = self.execution, self.step
+        outcome = self._put(record) or self._keep_history(wake_at)
+        if outcome is not None:
+            return outcome
+        new = transitions.slept(e, self.clock.now(), wake_at, len(self.wf.steps))
+        outcome = self.engine.commit(new, e)
+        if outcome is not None:
+            return outcome
+        self.execution = new
+        self.records.append(record)
+        log.info("sleeping", extra={**_fields(new, step), "wake_at": wake_at.isoformat()})
+        self.life.send_at(new, wake_at)
+        return Outcome("slept", e.execution_id, step.index, f"until {wake_at.isoformat()}")
+
+    def fail(self, error: ErrorInfo) -> Outcome:
+        """End the execution FAILED; the current step's record says why (when the step had started)."""
+        e = self.execution
+        if e.is_claimed or error.step_index is not None:
+            now = self.clock.now()
+            record = StepRecord(step_index=self.step.index if e.current_step < len(self.wf.steps) else e.current_step,
+                                name=self.step.name if e.current_step < len(self.wf.steps) else "?",
+                                status=StepStatus.FAILED, attempts=e.attempt, started_at=e.attempt_started_at,
+                                finished_at=now, error=error, is_final=True, expires_at=self.life.history_expiry(now))
+            outcome = self._put(record)
+            if outcome is not None:
+                return outcome
+            self.records.append(record)
+            self.metric("StepsFailed", "Count", 1)
+        return self.engine._fail(e, error, self.records)
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def _put(self, record: StepRecord) -> Outcome | None:
+        try:
+            self.engine.store.put_step(self.execution.execution_id, record)
+        except StepSupersededError as exc:
+            return Outcome("superseded", self.execution.execution_id, record.step_index, str(exc))
+        except ExecutionNotFoundError:
+            return Outcome("missing", self.execution.execution_id, record.step_index)
+        return None
+
+    def _keep_history(self, until: dt.datetime) -> None:
+        """Before a long wait: history items that would expire before the execution could end get a
+        later TTL (only executions that outlive ``history_grace_s`` ever need it)."""
+        horizon = until + self.life.retention
+        if not self.life.history_outlives(self.records, until + dt.timedelta(seconds=self.life.margin_s)):
+            self.engine.store.stamp_history(self.execution.execution_id, horizon)
+            self.records = [r.model_copy(update={"expires_at": horizon}) if isinstance(r, StepRecord) else r
+                            for r in self.records]
+        return None
+
+    def _error(self, code: str, message: str, retryable: bool = False, kind: str | None = None) -> ErrorInfo:
+        step = self.step
+        return ErrorInfo(code=code, message=truncate(message), type=kind, step_index=step.index, step_name=step.name,
+                         retryable=retryable)
+
+
+__all__ = ["Engine", "InvalidInputError", "Outcome", "StartResult", "StepRun", "check_fits", "failure_notice",
+           "rebuild_context"]

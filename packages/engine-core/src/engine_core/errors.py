@@ -70,20 +70,14 @@ class TransitionConflictError(EngineError):
         return self.current.status.is_terminal or self.current.current_step > self.expected_step
 
 
-class StepSettledError(EngineError):
-    """An intent write found the step already SUCCEEDED or finally FAILED: a stale delivery."""
+class StepSupersededError(EngineError):
+    """A history write found a record from a later attempt: this attempt was taken over (a zombie)."""
 
-    def __init__(self, execution_id: str, step_index: int, record: StepRecord | None):
-        super().__init__(f"execution {execution_id}: step {step_index} is already settled")
-        self.execution_id, self.step_index, self.record = execution_id, step_index, record
-
-
-class StepBusyError(EngineError):
-    """Another attempt of this step started recently and is still running: do not run it twice at once."""
-
-    def __init__(self, execution_id: str, step_index: int, record: StepRecord | None):
-        super().__init__(f"execution {execution_id}: step {step_index} is running elsewhere")
-        self.execution_id, self.step_index, self.record = execution_id, step_index, record
+    def __init__(self, execution_id: str, step_index: int, attempt: int, stored_attempt: int):
+        super().__init__(f"execution {execution_id}: step {step_index} attempt {attempt} was superseded "
+                         f"by attempt {stored_attempt}")
+        self.execution_id, self.step_index = execution_id, step_index
+        self.attempt, self.stored_attempt = attempt, stored_attempt
 
 
 class IdempotencyConflictError(EngineError):

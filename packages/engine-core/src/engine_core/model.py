@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -68,6 +70,9 @@ class ErrorInfo(_Frozen):
     code: str
     """Machine-readable: ``step_error``, ``result_too_large``, ``corrupt_state``, ..."""
     message: str
+    """At most about 2 KB; the full traceback is in the worker's log."""
+    type: str | None = None
+    """The exception's class, for errors a step body raised."""
     step_index: int | None = None
     step_name: str | None = None
     retryable: bool = False
@@ -81,15 +86,24 @@ class Execution(_Frozen):
     """Index of the next step to run (== number of steps when COMPLETED)."""
     version: int = Field(ge=1)
     """Bumped by one on every transition; every transition is conditional on the previous value."""
-    context_blob: str
-    """The accumulated context (start input merged with step results), encoded by ``codec``."""
     fingerprint: str
     """Digest of the workflow's step list when the execution started."""
     input_digest: str
     created_at: dt.datetime
     updated_at: dt.datetime
     next_wake_at: dt.datetime | None = None
+    """When the current timer runs out: a lease on in-flight work, a retry backoff or a sleep."""
     timer: Timer | None = None
+    index_at: dt.datetime | None = None
+    """The due index's key (GSI1SK): the sweeper looks at this execution from then on. Equal to
+    ``next_wake_at`` for sleeps and retries; for leases it may be later (by at most the lease), so a
+    chain of steps rewrites the index key once per lease period instead of on every step."""
+    attempt: int = Field(default=0, ge=0)
+    """Attempts started on the current step, counted by the claim that starts each one."""
+    attempt_started_at: dt.datetime | None = None
+    """When the attempt in flight was claimed; None when no attempt holds the step."""
+    attempt_deadline: dt.datetime | None = None
+    """The claiming invocation's own deadline: no other worker takes the step over before it."""
     total_attempts: int = 0
     """Step attempts started over the execution's life (capped by ``EngineSettings.max_total_attempts``)."""
     error: ErrorInfo | None = None
@@ -116,6 +130,16 @@ class Execution(_Frozen):
     def is_expired(self, now: dt.datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
 
+    @property
+    def due_at(self) -> dt.datetime | None:
+        """Where the due index holds this execution (None: not in it)."""
+        return self.index_at or self.next_wake_at
+
+    @property
+    def is_claimed(self) -> bool:
+        """An attempt holds the current step (it may have died; ``next_wake_at`` says until when)."""
+        return self.attempt_started_at is not None
+
 
 class StepRecord(_Frozen):
     step_index: int = Field(ge=0)
@@ -129,6 +153,16 @@ class StepRecord(_Frozen):
     is_final: bool = False
     """For FAILED records: no attempt will follow."""
     expires_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class ExecutionState:
+    """An execution with what its steps need, read together in one query: the start input and the
+    history (``StepRecord`` or ``CorruptRecord``, in step order)."""
+
+    execution: Execution
+    input_blob: str
+    records: list[Any]
 
 
 class CorruptRecord(_Frozen):

@@ -10,32 +10,16 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import CorruptRecord, ErrorInfo, Execution, StepMessage, StepRecord, StepStatus
-
-
-@dataclass(frozen=True)
-class StepUpdate:
-    """How a transition settles the current step's history record (attempts are left as counted)."""
-
-    step_index: int
-    name: str
-    status: StepStatus
-    finished_at: dt.datetime
-    result_blob: str | None = None
-    error: ErrorInfo | None = None
-    is_final: bool = False
-    started_at: dt.datetime | None = None
-    """Set only by transitions that write a record without an intent (sleeps)."""
+from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, StepMessage, StepRecord
 
 
 @dataclass(frozen=True)
 class Transition:
-    """Replace the execution at (expected_step, expected_version) by ``new``; optionally settle a step."""
+    """Replace the execution at (expected_step, expected_version) by ``new`` (the ``#META`` item only)."""
 
     expected_step: int
     expected_version: int
     new: Execution
-    step: StepUpdate | None = None
 
 
 @dataclass(frozen=True)
@@ -54,38 +38,45 @@ class DuePage:
 
 
 class StateStore(Protocol):
-    def create(self, execution: Execution) -> None:
-        """Write a new execution; raise ExecutionExistsError carrying the existing one."""
+    def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
+        """Write a new execution and its input; raise ExecutionExistsError carrying the existing one.
+
+        ``replace_version``: an expired execution at that version under the same id is replaced, and
+        its history deleted first, so the new run's history holds only its own steps."""
         ...
 
     def load(self, execution_id: str) -> Execution | None:
-        """Strongly consistent read; None if absent; CorruptStateError if undecodable."""
+        """Strongly consistent read of the execution item; None if absent; CorruptStateError if undecodable."""
         ...
 
-    def record_intent(
-        self, execution_id: str, step_index: int, name: str, started_at: dt.datetime, stale_before: dt.datetime
-    ) -> StepRecord:
-        """Mark a step attempt as started (attempts + 1), before its body runs.
-
-        Refuses with StepSettledError when the step already SUCCEEDED or finally FAILED, and with
-        StepBusyError when another attempt started after ``stale_before`` is still RUNNING.
-        """
+    def load_state(self, execution_id: str) -> ExecutionState | None:
+        """The execution, its input and its history in one strongly consistent query (None if absent)."""
         ...
 
     def commit(self, transition: Transition) -> None:
-        """Apply atomically; TransitionConflictError (with the current item) or ExecutionNotFoundError."""
+        """Apply conditionally; TransitionConflictError (with the current item) or ExecutionNotFoundError.
+        A write that applied but whose response was lost (and was retried) counts as applied."""
+        ...
+
+    def put_step(self, execution_id: str, record: StepRecord) -> None:
+        """Write a step's history record, unless a later attempt already wrote one
+        (StepSupersededError): the attempt that holds the step is the only writer."""
         ...
 
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
         """End an execution whose item cannot be decoded. False if it was already terminal or gone."""
         ...
 
-    def finalize(self, execution_id: str, version: int, expires_at: dt.datetime) -> None:
-        """Stamp the retention TTL on every history item, then mark the execution finalized."""
+    def stamp_history(self, execution_id: str, expires_at: dt.datetime) -> None:
+        """Set the retention TTL on every history item (for executions that outlive the TTL written)."""
+        ...
+
+    def finalize(self, execution_id: str, version: int) -> None:
+        """Mark an ended execution's housekeeping done (out of the housekeeping index)."""
         ...
 
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
-        """Executions in ``shard`` whose next_wake_at <= now, oldest first. Eventually consistent."""
+        """Executions in ``shard`` whose due-index key <= now, oldest first. Eventually consistent."""
         ...
 
     def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:

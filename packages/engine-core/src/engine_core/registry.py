@@ -16,30 +16,37 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from .errors import RegistrationError, UnknownWorkflowError
+from .kinds import SleepKind, StepKind, TaskKind
 from .model import RetryPolicy
 
 ENTRY_POINT_GROUP = "loom.workflows"
 WORKFLOW_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _STEP_NAME_RE = re.compile(r"^[^#\s]{1,100}$")
-DEFAULT_STEP_TIMEOUT_S = 60.0
 # SQS DelaySeconds tops out at 900 s; the engine uses it for short waits and the sweeper for the rest.
 MAX_SLEEP_S = 366 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
 class StepDef:
-    """One position in a workflow: a function to run, or a durable sleep."""
+    """One position in a workflow: its name, its kind (``kinds/``: what runs there) and overrides."""
 
     index: int
     name: str
-    fn: Callable[..., Any] | None
-    sleep_s: float | None = None
+    kind: StepKind
     retry: RetryPolicy | None = None
     timeout_s: float | None = None
 
     @property
+    def fn(self) -> Callable[..., Any] | None:
+        return getattr(self.kind, "fn", None)
+
+    @property
+    def sleep_s(self) -> float | None:
+        return getattr(self.kind, "seconds", None)
+
+    @property
     def is_sleep(self) -> bool:
-        return self.sleep_s is not None
+        return self.kind.kind == "sleep"
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,8 @@ class WorkflowDef:
     name: str
     steps: tuple[StepDef, ...]
     retry: RetryPolicy
-    step_timeout_s: float
+    step_timeout_s: float | None
+    """None: steps get the default derived from the worker's timeout (``EngineSettings``)."""
     fingerprint: str
     source: str = ""
     """Where the definition lives (module.qualname), for error messages."""
@@ -84,7 +92,8 @@ class WorkflowDef:
     def policy_for(self, index: int) -> RetryPolicy:
         return self.steps[index].retry or self.retry
 
-    def timeout_for(self, index: int) -> float:
+    def timeout_for(self, index: int) -> float | None:
+        """The step's own budget, else the workflow's; None means the engine's default."""
         return self.steps[index].timeout_s or self.step_timeout_s
 
     def describe(self) -> dict[str, Any]:
@@ -98,7 +107,7 @@ class WorkflowDef:
                     "index": s.index,
                     "name": s.name,
                     "kind": "sleep" if s.is_sleep else "step",
-                    **({"sleep_s": s.sleep_s} if s.is_sleep else {}),
+                    **s.kind.describe(),
                     **({"retry": s.retry.model_dump()} if s.retry else {}),
                     **({"timeout_s": s.timeout_s} if s.timeout_s else {}),
                 }
@@ -220,8 +229,9 @@ def build_workflow(
         raise RegistrationError(f"{where}: has no steps; a workflow needs at least one")
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise RegistrationError(f"{where}: `retry` must be a RetryPolicy, got {type(retry).__name__}")
-    timeout = DEFAULT_STEP_TIMEOUT_S if step_timeout_s is None else step_timeout_s
-    if not isinstance(timeout, (int, float)) or not 0 < timeout <= 900:
+    timeout = step_timeout_s
+    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                                or not 0 < timeout <= 900):
         raise RegistrationError(f"{where}: step_timeout_s must be in (0, 900] seconds (Lambda's ceiling)")
 
     defs: list[StepDef] = []
@@ -244,7 +254,7 @@ def build_workflow(
         name=name,
         steps=tuple(defs),
         retry=retry or RetryPolicy(),
-        step_timeout_s=float(timeout),
+        step_timeout_s=None if timeout is None else float(timeout),
         fingerprint=fingerprint(name, defs),
         source=source,
     )
@@ -252,7 +262,7 @@ def build_workflow(
 
 def fingerprint(name: str, steps: Iterable[StepDef]) -> str:
     """Digest of the step list's shape. Retry and timeout changes are safe mid-flight; reordering is not."""
-    shape = [name] + [[s.name, "sleep" if s.is_sleep else "step", s.sleep_s] for s in steps]
+    shape = [name] + [[s.name, *s.kind.shape()] for s in steps]
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -262,7 +272,7 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
             raise RegistrationError(f"{where}: sleep at position {index} must last between 0 and 366 days")
         name = item.name or f"sleep_{item.seconds:g}s"
         _check_step_name(name, index, where)
-        return StepDef(index=index, name=name, fn=None, sleep_s=float(item.seconds))
+        return StepDef(index=index, name=name, kind=SleepKind(float(item.seconds)))
     if isinstance(item, Step):
         fn, name, retry, timeout = item.fn, item.name, item.retry, item.timeout_s
     else:
@@ -280,7 +290,8 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
         raise RegistrationError(f"{where}: step {name!r}: retry must be a RetryPolicy")
     if timeout is not None and (not isinstance(timeout, (int, float)) or not 0 < timeout <= 900):
         raise RegistrationError(f"{where}: step {name!r}: timeout_s must be in (0, 900] seconds")
-    return StepDef(index=index, name=name, fn=fn, retry=retry, timeout_s=None if timeout is None else float(timeout))
+    return StepDef(index=index, name=name, kind=TaskKind(fn), retry=retry,
+                   timeout_s=None if timeout is None else float(timeout))
 
 
 def _check_step_name(name: str, index: int, where: str) -> None:
@@ -295,4 +306,4 @@ def _dedupe_sleep_name(d: StepDef, seen: dict[str, int]) -> StepDef:
     n = 2
     while f"{d.name}_{n}" in seen:
         n += 1
-    return StepDef(index=d.index, name=f"{d.name}_{n}", fn=None, sleep_s=d.sleep_s)
+    return StepDef(index=d.index, name=f"{d.name}_{n}", kind=d.kind)

@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import EngineError
 
 DYNAMODB_ITEM_LIMIT = 400 * 1024
+STARTUP_RESERVE_S = 2.0
+"""Invocation time a derived default budget leaves for the read and the commit around a step."""
 
 
 class ConfigurationError(EngineError):
@@ -23,7 +25,13 @@ ENV_VARS = {
     "max_steps": "LOOM_MAX_STEPS",
     "max_total_attempts": "LOOM_MAX_TOTAL_ATTEMPTS",
     "sweep_max_items": "LOOM_SWEEP_MAX_ITEMS",
+    "function_timeout_s": "LOOM_FUNCTION_TIMEOUT_S",
+    "max_chain_steps": "LOOM_MAX_CHAIN_STEPS",
+    "index_slack_s": "LOOM_INDEX_SLACK_S",
 }
+
+FALLBACK_STEP_TIMEOUT_S = 60.0
+"""The default step budget when the function timeout is unknown (in-process tests, the harness)."""
 
 
 class EngineSettings(BaseModel):
@@ -49,6 +57,30 @@ class EngineSettings(BaseModel):
     """Invocation time kept in reserve beyond a step's timeout budget before taking a record."""
     sweep_max_items: int = Field(default=500, ge=1)
     """Most executions one sweep claims, across all shards (bounds one sweeper invocation)."""
+    function_timeout_s: float | None = Field(default=None, gt=0, le=900)
+    """The worker Lambda's timeout (Terraform passes it). Steps without a timeout of their own get
+    ``function_timeout_s - time_margin`` as their budget, and a workflow whose budget cannot fit is
+    refused when the worker starts."""
+    max_chain_steps: int = Field(default=100, ge=1, le=10000)
+    """Most steps one delivery runs back to back before handing the execution on through the queue.
+    1 means one step per delivery."""
+    index_slack_s: float = Field(default=300.0, ge=0, le=3600)
+    """How far past a lease the due-index key may lie, so a chain of steps moves the index key once
+    per slack period rather than on every step. A crashed attempt is re-driven at most this much
+    later than its lease (capped at ``lease_s``)."""
+    history_grace_s: float = Field(default=86400.0, ge=0)
+    """History items are written with ``expires_at`` = written + retention + this; executions that
+    outlive it get their history re-stamped (rare), so completion normally stamps nothing per step."""
+
+    @property
+    def default_step_timeout_s(self) -> float:
+        if self.function_timeout_s is None:
+            return FALLBACK_STEP_TIMEOUT_S
+        return max(1.0, self.function_timeout_s - self.time_margin_ms / 1000 - STARTUP_RESERVE_S)
+
+    @property
+    def slack_s(self) -> float:
+        return min(self.index_slack_s, self.lease_s)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> EngineSettings:
@@ -72,6 +104,6 @@ def require_env(name: str, env: Mapping[str, str] | None = None) -> str:
 
 
 def lease_seconds(settings: EngineSettings, step_timeout_s: float) -> float:
-    """How long an in-flight step message is trusted. It must outlast the step it covers, or the
-    sweeper would re-drive a healthy attempt."""
+    """How long a step message in flight (sent, not yet claimed) is trusted before the sweeper
+    re-drives it. It must outlast the step it leads to, or the sweeper would re-drive a healthy one."""
     return max(settings.lease_s, step_timeout_s + settings.time_margin_ms / 1000)

@@ -7,21 +7,20 @@ is enqueued. Two overlapping sweeps, or a sweep racing a worker, claim each exec
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import faults, transitions
+from . import faults
 from .clock import Clock
-from .engine import finalize
-from .errors import CorruptStateError, TransitionConflictError, UnknownWorkflowError
-from .model import ErrorInfo, StepMessage, Timer
-from .ports import Metrics, NullMetrics, StateStore, StepQueue, Transition
+from .errors import CorruptStateError, StorageError
+from .lifecycle import Lifecycle
+from .model import Timer
+from .ports import Metrics, NullMetrics, StateStore, StepQueue
 from .registry import REGISTRY, Registry
-from .settings import EngineSettings, lease_seconds
+from .settings import EngineSettings
 
 log = logging.getLogger("engine_core.sweeper")
 
@@ -41,6 +40,8 @@ class SweepReport:
     shards_scanned: int = 0
     truncated: bool = False
     """The work bound was hit; the rest waits for the next tick."""
+    errors: int = 0
+    """Storage errors met (each skipped one execution or one shard; the next tick retries)."""
 
     @property
     def total_redriven(self) -> int:
@@ -48,7 +49,8 @@ class SweepReport:
 
     def as_dict(self) -> dict:
         return {"redriven": dict(self.redriven), "skipped": dict(self.skipped), "index_items_read": self.index_items_read,
-                "shards_scanned": self.shards_scanned, "truncated": self.truncated}
+                "shards_scanned": self.shards_scanned, "truncated": self.truncated,
+                "finalized": self.finalized, "errors": self.errors}
 
 
 class Sweeper:
@@ -57,9 +59,11 @@ class Sweeper:
         self.store, self.queue, self.clock = store, queue, clock
         self.settings = settings or EngineSettings()
         self.registry, self.metrics, self.page_size = registry, metrics or NullMetrics(), page_size
+        self.life = Lifecycle(store, queue, registry, clock, self.settings, self.metrics)
 
     def sweep(self, remaining_ms: Callable[[], int] | None = None, reserve_ms: int = 5000) -> SweepReport:
-        """One tick over every shard, claiming at most ``settings.sweep_max_items`` executions."""
+        """One tick over every shard, claiming at most ``settings.sweep_max_items`` executions.
+        A storage error on one execution or one shard is logged and counted; the tick goes on."""
         report = SweepReport()
         shards = self.settings.shards
         per_shard = max(1, math.ceil(self.settings.sweep_max_items / shards))
@@ -74,11 +78,19 @@ class Sweeper:
             if budget <= 0:
                 report.truncated = True
                 break
-            self._sweep_shard(shard, budget, report, remaining_ms, reserve_ms)
-            self._finalize_shard(shard, budget, report)
+            for part in (self._sweep_shard, self._finalize_shard):
+                try:
+                    part(shard, budget, report, remaining_ms, reserve_ms)
+                except StorageError as exc:
+                    report.errors += 1
+                    log.warning("sweeping a shard failed; the next tick retries it", extra={
+                        "shard": shard, "error": str(exc), "execution_id": None, "workflow": None, "step": None,
+                        "attempt": None})
             report.shards_scanned += 1
         for reason, count in report.redriven.items():
             self.metrics.add_metric(_METRIC[reason], "Count", count)
+        if report.errors:
+            self.metrics.add_metric("SweepErrors", "Count", report.errors)
         log.info("sweep finished", extra=report.as_dict())
         return report
 
@@ -89,7 +101,7 @@ class Sweeper:
             page = self.store.query_due(shard, now, min(self.page_size, budget - claimed), cursor)
             report.index_items_read += page.read_count
             for ref in page.items:
-                if self._redrive(ref.execution_id, report):
+                if self._one(ref.execution_id, report, self._redrive):
                     claimed += 1
             cursor = page.cursor
             if cursor is None:
@@ -98,15 +110,21 @@ class Sweeper:
                 break
         report.truncated = True
 
-    def _redrive(self, execution_id: str, report: SweepReport) -> bool:
+    def _one(self, execution_id: str, report: SweepReport, action) -> bool:
+        """One execution; a storage error skips it (counted, logged) instead of ending the tick."""
         try:
-            e = self.store.load(execution_id)
+            return action(execution_id, report)
         except CorruptStateError as exc:
-            now = self.clock.now()
-            error = ErrorInfo(code="corrupt_state", message=f"the execution item could not be decoded: {exc.detail}")
-            self.store.fail_unreadable(execution_id, error, now, now + dt.timedelta(days=self.settings.retention_days))
+            self.life.fail_unreadable(execution_id, exc)
             report.skipped["corrupt"] += 1
-            return False
+        except StorageError as exc:
+            report.errors += 1
+            log.warning("sweeping an execution failed; the next tick retries it", extra={
+                "execution_id": execution_id, "error": str(exc), "workflow": None, "step": None, "attempt": None})
+        return False
+
+    def _redrive(self, execution_id: str, report: SweepReport) -> bool:
+        e = self.store.load(execution_id)
         now = self.clock.now()
         if e is None:
             report.skipped["gone"] += 1
@@ -118,18 +136,17 @@ class Sweeper:
             report.skipped["not_due"] += 1  # the index was stale: someone moved it on
             return False
         reason = REASONS[e.timer or Timer.LEASE]
-        new = transitions.claimed(e, now, self._lease_s(e.workflow, e.current_step))
-        try:
-            self.store.commit(Transition(e.current_step, e.version, new))
-        except TransitionConflictError:
+        new = self.life.redrive(e)
+        if new is None:
             report.skipped["lost_race"] += 1
             return False
         faults.point("sweeper.after_claim", execution_id=execution_id)
-        self.queue.send(StepMessage(execution_id=execution_id, step=new.current_step, version=new.version))
+        self.life.send_at(new)
         report.redriven[reason] += 1
         log.info("re-drove execution", extra={"execution_id": execution_id, "workflow": e.workflow,
                                                "step": self._step_name(e.workflow, e.current_step),
-                                               "step_index": e.current_step, "attempt": None, "reason": reason})
+                                               "step_index": e.current_step, "attempt": e.attempt or None,
+                                               "reason": reason})
         return True
 
     def _step_name(self, workflow: str, index: int) -> str | None:
@@ -137,28 +154,19 @@ class Sweeper:
             return self.registry.get(workflow).steps[index].name
         return None
 
-    def _finalize_shard(self, shard: int, budget: int, report: SweepReport) -> None:
+    def _finalize_shard(self, shard: int, budget: int, report: SweepReport, remaining_ms=None, reserve_ms: int = 0) -> None:
         page = self.store.query_unfinalized(shard, self.clock.now(), budget)
         report.index_items_read += page.read_count
         for ref in page.items:
-            try:
-                e = self.store.load(ref.execution_id)
-            except CorruptStateError:
-                continue
-            if e is None or not e.status.is_terminal or e.finalized:
-                continue  # the index lagged; someone finished it
-            finalize(self.store, self.queue, e)
-            report.finalized += 1
-            log.info("finished housekeeping of an ended execution", extra={
-                "execution_id": e.execution_id, "workflow": e.workflow, "step": None,
-                "step_index": e.current_step, "attempt": None, "status": e.status.value})
+            if self._one(ref.execution_id, report, self._finalize):
+                report.finalized += 1
 
-    def _lease_s(self, workflow: str, index: int) -> float:
-        timeout = 0.0
-        try:
-            wf = self.registry.get(workflow)
-            if index < len(wf.steps):
-                timeout = wf.timeout_for(index)
-        except UnknownWorkflowError:
-            pass  # the worker fails it with workflow_definition_mismatch; the sweeper only re-drives
-        return lease_seconds(self.settings, timeout)
+    def _finalize(self, execution_id: str, report: SweepReport) -> bool:
+        e = self.store.load(execution_id)
+        if e is None or not e.status.is_terminal or e.finalized:
+            return False  # the index lagged; someone finished it
+        self.life.finalize(e)
+        log.info("finished housekeeping of an ended execution", extra={
+            "execution_id": e.execution_id, "workflow": e.workflow, "step": None,
+            "step_index": e.current_step, "attempt": None, "status": e.status.value})
+        return True

@@ -1,7 +1,9 @@
 """Pure functions from one execution state to the next. Each bumps ``version`` by exactly one.
 
 The store applies them conditionally on the previous (current_step, version), which is what turns
-at-least-once delivery into at-most-once advancement.
+at-least-once delivery into at-most-once advancement. Every live state carries a timer in
+``next_wake_at`` and a due-index key in ``index_at`` (see :func:`index_key`), so whatever is lost,
+the sweeper finds the execution again.
 """
 
 from __future__ import annotations
@@ -10,41 +12,92 @@ import datetime as dt
 
 from .model import ErrorInfo, Execution, Status, Timer
 
+_NO_CLAIM = {"attempt_started_at": None, "attempt_deadline": None}
+
 
 def _next(e: Execution, now: dt.datetime, **changes) -> Execution:
     return e.model_copy(update={"version": e.version + 1, "updated_at": now, **changes})
 
 
-def claimed(e: Execution, now: dt.datetime, lease_s: float) -> Execution:
-    """A due timer (sleep, retry) or an expired lease is taken over: RUNNING with a fresh lease."""
-    return _next(e, now, status=Status.RUNNING, timer=Timer.LEASE, next_wake_at=now + dt.timedelta(seconds=lease_s))
+def index_key(previous: dt.datetime | None, wake: dt.datetime, timer: Timer, slack_s: float) -> dt.datetime:
+    """The due-index key for a new timer. Sleeps and retries are indexed at their exact time. A lease
+    keeps the previous key while that still lies within ``slack_s`` after the new lease, and is
+    otherwise pushed ``slack_s`` past it: a chain of short steps rewrites the key (an index write)
+    about once per slack period, and the sweeper never sees a lease before it runs out."""
+    if timer is not Timer.LEASE:
+        return wake
+    if previous is not None and wake <= previous <= wake + dt.timedelta(seconds=slack_s):
+        return previous
+    return wake + dt.timedelta(seconds=slack_s)
 
 
-def advanced(e: Execution, context_blob: str, now: dt.datetime, lease_s: float, step_count: int,
-             retention: dt.timedelta, finalize_grace_s: float = 0.0) -> Execution:
-    """The current step succeeded: move to the next one, or COMPLETED after the last."""
+def _timer(e: Execution, timer: Timer, wake: dt.datetime, slack_s: float) -> dict:
+    return {"timer": timer, "next_wake_at": wake, "index_at": index_key(e.due_at, wake, timer, slack_s)}
+
+
+def claim_expiry(now: dt.datetime, timeout_s: float, margin_s: float, deadline: dt.datetime | None) -> dt.datetime:
+    """Until when an attempt claimed ``now`` holds its step: its whole budget, and never before the
+    claiming invocation's own deadline (after which that invocation cannot write anything)."""
+    expiry = now + dt.timedelta(seconds=timeout_s + margin_s)
+    if deadline is not None:
+        expiry = max(expiry, deadline + dt.timedelta(seconds=margin_s))
+    return expiry
+
+
+def claimed(e: Execution, now: dt.datetime, expiry: dt.datetime, deadline: dt.datetime | None,
+            slack_s: float) -> Execution:
+    """An attempt of the current step starts: counted now, before its body runs, holding the step
+    (RUNNING, lease) until ``expiry``."""
+    return _next(e, now, status=Status.RUNNING, attempt=e.attempt + 1, attempt_started_at=now,
+                 attempt_deadline=deadline, total_attempts=e.total_attempts + 1,
+                 **_timer(e, Timer.LEASE, expiry, slack_s))
+
+
+def redriven(e: Execution, now: dt.datetime, lease_s: float, slack_s: float) -> Execution:
+    """A due timer, or a lease that ran out, is handed to a fresh step message (the sweeper's move,
+    and the worker's when it yields): no attempt holds the step; the message has ``lease_s``."""
+    return _next(e, now, status=Status.RUNNING, **_NO_CLAIM,
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), slack_s))
+
+
+def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.timedelta, *, lease_s: float,
+             slack_s: float, claim_expiry_at: dt.datetime | None = None, deadline: dt.datetime | None = None,
+             finalized: bool = False, finalize_grace_s: float = 0.0) -> Execution:
+    """The current step succeeded: move to the next one, or COMPLETED after the last.
+
+    With ``claim_expiry_at`` the same write claims the next step for this invocation (attempt 1),
+    so a chain needs no second write; without it the next step waits for its message (``lease_s``).
+    """
     step = e.current_step + 1
-    base = {"current_step": step, "context_blob": context_blob, "total_attempts": e.total_attempts + 1}
     if step >= step_count:
-        return _next(e, now, status=Status.COMPLETED, next_wake_at=None, timer=None,
-                     expires_at=now + retention, finalize_by=now + dt.timedelta(seconds=finalize_grace_s), **base)
-    return _next(e, now, status=Status.RUNNING, timer=Timer.LEASE,
-                 next_wake_at=now + dt.timedelta(seconds=lease_s), **base)
+        return _ended(e, now, Status.COMPLETED, None, retention, finalized, finalize_grace_s, current_step=step)
+    if claim_expiry_at is not None:
+        return _next(e, now, status=Status.RUNNING, current_step=step, attempt=1, attempt_started_at=now,
+                     attempt_deadline=deadline, total_attempts=e.total_attempts + 1,
+                     **_timer(e, Timer.LEASE, claim_expiry_at, slack_s))
+    return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, **_NO_CLAIM,
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), slack_s))
 
 
-def slept(e: Execution, now: dt.datetime, wake_at: dt.datetime) -> Execution:
+def slept(e: Execution, now: dt.datetime, wake_at: dt.datetime, step_count: int) -> Execution:
     """The current step is a sleep: pass it and wait, with nothing running, until ``wake_at``."""
-    return _next(e, now, status=Status.SLEEPING, current_step=e.current_step + 1, timer=Timer.SLEEP,
-                 next_wake_at=wake_at)
+    return _next(e, now, status=Status.SLEEPING, current_step=min(e.current_step + 1, step_count), attempt=0,
+                 **_NO_CLAIM, **_timer(e, Timer.SLEEP, wake_at, 0.0))
 
 
 def retry_scheduled(e: Execution, now: dt.datetime, retry_at: dt.datetime) -> Execution:
-    return _next(e, now, status=Status.RUNNING, timer=Timer.RETRY, next_wake_at=retry_at,
-                 total_attempts=e.total_attempts + 1)
+    """The attempt failed and another may start at ``retry_at``; the attempt count stays."""
+    return _next(e, now, status=Status.RUNNING, **_NO_CLAIM, **_timer(e, Timer.RETRY, retry_at, 0.0))
 
 
 def failed(e: Execution, now: dt.datetime, error: ErrorInfo, retention: dt.timedelta,
-           attempts_spent: int = 1, finalize_grace_s: float = 0.0) -> Execution:
-    return _next(e, now, status=Status.FAILED, error=error, next_wake_at=None, timer=None,
-                 expires_at=now + retention, total_attempts=e.total_attempts + attempts_spent,
-                 finalize_by=now + dt.timedelta(seconds=finalize_grace_s))
+           finalize_grace_s: float = 0.0) -> Execution:
+    return _ended(e, now, Status.FAILED, error, retention, False, finalize_grace_s)
+
+
+def _ended(e: Execution, now: dt.datetime, status: Status, error: ErrorInfo | None, retention: dt.timedelta,
+           finalized: bool, finalize_grace_s: float, **changes) -> Execution:
+    """Terminal: out of the due index. Housekeeping still owed (``finalize_by``) unless ``finalized``."""
+    return _next(e, now, status=status, error=error, next_wake_at=None, timer=None, index_at=None, **_NO_CLAIM,
+                 expires_at=now + retention, finalized=finalized,
+                 finalize_by=None if finalized else now + dt.timedelta(seconds=finalize_grace_s), **changes)

@@ -6,7 +6,8 @@ from typing import Any
 
 from . import codec
 from .clock import format_ts
-from .model import CorruptRecord, Execution, StepRecord
+from .engine import rebuild_context
+from .model import CorruptRecord, Execution, ExecutionState, StepRecord, StepStatus
 from .registry import Registry
 
 
@@ -14,9 +15,23 @@ def _ts(value) -> str | None:
     return None if value is None else format_ts(value)
 
 
-def execution_view(e: Execution, registry: Registry | None = None) -> dict[str, Any]:
+def _context(state: ExecutionState, registry: Registry | None) -> Any:
+    e = state.execution
+    if registry is not None and e.workflow in registry and registry.get(e.workflow).fingerprint == e.fingerprint:
+        return rebuild_context(state.input_blob, state.records, registry.get(e.workflow), e.current_step)
+    data = codec.decode(state.input_blob)  # an unknown definition: every settled result, in order
+    for r in state.records:
+        if isinstance(r, StepRecord) and r.step_index < e.current_step and r.status is StepStatus.SUCCEEDED \
+                and r.result_blob is not None:
+            data.update(codec.decode(r.result_blob))
+    return data
+
+
+def execution_view(state: ExecutionState, registry: Registry | None = None) -> dict[str, Any]:
+    """The execution with its context (rebuilt from the input and the history, as the worker does)."""
+    e = state.execution
     try:
-        context: Any = codec.to_plain(codec.decode(e.context_blob))
+        context: Any = codec.to_plain(_context(state, registry))
         context_error = None
     except Exception as exc:  # shown, flagged: a status read must never 500 on bad data
         context, context_error = None, f"stored context is unreadable: {exc}"
@@ -31,6 +46,8 @@ def execution_view(e: Execution, registry: Registry | None = None) -> dict[str, 
         "next_wake_at": _ts(e.next_wake_at),
         "timer": None if e.timer is None else e.timer.value,
         "total_attempts": e.total_attempts,
+        "attempt": e.attempt,
+        "attempt_started_at": _ts(e.attempt_started_at),
         "created_at": _ts(e.created_at),
         "updated_at": _ts(e.updated_at),
         "expires_at": _ts(e.expires_at),

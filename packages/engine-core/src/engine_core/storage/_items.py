@@ -7,7 +7,6 @@ attributes (PK, SK, GSI1PK, GSI1SK) are added by the DynamoDB adapter only.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from decimal import Decimal
 from typing import Any
 
@@ -16,6 +15,8 @@ from ..errors import CorruptStateError
 from ..model import CorruptRecord, ErrorInfo, Execution, StepRecord
 
 TTL_ATTR = "expires_at"
+INPUT_ATTR = "input"
+STEP_PREFIX = "STEP#"
 
 
 def step_sort_key(index: int, name: str) -> str:
@@ -41,7 +42,7 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "status": e.status.value,
         "current_step": e.current_step,
         "version": e.version,
-        "context": e.context_blob,
+        "attempt": e.attempt,
         "fingerprint": e.fingerprint,
         "input_digest": e.input_digest,
         "created_at": format_ts(e.created_at),
@@ -52,6 +53,9 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
     optional = {
         "next_wake_at": None if e.next_wake_at is None else format_ts(e.next_wake_at),
         "timer": None if e.timer is None else e.timer.value,
+        "index_at": None if e.index_at is None else format_ts(e.index_at),
+        "attempt_started_at": None if e.attempt_started_at is None else format_ts(e.attempt_started_at),
+        "attempt_deadline": None if e.attempt_deadline is None else format_ts(e.attempt_deadline),
         "error": _error_text(e.error),
         "idempotency_token": e.idempotency_token,
         TTL_ATTR: None if e.expires_at is None else _epoch(e.expires_at),
@@ -69,13 +73,16 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             status=attrs["status"],
             current_step=_int(attrs["current_step"]),
             version=_int(attrs["version"]),
-            context_blob=_str(attrs["context"]),
+            attempt=_int(attrs.get("attempt", 0)),
             fingerprint=attrs["fingerprint"],
             input_digest=attrs["input_digest"],
             created_at=parse_ts(attrs["created_at"]),
             updated_at=parse_ts(attrs["updated_at"]),
             next_wake_at=parse_ts(attrs["next_wake_at"]) if "next_wake_at" in attrs else None,
             timer=attrs.get("timer"),
+            index_at=_ts(attrs, "index_at"),
+            attempt_started_at=_ts(attrs, "attempt_started_at"),
+            attempt_deadline=_ts(attrs, "attempt_deadline"),
             total_attempts=_int(attrs.get("total_attempts", 0)),
             error=ErrorInfo.model_validate_json(attrs["error"]) if "error" in attrs else None,
             idempotency_token=attrs.get("idempotency_token"),
@@ -119,6 +126,10 @@ def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | Corrup
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
 
 
+def _ts(attrs: dict[str, Any], name: str) -> dt.datetime | None:
+    return parse_ts(attrs[name]) if name in attrs else None
+
+
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, Decimal)) or int(value) != value:
         raise TypeError(f"expected an integer, got {value!r}")
@@ -130,6 +141,3 @@ def _str(value: Any) -> str:
         raise TypeError(f"expected a string, got {type(value).__name__}")
     return value
 
-
-def error_json(error: ErrorInfo) -> str:
-    return json.dumps(error.model_dump(), separators=(",", ":"))

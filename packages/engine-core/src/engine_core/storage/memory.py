@@ -12,25 +12,11 @@ import datetime as dt
 from typing import Any
 
 from ..clock import format_ts, parse_ts
-from ..errors import (
-    ExecutionExistsError,
-    ExecutionNotFoundError,
-    StepBusyError,
-    StepSettledError,
-    TransitionConflictError,
-)
-from ..model import CorruptRecord, ErrorInfo, Execution, StepRecord, StepStatus
-from ..ports import DuePage, DueRef, StepUpdate, Transition
+from ..errors import ExecutionExistsError, ExecutionNotFoundError, StepSupersededError, TransitionConflictError
+from ..model import CorruptRecord, ErrorInfo, Execution, ExecutionState, StepRecord, StepStatus
+from ..ports import DuePage, DueRef, Transition
 from ..sharding import shard_of
-from ._items import (
-    TTL_ATTR,
-    _epoch,
-    execution_from_attrs,
-    execution_to_attrs,
-    step_from_attrs,
-    step_sort_key,
-    step_to_attrs,
-)
+from ._items import TTL_ATTR, _epoch, execution_from_attrs, execution_to_attrs, step_from_attrs, step_sort_key, step_to_attrs
 
 _TERMINAL = ("COMPLETED", "FAILED")
 
@@ -39,6 +25,7 @@ class MemoryStore:
     def __init__(self, shards: int = 1):
         self.shards = shards
         self.metas: dict[str, dict[str, Any]] = {}
+        self.inputs: dict[str, str] = {}
         self.steps: dict[str, dict[str, dict[str, Any]]] = {}
         self.calls: dict[str, int] = {}
 
@@ -46,17 +33,29 @@ class MemoryStore:
         self.calls[op] = self.calls.get(op, 0) + 1
 
     # -- executions ---------------------------------------------------------------------------
-    def create(self, execution: Execution) -> None:
+    def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
         self._count("create")
-        existing = self.metas.get(execution.execution_id)
+        eid = execution.execution_id
+        existing = self.metas.get(eid)
+        if existing is not None and (replace_version is None or existing.get("version") != replace_version):
+            raise ExecutionExistsError(execution_from_attrs(eid, copy.deepcopy(existing)))
         if existing is not None:
-            raise ExecutionExistsError(execution_from_attrs(execution.execution_id, copy.deepcopy(existing)))
-        self.metas[execution.execution_id] = execution_to_attrs(execution)
+            self.steps.pop(eid, None)  # the expired run's history goes before the new run starts
+        self.metas[eid] = execution_to_attrs(execution)
+        self.inputs[eid] = input_blob
 
     def load(self, execution_id: str) -> Execution | None:
         self._count("load")
         attrs = self.metas.get(execution_id)
         return None if attrs is None else execution_from_attrs(execution_id, copy.deepcopy(attrs))
+
+    def load_state(self, execution_id: str) -> ExecutionState | None:
+        self._count("load_state")
+        attrs = self.metas.get(execution_id)
+        if attrs is None:
+            return None
+        execution = execution_from_attrs(execution_id, copy.deepcopy(attrs))
+        return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id))
 
     def commit(self, transition: Transition) -> None:
         self._count("commit")
@@ -70,68 +69,36 @@ class MemoryStore:
                 execution_from_attrs(new.execution_id, copy.deepcopy(current)),
             )
         self.metas[new.execution_id] = execution_to_attrs(new)
-        if transition.step is not None:
-            self._settle_step(new.execution_id, transition.step)
 
-    def _settle_step(self, execution_id: str, update: StepUpdate) -> None:
-        key = step_sort_key(update.step_index, update.name)
-        items = self.steps.setdefault(execution_id, {})
-        item = items.get(key, {})
-        settled = step_to_attrs(
-            StepRecord(
-                step_index=update.step_index, name=update.name, status=update.status,
-                attempts=int(item.get("attempts", 0)) + (1 if update.started_at else 0),
-                finished_at=update.finished_at, result_blob=update.result_blob, error=update.error,
-                is_final=update.is_final,
-            )
-        )
-        merged = {k: v for k, v in item.items() if k not in ("result",)}
-        merged.update(settled)
-        if update.started_at is not None:
-            merged["started_at"] = format_ts(update.started_at)
-        items[key] = merged
-
-    def record_intent(
-        self, execution_id: str, step_index: int, name: str, started_at: dt.datetime, stale_before: dt.datetime
-    ) -> StepRecord:
-        self._count("record_intent")
-        key = step_sort_key(step_index, name)
+    def put_step(self, execution_id: str, record: StepRecord) -> None:
+        self._count("put_step")
+        if execution_id not in self.metas:
+            raise ExecutionNotFoundError(execution_id)
+        key = step_sort_key(record.step_index, record.name)
         items = self.steps.setdefault(execution_id, {})
         old = items.get(key)
-        if old is not None:
-            status = old.get("status")
-            retry_allowed = status == "FAILED" and not old.get("is_final", False)
-            stale_running = status == "RUNNING" and old.get("started_at", "") < format_ts(stale_before)
-            if not (retry_allowed or stale_running):
-                record = step_from_attrs(key, copy.deepcopy(old))
-                record = record if isinstance(record, StepRecord) else None
-                if status == "RUNNING":
-                    raise StepBusyError(execution_id, step_index, record)
-                raise StepSettledError(execution_id, step_index, record)
-        item = dict(old or {})
-        item.update(step_index=step_index, name=name, status="RUNNING", started_at=format_ts(started_at),
-                    attempts=int(item.get("attempts", 0)) + 1)
-        item.pop("finished_at", None)
-        items[key] = item
-        record = step_from_attrs(key, copy.deepcopy(item))
-        assert isinstance(record, StepRecord)
-        return record
+        if old is not None and isinstance(old.get("attempts"), int) and old["attempts"] > record.attempts:
+            raise StepSupersededError(execution_id, record.step_index, record.attempts, old["attempts"])
+        items[key] = step_to_attrs(record)
 
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
         self._count("fail_unreadable")
         attrs = self.metas.get(execution_id)
         if attrs is None or attrs.get("status") in _TERMINAL:
             return False
-        for gone in ("next_wake_at", "timer"):
+        for gone in ("next_wake_at", "timer", "index_at", "finalize_by"):
             attrs.pop(gone, None)
-        attrs.update(status="FAILED", error=error.model_dump_json(), updated_at=format_ts(now),
+        attrs.update(status="FAILED", error=error.model_dump_json(), updated_at=format_ts(now), finalized=True,
                      **{TTL_ATTR: _epoch(expires_at)})
         return True
 
-    def finalize(self, execution_id: str, version: int, expires_at: dt.datetime) -> None:
-        self._count("finalize")
+    def stamp_history(self, execution_id: str, expires_at: dt.datetime) -> None:
+        self._count("stamp_history")
         for item in self.steps.get(execution_id, {}).values():
             item[TTL_ATTR] = _epoch(expires_at)
+
+    def finalize(self, execution_id: str, version: int) -> None:
+        self._count("finalize")
         attrs = self.metas.get(execution_id)
         if attrs is not None and attrs.get("version") == version:
             attrs["finalized"] = True
@@ -140,23 +107,23 @@ class MemoryStore:
     # -- reads --------------------------------------------------------------------------------
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
         self._count("query_due")
-        return self._query_index("next_wake_at", shard, now, limit, cursor)
+        return self._query_index(_due_key, shard, now, limit, cursor)
 
     def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
         """Terminal executions in ``shard`` whose housekeeping is overdue (GSI1PK = FIN#<shard>)."""
         self._count("query_unfinalized")
-        return self._query_index("finalize_by", shard, now, limit, cursor)
+        return self._query_index(lambda attrs: attrs.get("finalize_by"), shard, now, limit, cursor)
 
-    def _query_index(self, attr: str, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
-        """One partition of the sparse index: items carrying ``attr`` at or before ``now``, oldest first."""
+    def _query_index(self, key_of, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
+        """One partition of the sparse index: items whose key is at or before ``now``, oldest first."""
         bound = format_ts(now)
         due = sorted(
-            (attrs[attr], eid)
+            (key, eid)
             for eid, attrs in self.metas.items()
-            if isinstance(attrs.get(attr), str)
-            and attrs[attr] <= bound
+            if isinstance(key := key_of(attrs), str)
+            and key <= bound
             and shard_of(eid, self.shards) == shard
-            and (cursor is None or (attrs[attr], eid) > cursor)
+            and (cursor is None or (key, eid) > cursor)
         )
         page = due[:limit]
         return DuePage(
@@ -167,16 +134,20 @@ class MemoryStore:
 
     def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         self._count("history")
+        return self._records(execution_id)
+
+    def _records(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         items = self.steps.get(execution_id, {})
         return [step_from_attrs(key, copy.deepcopy(items[key])) for key in sorted(items)]
 
     # -- test helpers ---------------------------------------------------------------------------
-    def step_items(self, execution_id: str) -> dict[str, dict[str, Any]]:
-        return copy.deepcopy(self.steps.get(execution_id, {}))
-
     def due_ids(self) -> set[str]:
-        """Executions the due index holds (the GSI is sparse: only items with next_wake_at)."""
-        return {eid for eid, attrs in self.metas.items() if "next_wake_at" in attrs}
+        """Executions the due index holds (the GSI is sparse: only live items carry a key)."""
+        return {eid for eid, attrs in self.metas.items() if isinstance(_due_key(attrs), str)}
+
+
+def _due_key(attrs: dict[str, Any]) -> str | None:
+    return attrs.get("index_at") or attrs.get("next_wake_at")
 
 
 __all__ = ["MemoryStore", "StepStatus"]
