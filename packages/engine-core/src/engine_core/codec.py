@@ -57,6 +57,21 @@ def decode(text: str) -> Any:
         raise ValueError(f"malformed tagged value: {type(exc).__name__}: {exc}") from None
 
 
+def canonical(value: Any, path: str = "input") -> str:
+    """One text per value, whatever order its dicts were built in: for comparing values, never stored.
+
+    Equal values in the codec's sense (same types all the way down) give the same text; values that
+    :func:`encode` keeps apart (a tuple and a list; 1, 1.0 and True; 0.0 and -0.0; {1: x} and {"1": x})
+    give different texts. Plain dicts are written with sorted keys; a dict with non-string keys and a
+    set are written as their pairs or items sorted by their own canonical text. Raises
+    NonSerializableResultError, naming the path, for anything :func:`encode` refuses.
+    """
+    try:
+        return _canonical_text(_canon(_enc(value, path, 0)))
+    except RecursionError:
+        raise NonSerializableResultError(path, f"nesting too deep to store (the limit is {_MAX_DEPTH} levels)") from None
+
+
 def roundtrip(value: Any, path: str = "result") -> tuple[str, Any]:
     """Encode and decode: the text to store and the value to hand on, identical in both paths."""
     text = encode(value, path)
@@ -170,6 +185,26 @@ def _big_int(value: int, path: str) -> int:
             f"integer of about {int(value.bit_length() * 0.30103)} digits is past Python's int-to-str limit of "
             f"{limit} digits (sys.get_int_max_str_digits()); store it as a string or bytes")) from None
     return value
+
+
+def _canonical_text(node: Any) -> str:
+    return json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _canon(node: Any) -> Any:
+    """An encoded tree with every order that does not matter fixed: tagged dict pairs and set items sorted."""
+    if type(node) is list:
+        return [_canon(v) for v in node]
+    if type(node) is not dict:
+        return node
+    if TAG not in node:
+        return {k: _canon(v) for k, v in node.items()}  # json.dumps(sort_keys=True) orders the keys
+    tag, v = node[TAG], node["v"]
+    if tag == "dict":
+        return _tag(tag, sorted(([_canon(k), _canon(x)] for k, x in v), key=_canonical_text))
+    if tag in ("set", "frozenset"):
+        return _tag(tag, sorted((_canon(x) for x in v), key=_canonical_text))
+    return _tag(tag, _canon(v))
 
 
 def _datetime_payload(value: dt.datetime, path: str) -> dict:

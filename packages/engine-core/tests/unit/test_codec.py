@@ -263,3 +263,112 @@ def _types(value):
     if isinstance(value, dt.datetime):
         return ("datetime", type(value.tzinfo).__name__, value.utcoffset())
     return type(value).__name__
+
+
+# -- canonical text: the same value gives the same text, whatever order its dicts were built in ------------------
+
+
+def _reordered(value):
+    """The same value with every dict's insertion order reversed, all the way down."""
+    if type(value) is dict:
+        return {k: _reordered(v) for k, v in reversed(list(value.items()))}
+    if type(value) is list:
+        return [_reordered(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_reordered(v) for v in value)
+    return value
+
+
+SAME_VALUES = {
+    "flat": ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+    "nested": ({"x": {"a": 1, "b": [{"c": 1, "d": 2}]}, "y": 0}, {"y": 0, "x": {"b": [{"d": 2, "c": 1}], "a": 1}}),
+    "int_keys": ({1: "a", 2: "b"}, {2: "b", 1: "a"}),
+    "mixed_keys": ({1: "a", "1": "b", None: "c", (1, 2): "d"}, {(1, 2): "d", None: "c", "1": "b", 1: "a"}),
+    "tag_key": ({"$loom": "x", "a": 1}, {"a": 1, "$loom": "x"}),
+    "dict_in_tagged_dict": ({1: {"a": 1, "b": 2}}, {1: {"b": 2, "a": 1}}),
+    "dict_in_tuple": (({"a": 1, "b": 2},), ({"b": 2, "a": 1},)),
+    "sets": ({"s": {3, 1, 2}, "f": frozenset({"b", "a"})}, {"f": frozenset({"a", "b"}), "s": {2, 3, 1}}),
+    "set_of_tuples": ({(2, "b"), (1, "a")}, {(1, "a"), (2, "b")}),
+    "datetimes": ({"at": dt.datetime(2026, 1, 1, tzinfo=ZoneInfo("Europe/Paris")), "d": dt.date(2026, 1, 2)},
+                  {"d": dt.date(2026, 1, 2), "at": dt.datetime(2026, 1, 1, tzinfo=ZoneInfo("Europe/Paris"))}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAME_VALUES))
+def test_canonical_does_not_depend_on_dict_key_order(name):
+    first, second = SAME_VALUES[name]
+    assert first == second
+    assert codec.canonical(first) == codec.canonical(second)
+    assert codec.canonical(first) == codec.canonical(_reordered(first))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_canonical_is_stable_across_a_roundtrip_and_reordering(name):
+    value = CASES[name]
+    text = codec.canonical(value)
+    json.loads(text)
+    assert codec.canonical(codec.roundtrip(value)[1]) == text
+    assert codec.canonical(_reordered(value)) == text
+
+
+DIFFERENT_VALUES = [
+    ("tuple vs list", (1, 2), [1, 2]),
+    ("int vs float", {"n": 1}, {"n": 1.0}),
+    ("int vs bool", {"n": 1}, {"n": True}),
+    ("float vs bool", {"n": 1.0}, {"n": True}),
+    ("int vs str", {"n": 1}, {"n": "1"}),
+    ("int key vs str key", {1: "a"}, {"1": "a"}),
+    ("int key vs float key", {1: "a"}, {1.0: "a"}),
+    ("zero vs negative zero", {"z": 0.0}, {"z": -0.0}),
+    ("set vs frozenset", {1, 2}, frozenset({1, 2})),
+    ("set vs list", {"s": {1, 2}}, {"s": [1, 2]}),
+    ("decimal precision", Decimal("1.0"), Decimal("1.00")),
+    ("bytes vs bytearray", b"a", bytearray(b"a")),
+    ("list order", [1, 2], [2, 1]),
+    ("tuple order", (1, 2), (2, 1)),
+    ("none vs missing", {"a": None}, {}),
+    ("nested value", {"a": {"b": 1}}, {"a": {"b": 2}}),
+    ("key vs value", {"a": "b"}, {"b": "a"}),
+    ("tagged dict pairs", {1: "a", 2: "b"}, {1: "b", 2: "a"}),
+    ("user dict shaped like a tag", {"$loom": "tuple", "v": [1]}, (1,)),
+    ("timezones", dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
+     dt.datetime(2026, 1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), [r[1:] for r in DIFFERENT_VALUES], ids=[r[0] for r in DIFFERENT_VALUES])
+def test_canonical_tells_different_values_apart(first, second):
+    assert codec.canonical(first) != codec.canonical(second)
+
+
+def test_canonical_of_randomly_ordered_dicts_is_one_text():
+    import random
+
+    rng = random.Random(7)
+    keys = ["a", "b", "c", "d", 1, 2, (3, 4), None, "é", "\U0001f600"]
+
+    def build(depth):
+        if depth == 0:
+            return rng.choice([0, 1.5, "x", None, True, (1, "y"), Decimal("2.50")])
+        items = [(k, build(depth - 1)) for k in rng.sample(keys, rng.randint(1, 5))]
+        return dict(items) if rng.random() < 0.8 else [v for _, v in items]
+
+    def shuffled(value):
+        if type(value) is dict:
+            items = list(value.items())
+            rng.shuffle(items)
+            return {k: shuffled(v) for k, v in items}
+        if type(value) is list:
+            return [shuffled(v) for v in value]
+        return value
+
+    for _ in range(200):
+        value = build(3)
+        assert codec.canonical(shuffled(value)) == codec.canonical(value)
+
+
+@pytest.mark.parametrize("value", [{"a": object()}, {"s": "\ud800"}, {"n": 10**5000}, _nest("list", 80)],
+                         ids=["object", "surrogate", "huge_int", "too_deep"])
+def test_canonical_refuses_what_encode_refuses(value):
+    with pytest.raises(NonSerializableResultError):
+        codec.canonical(value)
