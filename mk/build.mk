@@ -1,16 +1,39 @@
 # Lambda artifacts. Wheels for the local packages -> locked requirements -> one zip per function.
 #
-#   make build-wheels   engine-core + workflows-examples wheels into dist/wheels (byte-reproducible)
-#   make lock-lambdas   re-pin packages/{worker,sweeper,control-plane}/requirements.txt with hashes
+#   make build-wheels   engine-core + workflows-examples wheels into dist/wheels (byte-reproducible),
+#                       plus any earlier version a Lambda still pins (kept, or rebuilt from git history)
+#   make lock-lambdas   re-pin packages/<fn>/requirements.txt with hashes (LAMBDAS=sweeper: only that one)
 #   make build          dist/lambda/<fn>.zip for Lambda python3.12 x86_64 (what Terraform deploys)
-#   make build-local    dist/local/<fn>.zip for this machine's Python (the local stack)
+#   make build-local    dist/local/<fn>.zip for this machine's Python (the local stack: make up, make demo)
+#   make bump-engine-core VERSION=0.2.0 [LAMBDAS=sweeper]
+#                       release engine-core: moves its version, __version__ and the chosen Lambdas'
+#                       pins together, then re-locks those Lambdas (the others keep their pins)
 #
-# The locks pin the local wheels by sha256, so a change to engine-core or workflows-examples
-# without a version bump stops `make build` with a message saying to bump and re-lock.
+# Each Lambda builds from its own lock, so Lambdas may pin different engine-core versions. The locks
+# pin the local wheels by sha256, so a change to engine-core or workflows-examples without a version
+# bump stops `make build` with a message saying to bump (or, while developing, `make lock-lambdas`).
+#
+# Your own workflows, from outside this repository (nothing here to edit):
+#
+#   make build build-local EXTRA_WHEELS=/path/acme_flows-1.0-py3-none-any.whl   # files or directories
+#   make build EXTRA_REQUIREMENTS=/path/requirements.txt     # hash-locked (pip-compile --generate-hashes)
+#   make up EXTRA_WHEELS=/path/wheels/                       # the local stack runs the dist/local zips
+#
+# EXTRA_WHEELS (space-separated) go into every zip; their sha256 are recorded in EXTRA_LOCK (default
+# dist/extra-workflows.lock; point it at a file in your own repository to keep the record) and
+# checked on every later build: a wheel with the same name and version but other bytes is refused
+# (`make lock-extras EXTRA_WHEELS=...` re-records on purpose). Everything in a zip is installed with
+# pip --require-hashes, so the zips stay hash-locked and byte-reproducible. Make also reads these
+# from the environment (`export EXTRA_WHEELS=...`); a build without them holds Loom's packages only.
 
 LAMBDAS := worker sweeper control-plane
 WHEEL_DIR := dist/wheels
 BUILD_LAMBDA := $(PY) tools/build_lambda.py
+EXTRA_WHEELS ?=
+EXTRA_REQUIREMENTS ?=
+EXTRA_LOCK ?= dist/extra-workflows.lock
+EXTRA_ARGS = $(foreach w,$(EXTRA_WHEELS),--extra-wheels $(w)) \
+	$(if $(strip $(EXTRA_REQUIREMENTS)),--extra-requirements $(EXTRA_REQUIREMENTS)) --extra-lock $(EXTRA_LOCK)
 # pip-tools writes this into each requirements.txt header as the command that made it.
 LOCK_ENV := CUSTOM_COMPILE_COMMAND="make lock-lambdas"
 # --rebuild and --upgrade-package: pip-tools would otherwise keep the hash it cached for the same
@@ -18,25 +41,33 @@ LOCK_ENV := CUSTOM_COMPILE_COMMAND="make lock-lambdas"
 PIP_COMPILE_FLAGS := --quiet --generate-hashes --strip-extras --no-emit-index-url --no-emit-find-links \
 	--find-links $(WHEEL_DIR) --rebuild --upgrade-package loom-engine-core --upgrade-package loom-workflows-examples
 
-.PHONY: build-wheels lock-lambdas build build-local test-build
+.PHONY: build-wheels lock-lambdas lock-extras bump-engine-core build build-local test-build
 
-build-wheels: venv ## Build the engine-core and workflows-examples wheels into dist/wheels
+build-wheels: venv ## Build the engine-core and workflows-examples wheels (and the versions still pinned) into dist/wheels
 	$(BUILD_LAMBDA) wheels --out $(WHEEL_DIR)
 
-lock-lambdas: build-wheels ## Re-pin each Lambda's requirements.txt (pip-tools, hashes, local wheels)
+lock-lambdas: build-wheels ## Re-pin each Lambda's requirements.txt (LAMBDAS=sweeper for one; pip-tools, hashes)
 	$(foreach f,$(LAMBDAS),$(LOCK_ENV) $(VENV)/bin/pip-compile $(PIP_COMPILE_FLAGS) \
 		--output-file packages/$(f)/requirements.txt packages/$(f)/requirements.in &&) true
 
 lock: lock-lambdas
 
-build: build-wheels ## Build dist/lambda/{worker,sweeper,control-plane}.zip for Lambda python3.12
-	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(LAMBDAS)
-	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime lambda --wheels $(WHEEL_DIR) --out dist/lambda/$(f).zip &&) true
+lock-extras: venv ## Re-record the sha256 of EXTRA_WHEELS in EXTRA_LOCK (after replacing a wheel on purpose)
+	$(BUILD_LAMBDA) lock-extras $(EXTRA_ARGS)
+
+bump-engine-core: venv ## Release engine-core: VERSION=x.y.z [LAMBDAS=sweeper] moves every pin, re-locks
+	@test -n "$(VERSION)" || { echo "usage: make bump-engine-core VERSION=0.2.0 [LAMBDAS=\"worker sweeper\"]"; exit 2; }
+	$(BUILD_LAMBDA) set-version engine-core $(VERSION) --lambdas $(LAMBDAS)
+	$(MAKE) --no-print-directory lock-lambdas LAMBDAS="$(LAMBDAS)"
+
+build: build-wheels ## Build dist/lambda/{worker,sweeper,control-plane}.zip for Lambda python3.12 (EXTRA_WHEELS=...)
+	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(LAMBDAS)
+	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime lambda --wheels $(WHEEL_DIR) $(EXTRA_ARGS) --out dist/lambda/$(f).zip &&) true
 	cd dist/lambda && sha256sum $(addsuffix .zip,$(LAMBDAS)) > SHA256SUMS
 
-build-local: build-wheels ## Build dist/local/<fn>.zip for this machine's Python (same pins)
-	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(LAMBDAS)
-	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime local --wheels $(WHEEL_DIR) --out dist/local/$(f).zip &&) true
+build-local: build-wheels ## Build dist/local/<fn>.zip for this machine's Python (same pins; EXTRA_WHEELS=...)
+	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(LAMBDAS)
+	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime local --wheels $(WHEEL_DIR) $(EXTRA_ARGS) --out dist/local/$(f).zip &&) true
 
 test-build: venv ## Build tests: reproducible wheels and zips, locks match wheels, zips import in a clean venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/packaging

@@ -13,6 +13,8 @@ import base64
 import datetime as dt
 import json
 import math
+import re
+import sys
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -22,17 +24,52 @@ from .errors import NonSerializableResultError
 
 TAG = "$loom"
 _MAX_DEPTH = 64
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SMALL_INT_BITS = 2000
+"""Ints up to this many bits have at most 603 digits, under any int-to-str limit Python allows (>= 640)."""
 
 
 def encode(value: Any, path: str = "result") -> str:
-    """Encode ``value`` as compact standard JSON; raise NonSerializableResultError naming the path."""
-    tree = _enc(value, path, 0)
-    return json.dumps(tree, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """Encode ``value`` as compact standard JSON; raise NonSerializableResultError naming the path.
+
+    Everything that cannot be stored fails here, as NonSerializableResultError: no UnicodeEncodeError,
+    ValueError or RecursionError escapes, so the text returned is always valid UTF-8 JSON that
+    :func:`decode` reads back.
+    """
+    try:
+        tree = _enc(value, path, 0)
+        return json.dumps(tree, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise NonSerializableResultError(path, f"nesting too deep to store (the limit is {_MAX_DEPTH} levels)") from None
 
 
 def decode(text: str) -> Any:
     """Inverse of :func:`encode`. Raises ValueError on anything it did not write."""
-    return _dec(json.loads(text))
+    try:
+        tree = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"stored value is nested deeper than {_MAX_DEPTH} levels; Loom never writes that") from None
+    try:
+        return _dec(tree, 0)
+    except RecursionError:
+        raise ValueError(f"stored value is nested deeper than {_MAX_DEPTH} levels; Loom never writes that") from None
+    except (TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise ValueError(f"malformed tagged value: {type(exc).__name__}: {exc}") from None
+
+
+def canonical(value: Any, path: str = "input") -> str:
+    """One text per value, whatever order its dicts were built in: for comparing values, never stored.
+
+    Equal values in the codec's sense (same types all the way down) give the same text; values that
+    :func:`encode` keeps apart (a tuple and a list; 1, 1.0 and True; 0.0 and -0.0; {1: x} and {"1": x})
+    give different texts. Plain dicts are written with sorted keys; a dict with non-string keys and a
+    set are written as their pairs or items sorted by their own canonical text. Raises
+    NonSerializableResultError, naming the path, for anything :func:`encode` refuses.
+    """
+    try:
+        return _canonical_text(_canon(_enc(value, path, 0)))
+    except RecursionError:
+        raise NonSerializableResultError(path, f"nesting too deep to store (the limit is {_MAX_DEPTH} levels)") from None
 
 
 def roundtrip(value: Any, path: str = "result") -> tuple[str, Any]:
@@ -70,10 +107,12 @@ def _enc(value: Any, path: str, depth: int) -> Any:  # noqa: C901 - one branch p
     if depth > _MAX_DEPTH:
         raise NonSerializableResultError(path, f"nesting deeper than {_MAX_DEPTH} levels")
     t = type(value)
-    if value is None or t is bool or t is str:
+    if t is str:
+        return _text(value, path, "string")
+    if value is None or t is bool:
         return value
     if t is int:
-        return value
+        return value if value.bit_length() <= _SMALL_INT_BITS else _big_int(value, path)
     if t is float:
         if math.isfinite(value):
             return value
@@ -84,7 +123,7 @@ def _enc(value: Any, path: str, depth: int) -> Any:  # noqa: C901 - one branch p
         return _tag("tuple", [_enc(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)])
     if t is dict:
         if all(type(k) is str for k in value) and TAG not in value:
-            return {k: _enc(v, f"{path}[{k!r}]", depth + 1) for k, v in value.items()}
+            return {_text(k, f"{path}.keys()", "key"): _enc(v, f"{path}[{k!r}]", depth + 1) for k, v in value.items()}
         return _tag(
             "dict",
             [[_enc(k, f"{path}.keys()", depth + 1), _enc(v, f"{path}[{k!r}]", depth + 1)] for k, v in value.items()],
@@ -119,6 +158,55 @@ def _enc(value: Any, path: str, depth: int) -> Any:  # noqa: C901 - one branch p
     )
 
 
+def _text(value: str, path: str, what: str) -> str:
+    # Python strings may hold lone surrogates (from "\\ud800" JSON escapes, surrogateescape decoding, ...);
+    # UTF-8 cannot store them, and DynamoDB and the size check would fail later with another error.
+    if not value.isascii():
+        bad = _SURROGATE.search(value)
+        if bad is not None:
+            raise NonSerializableResultError(path, (
+                f"{what} {_clip(value)} holds a lone surrogate U+{ord(bad.group()):04X} at index {bad.start()}, "
+                "which is not valid Unicode text and cannot be stored as UTF-8; decode bytes with "
+                "errors='replace' or pass them as bytes"))
+    return value
+
+
+def _clip(value: str, limit: int = 40) -> str:
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + "..."
+
+
+def _big_int(value: int, path: str) -> int:
+    # json.dumps (and json.loads) refuse ints past sys.get_int_max_str_digits() with a ValueError.
+    try:
+        str(value)
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        raise NonSerializableResultError(path, (
+            f"integer of about {int(value.bit_length() * 0.30103)} digits is past Python's int-to-str limit of "
+            f"{limit} digits (sys.get_int_max_str_digits()); store it as a string or bytes")) from None
+    return value
+
+
+def _canonical_text(node: Any) -> str:
+    return json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _canon(node: Any) -> Any:
+    """An encoded tree with every order that does not matter fixed: tagged dict pairs and set items sorted."""
+    if type(node) is list:
+        return [_canon(v) for v in node]
+    if type(node) is not dict:
+        return node
+    if TAG not in node:
+        return {k: _canon(v) for k, v in node.items()}  # json.dumps(sort_keys=True) orders the keys
+    tag, v = node[TAG], node["v"]
+    if tag == "dict":
+        return _tag(tag, sorted(([_canon(k), _canon(x)] for k, x in v), key=_canonical_text))
+    if tag in ("set", "frozenset"):
+        return _tag(tag, sorted((_canon(x) for x in v), key=_canonical_text))
+    return _tag(tag, _canon(v))
+
+
 def _datetime_payload(value: dt.datetime, path: str) -> dict:
     payload: dict[str, Any] = {"iso": value.isoformat()}
     tz = value.tzinfo
@@ -129,7 +217,7 @@ def _datetime_payload(value: dt.datetime, path: str) -> dict:
             path, f"tzinfo {type(tz).__qualname__} cannot be restored; use zoneinfo.ZoneInfo or datetime.timezone"
         )
     elif isinstance(tz, dt.timezone) and tz is not dt.timezone.utc and tz.tzname(None) != _offset_name(tz):
-        payload["name"] = tz.tzname(None)
+        payload["name"] = _text(tz.tzname(None), path, "timezone name")
     if value.fold:
         payload["fold"] = 1
     return payload
@@ -139,22 +227,24 @@ def _offset_name(tz: dt.timezone) -> str:
     return dt.timezone(tz.utcoffset(None)).tzname(None)
 
 
-def _dec(node: Any) -> Any:
+def _dec(node: Any, depth: int) -> Any:  # noqa: C901 - one branch per tag, mirroring _enc
+    if depth > _MAX_DEPTH:
+        raise ValueError(f"stored value is nested deeper than {_MAX_DEPTH} levels; Loom never writes that")
     if isinstance(node, list):
-        return [_dec(v) for v in node]
+        return [_dec(v, depth + 1) for v in node]
     if not isinstance(node, dict):
         return node
     if TAG not in node:
-        return {k: _dec(v) for k, v in node.items()}
+        return {k: _dec(v, depth + 1) for k, v in node.items()}
     tag, v = node[TAG], node.get("v")
     if tag == "tuple":
-        return tuple(_dec(x) for x in v)
+        return tuple(_dec(x, depth + 1) for x in _list(v))
     if tag == "dict":
-        return {_hashable(_dec(k)): _dec(x) for k, x in v}
+        return {_hashable(_dec(k, depth + 1)): _dec(x, depth + 1) for k, x in _list(v)}
     if tag == "set":
-        return {_hashable(_dec(x)) for x in v}
+        return {_hashable(_dec(x, depth + 1)) for x in _list(v)}
     if tag == "frozenset":
-        return frozenset(_hashable(_dec(x)) for x in v)
+        return frozenset(_hashable(_dec(x, depth + 1)) for x in _list(v))
     if tag == "float":
         return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[v]
     if tag == "datetime":
@@ -173,12 +263,18 @@ def _dec(node: Any) -> Any:
     if tag == "decimal":
         return Decimal(v)
     if tag == "bytes":
-        return base64.b64decode(v)
+        return base64.b64decode(v, validate=True)
     if tag == "bytearray":
-        return bytearray(base64.b64decode(v))
+        return bytearray(base64.b64decode(v, validate=True))
     if tag == "uuid":
         return uuid.UUID(v)
     raise ValueError(f"unknown value tag {tag!r}")
+
+
+def _list(v: Any) -> list:
+    if not isinstance(v, list):
+        raise ValueError(f"malformed tagged value: expected a list, got {type(v).__name__}")
+    return v
 
 
 def _hashable(value: Any) -> Any:

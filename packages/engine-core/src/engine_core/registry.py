@@ -20,8 +20,9 @@ from .kinds import SleepKind, StepKind, TaskKind
 from .model import RetryPolicy
 
 ENTRY_POINT_GROUP = "loom.workflows"
-WORKFLOW_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-_STEP_NAME_RE = re.compile(r"^[^#\s]{1,100}$")
+# Anchored with \A and \Z, and used with fullmatch: `$` also matches before a trailing "\n".
+WORKFLOW_NAME_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,128}\Z")
+_STEP_NAME_RE = re.compile(r"\A[^#\s]{1,100}\Z")
 # SQS DelaySeconds tops out at 900 s; the engine uses it for short waits and the sweeper for the rest.
 MAX_SLEEP_S = 366 * 24 * 3600.0
 
@@ -204,7 +205,7 @@ def workflow(
         cls.__loom_workflow__ = definition  # type: ignore[attr-defined]
         return cls
 
-    if not isinstance(name, str) or not WORKFLOW_NAME_RE.match(name):
+    if not isinstance(name, str) or not WORKFLOW_NAME_RE.fullmatch(name):
         raise RegistrationError(
             f"workflow name {name!r} is invalid: use 1-128 characters from A-Z a-z 0-9 _ . -"
         )
@@ -220,7 +221,7 @@ def build_workflow(
     source: str = "",
 ) -> WorkflowDef:
     where = f"workflow {name!r}" + (f" ({source})" if source else "")
-    if not isinstance(name, str) or not WORKFLOW_NAME_RE.match(name):
+    if not isinstance(name, str) or not WORKFLOW_NAME_RE.fullmatch(name):
         raise RegistrationError(f"workflow name {name!r} is invalid: use 1-128 characters from A-Z a-z 0-9 _ . -")
     if steps is None or isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable):
         raise RegistrationError(f"{where}: declare `steps = [...]`, an ordered list of step functions")
@@ -295,7 +296,7 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
 
 
 def _check_step_name(name: str, index: int, where: str) -> None:
-    if not isinstance(name, str) or not _STEP_NAME_RE.match(name):
+    if not isinstance(name, str) or not _STEP_NAME_RE.fullmatch(name):
         raise RegistrationError(
             f"{where}: step name {name!r} at position {index} is invalid: 1-100 characters, "
             "no '#' and no whitespace (names are part of storage keys)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from engine_core import Registry, RegistrationError, RetryPolicy, UnknownWorkflowError, sleep, step, workflow
@@ -42,6 +44,8 @@ def test_workflow_registers_steps_in_order_with_policies(registry):
     ([a, sleep(seconds=10)], "ends with a sleep"),
     ([sleep(seconds=0), a], "between 0 and 366 days"),
     ([step(a, timeout_s=901)], "timeout_s"),
+    ([step(a, name="step\n")], "no '#' and no whitespace"),
+    ([step(a, name="\nstep")], "no '#' and no whitespace"),
 ])
 def test_invalid_definitions_raise_at_registration(registry, steps, message):
     with pytest.raises(RegistrationError, match=message):
@@ -51,7 +55,7 @@ def test_invalid_definitions_raise_at_registration(registry, steps, message):
         build_workflow("bad", steps)
 
 
-@pytest.mark.parametrize("name", ["", "a b", "x#y", "x" * 129, "caf\u00e9", None])
+@pytest.mark.parametrize("name", ["", "a b", "x#y", "x" * 129, "caf\u00e9", None, "wf\n", "wf\r\n", "\nwf"])
 def test_invalid_workflow_names_are_refused(registry, name):
     with pytest.raises(RegistrationError, match="invalid"):
         workflow(name, registry=registry)
@@ -126,3 +130,12 @@ def test_retry_policy_validates_its_ranges():
         RetryPolicy(base=10, max_delay=5)
     with pytest.raises(ValueError):
         RetryPolicy(multiplier=0.5)
+
+
+def test_names_with_a_trailing_newline_are_refused_everywhere(registry):
+    # `$` matches before a final newline; the checks must match the whole name
+    with pytest.raises(RegistrationError, match="invalid"):
+        build_workflow("wf\n", [a])
+    with pytest.raises(RegistrationError, match=re.escape("step name 'step\\n'")):
+        build_workflow("wf", [step(a, name="step\n")])
+    assert "wf" not in registry and "wf\n" not in registry
