@@ -140,6 +140,8 @@ def aws_world(monkeypatch, **env_overrides: str) -> Iterator[AwsWorld]:
         env = {
             "LOOM_TABLE_NAME": TABLE, "LOOM_QUEUE_URL": queue_url, "LOOM_DLQ_URL": dlq_url,
             "LOOM_SHARDS": str(SHARDS), "LOOM_LEASE_S": "120",
+            # One step per delivery, so a test sees each transition; chaining has tests of its own.
+            "LOOM_MAX_CHAIN_STEPS": "1",
             "POWERTOOLS_SERVICE_NAME": "loom-test", "POWERTOOLS_METRICS_NAMESPACE": "LoomTest", "LOG_LEVEL": "INFO",
             **env_overrides,
         }

@@ -44,7 +44,7 @@ def test_an_armed_point_sigkills_the_process_that_reaches_it(make_function, faul
 
 def test_a_count_fires_exactly_that_many_times(make_function, faults):
     fn = make_function(handler="tiny_handlers.worker", fault_dir=faults.dir)
-    faults.arm("worker.after_intent", count=2)
+    faults.arm("worker.after_claim", count=2)
     statuses = [fn.invoke(_record({"id": "e"})).status for _ in range(4)]
     assert statuses == ["crashed", "crashed", "ok", "ok"]
     assert len(faults.fired()) == 2
@@ -70,7 +70,7 @@ def test_stop_pauses_the_process_until_sigcont(make_function, faults):
 
 def test_raise_turns_into_an_invocation_error(make_function, faults):
     fn = make_function(handler="tiny_handlers.worker", fault_dir=faults.dir)
-    faults.arm("worker.after_intent", action="raise", message="simulated outage")
+    faults.arm("worker.after_claim", action="raise", message="simulated outage")
     result = fn.invoke(_record({"id": "e"}))
     assert result.status == "function_error"
     assert result.error["errorType"] == "InjectedFault" and result.error["errorMessage"] == "simulated outage"
@@ -105,7 +105,7 @@ def test_step_enter_raise_fails_the_body_before_its_first_line(make_function, fa
 def test_no_control_directory_means_no_hook(make_function, tmp_path):
     # The same zip, run without a fault directory, as a deployed function would be: nothing can fire.
     faults = FaultControl(tmp_path / "elsewhere")
-    faults.arm("worker.after_intent")
+    faults.arm("worker.after_claim")
     fn = make_function(handler="tiny_handlers.worker", fault_dir=None)
     assert fn.invoke(_record({"id": "e"})).ok
     assert faults.pending() and not faults.fired()
@@ -115,11 +115,11 @@ def test_arming_mistakes_are_refused_with_the_reason(faults):
     with pytest.raises(FaultError, match="unknown crash point 'worker.after_lunch'"):
         faults.arm("worker.after_lunch")
     with pytest.raises(FaultError, match="unknown action"):
-        faults.arm("worker.after_intent", action="explode")
+        faults.arm("worker.after_claim", action="explode")
     with pytest.raises(FaultError, match="step.return cannot raise"):
         faults.arm("step.return", action="raise")
     with pytest.raises(FaultError, match="did not fire within"):
-        faults.wait_fired(faults.arm("worker.after_intent"), timeout_s=0.1)
+        faults.wait_fired(faults.arm("worker.after_claim"), timeout_s=0.1)
     assert faults.disarm_all() == 1
 
 

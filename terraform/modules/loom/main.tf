@@ -23,6 +23,8 @@ locals {
     LOOM_MAX_STEPS               = tostring(var.max_steps)
     LOOM_MAX_TOTAL_ATTEMPTS      = tostring(var.max_total_attempts)
     LOOM_SWEEP_MAX_ITEMS         = tostring(var.sweep_max_items)
+    LOOM_FUNCTION_TIMEOUT_S      = tostring(var.worker_timeout_s)
+    LOOM_MAX_CHAIN_STEPS         = tostring(var.max_chain_steps)
     POWERTOOLS_METRICS_NAMESPACE = var.metrics_namespace
     LOG_LEVEL                    = var.log_level
   })

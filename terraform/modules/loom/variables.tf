@@ -127,6 +127,17 @@ variable "max_total_attempts" {
   }
 }
 
+variable "max_chain_steps" {
+  description = "Most steps one worker delivery runs back to back before handing the execution on through the queue (LOOM_MAX_CHAIN_STEPS). 1 runs one step per delivery."
+  type        = number
+  default     = 100
+
+  validation {
+    condition     = var.max_chain_steps >= 1 && var.max_chain_steps <= 10000 && floor(var.max_chain_steps) == var.max_chain_steps
+    error_message = "max_chain_steps must be a whole number from 1 to 10000."
+  }
+}
+
 variable "sweep_max_items" {
   description = "Most executions one sweeper run claims across all shards (LOOM_SWEEP_MAX_ITEMS)."
   type        = number

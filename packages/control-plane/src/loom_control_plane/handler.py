@@ -56,7 +56,7 @@ def start_execution() -> Response:
 
 @app.get("/executions/<execution_id>")
 def get_execution(execution_id: str) -> Response:
-    return _json(200, views.execution_view(runtime.engine.get(execution_id), runtime.registry))
+    return _json(200, views.execution_view(runtime.engine.state(execution_id), runtime.registry))
 
 
 @app.get("/executions/<execution_id>/history")

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import boto3
+from botocore.config import Config
 
 from .clock import SystemClock
 from .engine import Engine
@@ -24,6 +25,14 @@ from .settings import EngineSettings, require_env
 from .sqs import SqsQueue
 from .storage.dynamodb import DynamoStore
 from .sweeper import Sweeper
+
+
+def client_config(settings: EngineSettings) -> Config:
+    """Every boto3 client explicitly: the standard retry mode (with its retry quota) and connect and
+    read timeouts well under the function's, so a hung connection fails a call, not the invocation."""
+    read_s = 10.0 if settings.function_timeout_s is None else max(2.0, min(10.0, settings.function_timeout_s / 6))
+    return Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=read_s,
+                  tcp_keepalive=True)
 
 
 @dataclass(frozen=True)
@@ -40,8 +49,11 @@ def from_environment(env: Mapping[str, str] | None = None, metrics: Metrics | No
     settings = EngineSettings.from_env(env)
     if load_workflows:
         registry.load_entry_points()
-    store = DynamoStore(boto3.client("dynamodb"), table=require_env("LOOM_TABLE_NAME", env), shards=settings.shards)
-    queue = SqsQueue(boto3.client("sqs"), require_env("LOOM_QUEUE_URL", env), env.get("LOOM_DLQ_URL") or None)
+    config = client_config(settings)
+    store = DynamoStore(boto3.client("dynamodb", config=config), table=require_env("LOOM_TABLE_NAME", env),
+                        shards=settings.shards)
+    queue = SqsQueue(boto3.client("sqs", config=config), require_env("LOOM_QUEUE_URL", env),
+                     env.get("LOOM_DLQ_URL") or None)
     clock = SystemClock()
     engine = Engine(store, queue, registry, clock, settings, metrics)
     return Runtime(engine, Sweeper(store, queue, clock, settings, registry, metrics), settings, registry)

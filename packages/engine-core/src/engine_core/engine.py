@@ -92,7 +92,7 @@ def check_fits(registry: Registry, settings: EngineSettings) -> None:
     problems = []
     for wf in registry.all():
         for s in wf.steps:
-            timeout = wf.timeout_for(s.index)
+            timeout = wf.timeout_for(s.index) or settings.default_step_timeout_s
             if s.kind.needs_invocation_time() and timeout is not None and timeout + margin > settings.function_timeout_s:
                 problems.append(f"workflow {wf.name!r} step {s.name!r} has a {timeout:g} s budget; with the "
                                 f"{margin:g} s margin it needs {timeout + margin:g} s")
@@ -134,13 +134,15 @@ class Engine:
         blob = codec.encode(input, "input")
         self._check_size("input", blob)
         digest = hashlib.sha256(f"{workflow}\n{codec.canonical(input)}".encode()).hexdigest()
+        # Executions started before the canonical digest stored the digest of the encoded text.
+        legacy_digest = hashlib.sha256(f"{workflow}\n{blob}".encode()).hexdigest()
         execution_id = str(uuid.uuid5(_TOKEN_NAMESPACE, token)) if token else str(uuid.uuid4())
         now = self.clock.now()
         wake = now + dt.timedelta(seconds=self.life.lease_s(workflow, 0))
         execution = Execution(
             execution_id=execution_id, workflow=workflow, status=Status.RUNNING, current_step=0, version=1,
             fingerprint=wf.fingerprint, input_digest=digest, created_at=now, updated_at=now, next_wake_at=wake,
-            index_at=transitions.index_key(None, wake, Timer.LEASE, self.settings.slack_s), timer=Timer.LEASE,
+            index_at=wake, timer=Timer.LEASE,
             idempotency_token=token,
         )
         try:
@@ -154,7 +156,7 @@ class Engine:
                 except ExecutionExistsError as again:
                     raise IdempotencyConflictError(token or "", old.execution_id,
                                                    "and was replaced concurrently") from again
-            elif old.input_digest != digest:
+            elif old.input_digest not in (digest, legacy_digest):
                 raise IdempotencyConflictError(token or "", old.execution_id, "with a different workflow or input") from None
             else:
                 return StartResult(old, created=False)
@@ -458,7 +460,8 @@ class StepRun:
             deadline = self._deadline()
             expiry = transitions.claim_expiry(now, self.life.timeout_s(self.wf, nxt), self.life.margin_s, deadline)
         ending = nxt >= len(self.wf.steps)
-        done_now = ending and self.life.history_outlives(self.records, now + self.life.retention)
+        # the record just written counts too: it was stamped when its body ended, maybe well before now
+        done_now = ending and self.life.history_outlives([*self.records, record], now + self.life.retention)
         new = transitions.advanced(e, now, len(self.wf.steps), self.life.retention,
                                    lease_s=self.life.lease_s(e.workflow, nxt), slack_s=self.settings.slack_s,
                                    claim_expiry_at=expiry, deadline=deadline, finalized=done_now,

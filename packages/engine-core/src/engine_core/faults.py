@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 POINTS = (
-    "worker.before_intent",
-    "worker.after_intent",
+    "worker.after_claim",
+    "worker.after_record",
     "worker.after_checkpoint",
     "worker.after_enqueue",
     "control.after_create",

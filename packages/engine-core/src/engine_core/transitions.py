@@ -20,10 +20,11 @@ def _next(e: Execution, now: dt.datetime, **changes) -> Execution:
 
 
 def index_key(previous: dt.datetime | None, wake: dt.datetime, timer: Timer, slack_s: float) -> dt.datetime:
-    """The due-index key for a new timer. Sleeps and retries are indexed at their exact time. A lease
-    keeps the previous key while that still lies within ``slack_s`` after the new lease, and is
-    otherwise pushed ``slack_s`` past it: a chain of short steps rewrites the key (an index write)
-    about once per slack period, and the sweeper never sees a lease before it runs out."""
+    """The due-index key for a new timer. Sleeps, retries and a message's lease are indexed at their
+    exact time (``slack_s`` = 0). A claimed attempt's lease keeps the previous key while that still
+    lies within ``slack_s`` after the new lease, and is otherwise pushed ``slack_s`` past it: a chain
+    of short steps rewrites the key (an index write) about once per slack period, and the sweeper
+    never sees a lease before it runs out (a dead chain is re-driven up to ``slack_s`` late)."""
     if timer is not Timer.LEASE:
         return wake
     if previous is not None and wake <= previous <= wake + dt.timedelta(seconds=slack_s):
@@ -57,7 +58,7 @@ def redriven(e: Execution, now: dt.datetime, lease_s: float, slack_s: float) -> 
     """A due timer, or a lease that ran out, is handed to a fresh step message (the sweeper's move,
     and the worker's when it yields): no attempt holds the step; the message has ``lease_s``."""
     return _next(e, now, status=Status.RUNNING, **_NO_CLAIM,
-                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), slack_s))
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 
 
 def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.timedelta, *, lease_s: float,
@@ -76,7 +77,7 @@ def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.time
                      attempt_deadline=deadline, total_attempts=e.total_attempts + 1,
                      **_timer(e, Timer.LEASE, claim_expiry_at, slack_s))
     return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, **_NO_CLAIM,
-                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), slack_s))
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 
 
 def slept(e: Execution, now: dt.datetime, wake_at: dt.datetime, step_count: int) -> Execution:

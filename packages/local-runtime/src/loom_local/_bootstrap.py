@@ -109,7 +109,7 @@ class FaultHook:
             if self._matches(arm, info) and self._claim(arm):
                 self._fire(arm, dict(info))
                 return
-        if name == "worker.after_intent":
+        if name == "worker.after_claim":
             # The step body is next. Watch for it only if a body arm could match this step.
             body = [a for a in self._arms(BODY_POINTS) if self._matches(a, info, ("execution_id", "step", "attempt"))]
             self._body_arms, self._return_frame, self._return_arm = body, None, None

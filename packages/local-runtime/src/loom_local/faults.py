@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 ENGINE_POINTS = (
-    "worker.before_intent",
-    "worker.after_intent",
+    "worker.after_claim",
+    "worker.after_record",
     "worker.after_checkpoint",
     "worker.after_enqueue",
     "control.after_create",

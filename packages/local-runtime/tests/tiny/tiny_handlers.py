@@ -33,7 +33,7 @@ def worker(event, context):
         action = body.get("action", "ok")
         _record("record", message_id=r["messageId"], body=body, receive_count=r["attributes"]["ApproximateReceiveCount"],
                 remaining_ms=context.get_remaining_time_in_millis(), keys=sorted(r), source=r["eventSourceARN"])
-        faults.point("worker.after_intent", execution_id=body.get("id"), step=body.get("step", 0), attempt=1)
+        faults.point("worker.after_claim", execution_id=body.get("id"), step=body.get("step", 0), attempt=1)
         if action == "step":
             ctx = StepContext(execution_id=body.get("id", "x"), workflow="tiny", step_index=body.get("step", 0),
                               step_name=body.get("name", "s"), attempt=1, data={})

@@ -1,10 +1,13 @@
-"""Worker Lambda: runs one workflow step per SQS record and reports failed records individually.
+"""Worker Lambda: runs workflow steps for each SQS record and reports failed records individually.
 
-The event source mapping must set ``FunctionResponseTypes = ["ReportBatchItemFailures"]``, or SQS
-ignores ``batchItemFailures`` and deletes the whole batch. A record fails (and is redelivered, then
-dead-lettered after ``maxReceiveCount``) only when its body is not a step message, when too little
-invocation time is left, or when the engine asks for redelivery by raising. Stale, duplicate and
-finished-execution messages come back from the engine as outcomes and are acknowledged.
+One record may run a chain of steps (the engine hands on through the queue when its share of the
+invocation, the chain limit or the time runs out). Each record of a batch gets an equal share of the
+invocation's time, so no record waits behind another's chain. The event source mapping must set
+``FunctionResponseTypes = ["ReportBatchItemFailures"]``, or SQS ignores ``batchItemFailures`` and
+deletes the whole batch. A record fails (and is redelivered, then dead-lettered after
+``maxReceiveCount``) only when its body is not a step message, when too little invocation time is
+left for its step (the other records still run), or when the engine asks for redelivery by raising.
+Stale, duplicate and finished-execution messages come back as outcomes and are acknowledged.
 """
 
 from __future__ import annotations
@@ -21,32 +24,28 @@ from pydantic import ValidationError
 
 from engine_core import InsufficientTimeError, MalformedMessageError, StepMessage
 from engine_core.bootstrap import from_environment
+from engine_core.engine import check_fits
 
 logger = Logger()
 metrics = Metrics()
 # Invocations that only acknowledge or reject emit no metric; that is normal, not worth a warning.
 warnings.filterwarnings("ignore", "No application metrics to publish")
 runtime = from_environment(metrics=metrics)
+check_fits(runtime.registry, runtime.settings)  # a workflow whose steps cannot fit the timeout stops here
 copy_config_to_registered_loggers(source_logger=logger, include={"engine_core"})
 # An all-failed batch is answered with batchItemFailures, not an invocation error: erroring would
 # add Lambda's error backoff to a batch that only needs a later, roomier invocation.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-class LeftForRedeliveryError(Exception):
-    """An earlier record of this batch found too little time left; this one is not started."""
-
-
 class _RecordHandler:
-    """Handles the records of one invocation; after one runs out of time, starts no others."""
+    """Handles the records of one invocation, each within its fair share of the time left."""
 
-    def __init__(self, remaining_ms: Callable[[], int]):
+    def __init__(self, remaining_ms: Callable[[], int], records: int):
         self.remaining_ms = remaining_ms
-        self.out_of_time: InsufficientTimeError | None = None
+        self.share_ms = remaining_ms() / max(1, records)
 
     def __call__(self, record: SQSRecord) -> str:
-        if self.out_of_time is not None:
-            raise LeftForRedeliveryError(f"not started: an earlier record found {self.out_of_time}")
         try:
             message = StepMessage.model_validate_json(record.body)
         except ValidationError as exc:
@@ -55,10 +54,9 @@ class _RecordHandler:
             raise MalformedMessageError(f"message {record.message_id} is not a step message") from None
         logger.append_keys(execution_id=message.execution_id, step_index=message.step)
         try:
-            outcome = runtime.engine.process(message, remaining_ms=self.remaining_ms)
+            outcome = runtime.engine.process(message, remaining_ms=self.remaining_ms, yield_after_ms=self.share_ms)
         except InsufficientTimeError as exc:
-            self.out_of_time = exc
-            logger.warning("too little time left; leaving this and later records for redelivery", extra={
+            logger.warning("too little time left for this record's step; left for redelivery", extra={
                 "remaining_ms": exc.remaining_ms, "needed_ms": exc.needed_ms})
             raise
         except Exception:
@@ -67,7 +65,7 @@ class _RecordHandler:
         finally:
             logger.remove_keys(["execution_id", "step_index"])
         logger.info("message handled", extra={"execution_id": message.execution_id, "outcome": outcome.kind,
-                                              "detail": outcome.detail})
+                                              "detail": outcome.detail, "steps_run": outcome.steps_run})
         return outcome.kind
 
 
@@ -75,5 +73,5 @@ class _RecordHandler:
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
     """Process an SQS batch; return ``{"batchItemFailures": [...]}`` naming the records to redeliver."""
-    on_record = _RecordHandler(context.get_remaining_time_in_millis)
+    on_record = _RecordHandler(context.get_remaining_time_in_millis, len(event.get("Records") or []))
     return process_partial_response(event=event, record_handler=on_record, processor=processor, context=context)
