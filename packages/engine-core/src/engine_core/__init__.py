@@ -6,7 +6,7 @@ import DynamoStore``.
 
 from .clock import Clock, ManualClock, SystemClock
 from .context import StepContext
-from .engine import Engine, InvalidInputError, Outcome, StartResult
+from .engine import Engine, InvalidInputError, Outcome, StartResult, check_fits
 from .errors import (
     CorruptStateError,
     EngineError,
@@ -40,5 +40,6 @@ __all__ = [
     "REGISTRY", "Registry", "RegistrationError", "ResultTooLargeError", "RetryPolicy", "StartResult",
     "StateStore", "Status", "StepContext", "StepMessage", "StepQueue", "StepRecord",
     "StepSupersededError", "StepStatus", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
-    "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "sleep", "step", "workflow",
+    "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "check_fits", "sleep", "step",
+    "workflow",
 ]

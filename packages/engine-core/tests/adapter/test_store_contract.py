@@ -3,40 +3,64 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 
 import pytest
 
 from engine_core import (
+    CorruptStateError,
     ErrorInfo,
     Execution,
     ExecutionExistsError,
     ExecutionNotFoundError,
+    ExecutionState,
     Status,
-    StepBusyError,
-    StepSettledError,
     StepStatus,
+    StepSupersededError,
     Timer,
     TransitionConflictError,
+    transitions,
 )
-from engine_core import transitions
 from engine_core.model import CorruptRecord, StepRecord
-from engine_core.ports import StepUpdate, Transition
+from engine_core.ports import Transition
 from engine_core.sharding import shard_of
 from engine_core.storage.memory import MemoryStore
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RETENTION = dt.timedelta(days=30)
+INPUT = '{"a":1}'
 
 
 def new_execution(n: int = 1, wake: dt.datetime | None = None, **changes) -> Execution:
     base = dict(
         execution_id=f"00000000-0000-4000-8000-{n:012d}", workflow="wf", status=Status.RUNNING, current_step=0,
-        version=1, context_blob='{"a":1}', fingerprint="f" * 32, input_digest="d" * 64, created_at=T0,
+        version=1, fingerprint="f" * 32, input_digest="d" * 64, created_at=T0,
         updated_at=T0, next_wake_at=wake or T0 + dt.timedelta(minutes=15), timer=Timer.LEASE,
     )
     base.update(changes)
     return Execution(**base)
+
+
+def record(index: int, name: str, attempts: int = 1, status: StepStatus = StepStatus.SUCCEEDED, **changes) -> StepRecord:
+    base = dict(step_index=index, name=name, status=status, attempts=attempts, started_at=T0, finished_at=T0,
+                result_blob='{"r":%d}' % index if status is StepStatus.SUCCEEDED else None,
+                error=None if status is StepStatus.SUCCEEDED else ErrorInfo(code="step_error", message="x"),
+                expires_at=T0 + RETENTION)
+    base.update(changes)
+    return StepRecord(**base)
+
+
+def advance(e: Execution, step_count: int = 3, **kw) -> Execution:
+    return transitions.advanced(e, T0, step_count, RETENTION, lease_s=900, slack_s=0, **kw)
+
+
+def claim(e: Execution, now: dt.datetime = T0) -> Execution:
+    return transitions.claimed(e, now, now + dt.timedelta(seconds=63), None, 0)
+
+
+def is_dynamo(store) -> bool:
+    return not isinstance(store, MemoryStore)
 
 
 def corrupt_meta(store, execution_id: str, attr: str, value) -> None:
@@ -65,45 +89,148 @@ def corrupt_step(store, execution_id: str, sort_key: str, attr: str, value) -> N
     )
 
 
+class CountingClient:
+    """Wraps a boto3 client and counts the API calls made through it."""
+
+    def __init__(self, client):
+        self._client, self.calls = client, Counter()
+
+    def __getattr__(self, name):
+        attr = getattr(self._client, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+
+        def call(*args, **kwargs):
+            self.calls[name] += 1
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def calls_during(store, action) -> Counter:
+    """The store operations (memory) or DynamoDB API calls (DynamoDB) that ``action`` makes."""
+    if isinstance(store, MemoryStore):
+        before = Counter(store.calls)
+        action()
+        return Counter(store.calls) - before
+    counting = CountingClient(store.client)
+    store.client = counting
+    try:
+        action()
+    finally:
+        store.client = counting._client
+    return counting.calls
+
+
+# -- create / load / load_state ------------------------------------------------------------------------
+
 def test_create_then_load_returns_the_same_execution(store):
     # given
     e = new_execution()
     # when
-    store.create(e)
+    store.create(e, INPUT)
     # then
     assert store.load(e.execution_id) == e
 
 
 def test_load_when_absent_returns_none(store):
     assert store.load("00000000-0000-4000-8000-999999999999") is None
+    assert store.load_state("00000000-0000-4000-8000-999999999999") is None
 
 
 def test_create_when_id_exists_raises_with_the_existing_item(store):
     e = new_execution()
-    store.create(e)
+    store.create(e, INPUT)
     with pytest.raises(ExecutionExistsError) as info:
-        store.create(e.model_copy(update={"input_digest": "x" * 64}))
+        store.create(e.model_copy(update={"input_digest": "x" * 64}), '{"b":2}')
     assert info.value.existing == e
+    assert store.load_state(e.execution_id).input_blob == INPUT
 
+
+def test_load_state_reads_execution_input_and_history_in_step_order_in_one_query(store):
+    # given: records written out of order
+    e = new_execution()
+    store.create(e, INPUT)
+    for i, name in [(2, "c"), (0, "a"), (1, "b")]:
+        store.put_step(e.execution_id, record(i, name))
+    # when
+    holder = {}
+    calls = calls_during(store, lambda: holder.update(state=store.load_state(e.execution_id)))
+    # then
+    state = holder["state"]
+    assert isinstance(state, ExecutionState)
+    assert state.execution == e and state.input_blob == INPUT
+    assert [(r.step_index, r.name) for r in state.records] == [(0, "a"), (1, "b"), (2, "c")]
+    assert state.records[1] == record(1, "b")
+    if is_dynamo(store):
+        assert calls == Counter(query=1)
+    else:
+        assert calls == Counter(load_state=1)
+
+
+def test_create_with_replace_version_replaces_an_expired_execution_and_deletes_its_history(store):
+    # given: an ended execution with history
+    old = new_execution()
+    store.create(old, INPUT)
+    for i, name in enumerate("abc"):
+        store.put_step(old.execution_id, record(i, name))
+    ended = transitions.failed(old, T0, ErrorInfo(code="c", message="m"), RETENTION)
+    store.commit(Transition(0, 1, ended))
+    # when: the same id starts again over it
+    fresh = new_execution(created_at=T0 + RETENTION, updated_at=T0 + RETENTION, input_digest="e" * 64)
+    store.create(fresh, '{"new":true}', replace_version=ended.version)
+    # then: only the new run is there
+    state = store.load_state(old.execution_id)
+    assert state.execution == fresh and state.input_blob == '{"new":true}' and state.records == []
+    assert store.history(old.execution_id) == []
+
+
+def test_create_with_a_wrong_replace_version_leaves_the_existing_execution_and_history_alone(store):
+    # given: the run that replaced the expired one is already under way
+    e = new_execution()
+    store.create(e, INPUT)
+    store.put_step(e.execution_id, record(0, "a"))
+    # when: a second, late replacement names the old version
+    with pytest.raises(ExecutionExistsError) as info:
+        store.create(new_execution(input_digest="e" * 64), '{"late":1}', replace_version=7)
+    # then
+    assert info.value.existing == e
+    state = store.load_state(e.execution_id)
+    assert state.execution == e and state.input_blob == INPUT
+    assert [r.name for r in state.records] == ["a"]
+
+
+# -- commit --------------------------------------------------------------------------------------------
 
 def test_commit_when_version_matches_applies(store):
     e = new_execution()
-    store.create(e)
-    new = transitions.advanced(e, '{"a":2}', T0, 900, step_count=3, retention=RETENTION)
+    store.create(e, INPUT)
+    new = advance(e)
     store.commit(Transition(0, 1, new))
     assert store.load(e.execution_id) == new
     assert new.version == 2 and new.current_step == 1
 
 
+def test_commit_of_a_claim_stores_the_attempt_and_its_lease(store):
+    e = new_execution()
+    store.create(e, INPUT)
+    deadline = T0 + dt.timedelta(seconds=50)
+    claimed = transitions.claimed(e, T0, T0 + dt.timedelta(seconds=63), deadline, 0)
+    store.commit(Transition(0, 1, claimed))
+    loaded = store.load(e.execution_id)
+    assert loaded == claimed and loaded.is_claimed
+    assert (loaded.attempt, loaded.total_attempts, loaded.attempt_started_at, loaded.attempt_deadline) == (1, 1, T0, deadline)
+
+
 def test_commit_when_version_stale_raises_conflict_with_current_item(store):
     # given: someone already advanced step 0
     e = new_execution()
-    store.create(e)
-    first = transitions.advanced(e, "{}", T0, 900, step_count=3, retention=RETENTION)
+    store.create(e, INPUT)
+    first = advance(e)
     store.commit(Transition(0, 1, first))
     # when: a duplicate delivery tries the same advance
     with pytest.raises(TransitionConflictError) as info:
-        store.commit(Transition(0, 1, transitions.advanced(e, "{}", T0, 900, 3, RETENTION)))
+        store.commit(Transition(0, 1, advance(e)))
     # then: it is told who won, without another read, and nothing changed
     assert info.value.current == first
     assert info.value.already_advanced
@@ -112,81 +239,63 @@ def test_commit_when_version_stale_raises_conflict_with_current_item(store):
 
 def test_commit_when_same_step_newer_version_is_a_conflict_not_a_duplicate(store):
     e = new_execution()
-    store.create(e)
-    store.commit(Transition(0, 1, transitions.claimed(e, T0, 900)))  # the sweeper re-drove it
+    store.create(e, INPUT)
+    store.commit(Transition(0, 1, claim(e)))  # another delivery claimed the step
     with pytest.raises(TransitionConflictError) as info:
-        store.commit(Transition(0, 1, transitions.advanced(e, "{}", T0, 900, 3, RETENTION)))
-    assert not info.value.already_advanced
+        store.commit(Transition(0, 1, advance(e)))
+    assert not info.value.already_advanced and info.value.current.version == 2
+
+
+def test_commit_when_step_differs_at_the_same_version_is_refused(store):
+    e = new_execution()
+    store.create(e, INPUT)
+    with pytest.raises(TransitionConflictError):
+        store.commit(Transition(1, 1, advance(e.model_copy(update={"current_step": 1}))))
+    assert store.load(e.execution_id) == e
 
 
 def test_commit_when_execution_missing_raises_not_found(store):
     e = new_execution()
     with pytest.raises(ExecutionNotFoundError):
-        store.commit(Transition(0, 1, transitions.claimed(e, T0, 900)))
+        store.commit(Transition(0, 1, claim(e)))
 
 
-def test_commit_with_step_update_settles_the_record_atomically(store):
+# -- put_step --------------------------------------------------------------------------------------------
+
+def test_put_step_writes_the_record_once_and_a_retry_of_the_same_or_a_later_attempt_replaces_it(store):
     e = new_execution()
-    store.create(e)
-    store.record_intent(e.execution_id, 0, "reserve", T0, T0 - dt.timedelta(minutes=1))
-    new = transitions.advanced(e, "{}", T0, 900, 3, RETENTION)
-    store.commit(Transition(0, 1, new, StepUpdate(0, "reserve", StepStatus.SUCCEEDED, T0, result_blob='{"r":1}')))
-    [record] = store.history(e.execution_id)
-    assert isinstance(record, StepRecord)
-    assert (record.status, record.attempts, record.result_blob, record.started_at) == (StepStatus.SUCCEEDED, 1, '{"r":1}', T0)
+    store.create(e, INPUT)
+    failed = record(0, "a", attempts=1, status=StepStatus.FAILED)
+    store.put_step(e.execution_id, failed)
+    assert store.history(e.execution_id) == [failed]
+    store.put_step(e.execution_id, failed)  # the same attempt again (a retried request): idempotent
+    ok = record(0, "a", attempts=2)
+    store.put_step(e.execution_id, ok)
+    assert store.history(e.execution_id) == [ok]
 
 
-def test_commit_when_condition_fails_leaves_the_step_record_untouched(store):
+def test_put_step_from_an_attempt_that_was_superseded_is_refused(store):
+    # given: attempt 2 took the step over and wrote its record
     e = new_execution()
-    store.create(e)
-    store.record_intent(e.execution_id, 0, "reserve", T0, T0)
-    with pytest.raises(TransitionConflictError):
-        store.commit(Transition(0, 7, transitions.advanced(e, "{}", T0, 900, 3, RETENTION),
-                                StepUpdate(0, "reserve", StepStatus.SUCCEEDED, T0, result_blob="{}")))
-    [record] = store.history(e.execution_id)
-    assert record.status is StepStatus.RUNNING
+    store.create(e, INPUT)
+    later = record(0, "a", attempts=2)
+    store.put_step(e.execution_id, later)
+    # when: the zombie attempt 1 finishes
+    with pytest.raises(StepSupersededError) as info:
+        store.put_step(e.execution_id, record(0, "a", attempts=1, result_blob='{"zombie":1}'))
+    # then
+    assert (info.value.attempt, info.value.stored_attempt) == (1, 2)
+    assert store.history(e.execution_id) == [later]
 
 
-def test_record_intent_counts_attempts_and_refuses_concurrent_and_settled(store):
-    e = new_execution()
-    store.create(e)
-    early = T0 - dt.timedelta(minutes=5)
-    # first attempt
-    assert store.record_intent(e.execution_id, 0, "s", T0, early).attempts == 1
-    # a duplicate while the first attempt is within its timeout: refused, not counted
-    with pytest.raises(StepBusyError):
-        store.record_intent(e.execution_id, 0, "s", T0 + dt.timedelta(seconds=5), early)
-    # after the first attempt's timeout: a takeover, attempt 2
-    later = T0 + dt.timedelta(minutes=10)
-    assert store.record_intent(e.execution_id, 0, "s", later, later - dt.timedelta(minutes=1)).attempts == 2
-    # a non-final failure allows attempt 3
-    store.commit(Transition(0, 1, transitions.retry_scheduled(e, later, later), StepUpdate(
-        0, "s", StepStatus.FAILED, later, error=ErrorInfo(code="step_error", message="x"), is_final=False)))
-    assert store.record_intent(e.execution_id, 0, "s", later, later).attempts == 3
-    # once settled, no more attempts
-    e2 = store.load(e.execution_id)
-    store.commit(Transition(0, e2.version, transitions.advanced(e2, "{}", later, 900, 3, RETENTION),
-                            StepUpdate(0, "s", StepStatus.SUCCEEDED, later, result_blob="{}")))
-    with pytest.raises(StepSettledError):
-        store.record_intent(e.execution_id, 0, "s", later + dt.timedelta(hours=1), later + dt.timedelta(hours=1))
-
-
-def test_record_intent_after_final_failure_is_refused(store):
-    e = new_execution()
-    store.create(e)
-    store.record_intent(e.execution_id, 0, "s", T0, T0)
-    store.commit(Transition(0, 1, transitions.failed(e, T0, ErrorInfo(code="c", message="m"), RETENTION),
-                            StepUpdate(0, "s", StepStatus.FAILED, T0, error=ErrorInfo(code="c", message="m"), is_final=True)))
-    with pytest.raises(StepSettledError):
-        store.record_intent(e.execution_id, 0, "s", T0 + dt.timedelta(hours=1), T0 + dt.timedelta(hours=1))
-
+# -- the due index ---------------------------------------------------------------------------------------
 
 def test_query_due_finds_every_due_live_execution_across_shards_and_pages(store):
     # given: 12 due, 3 not yet due, 2 terminal
     due = [new_execution(n, wake=T0 - dt.timedelta(seconds=n)) for n in range(1, 13)]
     later = [new_execution(n, wake=T0 + dt.timedelta(hours=1)) for n in range(20, 23)]
     for e in due + later:
-        store.create(e)
+        store.create(e, INPUT)
     for n in (1, 2):
         e = store.load(due[n - 1].execution_id)
         store.commit(Transition(0, 1, transitions.failed(e, T0, ErrorInfo(code="c", message="m"), RETENTION)))
@@ -209,62 +318,120 @@ def test_query_due_finds_every_due_live_execution_across_shards_and_pages(store)
 
 def test_query_due_orders_by_wake_time_within_a_shard(store):
     for n in range(1, 9):
-        store.create(new_execution(n, wake=T0 - dt.timedelta(minutes=n)))
+        store.create(new_execution(n, wake=T0 - dt.timedelta(minutes=n)), INPUT)
     for shard in range(4):
         page = store.query_due(shard, T0, limit=100)
         times = [ref.next_wake_at for ref in page.items]
         assert times == sorted(times)
 
 
+def test_query_due_keys_on_index_at_not_on_the_lease(store):
+    # given: a lease that runs out at T0, indexed 5 minutes later (the sticky index key)
+    e = new_execution(wake=T0, index_at=T0 + dt.timedelta(minutes=5))
+    store.create(e, INPUT)
+    shard = shard_of(e.execution_id, 4)
+    # then: not seen before its index key, seen from it on, and the ref carries the key
+    assert not store.query_due(shard, T0 + dt.timedelta(minutes=4), 10).items
+    [ref] = store.query_due(shard, T0 + dt.timedelta(minutes=5), 10).items
+    assert (ref.execution_id, ref.next_wake_at) == (e.execution_id, T0 + dt.timedelta(minutes=5))
+
+
+def test_a_chain_of_commits_within_the_slack_keeps_the_index_key(store):
+    # given: slack 300 s; step commits every 10 s, each with a fresh 63 s lease
+    e = new_execution(wake=T0 + dt.timedelta(seconds=63),
+                      index_at=transitions.index_key(None, T0 + dt.timedelta(seconds=63), Timer.LEASE, 300))
+    store.create(e, INPUT)
+    keys = []
+    for n in range(1, 6):
+        now = T0 + dt.timedelta(seconds=10 * n)
+        cur = store.load(e.execution_id)
+        new = transitions.advanced(cur, now, 10, RETENTION, lease_s=63, slack_s=300,
+                                   claim_expiry_at=now + dt.timedelta(seconds=63))
+        store.commit(Transition(cur.current_step, cur.version, new))
+        keys.append(store.load(e.execution_id).index_at)
+    # then: one key for the whole chain, never before the current lease runs out
+    assert len(set(keys)) == 1
+    final = store.load(e.execution_id)
+    assert final.index_at >= final.next_wake_at
+    assert not store.query_due(shard_of(e.execution_id, 4), final.next_wake_at, 10).items
+
+
 def test_terminal_executions_leave_the_due_index(store):
     e = new_execution(wake=T0 - dt.timedelta(seconds=1))
-    store.create(e)
-    store.commit(Transition(0, 1, transitions.advanced(e, "{}", T0, 900, step_count=1, retention=RETENTION)))
+    store.create(e, INPUT)
+    store.commit(Transition(0, 1, advance(e, step_count=1)))
     assert all(not store.query_due(s, T0 + dt.timedelta(days=1), 100).items for s in range(4))
 
 
-def test_load_when_item_is_corrupt_raises_and_fail_unreadable_ends_it(store):
-    from engine_core import CorruptStateError
+# -- corrupt items -----------------------------------------------------------------------------------------
 
+def test_load_when_item_is_corrupt_raises_and_fail_unreadable_ends_it(store):
     e = new_execution()
-    store.create(e)
+    store.create(e, INPUT)
     corrupt_meta(store, e.execution_id, "version", "not-a-number")
     with pytest.raises(CorruptStateError):
         store.load(e.execution_id)
+    with pytest.raises(CorruptStateError):
+        store.load_state(e.execution_id)
     assert store.fail_unreadable(e.execution_id, ErrorInfo(code="corrupt_state", message="m"), T0, T0 + RETENTION)
-    # it left the due index and cannot be failed twice
+    # it left the due index, carries its TTL, and cannot be failed twice
     assert not store.query_due(shard_of(e.execution_id, 4), T0 + dt.timedelta(days=1), 10).items
+    assert not store.query_unfinalized(shard_of(e.execution_id, 4), T0 + dt.timedelta(days=1), 10).items
     assert not store.fail_unreadable(e.execution_id, ErrorInfo(code="corrupt_state", message="m"), T0, T0 + RETENTION)
+
+
+def test_fail_unreadable_on_an_ended_or_missing_execution_changes_nothing(store):
+    e = new_execution()
+    store.create(e, INPUT)
+    done = advance(e, step_count=1, finalized=True)
+    store.commit(Transition(0, 1, done))
+    assert not store.fail_unreadable(e.execution_id, ErrorInfo(code="corrupt_state", message="m"), T0, T0 + RETENTION)
+    assert store.load(e.execution_id) == done
+    assert not store.fail_unreadable("00000000-0000-4000-8000-999999999999",
+                                     ErrorInfo(code="corrupt_state", message="m"), T0, T0 + RETENTION)
 
 
 def test_history_flags_a_corrupt_record_and_keeps_the_others(store):
     e = new_execution()
-    store.create(e)
+    store.create(e, INPUT)
     for i, name in enumerate(["a", "b", "c"]):
-        store.record_intent(e.execution_id, i, name, T0, T0)
+        store.put_step(e.execution_id, record(i, name))
     corrupt_step(store, e.execution_id, "STEP#001#b", "attempts", "many")
-    records = store.history(e.execution_id)
-    assert [type(r) for r in records] == [StepRecord, CorruptRecord, StepRecord]
-    assert records[1].sort_key == "STEP#001#b"
-    assert [r.name for r in records if isinstance(r, StepRecord)] == ["a", "c"]
+    for records in (store.history(e.execution_id), store.load_state(e.execution_id).records):
+        assert [type(r) for r in records] == [StepRecord, CorruptRecord, StepRecord]
+        assert records[1].sort_key == "STEP#001#b"
+        assert [r.name for r in records if isinstance(r, StepRecord)] == ["a", "c"]
 
 
-def test_finalize_stamps_retention_on_history_and_marks_the_execution(store):
+# -- housekeeping ------------------------------------------------------------------------------------------
+
+def test_stamp_history_sets_the_ttl_on_every_history_item(store):
     e = new_execution()
-    store.create(e)
-    store.record_intent(e.execution_id, 0, "a", T0, T0)
-    done = transitions.advanced(e, "{}", T0, 900, step_count=1, retention=RETENTION)
-    store.commit(Transition(0, 1, done, StepUpdate(0, "a", StepStatus.SUCCEEDED, T0, result_blob="{}")))
-    store.finalize(e.execution_id, done.version, done.expires_at)
-    assert store.load(e.execution_id).finalized
-    assert [r.expires_at for r in store.history(e.execution_id)] == [done.expires_at.replace(microsecond=0)]
+    store.create(e, INPUT)
+    for i, name in enumerate("ab"):
+        store.put_step(e.execution_id, record(i, name, expires_at=T0 + dt.timedelta(days=1)))
+    later = T0 + dt.timedelta(days=90, microseconds=5)
+    store.stamp_history(e.execution_id, later)
+    assert [r.expires_at for r in store.history(e.execution_id)] == [later.replace(microsecond=0)] * 2
+
+
+def test_finalize_marks_the_execution_at_its_version_only(store):
+    e = new_execution()
+    store.create(e, INPUT)
+    done = advance(e, step_count=1, finalize_grace_s=60)
+    store.commit(Transition(0, 1, done))
+    store.finalize(e.execution_id, done.version - 1)  # a stale finalize: no effect
+    assert not store.load(e.execution_id).finalized
+    store.finalize(e.execution_id, done.version)
+    loaded = store.load(e.execution_id)
+    assert loaded.finalized and loaded.finalize_by is None and loaded.version == done.version
 
 
 def test_ended_executions_owing_housekeeping_are_found_until_finalized(store):
     # given: an execution ended by a worker that died before finalizing
     e = new_execution(wake=T0)
-    store.create(e)
-    done = transitions.advanced(e, "{}", T0, 900, step_count=1, retention=RETENTION, finalize_grace_s=60)
+    store.create(e, INPUT)
+    done = advance(e, step_count=1, finalize_grace_s=60)
     store.commit(Transition(0, 1, done))
     shard = shard_of(e.execution_id, 4)
     # then: not due work, but owed housekeeping once the grace period is over
@@ -273,6 +440,70 @@ def test_ended_executions_owing_housekeeping_are_found_until_finalized(store):
     assert not store.query_unfinalized(shard, T0, 10).items
     assert [r.execution_id for r in store.query_unfinalized(shard, later, 10).items] == [e.execution_id]
     # when finalized, it leaves that index too
-    store.finalize(e.execution_id, done.version, done.expires_at)
+    store.finalize(e.execution_id, done.version)
     assert not store.query_unfinalized(shard, later, 10).items
     assert store.load(e.execution_id).finalize_by is None
+
+
+def test_an_execution_ended_already_finalized_never_enters_the_housekeeping_index(store):
+    e = new_execution(wake=T0)
+    store.create(e, INPUT)
+    store.commit(Transition(0, 1, advance(e, step_count=1, finalized=True)))
+    shard = shard_of(e.execution_id, 4)
+    assert not store.query_unfinalized(shard, T0 + dt.timedelta(days=1), 10).items
+    assert not store.query_due(shard, T0 + dt.timedelta(days=1), 10).items
+
+
+# -- DynamoDB only: a write whose response was lost ---------------------------------------------------------
+
+class RetriedWrites:
+    """A client whose chosen put_item calls apply and are then sent again, as botocore does when the
+    response to a write that applied is lost: the second send fails its condition."""
+
+    def __init__(self, client, when):
+        self._client, self.when, self.replayed = client, when, 0
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def put_item(self, **kwargs):
+        response = self._client.put_item(**kwargs)
+        if self.when(kwargs):
+            self.replayed += 1
+            return self._client.put_item(**kwargs)  # raises ConditionalCheckFailedException
+        return response
+
+
+def _is_meta_commit(kwargs) -> bool:
+    return kwargs["Item"]["SK"]["S"] == "#META" and "current_step" in kwargs.get("ConditionExpression", "")
+
+
+def test_dynamo_commit_whose_response_was_lost_and_retried_counts_as_applied(dynamo_client_factory):
+    store = dynamo_client_factory()
+    e = new_execution()
+    store.create(e, INPUT)
+    store.client = RetriedWrites(store.client, _is_meta_commit)
+    new = advance(e)
+    # when: the write applies, its retry fails the condition against our own write
+    store.commit(Transition(0, 1, new))
+    # then: no conflict reported; the stored item is ours
+    assert store.client.replayed == 1
+    assert store.load(e.execution_id) == new
+
+
+def test_dynamo_commit_lost_to_another_writer_is_still_a_conflict(dynamo_client_factory):
+    store = dynamo_client_factory()
+    e = new_execution()
+    store.create(e, INPUT)
+    store.commit(Transition(0, 1, claim(e)))  # another writer, another token
+    with pytest.raises(TransitionConflictError):
+        store.commit(Transition(0, 1, advance(e)))
+
+
+def test_dynamo_step_record_whose_response_was_lost_and_retried_is_accepted(dynamo_client_factory):
+    store = dynamo_client_factory()
+    e = new_execution()
+    store.create(e, INPUT)
+    store.client = RetriedWrites(store.client, lambda kw: kw["Item"]["SK"]["S"].startswith("STEP#"))
+    store.put_step(e.execution_id, record(0, "a"))  # same attempt twice: passes its condition
+    assert store.client.replayed == 1 and store.history(e.execution_id) == [record(0, "a")]

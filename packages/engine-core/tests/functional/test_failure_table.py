@@ -122,18 +122,32 @@ def three_steps(registry, ledger):
 # -- rows of the design's table -----------------------------------------------------------------
 
 def test_duplicate_delivery_advances_once(three_steps, ledger):
-    # given: every message is delivered twice
+    # given: every message is delivered twice, one step per delivery
+    runner = make_runner(three_steps, max_chain_steps=1)
+    runner.queue.duplicate_rate = 1.0
+    eid = runner.start("three", {"n": 1})
+    # when
+    e = run(runner, eid)
+    # then: each step recorded and run once, one claim + one commit per step, the copies were dropped as stale
+    assert e.status is Status.COMPLETED and e.version == 1 + 3 * 2 and e.total_attempts == 3
+    assert succeeded(runner, eid) == ["a", "b", "c"]
+    assert ledger.runs == Counter(a=1, b=1, c=1)
+    kinds = Counter(o.kind for o in runner.outcomes)
+    assert kinds["stale"] + kinds["terminal"] == 3 and kinds["advanced"] + kinds["completed"] == 3
+
+
+def test_duplicate_delivery_of_a_chained_execution_advances_once(three_steps, ledger):
+    # given: the start message is delivered twice; the first copy runs the whole chain
     runner = make_runner(three_steps)
     runner.queue.duplicate_rate = 1.0
     eid = runner.start("three", {"n": 1})
     # when
     e = run(runner, eid)
-    # then: each step recorded and run once, 3 transitions, the copies were dropped as stale
-    assert e.status is Status.COMPLETED and e.version == 4
-    assert succeeded(runner, eid) == ["a", "b", "c"]
+    deliver_all(runner)
+    # then: the copy found the execution ended (or claimed) and changed nothing
+    assert e.status is Status.COMPLETED and e.version == 1 + 1 + 3
     assert ledger.runs == Counter(a=1, b=1, c=1)
-    kinds = Counter(o.kind for o in runner.outcomes)
-    assert kinds["stale"] + kinds["terminal"] == 3 and kinds["advanced"] + kinds["completed"] == 3
+    assert sorted(o.kind for o in runner.outcomes) == ["completed", "terminal"]
 
 
 def test_crash_mid_step_reruns_on_redelivery_with_the_same_idempotency_key(three_steps, registry):
@@ -167,23 +181,28 @@ def test_crash_after_checkpoint_before_enqueue_is_redriven_by_the_sweeper(three_
     assert runner.clock.now() >= dt.datetime(2026, 3, 1, 12, 2, tzinfo=UTC)  # waited for the 120 s lease
 
 
-def test_visibility_timeout_too_short_never_runs_a_step_twice_at_once(registry):
-    # given: while step a runs, its message is delivered again (visibility timeout expired early)
-    inner = []
+def test_redelivered_copy_of_a_claimed_step_is_stale_and_never_runs_twice_at_once(registry):
+    # given: while step a runs, its message is delivered again (visibility timeout expired early),
+    # and the sweeper ticks near the end of a's budget
+    inner, sweeps = [], []
 
     def a(ctx):
         inner.append(engine.process(StepMessage(execution_id=ctx.execution_id, step=0, version=1)))
+        runner.clock.advance(seconds=59)  # still inside the 60 s budget
+        sweeps.append(runner.sweeper.sweep().total_redriven)
+        inner.append(engine.process(StepMessage(execution_id=ctx.execution_id, step=0, version=1)))
         return {"a": 1}
 
-    registry.register(build_workflow("vt", [a, step(lambda ctx: {}, name="b")]))
+    registry.register(build_workflow("vt", [a, step(lambda ctx: {}, name="b")], step_timeout_s=60))
     runner = make_runner(registry)
     engine = runner.engine
     eid = runner.start("vt")
     # when
     e = run(runner, eid)
-    # then: the second delivery saw the running attempt and left it alone
-    assert [o.kind for o in inner] == ["busy"]
-    assert e.status is Status.COMPLETED
+    # then: the copies found the step claimed (a newer version) and left it alone; nobody re-drove it
+    assert [o.kind for o in inner] == ["stale", "stale"]
+    assert sweeps == [0]
+    assert e.status is Status.COMPLETED and e.total_attempts == 2
     assert [r.attempts for r in runner.history(eid)] == [1, 1]
 
 
@@ -258,7 +277,19 @@ def test_stale_message_from_an_older_version_changes_nothing(three_steps):
     e = run(runner, eid)
     before = runner.store.metas[eid].copy()
     outcome = runner.engine.process(StepMessage(execution_id=eid, step=1, version=2))
-    assert outcome.kind == "terminal" and runner.store.metas[eid] == before and e.version == 4
+    assert outcome.kind == "terminal" and runner.store.metas[eid] == before and e.version == 5
+
+
+def test_stale_message_for_a_live_execution_changes_nothing(three_steps, ledger):
+    runner = make_runner(three_steps, max_chain_steps=1)
+    eid = runner.start("three")
+    runner.step_once()  # step a ran; the execution waits at step 1
+    e = runner.engine.get(eid)
+    before = (runner.store.metas[eid].copy(), {k: dict(v) for k, v in runner.store.steps[eid].items()})
+    for step_index, version in [(0, 1), (1, e.version - 1), (1, e.version + 1), (2, e.version)]:
+        outcome = runner.engine.process(StepMessage(execution_id=eid, step=step_index, version=version))
+        assert outcome.kind == "stale"
+    assert (runner.store.metas[eid], runner.store.steps[eid]) == before and ledger.runs == Counter(a=1)
 
 
 def test_message_for_a_missing_execution_is_acknowledged(three_steps):
@@ -365,7 +396,11 @@ def test_result_too_large_fails_without_a_retry_storm_and_stays_readable(registr
     eid = runner.start("big")
     e = run(runner, eid)
     assert e.status is Status.FAILED and e.error.code == "result_too_large" and calls["big"] == 1
-    assert runner.engine.get(eid).context_blob == "{}"
+    state = runner.engine.state(eid)
+    assert state.input_blob == "{}"
+    [record] = state.records
+    assert (record.status, record.is_final, record.result_blob, record.error.code) == (
+        StepStatus.FAILED, True, None, "result_too_large")
 
 
 def test_context_growing_past_the_item_budget_fails_cleanly(registry):
@@ -402,13 +437,34 @@ def test_unreadable_execution_fails_with_corrupt_state_and_no_crash_loop(three_s
 
 
 def test_unreadable_context_fails_with_corrupt_state_never_restarting_from_step_zero(three_steps, ledger):
-    runner = make_runner(three_steps)
+    # given: step a ran; its stored result (which the context is rebuilt from) is unreadable
+    runner = make_runner(three_steps, max_chain_steps=1)
     eid = runner.start("three")
     runner.step_once()
-    runner.store.metas[eid]["context"] = '{"$loom": "pickle", "v": 1}'
+    runner.store.steps[eid]["STEP#000#a"]["result"] = '{"$loom": "pickle", "v": 1}'
     e = run(runner, eid)
-    assert e.status is Status.FAILED and e.error.code == "corrupt_state" and e.error.step_index == 1
+    assert e.status is Status.FAILED and e.error.code == "corrupt_state" and e.current_step == 1
+    assert "stored context is unreadable" in e.error.message and "pickle" in e.error.message
     assert ledger.runs == Counter(a=1)
+    assert runner.queue.dead_letters[-1]["execution_id"] == eid
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt_item", "bad_input"])
+def test_missing_or_unreadable_history_fails_with_corrupt_state(three_steps, ledger, damage):
+    runner = make_runner(three_steps, max_chain_steps=1)
+    eid = runner.start("three", {"x": 1})
+    runner.step_once()
+    if damage == "missing":
+        del runner.store.steps[eid]["STEP#000#a"]
+    elif damage == "corrupt_item":
+        runner.store.steps[eid]["STEP#000#a"]["attempts"] = "many"
+    else:
+        runner.store.inputs[eid] = "not json"
+    e = run(runner, eid)
+    assert e.status is Status.FAILED and e.error.code == "corrupt_state" and ledger.runs == Counter(a=1)
+    assert e.current_step == 1 and eid not in runner.store.due_ids()
+    assert {"missing": "missing from the history", "corrupt_item": "STEP#000#a is unreadable",
+            "bad_input": "stored context is unreadable"}[damage] in e.error.message
 
 
 def test_expired_executions_read_as_gone(three_steps):
@@ -426,9 +482,13 @@ def test_expired_executions_read_as_gone(three_steps):
 def test_too_little_invocation_time_leaves_the_record_before_any_attempt(three_steps, ledger):
     runner = make_runner(three_steps)
     eid = runner.start("three")
+    before = dict(runner.store.calls)
     with pytest.raises(InsufficientTimeError):
         runner.engine.process(StepMessage(execution_id=eid, step=0, version=1), remaining_ms=lambda: 10_000)
+    # one read, no write: the attempt is not counted and the message stays current
+    assert runner.store.calls == {**before, "load_state": before.get("load_state", 0) + 1}
     assert runner.history(eid) == [] and ledger.runs == Counter()
+    assert runner.engine.get(eid).version == 1 and runner.engine.get(eid).attempt == 0
 
 
 def test_a_step_that_kills_its_worker_every_time_ends_failed(registry):
@@ -439,8 +499,10 @@ def test_a_step_that_kills_its_worker_every_time_ends_failed(registry):
     runner = make_runner(registry)
     eid = runner.start("killer")
     e = run(runner, eid)
+    # then: attempts are counted by the claim before each body runs; no fourth is started
     assert e.status is Status.FAILED and e.error.code == "attempts_exhausted"
-    assert runner.history(eid)[0].attempts == 4 and runner.history(eid)[0].is_final
+    assert runner.history(eid)[0].attempts == 3 and runner.history(eid)[0].is_final
+    assert e.total_attempts == 3
 
 
 def test_step_over_its_timeout_budget_is_retried(registry):
@@ -457,9 +519,13 @@ def test_step_over_its_timeout_budget_is_retried(registry):
     registry.register(build_workflow("timeout", [step(slow, timeout_s=0.2)]))
     runner = make_runner(registry)
     eid = runner.start("timeout")
+    runner.step_once()
+    [first] = runner.history(eid)
+    assert (first.status, first.attempts, first.error.code, first.error.retryable) == (
+        StepStatus.FAILED, 1, "step_timeout", True)
     e = run(runner, eid)
     assert e.status is Status.COMPLETED and calls["slow"] == 2
-    assert runner.history(eid)[0].error.code == "step_timeout"
+    assert runner.history(eid)[0].attempts == 2
 
 
 def test_permanent_step_error_skips_retries(registry):
@@ -499,8 +565,20 @@ def test_terminal_executions_stamp_retention_on_their_whole_history(three_steps)
     runner = make_runner(three_steps)
     eid = runner.start("three")
     e = run(runner, eid)
+    # then: history items were written with a TTL that outlives the execution's, so nothing was stamped
     assert e.finalized and e.expires_at == e.updated_at + dt.timedelta(days=30)
-    assert {r.expires_at for r in runner.history(eid)} == {e.expires_at.replace(microsecond=0)}
+    assert all(r.expires_at >= e.expires_at.replace(microsecond=0) for r in runner.history(eid))
+    assert "stamp_history" not in runner.store.calls and "finalize" not in runner.store.calls
+
+
+def test_long_executions_restamp_history_that_would_expire_first(registry, ledger):
+    # given: a sleep longer than the history's grace period
+    registry.register(build_workflow("longnap", [ledger.step("a"), sleep(days=3), ledger.step("b")]))
+    runner = make_runner(registry, history_grace_s=3600)
+    eid = runner.start("longnap")
+    e = run(runner, eid)
+    assert e.status is Status.COMPLETED and e.finalized
+    assert all(r.expires_at >= e.expires_at.replace(microsecond=0) for r in runner.history(eid))
 
 
 def test_early_timer_message_is_delayed_again_not_run(registry, ledger):
@@ -574,8 +652,8 @@ def test_one_sweep_claims_at_most_the_configured_number_across_shards(registry):
     assert report.total_redriven == 5 and report.truncated
 
 
-def test_redrive_that_finds_a_recent_dead_attempt_comes_back_when_its_budget_expires(registry):
-    # given: an attempt starts 30 s after the lease began, then its worker dies
+def test_crashed_attempt_is_redriven_when_its_claim_runs_out_not_before(registry):
+    # given: an attempt is claimed 30 s after the start message's lease began, then its worker dies
     calls = Counter()
 
     def body(ctx):
@@ -585,23 +663,25 @@ def test_redrive_that_finds_a_recent_dead_attempt_comes_back_when_its_budget_exp
         return {}
 
     registry.register(build_workflow("late", [step(body, name="a")], step_timeout_s=60))
-    runner = make_runner(registry, lease_s=1)          # effective lease: timeout + margin = 63 s
+    runner = make_runner(registry, lease_s=1)          # the claim holds for timeout + margin = 63 s
     t0 = runner.clock.now()
     eid = runner.start("late")
     runner.queue.purge()
     runner.clock.advance(seconds=30)
     with pytest.raises(Crash):
         runner.engine.process(StepMessage(execution_id=eid, step=0, version=1))
-    # when: the sweeper re-drives at the lease's end, while the dead attempt still looks recent
+    claimed = runner.engine.get(eid)
+    assert claimed.is_claimed and claimed.next_wake_at == t0 + dt.timedelta(seconds=30 + 63)
+    # when: the sweeper ticks after the start message's lease but inside the claim: nothing to do
     runner.clock.advance(seconds=34)
+    assert runner.sweeper.sweep().total_redriven == 0 and runner.queue.messages == []
+    # then: once the claim (plus the index slack, capped at lease_s) has run out, it is re-driven
+    runner.clock.set(claimed.index_at)
     assert runner.sweeper.sweep().total_redriven == 1
-    [redrive] = runner.queue.receive()
-    assert runner.engine.process(redrive.body).kind == "busy"
-    runner.queue.ack(redrive)
-    # then: the copy comes back when the dead attempt's budget expires, not a whole lease later
     e = run(runner, eid)
     assert e.status is Status.COMPLETED and calls["a"] == 2
-    assert runner.history(eid)[0].started_at <= t0 + dt.timedelta(seconds=30 + 63 + 2)
+    record = runner.history(eid)[0]
+    assert record.attempts == 2 and record.started_at <= t0 + dt.timedelta(seconds=30 + 63 + 2)
 
 
 def test_worker_dying_after_the_terminal_commit_with_no_message_left_is_finalized_by_the_sweeper(registry):

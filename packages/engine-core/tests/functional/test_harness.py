@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from engine_core import RetryPolicy, Status, StepRecord, sleep, workflow
+from engine_core import ManualClock, RetryPolicy, Status, StepRecord, sleep, workflow
 from engine_core.testing import FakeQueue, LocalRunner
 
 
@@ -53,14 +53,13 @@ def test_runner_survives_a_queue_that_duplicates_reorders_delays_and_drops(regis
         steps = [lambda_free(i) for i in range(6)]
 
     for seed in range(20):
-        runner = LocalRunner(registry)
-        runner.queue = FakeQueue(runner.clock, seed=seed, duplicate_rate=0.3, drop_rate=0.2, reorder=True,
-                                 max_extra_delay_s=30)
-        runner.engine.queue = runner.sweeper.queue = runner.queue
+        clock = ManualClock()
+        queue = FakeQueue(clock, seed=seed, duplicate_rate=0.3, drop_rate=0.2, reorder=True, max_extra_delay_s=30)
+        runner = LocalRunner(registry, clock=clock, queue=queue)
         ids = [runner.start("chaos", {"n": n}) for n in range(3)]
         for eid in ids:
             e = runner.run_until_done(eid)
-            assert e.status is Status.COMPLETED and e.version >= 7  # + one claim per lost message
+            assert e.status is Status.COMPLETED and e.version >= 8  # claim + 6 commits, + one re-drive per lost message
             assert [r.attempts for r in runner.history(eid)] == [1] * 6
 
 

@@ -86,17 +86,71 @@ def test_public_surface_is_pinned():
     assert sorted(engine_core.__all__) == sorted([
         "Clock", "ConfigurationError", "CorruptRecord", "CorruptStateError", "ENTRY_POINT_GROUP", "Engine",
         "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionExistsError", "ExecutionNotFoundError",
-        "IdempotencyConflictError", "InsufficientTimeError", "InvalidInputError", "MalformedMessageError",
-        "ManualClock", "Metrics", "NonSerializableResultError", "NullMetrics", "Outcome", "PermanentStepError",
-        "REGISTRY", "Registry", "RegistrationError", "ResultTooLargeError", "RetryPolicy", "StartResult",
-        "StateStore", "Status", "StepBusyError", "StepContext", "StepMessage", "StepQueue", "StepRecord",
-        "StepSettledError", "StepStatus", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
-        "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "sleep", "step", "workflow",
+        "ExecutionState", "IdempotencyConflictError", "InsufficientTimeError", "InvalidInputError",
+        "MalformedMessageError", "ManualClock", "Metrics", "NonSerializableResultError", "NullMetrics", "Outcome",
+        "PermanentStepError", "REGISTRY", "Registry", "RegistrationError", "ResultTooLargeError", "RetryPolicy",
+        "StartResult", "StateStore", "Status", "StepContext", "StepMessage", "StepQueue", "StepRecord",
+        "StepStatus", "StepSupersededError", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
+        "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "check_fits", "sleep",
+        "step", "workflow",
     ])
     assert all(hasattr(engine_core, name) for name in engine_core.__all__)
+    assert not hasattr(engine_core, "StepBusyError") and not hasattr(engine_core, "StepSettledError")
 
 
 def test_version_matches_the_package_metadata():
-    from importlib.metadata import version
+    """``__version__`` is the version in this checkout's pyproject.toml, and the installed metadata's when
+    the installed distribution is this checkout (a venv may hold an editable install of another one)."""
+    import json
+    import pathlib
+    import re
+    from importlib.metadata import distribution
 
-    assert engine_core.__version__ == version("loom-engine-core")
+    root = pathlib.Path(engine_core.__file__).resolve().parents[2]
+    pyproject = (root / "pyproject.toml").read_text()
+    assert engine_core.__version__ == re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    dist = distribution("loom-engine-core")
+    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+    if url.removeprefix("file://") and pathlib.Path(url.removeprefix("file://")).resolve() == root:
+        assert engine_core.__version__ == dist.version
+
+
+def test_default_step_budget_is_derived_from_the_function_timeout():
+    # unknown function timeout (in-process tests): 60 s
+    assert EngineSettings().default_step_timeout_s == 60
+    # known: the timeout minus the margin and the startup reserve, so a step on defaults always fits
+    s = EngineSettings(function_timeout_s=60)
+    assert s.default_step_timeout_s == 60 - 3 - 2
+    assert s.default_step_timeout_s + s.time_margin_ms / 1000 <= s.function_timeout_s
+    assert EngineSettings.from_env({"LOOM_FUNCTION_TIMEOUT_S": "900"}).default_step_timeout_s == 895
+    assert EngineSettings.from_env({"LOOM_MAX_CHAIN_STEPS": "1", "LOOM_INDEX_SLACK_S": "0"}).max_chain_steps == 1
+    with pytest.raises(ConfigurationError, match="LOOM_FUNCTION_TIMEOUT_S"):
+        EngineSettings.from_env({"LOOM_FUNCTION_TIMEOUT_S": "901"})
+
+
+def test_index_key_is_sticky_for_leases_and_exact_for_timers():
+    from engine_core.model import Timer
+    from engine_core.transitions import index_key
+
+    t = dt.datetime(2026, 1, 1, tzinfo=UTC)
+    s = dt.timedelta(seconds=1)
+    # sleeps and retries: exactly their time
+    assert index_key(t + 500 * s, t, Timer.SLEEP, 300) == t
+    assert index_key(None, t, Timer.RETRY, 300) == t
+    # a lease: pushed slack past it, then kept while it stays within [lease, lease + slack]
+    first = index_key(None, t, Timer.LEASE, 300)
+    assert first == t + 300 * s
+    assert index_key(first, t + 100 * s, Timer.LEASE, 300) == first
+    # never before the lease runs out
+    assert index_key(first, t + 301 * s, Timer.LEASE, 300) == t + 601 * s
+    assert index_key(None, t, Timer.LEASE, 0) == t
+
+
+def test_error_text_is_truncated_valid_utf8_and_step_timeout_is_not_an_exception():
+    from engine_core._runner import MAX_ERROR_MESSAGE_CHARS, StepTimeoutError, truncate
+
+    assert not issubclass(StepTimeoutError, Exception) and issubclass(StepTimeoutError, BaseException)
+    short = truncate("x" * 1_000_000)
+    assert len(short) <= MAX_ERROR_MESSAGE_CHARS and short.endswith("more characters in the log]")
+    assert truncate("ok") == "ok"
+    assert truncate("bad \ud800 text").encode("utf-8")  # a lone surrogate no longer breaks encoding

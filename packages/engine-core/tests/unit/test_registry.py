@@ -27,7 +27,7 @@ def test_workflow_registers_steps_in_order_with_policies(registry):
     wf = registry.get("orders")
     assert [s.name for s in wf.steps] == ["a", "b", "sleep_120s", "a_again"]
     assert wf.policy_for(0).max_attempts == 4 and wf.policy_for(1).max_attempts == 7
-    assert wf.timeout_for(1) == 5 and wf.timeout_for(0) == 60
+    assert wf.timeout_for(1) == 5 and wf.timeout_for(0) is None  # None: the default derived from the worker timeout
     assert wf.steps[2].sleep_s == 120
     assert Orders.__loom_workflow__ is wf
 
