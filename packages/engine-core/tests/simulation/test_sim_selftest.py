@@ -22,7 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # What the checker must say about each broken store, and within how many seeds.
 EXPECTED = {
     "commit_ignores_version": (("two successful commits from", "version chain", "stored version"), 12),
-    "intent_ignores_busy": (("could run twice at once",), 12),
+    "put_ignores_later_attempt": (("replaced the record of later attempt",), 12),
+    "claim_not_counted": (("did not count its attempt", "without a claim"), 4),
     "terminal_keeps_due_key": (("due index",), 4),
     "index_misses_items": (("not terminal within", "nothing can ever wake"), 4),
 }
@@ -148,7 +149,7 @@ def test_a_pause_runs_other_operations_inside_the_paused_call():
     sim.pause = lambda op, where: calls.append((op.kind, where, sim.inner.metas[ps.eid]["version"]))
     sim.plan = lambda kind: OpPlan(pause_at=1, pause_after=False)
     sim.deliver(m)
-    assert calls == [("deliver", "before load", 1)]
+    assert calls == [("deliver", "before load_state", 1)]
 
 
 def test_stale_index_reads_follow_the_query_contract():

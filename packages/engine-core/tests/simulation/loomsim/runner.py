@@ -34,6 +34,8 @@ class SimResult:
     trace: list[str] = field(default_factory=list)
     describe: str = ""
     digest: str = ""
+    known: list[str] = field(default_factory=list)
+    """Known engine defects seen (checks.KNOWN_DEFECTS): reported, not violations."""
 
     @property
     def ok(self) -> bool:
@@ -99,7 +101,8 @@ def run_seed(seed: int, tracing: bool = False, store_factory=None, **overrides) 
         sim.run()
     elapsed = time.perf_counter() - started
     digest = hashlib.sha256("\n".join(sim.trace).encode()).hexdigest()[:16] if tracing else ""
-    return SimResult(seed, list(sim.violations), sim.stats, elapsed, sim.trace, config.describe(), digest)
+    return SimResult(seed, list(sim.violations), sim.stats, elapsed, sim.trace, config.describe(), digest,
+                     list(sim.known))
 
 
 def _run_chunk(args) -> list[SimResult]:

@@ -4,7 +4,9 @@ A run has two phases. In the *fault phase* the scheduler picks, at random (seede
 any visible message (so messages are reordered), sweeping, moving the clock, starting executions,
 duplicating or losing queued messages; every operation carries a fault plan (crash before/after its
 k-th store or queue call, an injected error, a pause that runs other operations re-entrantly, a
-crash or pause inside the step body, too little invocation time, a lost acknowledgement). Sweeps also
+crash, pause or overrun inside the step body, an invocation deadline or too little time, a lost
+acknowledgement). Deliveries run chains of steps (``max_chain_steps`` varies per seed), and the
+engine's fault points are crash and pause points too, so faults land inside chains. Sweeps also
 fire on a 60 s schedule (sometimes skipped or doubled) and may read a stale due index.
 In the *quiet phase* faults stop: starts that were never acknowledged are retried, messages are
 delivered in order and the sweeper runs on schedule; every execution must end within a bound
@@ -20,9 +22,10 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine_core import Engine, EngineSettings, ManualClock, Registry, Sweeper
+import engine_core.kinds.task as task_kind
+from engine_core import Engine, EngineSettings, ManualClock, Registry, Sweeper, faults
 from engine_core.clock import UTC, parse_ts
-from engine_core.errors import InsufficientTimeError, StepBusyError
+from engine_core.errors import InsufficientTimeError
 from engine_core.settings import lease_seconds
 from engine_core.storage.memory import MemoryStore
 
@@ -36,18 +39,22 @@ from .world import (
     SimQueue,
     SimulatedCrash,
     StoreProxy,
+    due_key,
     due_snapshot,
 )
 from .workflows import Ledger, StepSpec, WorkflowSpec, generate, register
 
 START = dt.datetime(2026, 1, 1, tzinfo=UTC)
 CRASH_TARGETS = {
-    "deliver": ("load", "record_intent", "commit", "send", "finalize", "send_dead_letter", "ack"),
-    "sweep": ("query_due", "load", "commit", "send"),
-    "start": ("create", "send"),
+    "deliver": ("load_state", "put_step", "commit", "send", "stamp_history", "finalize", "send_dead_letter", "ack",
+                "worker.after_claim", "worker.after_record", "worker.after_checkpoint", "worker.after_enqueue"),
+    "sweep": ("query_due", "load", "commit", "send", "sweeper.after_claim", "query_unfinalized", "finalize"),
+    "start": ("create", "send", "control.after_create"),
 }
+# Store/queue methods and engine fault points that may occur more than once in one delivery (a chain).
+REPEATING = ("put_step", "commit", "worker.after_claim", "worker.after_record", "worker.after_checkpoint")
 # What Engine.process may raise to ask for redelivery; anything else escaping it is a bug.
-REDELIVER = (InsufficientTimeError, StepBusyError, InjectedStorageError, InjectedQueueError)
+REDELIVER = (InsufficientTimeError, InjectedStorageError, InjectedQueueError)
 SWEEP_INTERVAL_S = 60.0
 TERMINAL = ("COMPLETED", "FAILED")
 
@@ -64,6 +71,7 @@ class FaultMix:
     pause: float = 0.0        # the operation stops at a call while others run (SIGSTOP), then resumes
     body_crash: float = 0.0   # the worker dies inside the step body, after its side effect
     body_pause: float = 0.0   # the worker stops inside the step body
+    body_overrun: float = 0.0  # the step body runs past its timeout budget
     low_time: float = 0.0     # the invocation has too little time left for the step
     lose_ack: float = 0.0     # the acknowledgement never reaches SQS
     dup: float = 0.0          # a send is delivered twice
@@ -90,6 +98,12 @@ class SimConfig:
     fx: FaultMix
     caps: bool
     profile: str = "mixed"
+    deadline_rate: float = 0.0
+    """Share of deliveries that get an invocation deadline (``remaining_ms``)."""
+    invocation_s: float = 900.0
+    """The invocation's time at the start of a delivery that has a deadline."""
+    body_time: float = 0.0
+    """A body takes up to this share of its timeout budget in simulated time."""
 
     def describe(self) -> str:
         s = self.settings
@@ -97,7 +111,10 @@ class SimConfig:
             f"seed {self.seed}: {self.n_execs} executions, {self.fault_ops} fault-phase operations",
             f"  settings: shards={s.shards} lease_s={s.lease_s:g} max_queue_delay_s={s.max_queue_delay_s} "
             f"time_margin_ms={s.time_margin_ms} sweep_max_items={s.sweep_max_items} max_steps={s.max_steps} "
-            f"max_total_attempts={s.max_total_attempts}",
+            f"max_total_attempts={s.max_total_attempts} max_chain_steps={s.max_chain_steps} "
+            f"index_slack_s={s.index_slack_s:g} history_grace_s={s.history_grace_s:g}",
+            f"  invocations: deadline on {self.deadline_rate:.0%} of deliveries, {self.invocation_s:g}s each; "
+            f"bodies take up to {self.body_time:.0%} of their budget",
             f"  queue: visibility={self.visibility_s:g}s max_receives={self.max_receives}; sweeper page_size={self.page_size}",
             f"  faults ({self.profile}): {self.fx.describe() or 'none'}",
         ]
@@ -120,6 +137,9 @@ def make_config(seed: int, **overrides: Any) -> SimConfig:
         sweep_max_items=rng.choice([1, 3, 500, 500]),
         max_steps=rng.choice([1, 2, 3]) if caps else 1000,
         max_total_attempts=rng.choice([1, 2, 3, 5]) if caps else 5000,
+        max_chain_steps=rng.choice([1, 2, 100, 100]),
+        index_slack_s=rng.choice([0.0, 30.0, 300.0]),
+        history_grace_s=rng.choice([86400.0, 86400.0, 600.0, 0.0]),
     )
     # Most seeds mix every fault at random rates; the rest concentrate on one theme, so that rare
     # combinations (a stopped worker whose message comes back, then a crash at its checkpoint) occur.
@@ -128,12 +148,13 @@ def make_config(seed: int, **overrides: Any) -> SimConfig:
     if profile == "mixed":
         fx = FaultMix(
             crash=rate(0.3), error=rate(0.1), pause=rate(0.2), body_crash=rate(0.2), body_pause=rate(0.15),
+            body_overrun=rate(0.05, 0.5),
             low_time=rate(0.05, 0.5), lose_ack=rate(0.05, 0.5), dup=rate(0.3), drop=rate(0.15),
             extra_delay=rng.choice([0.0, 5.0, 120.0, 1000.0]), stale=rate(0.5), tick_skip=rate(0.2, 0.5),
             tick_double=rate(0.2, 0.5))
     elif profile == "sigstop":  # workers stop mid-call or mid-body while others take over, then resume
         fx = FaultMix(crash=u(0.1, 0.3), pause=u(0.1, 0.3), body_pause=u(0.2, 0.5), dup=rate(0.2),
-                      stale=rate(0.3), body_crash=rate(0.05))
+                      stale=rate(0.3), body_crash=rate(0.05), body_overrun=rate(0.05))
     elif profile == "crashy":  # processes die after any call; calls fail, sometimes after applying
         fx = FaultMix(crash=u(0.25, 0.5), error=u(0.0, 0.15), body_crash=u(0.1, 0.3), lose_ack=rate(0.1),
                       pause=rate(0.1), low_time=rate(0.05))
@@ -145,10 +166,16 @@ def make_config(seed: int, **overrides: Any) -> SimConfig:
                       dup=rate(0.2))
     fx = FaultMix(**{k: round(v, 3) for k, v in fx.__dict__.items()})
     workflows = [generate(rng, 0, plain_only=True)] + [generate(rng, i) for i in range(1, rng.randint(2, 4))]
+    # Invocations: some seeds pass no deadline (a paused worker then lives on as a zombie), others give
+    # every delivery the function's time, just enough for the longest step or more, so chains also
+    # stop because time runs out and a claim's lease must cover the claimer's deadline.
+    need = max(wf.timeout(i) for wf in workflows for i in range(len(wf.steps))) + settings.time_margin_ms / 1000
     config = SimConfig(seed=seed, settings=settings, visibility_s=rng.choice([30.0, 120.0, 360.0, 1200.0]),
                        max_receives=rng.choice([2, 3, 5, 10]), page_size=rng.choice([1, 2, 100]),
                        fault_ops=rng.randint(60, 160), n_execs=rng.randint(3, 8), workflows=workflows, fx=fx,
-                       caps=caps, profile=profile)
+                       caps=caps, profile=profile, deadline_rate=rng.choice([0.0, 0.5, 1.0]),
+                       invocation_s=round(need * rng.choice([1.0, 1.2, 2.0, 4.0]) + rng.choice([0.0, 1.0]), 3),
+                       body_time=rng.choice([0.0, 0.0, 0.1, 0.6]))
     for key, value in overrides.items():
         setattr(config, key, value)
     return config
@@ -168,31 +195,85 @@ class PlannedStart:
 
 @dataclass(frozen=True)
 class CommitObs:
+    """One successful commit, with the execution item as the store held it before and after."""
+
     seq: int
     execution_id: str
     expected_step: int
     expected_version: int
-    new_step: int
-    new_version: int
-    new_status: str
-    prev_version: Any
-    prev_status: Any
-    settle_index: int | None
-    settle_status: str | None
-    settle_final: bool
-    error_code: str | None
+    before: dict
+    after: dict
     op_id: int
+    op_kind: str
     mid: int | None
+    message: Any
     at: dt.datetime
+    issued_at: dt.datetime
+    """When the worker made the call (a pause before the write lands may lie between)."""
     fault_phase: bool
+
+    @property
+    def new_version(self) -> Any:
+        return self.after.get("version")
+
+    @property
+    def new_step(self) -> Any:
+        return self.after.get("current_step")
+
+    @property
+    def new_status(self) -> Any:
+        return self.after.get("status")
+
+    @property
+    def claim(self) -> bool:
+        """This write started an attempt: an unclaimed step became claimed, or the execution moved on
+        and claimed the next step in the same write (a chain)."""
+        a, b = self.after, self.before
+        if a.get("attempt_started_at") is None or a.get("status") in ("COMPLETED", "FAILED"):
+            return False
+        return a.get("current_step") != b.get("current_step") or b.get("attempt_started_at") is None
+
+    @property
+    def released(self) -> bool:
+        """The write ended a claim on the same step without moving on (a retry, a re-drive, FAILED)."""
+        return (self.before.get("attempt_started_at") is not None
+                and self.after.get("attempt_started_at") is None
+                and self.after.get("current_step") == self.before.get("current_step"))
+
+    @property
+    def advanced(self) -> bool:
+        return self.after.get("current_step", 0) > self.before.get("current_step", 0)
 
 
 @dataclass(frozen=True)
-class IntentObs:
+class PutObs:
     seq: int
-    attempt: int
-    at: dt.datetime
+    execution_id: str
+    step: int
+    attempts: int
+    status: str
+    is_final: bool
+    result_blob: str | None
+    error_code: str | None
     op_id: int
+    at: dt.datetime
+    replaced: int | None = None
+    """The attempt number of the record this write replaced (None: there was none)."""
+
+
+@dataclass
+class BodyRun:
+    """One step body execution, as the body itself saw it."""
+
+    seq: int
+    execution_id: str
+    step: int
+    attempt: int
+    op_id: int
+    at: dt.datetime
+    end: str = "unfinished"
+    """ok, raised (retryable), permanent, overran (returned past its budget), or unfinished (the
+    worker died inside it)."""
 
 
 class Simulation:
@@ -219,6 +300,7 @@ class Simulation:
         self.trace: list[str] = []
         self.stats: Counter = Counter()
         self.violations: list[str] = []
+        self.known: list[str] = []
         self.ops: list[Op] = []
         self._op_ids = 0
         self._seq = 0
@@ -228,9 +310,11 @@ class Simulation:
         self.next_tick = START + dt.timedelta(seconds=SWEEP_INTERVAL_S)
         self.ledger = Ledger()
         self.commits: dict[str, list[CommitObs]] = {}
-        self.intents: dict[tuple[str, int], list[IntentObs]] = {}
+        self.puts: dict[str, list[PutObs]] = {}
+        self.bodies: dict[tuple[str, int], list[BodyRun]] = {}
         self.creates: Counter = Counter()
-        self.body_attempts: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        self.inputs: dict[str, str] = {}
+        self.op_deadlines: dict[int, dt.datetime | None] = {}
         self.fault_stats: Counter = Counter()
         self.quiet_sweeps = 0
         self.liveness_bound = 0
@@ -245,6 +329,16 @@ class Simulation:
     # -- bookkeeping --------------------------------------------------------------------------------
     def stat(self, key: str, n: int = 1) -> None:
         self.stats[key] += n
+
+    def known_defect(self, key: str, text: str) -> None:
+        """A violation of a known, not yet fixed engine defect (``checks.KNOWN_DEFECTS``)."""
+        from .checks import KNOWN_DEFECTS
+
+        if key not in KNOWN_DEFECTS:
+            return self.violation(text)
+        self.known.append(f"[{key}] {text}")
+        self.stat(f"known.{key}")
+        self.log(f"!! KNOWN DEFECT {key}: {text}")
 
     def violation(self, text: str) -> None:
         self.violations.append(text)
@@ -264,87 +358,150 @@ class Simulation:
         return self.ops[-1] if self.ops else None
 
     # -- observations (made inside the store proxy, after the inner call succeeded) -------------------
-    def observe_create(self, execution) -> None:
+    def observe_create(self, execution, input_blob: str) -> None:
         self.creates[execution.execution_id] += 1
+        self.inputs[execution.execution_id] = input_blob
         self.commits.setdefault(execution.execution_id, [])
         self.log(f"    store: created {execution.execution_id[:8]} ({execution.workflow}) v1")
 
-    def observe_intent(self, eid: str, index: int, attempt: int, at: dt.datetime) -> None:
-        op = self.op
-        self.intents.setdefault((eid, index), []).append(IntentObs(self._next_seq(), attempt, at, op.id if op else 0))
-        self.log(f"    store: {eid[:8]} intent s{index} attempt {attempt}")
-
-    def observe_commit(self, transition, before: dict | None) -> None:
-        new, settle = transition.new, transition.step
+    def observe_commit(self, transition, before: dict | None, after: dict) -> None:
+        new = transition.new
         op = self.op
         obs = CommitObs(
             seq=self._next_seq(), execution_id=new.execution_id, expected_step=transition.expected_step,
-            expected_version=transition.expected_version, new_step=new.current_step, new_version=new.version,
-            new_status=new.status.value, prev_version=None if before is None else before.get("version"),
-            prev_status=None if before is None else before.get("status"),
-            settle_index=None if settle is None else settle.step_index,
-            settle_status=None if settle is None else settle.status.value,
-            settle_final=bool(settle and settle.is_final),
-            error_code=None if settle is None or settle.error is None else settle.error.code,
-            op_id=op.id if op else 0, mid=op.mid if op else None, at=self.clock.now(), fault_phase=self.faults_on,
+            expected_version=transition.expected_version, before=before or {}, after=after,
+            op_id=op.id if op else 0, op_kind=op.kind if op else "", mid=op.mid if op else None,
+            message=op.message if op else None, at=self.clock.now(),
+            issued_at=op.call_at if op and op.call_at else self.clock.now(), fault_phase=self.faults_on,
         )
         self.commits.setdefault(new.execution_id, []).append(obs)
+        self.op_deadlines.setdefault(obs.op_id, op.deadline if op else None)
         self.stat("commits.fault_phase" if self.faults_on else "commits.quiet_phase")
         if self.faults_on and op is not None and op.kind == "deliver":
             self.stat("commits.fault_phase_by_workers")
-        settled = f" settle s{obs.settle_index} {obs.settle_status}{' final' if obs.settle_final else ''}" if settle else ""
-        self.log(f"    store: {new.execution_id[:8]} commit v{obs.expected_version}->v{obs.new_version} s{obs.expected_step}->s{obs.new_step} "
-                 f"{obs.new_status}{settled}")
+        if obs.claim and obs.advanced and op is not None:
+            op.chained += 1
+            self.stat("commits.chained_claims")
+        claim = f" claim attempt {after.get('attempt')} until {after.get('next_wake_at')}" if obs.claim else ""
+        self.log(f"    store: {new.execution_id[:8]} commit v{obs.expected_version}->v{obs.new_version} "
+                 f"s{obs.expected_step}->s{obs.new_step} {obs.new_status} {after.get('timer') or ''}{claim}")
 
-    def on_body(self, workflow: str, spec: StepSpec, ctx) -> None:
-        """Called first thing in every step body: count it, then maybe crash or pause right there."""
+    def observe_put(self, eid: str, record, before: dict | None) -> None:
+        op = self.op
+        obs = PutObs(self._next_seq(), eid, record.step_index, record.attempts, record.status.value, record.is_final,
+                     record.result_blob, record.error.code if record.error else None, op.id if op else 0,
+                     self.clock.now(), before.get("attempts") if before else None)
+        self.puts.setdefault(eid, []).append(obs)
+        if before is not None and isinstance(before.get("attempts"), int) and before["attempts"] > record.attempts:
+            self.violation(f"{eid[:8]} step {record.step_index}: a history write by attempt {record.attempts} "
+                           f"replaced the record of later attempt {before['attempts']} (a taken-over attempt "
+                           "overwrote its successor)")
+        self.log(f"    store: {eid[:8]} put s{record.step_index} attempt {record.attempts} {record.status.value}"
+                 f"{' final' if record.is_final else ''}")
+
+    def on_body(self, workflow: str, spec: StepSpec, ctx) -> BodyRun:
+        """Called first thing in every step body: count it, let it take simulated time, then maybe crash
+        or pause right there."""
         key = (ctx.execution_id, spec.index)
         self.ledger.record(ctx.execution_id, spec.index, ctx.attempt)
         op = self.op
-        self.body_attempts.setdefault(key, []).append((ctx.attempt, self._next_seq()))
+        run = BodyRun(self._next_seq(), ctx.execution_id, spec.index, ctx.attempt, op.id if op else 0, self.clock.now())
+        self.bodies.setdefault(key, []).append(run)
         self.stat("bodies")
+        if op is not None and op.chained:
+            self.stat("bodies.in_chain")
         self.log(f"    body {workflow}.{spec.name} attempt {ctx.attempt}")
-        if op is None or not self.faults_on:
-            return
-        if op.plan.body_pause:
-            op.plan.body_pause = False
+        if op is None:
+            return run
+        op.bodies += 1
+        timeout = self.specs[workflow].timeout(spec.index)
+        p = op.plan
+        here = self.faults_on and op.bodies == p.body_at
+        if here and p.body_overrun:
+            self.stat("body.overrun")
+            self.log("  ** body runs past its budget")
+            self.advance(timeout * self.rng.uniform(1.01, 1.5))
+        elif self.config.body_time:
+            self.advance(timeout * self.config.body_time * self.rng.random())
+        if not here:
+            return run
+        if p.body_pause:
             self.pause(op, f"inside body {spec.name}")
-        if op.plan.body_crash:
+            if op.chained:
+                self.stat("pause.body.in_chain")
+        if p.body_crash:
             self.stat("crash.body")
+            if op.chained:
+                self.stat("crash.body.in_chain")
             raise SimulatedCrash(op.id, f"body {spec.name}")
+        self.check_deadline(op, f"body {spec.name}")
+        return run
+
+    def on_body_end(self, run: BodyRun, end: str) -> None:
+        timeout = self.specs[self.inner.metas[run.execution_id]["workflow"]].timeout(run.step)
+        if end == "ok" and (self.clock.now() - run.at).total_seconds() > timeout:
+            end = "overran"  # returned past its budget: the engine's clock says so too (step_timeout)
+        run.end = end
+
+    def check_deadline(self, op: Op, where: str) -> None:
+        """Lambda ends an invocation at its deadline: a worker that resumes past it is gone."""
+        if op.deadline is not None and self.clock.now() > op.deadline:
+            self.stat("crash.deadline")
+            self.log(f"  ** invocation timed out ({where})")
+            raise SimulatedCrash(op.id, f"deadline ({where})")
+
+    def point(self, name: str, info: dict) -> None:
+        """An engine fault point (``faults.point``): a crash or pause point like any store call."""
+        self.call(name, lambda: None, point=True)
 
     # -- the fault point: every store and queue call comes through here -----------------------------
-    def call(self, name: str, fn: Callable[[], Any]) -> Any:
+    def call(self, name: str, fn: Callable[[], Any], point: bool = False) -> Any:
         op = self.op
         if op is None or not self.faults_on:
+            if op is not None:
+                op.call_at = self.clock.now()
+                self.check_deadline(op, name)
             return fn()
         op.calls += 1
+        op.names[name] = op.names.get(name, 0) + 1
+        op.call_at = self.clock.now()
         k, p = op.calls, op.plan
-        if p.pause_at == k and not p.pause_after:
-            self.pause(op, f"before {name}")
-        crash_here = p.crash_at == k or p.crash_on == name
+        self.check_deadline(op, name)
+        pause_here = p.pause_at == k or (p.pause_on == name and op.names[name] == p.pause_nth)
+        if pause_here and not p.pause_after:
+            self._pause_at(op, f"before {name}")
+        crash_here = p.crash_at == k or (p.crash_on == name and op.names[name] == p.crash_nth)
         if crash_here and not p.crash_after:
             self._crash(op, f"before {name}")
-        if p.error_at == k and not p.error_after:
+        if p.error_at == k and not p.error_after and not point:
             raise self._injected(name, "before")
         error: Exception | None = None
         result = None
         try:
             result = fn()
-        except Exception as exc:  # the store's own answer (conflict, busy, settled): passed on below
+        except Exception as exc:  # the store's own answer (conflict, superseded): passed on below
             error = exc
-        if p.pause_at == k and p.pause_after:
-            self.pause(op, f"after {name}")
+        if pause_here and p.pause_after:
+            self._pause_at(op, f"after {name}")
         if crash_here and p.crash_after:
             self._crash(op, f"after {name}")
-        if p.error_at == k and p.error_after and error is None:
+        if p.error_at == k and p.error_after and error is None and not point:
             raise self._injected(name, "after (applied)")
         if error is not None:
             raise error
         return result
 
+    def _pause_at(self, op: Op, where: str) -> None:
+        if op.chained:
+            self.stat("pause.in_chain")
+        self.pause(op, where)
+        self.check_deadline(op, where)
+
     def _crash(self, op: Op, where: str) -> None:
         self.stat(f"crash.{where.replace(' ', '.')}")
+        if op.chained:
+            self.stat("crash.in_chain")
+            self.stat(f"crash.in_chain.{where.replace(' ', '.')}")
         self.log(f"  ** crash {where}")
         raise SimulatedCrash(op.id, where)
 
@@ -367,27 +524,50 @@ class Simulation:
         if rng.random() < fx.crash:
             p.crash_after = rng.random() < 0.7
             if rng.random() < 0.5:
-                p.crash_at = rng.randint(1, 8)
+                p.crash_at = rng.randint(1, 12 if kind == "deliver" else 8)
             else:  # aim at a method, so rare points (finalize, the DLQ notice, the ack) are hit as often
                 p.crash_on = rng.choice(CRASH_TARGETS[kind])
+                if p.crash_on in REPEATING:  # the second or third one lies inside a chain
+                    p.crash_nth = rng.choice([1, 1, 1, 2, 2, 3])
         if rng.random() < fx.error:
-            p.error_at, p.error_after = rng.randint(1, 8), rng.random() < 0.5
+            p.error_at, p.error_after = rng.randint(1, 10), rng.random() < 0.5
         if len(self.ops) < self.max_depth and rng.random() < fx.pause:
-            p.pause_at, p.pause_after = rng.randint(1, 6), rng.random() < 0.5
+            p.pause_at, p.pause_after = rng.randint(1, 10), rng.random() < 0.5
         if kind == "deliver":
+            p.body_at = rng.choice([1, 1, 2, 3])
             p.body_crash = rng.random() < fx.body_crash
             p.body_pause = len(self.ops) < self.max_depth and rng.random() < fx.body_pause
+            p.body_overrun = rng.random() < fx.body_overrun
             p.low_time = rng.random() < fx.low_time
             p.lose_ack = rng.random() < fx.lose_ack
         return p
 
+    def deadline_for(self, plan: OpPlan) -> float | None:
+        """The invocation time a delivery starts with (None: the engine is given no deadline)."""
+        if plan.low_time:
+            return 0.5
+        if plan.deadline_s is not None:
+            return plan.deadline_s
+        if self.config.deadline_rate and self.rng.random() < self.config.deadline_rate:
+            return self.config.invocation_s
+        return None
+
     # -- operations ---------------------------------------------------------------------------------
-    def run_op(self, kind: str, label: str, plan: OpPlan, fn: Callable[[Op], None], mid: int | None = None) -> Op:
+    def run_op(self, kind: str, label: str, plan: OpPlan, fn: Callable[[Op], None], mid: int | None = None,
+               message=None, deadline_s: float | None = None) -> Op:
         self._op_ids += 1
-        op = Op(self._op_ids, kind, len(self.ops), plan, label, mid=mid)
+        op = Op(self._op_ids, kind, len(self.ops), plan, label, mid=mid, message=message)
+        if deadline_s is not None:
+            op.deadline = self.clock.now() + dt.timedelta(seconds=deadline_s)
         self.ops.append(op)
         self.stat(f"ops.{kind}")
-        self.log(f"{kind} {label}".rstrip())
+        self.log(f"{kind} {label}".rstrip() + (f" (invocation {deadline_s:g}s)" if deadline_s is not None else ""))
+        outermost = len(self.ops) == 1
+        if outermost:
+            # The engine's step clock and fault points become the simulation's for this operation.
+            saved = task_kind.monotonic_ms
+            task_kind.monotonic_ms = self._monotonic_ms
+            faults.install(self.point)
         try:
             fn(op)
         except SimulatedCrash as crash:
@@ -397,17 +577,27 @@ class Simulation:
             self.stat(f"crashed.{kind}")
         finally:
             self.ops.pop()
+            if outermost:
+                task_kind.monotonic_ms = saved
+                faults.install(None)
         return op
+
+    def _monotonic_ms(self) -> float:
+        return (self.clock.now() - START).total_seconds() * 1000.0
 
     def deliver(self, m: SimMessage) -> None:
         receipt = self.queue.receive(m)
         if receipt is None:
             return
         plan = self.plan("deliver")
+        deadline_s = self.deadline_for(plan)
         label = f"#{m.mid} ({m.body.execution_id[:8]} s{m.body.step} v{m.body.version}) receive {receipt}"
 
         def handle(op: Op) -> None:
-            remaining = (lambda: 500) if plan.low_time else None
+            remaining = None
+            if op.deadline is not None:
+                deadline = op.deadline
+                remaining = lambda: max(0, int((deadline - self.clock.now()).total_seconds() * 1000))  # noqa: E731
             try:
                 outcome = self.engine.process(m.body, remaining_ms=remaining)
             except REDELIVER as exc:  # the handler raised: SQS redelivers after the visibility timeout
@@ -418,7 +608,12 @@ class Simulation:
                 self.violation(f"Engine.process raised {type(exc).__name__}: {exc} on {label}")
                 return
             self.stat(f"outcome.{outcome.kind}")
-            self.log(f"  -> {outcome.kind} {outcome.detail}".rstrip())
+            self.stat(f"steps_run.{min(outcome.steps_run, 3)}")
+            if outcome.steps_run > 1 and op.deadline is not None:
+                self.stat("steps_run.chain_with_deadline")
+            if outcome.kind == "advanced" and op.deadline is not None and outcome.steps_run < self.settings.max_chain_steps:
+                self.stat("steps_run.chain_stopped_on_time")  # the next step's budget did not fit any more
+            self.log(f"  -> {outcome.kind} {outcome.detail} (steps run {outcome.steps_run})")
             if plan.lose_ack:
                 self.stat("ack.lost")
                 self.log("  ** acknowledgement lost")
@@ -428,7 +623,7 @@ class Simulation:
             except InjectedQueueError:
                 return
 
-        self.run_op("deliver", label, plan, handle, mid=m.mid)
+        self.run_op("deliver", label, plan, handle, mid=m.mid, message=m.body, deadline_s=deadline_s)
 
     def sweep(self, why: str) -> None:
         plan = self.plan("sweep")
@@ -449,6 +644,8 @@ class Simulation:
                 self.stat(f"sweep.skipped.{reason}", n)
             if report.truncated:
                 self.stat("sweep.truncated")
+            if report.finalized:
+                self.stat("sweep.finalized", report.finalized)
             self.log(f"  -> redriven {dict(report.redriven)} skipped {dict(report.skipped)}")
 
         self.run_op("sweep", why, plan, handle)
@@ -485,6 +682,10 @@ class Simulation:
             return
         self.stat(f"pause.{op.kind}")
         self.log(f"  ~~ {op.kind} op {op.id} paused {where}")
+        if op.kind == "deliver" and op.message is not None and self.rng.random() < 0.3:
+            self.takeover(op.message.execution_id)
+            self.log(f"  ~~ {op.kind} op {op.id} resumes")
+            return
         own = self.queue.messages.get(op.mid) if op.mid is not None else None
         if own is not None and self.rng.random() < 0.5:
             # The stopped worker's own message outlives its visibility timeout and goes to another.
@@ -505,6 +706,23 @@ class Simulation:
                 self.sweep("(overlapping)")
         self.log(f"  ~~ {op.kind} op {op.id} resumes")
 
+    def takeover(self, eid: str) -> None:
+        """The stopped worker stays stopped past its execution's due time (its lease): the sweeper
+        re-drives the execution and another worker runs it meanwhile (SIGSTOP, a long GC pause)."""
+        self.stat("pause.takeover")
+        for _ in range(2):
+            attrs = self.inner.metas.get(eid) or {}
+            key = due_key(attrs)
+            if key is None:
+                return
+            self.clock.set(max(self.clock.now(), parse_ts(key) + dt.timedelta(seconds=1)))
+            self.sweep("(while a worker is stopped)")
+            for _ in range(3):
+                mine = [m for m in self.queue.visible() if m.body.execution_id == eid]
+                if not mine:
+                    break
+                self.deliver(min(mine, key=lambda m: (m.visible_at, m.mid)))
+
     # -- time ---------------------------------------------------------------------------------------
     def advance(self, seconds: float) -> None:
         if seconds > 0:
@@ -519,7 +737,7 @@ class Simulation:
         self.advance(self.rng.choice(choices))
 
     def next_due_at(self) -> dt.datetime | None:
-        due = [a["next_wake_at"] for a in self.inner.metas.values() if isinstance(a.get("next_wake_at"), str)]
+        due = [key for a in self.inner.metas.values() if (key := due_key(a)) is not None]
         return parse_ts(min(due)) if due else None
 
     def advance_to_next_event(self) -> None:
@@ -545,11 +763,25 @@ class Simulation:
 
     # -- phases -------------------------------------------------------------------------------------
     def after_op(self) -> None:
+        slack = dt.timedelta(seconds=self.settings.slack_s)
         for eid, a in self.inner.metas.items():
             terminal = a.get("status") in TERMINAL
-            if terminal == ("next_wake_at" in a):
-                self.violation(f"{eid}: status {a.get('status')} but next_wake_at={a.get('next_wake_at')} "
+            key = due_key(a)
+            if terminal == (key is not None):
+                self.violation(f"{eid[:8]}: status {a.get('status')} but due-index key {key} "
                                "(terminal must be exactly the executions out of the due index)")
+            elif not terminal:
+                wake = a.get("next_wake_at")
+                if not isinstance(wake, str):
+                    self.violation(f"{eid[:8]}: live without next_wake_at")
+                elif key == wake:  # fixed-width timestamps: string order is time order
+                    pass
+                elif a.get("timer") == "lease" and not (wake < key and parse_ts(key) <= parse_ts(wake) + slack):
+                    self.violation(f"{eid[:8]}: lease until {a['next_wake_at']} indexed at {key}, outside "
+                                   f"[lease, lease + {self.settings.slack_s:g}s]: the sweeper would re-drive it "
+                                   "early or too late")
+                elif a.get("timer") != "lease":
+                    self.violation(f"{eid[:8]}: {a.get('timer')} timer at {a['next_wake_at']} indexed at {key}")
         self.snapshots.append(due_snapshot(self.inner))
 
     def fault_phase(self) -> None:
@@ -617,12 +849,17 @@ class Simulation:
             wf = self.specs[a["workflow"]]
             total = 0.0
             for spec in wf.steps[max(0, int(a["current_step"]) - 1):]:
-                lease = lease_seconds(s, wf.timeout(spec.index))
+                # a lost message or a dead attempt waits for its lease (or its claimer's deadline), then
+                # for the index key's slack, the visibility timeout and two ticks; each attempt may run
+                # its whole budget, and back off
+                timeout = wf.timeout(spec.index)
+                lease = max(lease_seconds(s, timeout), self.config.invocation_s + s.time_margin_ms / 1000)
+                wait = lease + s.slack_s + vis + 2 * interval
                 if spec.kind == "sleep":
-                    total += spec.sleep_s + lease + vis + 2 * interval
+                    total += spec.sleep_s + wait
                 else:
                     policy = wf.policy(spec.index)
-                    total += (policy.max_attempts + 1) * (lease + vis + policy.max_delay + 2 * interval)
+                    total += (policy.max_attempts + 1) * (wait + timeout + policy.max_delay)
             worst = max(worst, total)
         return math.ceil(worst / interval) + 5
 
@@ -689,11 +926,12 @@ class Simulation:
             self.after_op()
         else:
             self.violation("the queue never drained after every execution ended")
-        # Housekeeping owed: a few more scheduled sweeps (past a lease) while an ended execution is
-        # still not finalized, for an engine whose sweeper finishes it. The checker judges the rest.
-        ticks = math.ceil(self.settings.lease_s / SWEEP_INTERVAL_S) + 3
-        for _ in range(ticks):
-            if not self.unfinalized():
+        # Housekeeping owed: scheduled sweeps until every ended execution's finalize_by has passed (the
+        # sweeper finishes what a worker that died after the terminal commit left undone).
+        last = max((parse_ts(a["finalize_by"]) for a in self.inner.metas.values()
+                    if isinstance(a.get("finalize_by"), str)), default=self.clock.now())
+        for _ in range(10_000):
+            if not self.unfinalized() or self.clock.now() > last + 3 * interval:
                 break
             self.clock.set(max(self.clock.now(), self.next_tick))
             self.next_tick = self.clock.now() + interval
@@ -712,6 +950,7 @@ class Simulation:
     def run(self) -> Simulation:
         self.log(self.config.describe())
         self.stat(f"profile.{self.config.profile}")
+        self.stat(f"config.max_chain_steps.{self.settings.max_chain_steps}")
         self.fault_phase()
         self.quiet_phase()
         from .checks import check_run

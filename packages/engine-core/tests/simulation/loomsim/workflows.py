@@ -120,11 +120,17 @@ def step_result(execution_id: str, spec: StepSpec) -> dict:
 
 def make_body(workflow: str, spec: StepSpec, on_body):
     def body(ctx):
-        on_body(workflow, spec, ctx)  # ledger, then maybe a crash or a pause inside the body
+        # ledger, simulated time, then maybe a crash or a pause inside the body; the simulation learns
+        # how the body ended (a crash never returns here)
+        run = on_body(workflow, spec, ctx)
+        sim = on_body.__self__
         if spec.kind == "permanent":
+            sim.on_body_end(run, "permanent")
             raise PermanentStepError(f"{spec.name} always fails")
         if ctx.attempt <= spec.fail_first:
+            sim.on_body_end(run, "raised")
             raise RuntimeError(f"{spec.name} fails attempt {ctx.attempt} of its first {spec.fail_first}")
+        sim.on_body_end(run, "ok")
         return step_result(ctx.execution_id, spec)
 
     body.__name__ = spec.name

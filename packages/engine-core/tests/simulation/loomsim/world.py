@@ -8,14 +8,15 @@ Nothing here is threaded. A "pause" runs other operations synchronously inside t
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine_core.clock import format_ts, parse_ts
-from engine_core.errors import StorageError, TransitionConflictError, StepBusyError, StepSettledError
+from engine_core.errors import StepSupersededError, StorageError, TransitionConflictError
 from engine_core.model import StepMessage
 from engine_core.ports import DuePage, DueRef
 from engine_core.sharding import shard_of
+from engine_core.storage._items import step_sort_key
 
 if TYPE_CHECKING:
     from .sim import Simulation
@@ -42,21 +43,34 @@ class InjectedQueueError(Exception):
 @dataclass
 class OpPlan:
     """What goes wrong during one operation (a delivery, a sweep, a start). Calls are numbered from 1
-    over every store and queue call the operation makes, the acknowledgement included."""
+    over every store and queue call the operation makes, the engine's named fault points
+    (``worker.after_claim``, ...) and the acknowledgement included."""
 
     crash_at: int | None = None
     """Crash at this call number..."""
     crash_on: str | None = None
-    """...or at the first call of this method (``commit``, ``finalize``, ``send``, ...)."""
+    """...or at the ``crash_nth`` call of this method or point (``commit``, ``put_step``, ``send``,
+    ``worker.after_record``, ...): with nth > 1 the crash lands inside a chain of steps."""
+    crash_nth: int = 1
     crash_after: bool = True
     error_at: int | None = None
     error_after: bool = False
     pause_at: int | None = None
+    pause_on: str | None = None
+    """...or pause at the ``pause_nth`` call of this method or point (scripted scenarios)."""
+    pause_nth: int = 1
     pause_after: bool = False
+    body_at: int = 1
+    """Which step body of the operation (1 = the first; more inside a chain) the body faults hit."""
     body_crash: bool = False
     body_pause: bool = False
+    body_overrun: bool = False
+    """The body runs past its timeout budget (the engine sees a step_timeout)."""
     low_time: bool = False
     lose_ack: bool = False
+    deadline_s: float | None = None
+    """The invocation's time left when the delivery starts (``remaining_ms``); None: no deadline given.
+    Past it the simulated Lambda is killed at its next call."""
 
 
 @dataclass
@@ -70,6 +84,15 @@ class Op:
     crashed: bool = False
     mid: int | None = None
     """The queue message a delivery handles."""
+    message: StepMessage | None = None
+    deadline: dt.datetime | None = None
+    names: dict[str, int] = field(default_factory=dict)
+    """Calls so far by name (for ``crash_nth``)."""
+    call_at: dt.datetime | None = None
+    """When the current store or queue call was made."""
+    bodies: int = 0
+    chained: int = 0
+    """Commits this operation made that moved on and claimed the next step in the same write."""
 
 
 # -- the queue ------------------------------------------------------------------------------------
@@ -169,52 +192,67 @@ def _m(body: StepMessage) -> str:
 
 # -- proxies --------------------------------------------------------------------------------------
 class StoreProxy:
-    """The engine's view of the MemoryStore: every call is a crash/error/pause point, commits and
-    intents are recorded for the checker, and ``query_due`` may answer from an older snapshot of the
-    due index (the GSI is eventually consistent)."""
+    """The engine's view of the MemoryStore: every call is a crash/error/pause point; creates, commits
+    and history writes are recorded for the checker (with the stored item before and after, so a
+    store that breaks its own conditions is seen), and ``query_due`` may answer from an older snapshot
+    of the due index (the GSI is eventually consistent)."""
 
     def __init__(self, inner, sim: Simulation):
         self.inner, self.sim = inner, sim
 
-    def create(self, execution):
+    def create(self, execution, input_blob, replace_version=None):
         def call():
-            self.inner.create(execution)
-            self.sim.observe_create(execution)
+            self.inner.create(execution, input_blob, replace_version)
+            self.sim.observe_create(execution, input_blob)
         return self.sim.call("create", call)
 
     def load(self, execution_id):
         return self.sim.call("load", lambda: self.inner.load(execution_id))
 
-    def record_intent(self, execution_id, step_index, name, started_at, stale_before):
-        def call():
-            try:
-                record = self.inner.record_intent(execution_id, step_index, name, started_at, stale_before)
-            except (StepBusyError, StepSettledError) as exc:
-                self.sim.log(f"    store: {execution_id[:8]} intent s{step_index} refused: {type(exc).__name__}")
-                raise
-            self.sim.observe_intent(execution_id, step_index, record.attempts, started_at)
-            return record
-        return self.sim.call("record_intent", call)
+    def load_state(self, execution_id):
+        return self.sim.call("load_state", lambda: self.inner.load_state(execution_id))
 
     def commit(self, transition):
         def call():
-            before = self.inner.metas.get(transition.new.execution_id)
+            eid = transition.new.execution_id
+            before = self.inner.metas.get(eid)
             before = None if before is None else dict(before)
             try:
                 self.inner.commit(transition)
             except TransitionConflictError:
                 self.sim.stat("store.commit_conflicts")
-                self.sim.log(f"    store: {transition.new.execution_id[:8]} commit s{transition.expected_step} "
+                self.sim.log(f"    store: {eid[:8]} commit s{transition.expected_step} "
                              f"v{transition.expected_version} lost the race")
                 raise
-            self.sim.observe_commit(transition, before)
+            self.sim.observe_commit(transition, before, dict(self.inner.metas[eid]))
         return self.sim.call("commit", call)
+
+    def put_step(self, execution_id, record):
+        def call():
+            key = step_sort_key(record.step_index, record.name)
+            before = self.inner.steps.get(execution_id, {}).get(key)
+            before = None if before is None else dict(before)
+            try:
+                self.inner.put_step(execution_id, record)
+            except StepSupersededError:
+                self.sim.stat("store.put_superseded")
+                self.sim.log(f"    store: {execution_id[:8]} put s{record.step_index} attempt {record.attempts} "
+                             "superseded")
+                raise
+            self.sim.observe_put(execution_id, record, before)
+        return self.sim.call("put_step", call)
+
+    def stamp_history(self, execution_id, expires_at):
+        return self.sim.call("stamp_history", lambda: self.inner.stamp_history(execution_id, expires_at))
 
     def fail_unreadable(self, execution_id, error, now, expires_at):
         return self.sim.call("fail_unreadable", lambda: self.inner.fail_unreadable(execution_id, error, now, expires_at))
 
-    def finalize(self, execution_id, version, expires_at):
-        return self.sim.call("finalize", lambda: self.inner.finalize(execution_id, version, expires_at))
+    def finalize(self, execution_id, version):
+        def call():
+            self.inner.finalize(execution_id, version)
+            self.sim.log(f"    store: {execution_id[:8]} finalize v{version}")
+        return self.sim.call("finalize", call)
 
     def query_due(self, shard, now, limit, cursor=None):
         def call():
@@ -224,6 +262,9 @@ class StoreProxy:
             self.sim.stat("store.stale_index_reads")
             return query_snapshot(snap, self.inner.shards, shard, now, limit, cursor)
         return self.sim.call("query_due", call)
+
+    def query_unfinalized(self, shard, now, limit, cursor=None):
+        return self.sim.call("query_unfinalized", lambda: self.inner.query_unfinalized(shard, now, limit, cursor))
 
     def history(self, execution_id):
         return self.sim.call("history", lambda: self.inner.history(execution_id))
@@ -236,9 +277,15 @@ class StoreProxy:
         return lambda *args, **kwargs: self.sim.call(name, lambda: method(*args, **kwargs))
 
 
+def due_key(attrs: dict[str, Any]) -> str | None:
+    """The item's due-index key (GSI1SK): ``index_at``, or ``next_wake_at`` for items without one."""
+    key = attrs.get("index_at") or attrs.get("next_wake_at")
+    return key if isinstance(key, str) else None
+
+
 def due_snapshot(store) -> dict[str, str]:
-    """The due index as it stands: execution id -> next_wake_at (the sparse GSI's content)."""
-    return {eid: a["next_wake_at"] for eid, a in store.metas.items() if isinstance(a.get("next_wake_at"), str)}
+    """The due index as it stands: execution id -> its key (the sparse GSI's content)."""
+    return {eid: key for eid, a in store.metas.items() if (key := due_key(a)) is not None}
 
 
 def query_snapshot(snap: dict[str, str], shards: int, shard: int, now: dt.datetime, limit: int,
@@ -267,7 +314,7 @@ class QueueProxy:
 def broken_store_class(kind: str):
     """A MemoryStore subclass with one guarantee removed; the checker must notice within a few seeds."""
     from engine_core.errors import ExecutionNotFoundError
-    from engine_core.storage._items import execution_to_attrs
+    from engine_core.storage._items import execution_to_attrs, step_to_attrs
     from engine_core.storage.memory import MemoryStore
 
     if kind == "commit_ignores_version":
@@ -278,22 +325,33 @@ def broken_store_class(kind: str):
                 if new.execution_id not in self.metas:
                     raise ExecutionNotFoundError(new.execution_id)
                 self.metas[new.execution_id] = execution_to_attrs(new)  # no condition at all
-                if transition.step is not None:
-                    self._settle_step(new.execution_id, transition.step)
-    elif kind == "intent_ignores_busy":
+    elif kind == "put_ignores_later_attempt":
         class Broken(MemoryStore):
-            def record_intent(self, execution_id, step_index, name, started_at, stale_before):
-                # a RUNNING attempt never blocks another one (settled steps are still refused)
-                return super().record_intent(execution_id, step_index, name, started_at,
-                                             started_at + dt.timedelta(days=365))
+            def put_step(self, execution_id, record):
+                self._count("put_step")
+                if execution_id not in self.metas:
+                    raise ExecutionNotFoundError(execution_id)
+                # no condition: a taken-over attempt (a zombie) overwrites its successor's record
+                self.steps.setdefault(execution_id, {})[step_sort_key(record.step_index, record.name)] = \
+                    step_to_attrs(record)
+    elif kind == "claim_not_counted":
+        class Broken(MemoryStore):
+            def commit(self, transition):
+                old = dict(self.metas.get(transition.new.execution_id) or {})
+                super().commit(transition)
+                attrs = self.metas[transition.new.execution_id]
+                if old.get("current_step") == attrs.get("current_step") and attrs.get("attempt", 0) > old.get("attempt", 0):
+                    # the claim's write forgets its counters (an update expression that lost its ADDs)
+                    attrs["attempt"] = old.get("attempt", 0)
+                    attrs["total_attempts"] = old.get("total_attempts", 0)
     elif kind == "terminal_keeps_due_key":
         class Broken(MemoryStore):
             def commit(self, transition):
-                old = self.metas.get(transition.new.execution_id, {}).get("next_wake_at")
+                old = self.metas.get(transition.new.execution_id, {}).get("index_at")
                 super().commit(transition)
                 attrs = self.metas[transition.new.execution_id]
-                if "next_wake_at" not in attrs and old is not None:
-                    attrs["next_wake_at"] = old  # forgot to REMOVE the GSI keys
+                if "index_at" not in attrs and old is not None:
+                    attrs["index_at"] = old  # forgot to REMOVE the GSI keys
     elif kind == "index_misses_items":
         class Broken(MemoryStore):
             def query_due(self, shard, now, limit, cursor=None):
@@ -305,4 +363,5 @@ def broken_store_class(kind: str):
     return Broken
 
 
-BROKEN_KINDS = ("commit_ignores_version", "intent_ignores_busy", "terminal_keeps_due_key", "index_misses_items")
+BROKEN_KINDS = ("commit_ignores_version", "put_ignores_later_attempt", "claim_not_counted", "terminal_keeps_due_key",
+                "index_misses_items")
