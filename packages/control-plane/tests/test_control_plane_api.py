@@ -186,7 +186,7 @@ def test_get_execution_when_it_exists_returns_its_state(lambdas, world, clock):
     # then
     assert status == 200
     assert (body["workflow"], body["status"]) == ("order_fulfillment", "RUNNING")
-    assert (body["current_step"], body["version"]) == (1, 2)
+    assert (body["current_step"], body["version"]) == (1, 3)  # start, claim of step 0, its commit
     assert body["context"]["order_id"] == "o-1001" and body["context"]["reservation_id"].startswith("res-")
     assert body["current_step_name"] == "charge_payment" and body["error"] is None
     for key in ("next_wake_at", "created_at", "updated_at"):

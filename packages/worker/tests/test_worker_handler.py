@@ -93,7 +93,7 @@ def test_duplicate_message_when_step_already_done_is_acknowledged_and_changes_no
     assert world.items() == before
     assert world.visible_count(world.queue_url) == 0
     assert [json.loads(m["Body"])["step"] for m in queued] == [1]
-    assert world.meta(execution_id)["version"]["N"] == "2"
+    assert world.meta(execution_id)["version"]["N"] == "3"  # start, claim of step 0, its commit
 
 
 def test_stale_message_when_version_moved_on_is_acknowledged_and_changes_nothing(lambdas, world):
@@ -188,33 +188,40 @@ def test_batch_when_time_is_too_short_fails_every_record_and_writes_nothing(lamb
     assert world.visible_count(world.queue_url) == 0
 
 
-class _Shrinking(FakeContext):
-    """Plenty of time for the first record, then almost none."""
+class _TightFor(FakeContext):
+    """Plenty of time, except while the named execution's record is handled (a slow record before it)."""
 
-    calls = 0
+    def __init__(self, tight_for: str):
+        super().__init__()
+        self.tight_for, self.current = tight_for, None
 
     def get_remaining_time_in_millis(self) -> int:
-        self.calls += 1
-        return 60_000 if self.calls == 1 else 2_000
+        return 2_000 if self.current == self.tight_for else 60_000
 
 
-def test_batch_when_time_runs_out_midway_stops_starting_records(lambdas, world, monkeypatch):
+def test_batch_when_one_record_cannot_fit_it_alone_is_left_and_the_others_still_run(lambdas, world, monkeypatch):
     # given
     ids = [_start(lambdas, "flaky_greeting", {"name": str(i), "failures": 0}) for i in range(3)]
     world.drain(world.queue_url)
-    event = records_event([_step_message(ids[0], 0, 1), _step_message(ids[1], 0, 1),
-                           _step_message(str(uuid.uuid4()), 0, 1)])
-    processed = []
+    unknown = str(uuid.uuid4())
+    event = records_event([_step_message(ids[0], 0, 1), _step_message(ids[1], 0, 1), _step_message(unknown, 0, 1),
+                           _step_message(ids[2], 0, 1)])
+    context, processed = _TightFor(ids[1]), []
     original = lambdas.worker.runtime.engine.process
-    monkeypatch.setattr(lambdas.worker.runtime.engine, "process",
-                        lambda message, **kw: processed.append(message.execution_id) or original(message, **kw))
+
+    def process(message, **kw):
+        context.current = message.execution_id
+        processed.append(message.execution_id)
+        return original(message, **kw)
+
+    monkeypatch.setattr(lambdas.worker.runtime.engine, "process", process)
     # when
-    response = lambdas.worker.handler(event, _Shrinking())
-    # then: record 1 ran, record 2 found too little time, record 3 (an unknown execution the engine
-    # would have acknowledged at once) was never handed to the engine
-    assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in event["Records"][1:]]}
-    assert processed == ids[:2]
-    assert world.meta(ids[0])["current_step"]["N"] == "1"
+    response = lambdas.worker.handler(event, context)
+    # then: only the record that found too little time is left for redelivery, before any write;
+    # the records after it (an unknown execution, another step) were still handled
+    assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][1]["messageId"]}]}
+    assert processed == [ids[0], ids[1], unknown, ids[2]]
+    assert world.meta(ids[0])["current_step"]["N"] == "1" and world.meta(ids[2])["current_step"]["N"] == "1"
     assert world.meta(ids[1])["version"]["N"] == "1"
 
 
@@ -259,7 +266,7 @@ def test_due_retry_when_first_delivery_lacks_time_still_completes_after_the_leas
     lambdas.pump.deliver()
     world.sqs.purge_queue(QueueUrl=world.queue_url)  # the delayed retry message, on real time
     clock.advance(5)
-    retry = _step_message(execution_id, 0, 2)
+    retry = _step_message(execution_id, 0, 3)  # start, claim of attempt 1, its retry
     short = lambdas.worker.handler(records_event([retry]), FakeContext(remaining_ms=5_000))
     # when: SQS redelivers it to a roomy invocation, and the schedule keeps firing
     again = lambdas.worker.handler(records_event([retry]), FakeContext())
@@ -268,3 +275,52 @@ def test_due_retry_when_first_delivery_lacks_time_still_completes_after_the_leas
     assert len(short["batchItemFailures"]) == 1 and again == {"batchItemFailures": []}
     assert status == "COMPLETED"
     assert lambdas.worker.runtime.engine.history(execution_id)[0].attempts == 2
+
+
+def test_defaults_tour_on_every_default_completes_in_a_60_s_worker(monkeypatch, clock, logs):
+    # given: a worker whose timeout is Lambda's 60 s, and a workflow that sets no timeout or retry
+    from loom_lambda_harness import Lambdas, aws_world
+
+    with aws_world(monkeypatch, LOOM_FUNCTION_TIMEOUT_S="60", LOOM_MAX_CHAIN_STEPS="100") as world:
+        lambdas = Lambdas(world, clock, logs)
+        execution_id = _start(lambdas, "defaults_tour", {"text": "three little words"})
+        # when
+        status = lambdas.pump.run_until_settled(execution_id)
+        # then: the derived budget ran every step in a 60 s invocation, the default policy retried once
+        assert lambdas.worker.runtime.settings.default_step_timeout_s == 55.0
+        assert status == "COMPLETED"
+        history = lambdas.worker.runtime.engine.history(execution_id)
+        assert [(r.name, r.status.value, r.attempts) for r in history] == [
+            ("count_words", "SUCCEEDED", 1), ("flaky_double", "SUCCEEDED", 2), ("sleep_2s", "SUCCEEDED", 1),
+            ("summarize", "SUCCEEDED", 1)]
+
+
+def test_worker_start_when_a_step_budget_cannot_fit_the_timeout_is_refused_naming_both(monkeypatch, clock, logs):
+    # given: the examples set step_timeout_s = 10; a 12 s worker cannot fit 10 s plus the margin
+    from loom_lambda_harness import Lambdas, aws_world
+
+    from engine_core import ConfigurationError
+
+    with aws_world(monkeypatch, LOOM_FUNCTION_TIMEOUT_S="12"):
+        # when / then
+        with pytest.raises(ConfigurationError) as refused:
+            Lambdas(world=None, clock=clock, logs=logs).worker  # noqa: B018 (the import is the start)
+    text = str(refused.value)
+    assert "12 s" in text and "10 s budget" in text and "needs 13 s" in text and "worker_timeout_s" in text
+
+
+def test_chained_delivery_runs_steps_back_to_back_until_the_sleep(monkeypatch, clock, logs):
+    # given: chaining on (the deployed default)
+    from loom_lambda_harness import Lambdas, aws_world
+
+    with aws_world(monkeypatch, LOOM_MAX_CHAIN_STEPS="100") as world:
+        lambdas = Lambdas(world, clock, logs)
+        execution_id = _start(lambdas, "order_fulfillment", ORDER)
+        # when: one delivery
+        response = lambdas.worker.handler(records_event([_first_message_body(world)]), FakeContext())
+        # then: reserve and charge ran in that one invocation; the sleep handed on through the queue
+        assert response == {"batchItemFailures": []}
+        meta = world.meta(execution_id)
+        assert (meta["status"]["S"], meta["current_step"]["N"]) == ("SLEEPING", "3")
+        names = [r.name for r in lambdas.worker.runtime.engine.history(execution_id)]
+        assert names[:2] == ["reserve_inventory", "charge_payment"]

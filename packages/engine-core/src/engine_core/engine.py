@@ -41,7 +41,7 @@ from .errors import (
     TransitionConflictError,
     UnknownWorkflowError,
 )
-from .lifecycle import Lifecycle, failure_notice
+from .lifecycle import Lifecycle, UsesLifecycle, failure_notice
 from .model import ErrorInfo, Execution, ExecutionState, Status, StepMessage, StepRecord, StepStatus, Timer
 from .ports import Metrics, NullMetrics, StateStore, StepQueue, Transition
 from .registry import REGISTRY, Registry, StepDef, WorkflowDef
@@ -103,7 +103,7 @@ def check_fits(registry: Registry, settings: EngineSettings) -> None:
             "step's timeout_s; steps without one get the worker timeout minus the margin")
 
 
-class Engine:
+class Engine(UsesLifecycle):
     """Drives executions step by step.
 
     Example:
@@ -114,11 +114,10 @@ class Engine:
 
     def __init__(self, store: StateStore, queue: StepQueue, registry: Registry = REGISTRY, clock: Clock | None = None,
                  settings: EngineSettings | None = None, metrics: Metrics | None = None):
-        self.store, self.queue, self.registry = store, queue, registry
-        self.clock = clock or SystemClock()
+        self.registry = registry
         self.settings = settings or EngineSettings()
         self.metrics = metrics or NullMetrics()
-        self.life = Lifecycle(store, queue, registry, self.clock, self.settings, self.metrics)
+        self.life = Lifecycle(store, queue, registry, clock or SystemClock(), self.settings, self.metrics)
 
     # -- start ----------------------------------------------------------------------------------
     def start(self, workflow: str, input: dict[str, Any], token: str | None = None) -> StartResult:
@@ -183,11 +182,11 @@ class Engine:
         state = self.store.load_state(_uuid(execution_id))
         if state is None or state.execution.is_expired(self.clock.now()):
             raise ExecutionNotFoundError(execution_id)
-        return state
+        return _this_run(state)
 
     def history(self, execution_id: str):
         e = self.get(execution_id)
-        return self.store.history(e.execution_id)
+        return _records_of_run(self.store.history(e.execution_id), e)
 
     # -- worker ---------------------------------------------------------------------------------
     def process(self, message: StepMessage, remaining_ms: Callable[[], int] | None = None,
@@ -206,6 +205,7 @@ class Engine:
             return Outcome("corrupt", eid, message.step, exc.detail)
         if state is None or state.execution.is_expired(self.clock.now()):
             return Outcome("missing", eid, message.step)
+        state = _this_run(state)
         e = state.execution
         if e.status.is_terminal:
             if not e.finalized:
@@ -289,6 +289,20 @@ class Engine:
             raise ResultTooLargeError(what, size, self.settings.item_budget_bytes)
 
 
+def _records_of_run(records: list[Any], e: Execution) -> list[Any]:
+    """History items of this run only: a token re-used after its execution expired replaces the
+    execution, and the earlier run's items (deleted after the replacement) must never mix in."""
+    def current(r: StepRecord) -> bool:
+        times = [t for t in (r.started_at, r.finished_at) if t is not None]
+        return not times or max(times) >= e.created_at
+
+    return [r for r in records if not isinstance(r, StepRecord) or current(r)]
+
+
+def _this_run(state: ExecutionState) -> ExecutionState:
+    return ExecutionState(state.execution, state.input_blob, _records_of_run(state.records, state.execution))
+
+
 def _uuid(execution_id: Any) -> str:
     try:
         return str(uuid.UUID(execution_id))
@@ -328,7 +342,7 @@ class StepRun:
     def __init__(self, engine: Engine, wf: WorkflowDef, execution: Execution, records: list[Any], input_blob: str,
                  remaining_ms: Callable[[], int] | None, yield_after_ms: float | None):
         self.engine, self.wf, self.execution, self.records = engine, wf, execution, list(records)
-        self.life, self.settings, self.clock = engine.life, engine.settings, engine.clock
+        self.life, self.settings, self.clock = engine.life, engine.settings, engine.life.clock
         self.remaining_ms, self.yield_after_ms = remaining_ms, yield_after_ms
         self.started_ms = time.monotonic() * 1000
         self.steps_run = 0

@@ -20,6 +20,17 @@ from .settings import EngineSettings, lease_seconds
 log = logging.getLogger("engine_core")
 
 
+class UsesLifecycle:
+    """``store``, ``queue`` and ``clock`` read through to the lifecycle, so replacing one (a test's
+    manual clock, a recording queue) replaces it everywhere."""
+
+    life: Lifecycle
+
+    store = property(lambda self: self.life.store, lambda self, v: setattr(self.life, "store", v))
+    queue = property(lambda self: self.life.queue, lambda self, v: setattr(self.life, "queue", v))
+    clock = property(lambda self: self.life.clock, lambda self, v: setattr(self.life, "clock", v))
+
+
 def failure_notice(e: Execution) -> dict[str, Any]:
     error = e.error.model_dump() if e.error else None
     return {"kind": "loom.execution_failed", "execution_id": e.execution_id, "workflow": e.workflow,
@@ -27,6 +38,8 @@ def failure_notice(e: Execution) -> dict[str, Any]:
 
 
 class Lifecycle:
+    """Holds the store, queue, clock and settings the worker and the sweeper share."""
+
     def __init__(self, store: StateStore, queue: StepQueue, registry: Registry, clock: Clock,
                  settings: EngineSettings, metrics: Metrics):
         self.store, self.queue, self.registry, self.clock = store, queue, registry, clock

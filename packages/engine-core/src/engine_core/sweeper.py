@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from . import faults
 from .clock import Clock
 from .errors import CorruptStateError, StorageError
-from .lifecycle import Lifecycle
+from .lifecycle import Lifecycle, UsesLifecycle
 from .model import Timer
 from .ports import Metrics, NullMetrics, StateStore, StepQueue
 from .registry import REGISTRY, Registry
@@ -53,10 +53,9 @@ class SweepReport:
                 "finalized": self.finalized, "errors": self.errors}
 
 
-class Sweeper:
+class Sweeper(UsesLifecycle):
     def __init__(self, store: StateStore, queue: StepQueue, clock: Clock, settings: EngineSettings | None = None,
                  registry: Registry = REGISTRY, metrics: Metrics | None = None, page_size: int = 100):
-        self.store, self.queue, self.clock = store, queue, clock
         self.settings = settings or EngineSettings()
         self.registry, self.metrics, self.page_size = registry, metrics or NullMetrics(), page_size
         self.life = Lifecycle(store, queue, registry, clock, self.settings, self.metrics)

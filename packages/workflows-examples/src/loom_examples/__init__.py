@@ -7,11 +7,12 @@ entry point names this module, and importing it registers every workflow below.
   ship, notify.
 - ``flaky_greeting``: the first step fails on its first attempts, then succeeds.
 - ``poison_pill``: a step that always fails; the execution ends FAILED and a notice reaches the DLQ.
+- ``defaults_tour``: sets nothing (no timeout, no retry policy), so the defaults run end to end.
 """
 
-from . import greeting, orders, poison
+from . import defaults, greeting, orders, poison
 from .ledger import LEDGER, Charge, PaymentLedger
 
 __version__ = "0.1.0"
 
-__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "greeting", "orders", "poison"]
+__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "defaults", "greeting", "orders", "poison"]

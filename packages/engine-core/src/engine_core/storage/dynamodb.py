@@ -133,16 +133,17 @@ class DynamoStore:
     def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
         eid = execution.execution_id
         if replace_version is not None:
-            self._delete_history(eid)
-            condition = "#version = :replace"
-            values = {":replace": replace_version}
+            # Only an expired execution at that version is replaced (a run that reached the same
+            # version number since is not expired, so a late replacement cannot overwrite it).
+            condition = "#version = :replace AND #ttl <= :created"
+            names = {"#version": "version", "#ttl": TTL_ATTR}
+            values = {":replace": replace_version, ":created": _epoch(execution.created_at)}
         else:
-            condition, values = "attribute_not_exists(PK)", {}
+            condition, names, values = "attribute_not_exists(PK)", {}, {}
         meta = {
             "TableName": self.table, "Item": _to_item(self._meta_attrs(execution)),
             "ConditionExpression": condition, "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            **({"ExpressionAttributeNames": {"#version": "version"},
-                "ExpressionAttributeValues": _to_item(values)} if values else {}),
+            **({"ExpressionAttributeNames": names, "ExpressionAttributeValues": _to_item(values)} if values else {}),
         }
         stored_input = {"TableName": self.table, "Item": _to_item({"PK": _pk(eid), "SK": INPUT_SK, INPUT_ATTR: input_blob})}
         try:
@@ -152,6 +153,9 @@ class DynamoStore:
             if lost.item is None:
                 raise ExecutionNotFoundError(eid) from None
             raise ExecutionExistsError(self._decode_meta(eid, lost.item)) from None
+        if replace_version is not None:
+            # Housekeeping after the write: reads already ignore items older than the new run.
+            self._delete_history(eid, before=execution.created_at)
 
     def load(self, execution_id: str) -> Execution | None:
         with _translated("GetItem"):
@@ -271,9 +275,13 @@ class DynamoStore:
         return [item["SK"]["S"] for page in self._query_execution(execution_id, STEP_PREFIX, projection="PK, SK")
                 for item in page]
 
-    def _delete_history(self, execution_id: str) -> None:
-        keys = [item["SK"]["S"] for page in self._query_execution(execution_id, STEP_PREFIX, projection="PK, SK")
-                for item in page]
+    def _delete_history(self, execution_id: str, before: dt.datetime) -> None:
+        """Delete the history items of an earlier run (written before ``before``)."""
+        bound = format_ts(before)
+        keys = [item["SK"]["S"] for page in self._query_execution(execution_id, STEP_PREFIX,
+                                                                   projection="PK, SK, started_at, finished_at")
+                for item in page
+                if max(item.get("started_at", {}).get("S", ""), item.get("finished_at", {}).get("S", "")) < bound]
         for start in range(0, len(keys), 25):
             requests = [{"DeleteRequest": {"Key": self._key(execution_id, sk)}} for sk in keys[start:start + 25]]
             while requests:

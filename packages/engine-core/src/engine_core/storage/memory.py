@@ -37,7 +37,9 @@ class MemoryStore:
         self._count("create")
         eid = execution.execution_id
         existing = self.metas.get(eid)
-        if existing is not None and (replace_version is None or existing.get("version") != replace_version):
+        replaceable = (existing is not None and replace_version is not None and existing.get("version") == replace_version
+                       and existing.get(TTL_ATTR, _epoch(execution.created_at) + 1) <= _epoch(execution.created_at))
+        if existing is not None and not replaceable:
             raise ExecutionExistsError(execution_from_attrs(eid, copy.deepcopy(existing)))
         if existing is not None:
             self.steps.pop(eid, None)  # the expired run's history goes before the new run starts
