@@ -45,7 +45,7 @@ def _registry() -> Registry:
 def _execution(now: dt.datetime, wake_at: dt.datetime, fingerprint: str) -> Execution:
     return Execution(
         execution_id=str(uuid.uuid4()), workflow=WORKFLOW, status=Status.SLEEPING, current_step=2, version=3,
-        context_blob='{"order_id":"o-1"}', fingerprint=fingerprint, input_digest="d" * 64,
+        fingerprint=fingerprint, input_digest="d" * 64,
         created_at=now - dt.timedelta(days=1), updated_at=now - dt.timedelta(days=1),
         next_wake_at=wake_at, timer=Timer.SLEEP,
     )

@@ -74,13 +74,12 @@ class _CrashAfterCharge(MemoryStore):
 
     crashed = False
 
-    def commit(self, transition):
-        step = transition.step
-        charged = step is not None and step.name == "charge_payment" and step.status is StepStatus.SUCCEEDED
+    def put_step(self, execution_id, record):
+        charged = record.name == "charge_payment" and record.status is StepStatus.SUCCEEDED
         if charged and not self.crashed:
             self.crashed = True
             raise RuntimeError("worker died before its checkpoint")
-        return super().commit(transition)
+        return super().put_step(execution_id, record)
 
 
 def test_charge_payment_when_worker_dies_before_checkpoint_reruns_without_double_charge():
@@ -146,7 +145,7 @@ def test_flaky_greeting_when_first_attempts_fail_succeeds_on_the_next(failures):
     assert done.status is Status.COMPLETED
     compose = _steps(runner, execution_id)["compose_greeting"]
     assert compose.attempts == failures + 1
-    assert runner.engine.get(execution_id).context_blob.count("Hello, Ada!") >= 1
+    assert "Hello, Ada!" in str(runner.context(execution_id))
     retried = [o for o in runner.outcomes if o.kind == "retry_scheduled"]
     assert len(retried) == failures
 

@@ -184,6 +184,12 @@ class Engine(UsesLifecycle):
             raise ExecutionNotFoundError(execution_id)
         return _this_run(state)
 
+    def context(self, execution_id: str) -> dict[str, Any]:
+        """The execution's context as its next step would see it (input merged with the results so far)."""
+        state = self.state(execution_id)
+        e = state.execution
+        return rebuild_context(state.input_blob, state.records, self.registry.get(e.workflow), e.current_step)
+
     def history(self, execution_id: str):
         e = self.get(execution_id)
         return _records_of_run(self.store.history(e.execution_id), e)
@@ -452,7 +458,7 @@ class StepRun:
             return self.fail(self._error(exc.code, str(exc)))
         now = self.clock.now()
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
-                            started_at=e.attempt_started_at, finished_at=now, result_blob=result_blob,
+                            version=e.version, started_at=e.attempt_started_at, finished_at=now, result_blob=result_blob,
                             expires_at=self.life.history_expiry(now))
         outcome = self._put(record)
         if outcome is not None:
@@ -511,7 +517,7 @@ class StepRun:
         now = self.clock.now()
         error = self._error(body.error_code or "step_error", message, retryable=True, kind=body.error_type)
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.FAILED, attempts=attempt,
-                            started_at=e.attempt_started_at, finished_at=now, error=error,
+                            version=e.version, started_at=e.attempt_started_at, finished_at=now, error=error,
                             expires_at=self.life.history_expiry(now))
         outcome = self._put(record)
         if outcome is not None:
@@ -551,7 +557,8 @@ class StepRun:
             now = self.clock.now()
             record = StepRecord(step_index=self.step.index if e.current_step < len(self.wf.steps) else e.current_step,
                                 name=self.step.name if e.current_step < len(self.wf.steps) else "?",
-                                status=StepStatus.FAILED, attempts=e.attempt, started_at=e.attempt_started_at,
+                                status=StepStatus.FAILED, attempts=e.attempt, version=e.version,
+                                started_at=e.attempt_started_at,
                                 finished_at=now, error=error, is_final=True, expires_at=self.life.history_expiry(now))
             outcome = self._put(record)
             if outcome is not None:

@@ -71,13 +71,14 @@ class TransitionConflictError(EngineError):
 
 
 class StepSupersededError(EngineError):
-    """A history write found a record from a later attempt: this attempt was taken over (a zombie)."""
+    """A history write found a record written at the same or a later execution version: another copy
+    of this delivery got there first, or this attempt was taken over (a zombie)."""
 
-    def __init__(self, execution_id: str, step_index: int, attempt: int, stored_attempt: int):
-        super().__init__(f"execution {execution_id}: step {step_index} attempt {attempt} was superseded "
-                         f"by attempt {stored_attempt}")
+    def __init__(self, execution_id: str, step_index: int, version: int, stored_version: int):
+        super().__init__(f"execution {execution_id}: the history record of step {step_index} was written at "
+                         f"version {stored_version}; this writer acted on version {version} and stops")
         self.execution_id, self.step_index = execution_id, step_index
-        self.attempt, self.stored_attempt = attempt, stored_attempt
+        self.version, self.stored_version = version, stored_version
 
 
 class IdempotencyConflictError(EngineError):

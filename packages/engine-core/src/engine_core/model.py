@@ -153,6 +153,10 @@ class StepRecord(_Frozen):
     is_final: bool = False
     """For FAILED records: no attempt will follow."""
     expires_at: dt.datetime | None = None
+    version: int = 0
+    """The execution version its writer acted on (a claim's version for an attempt). A history write
+    is refused when the stored record was written at the same or a later version, so of two copies
+    of one delivery only the first writes, and a stalled older writer never replaces a newer record."""
 
 
 @dataclass(frozen=True)

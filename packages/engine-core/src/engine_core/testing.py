@@ -156,3 +156,7 @@ class LocalRunner:
 
     def history(self, execution_id: str):
         return self.engine.history(execution_id)
+
+    def context(self, execution_id: str) -> dict[str, Any]:
+        """The accumulated context: the input merged with every completed step's result."""
+        return self.engine.context(execution_id)

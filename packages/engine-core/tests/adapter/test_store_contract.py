@@ -262,29 +262,31 @@ def test_commit_when_execution_missing_raises_not_found(store):
 
 # -- put_step --------------------------------------------------------------------------------------------
 
-def test_put_step_writes_the_record_once_and_a_retry_of_the_same_or_a_later_attempt_replaces_it(store):
+def test_put_step_writes_once_per_version_and_a_later_version_replaces_it(store):
     e = new_execution()
     store.create(e, INPUT)
-    failed = record(0, "a", attempts=1, status=StepStatus.FAILED)
+    failed = record(0, "a", attempts=1, status=StepStatus.FAILED, version=2)
     store.put_step(e.execution_id, failed)
     assert store.history(e.execution_id) == [failed]
-    store.put_step(e.execution_id, failed)  # the same attempt again (a retried request): idempotent
-    ok = record(0, "a", attempts=2)
+    # a second copy of the same delivery (same version) is refused: the first writer won
+    with pytest.raises(StepSupersededError):
+        store.put_step(e.execution_id, record(0, "a", attempts=1, status=StepStatus.FAILED, version=2))
+    ok = record(0, "a", attempts=2, version=4)
     store.put_step(e.execution_id, ok)
     assert store.history(e.execution_id) == [ok]
 
 
-def test_put_step_from_an_attempt_that_was_superseded_is_refused(store):
-    # given: attempt 2 took the step over and wrote its record
+def test_put_step_from_a_writer_that_acted_on_an_older_version_is_refused(store):
+    # given: attempt 2 (claimed at version 4) took the step over and wrote its record
     e = new_execution()
     store.create(e, INPUT)
-    later = record(0, "a", attempts=2)
+    later = record(0, "a", attempts=2, version=4)
     store.put_step(e.execution_id, later)
-    # when: the zombie attempt 1 finishes
+    # when: the zombie attempt 1 (claimed at version 2) finishes
     with pytest.raises(StepSupersededError) as info:
-        store.put_step(e.execution_id, record(0, "a", attempts=1, result_blob='{"zombie":1}'))
+        store.put_step(e.execution_id, record(0, "a", attempts=1, result_blob='{"zombie":1}', version=2))
     # then
-    assert (info.value.attempt, info.value.stored_attempt) == (1, 2)
+    assert (info.value.version, info.value.stored_version) == (2, 4)
     assert store.history(e.execution_id) == [later]
 
 

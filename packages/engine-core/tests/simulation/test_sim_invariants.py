@@ -113,11 +113,9 @@ def test_the_fault_mix_really_happened(runs):
         pytest.fail("the simulation did not exercise:\n  " + "\n  ".join(missing), pytrace=False)
 
 
-@pytest.mark.xfail(reason="known engine defects the simulation found (loomsim/checks.py KNOWN_DEFECTS); "
-                          "XPASS once they are fixed: then delete their entries", strict=False)
 def test_no_known_engine_defect_showed_up(runs):
-    """Defects found by the simulation and not fixed yet are reported here, with their seeds, instead of
-    failing every run; their checks turn into violations again when their KNOWN_DEFECTS entry goes."""
+    """Defects the simulation found are listed in KNOWN_DEFECTS while unfixed (reported with their
+    seeds instead of as violations); the list is empty now, so any entry seen here fails."""
     from loomsim.checks import KNOWN_DEFECTS
 
     results, _, _ = runs

@@ -33,6 +33,7 @@ class SleepKind:
         now = run.now()
         wake_at = now + dt.timedelta(seconds=self.seconds)
         record = StepRecord(step_index=run.step.index, name=run.step.name, status=StepStatus.SUCCEEDED, attempts=1,
+                            version=run.execution.version,
                             started_at=now, finished_at=now, result_blob=codec.encode({"wake_at": format_ts(wake_at)}),
                             expires_at=run.history_expiry(now))
         return run.sleep_until(wake_at, record)

@@ -96,7 +96,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
 
 def step_to_attrs(r: StepRecord) -> dict[str, Any]:
     attrs: dict[str, Any] = {"step_index": r.step_index, "name": r.name, "status": r.status.value,
-                             "attempts": r.attempts, "is_final": r.is_final}
+                             "attempts": r.attempts, "is_final": r.is_final, "written_version": r.version}
     optional = {
         "started_at": None if r.started_at is None else format_ts(r.started_at),
         "finished_at": None if r.finished_at is None else format_ts(r.finished_at),
@@ -121,6 +121,7 @@ def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | Corrup
             error=ErrorInfo.model_validate_json(attrs["error"]) if "error" in attrs else None,
             is_final=bool(attrs.get("is_final", False)),
             expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None,
+            version=_int(attrs.get("written_version", 0)),
         )
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")

@@ -120,6 +120,10 @@ class DynamoStore:
             attrs.update(GSI1PK=f"FIN#{shard}", GSI1SK=format_ts(e.finalize_by))
         return attrs
 
+    def _meta_item(self, e: Execution) -> dict[str, Any]:
+        """The execution item as DynamoDB stores it (the bench seeds tables with it)."""
+        return _to_item(self._meta_attrs(e))
+
     def _key(self, execution_id: str, sk: str) -> dict[str, Any]:
         return _to_item({"PK": _pk(execution_id), "SK": sk})
 
@@ -207,20 +211,24 @@ class DynamoStore:
 
     def put_step(self, execution_id: str, record: StepRecord) -> None:
         sk = step_sort_key(record.step_index, record.name)
+        token = uuid.uuid4().hex
         try:
             with _translated("PutItem"):
                 self.client.put_item(
                     TableName=self.table,
-                    Item=_to_item({**step_to_attrs(record), "PK": _pk(execution_id), "SK": sk}),
-                    # Only the attempt holding the step writes: a record from a later attempt wins.
-                    ConditionExpression="attribute_not_exists(PK) OR attempts <= :attempt",
-                    ExpressionAttributeValues=_to_item({":attempt": record.attempts}),
+                    Item=_to_item({**step_to_attrs(record), "PK": _pk(execution_id), "SK": sk, WRITE_TOKEN: token}),
+                    # First writer at a version wins; a later version replaces; an older one never does.
+                    ConditionExpression="attribute_not_exists(PK) OR written_version < :version",
+                    ExpressionAttributeValues=_to_item({":version": record.version}),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                     **self._capacity,
                 )
         except _ConditionFailed as lost:
-            stored = _from_item(lost.item or {}).get("attempts", 0)
-            raise StepSupersededError(execution_id, record.step_index, record.attempts, int(stored)) from None
+            stored = _from_item(lost.item or {})
+            if stored.get(WRITE_TOKEN) == token:
+                return  # our own write, applied before its response was lost and the call retried
+            stored_version = int(stored.get("written_version", 0))
+            raise StepSupersededError(execution_id, record.step_index, record.version, stored_version) from None
 
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
         try:
@@ -310,7 +318,7 @@ class DynamoStore:
     @staticmethod
     def _decode_step(sk: str, item: dict[str, Any]) -> StepRecord | CorruptRecord:
         try:
-            attrs = _from_item(item)
+            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
         except Exception as exc:  # an attribute of an unknown type: flag it, keep the rest
             return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
         return step_from_attrs(sk, attrs)

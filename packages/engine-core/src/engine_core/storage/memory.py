@@ -79,8 +79,8 @@ class MemoryStore:
         key = step_sort_key(record.step_index, record.name)
         items = self.steps.setdefault(execution_id, {})
         old = items.get(key)
-        if old is not None and isinstance(old.get("attempts"), int) and old["attempts"] > record.attempts:
-            raise StepSupersededError(execution_id, record.step_index, record.attempts, old["attempts"])
+        if old is not None and isinstance(old.get("written_version"), int) and old["written_version"] >= record.version:
+            raise StepSupersededError(execution_id, record.step_index, record.version, old["written_version"])
         items[key] = step_to_attrs(record)
 
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:

@@ -29,26 +29,7 @@ from .workflows import step_result
 
 TERMINAL = ("COMPLETED", "FAILED")
 
-KNOWN_DEFECTS = {
-    "sleep_record_overwritten": (
-        "A delivery of a sleep step that read the execution, then stopped before its history write, writes "
-        "the sleep's record after another delivery already slept and moved on: put_step's condition "
-        "(no record from a later attempt) cannot tell them apart, since every sleep record says attempt 1. "
-        "The history then shows a wake time the execution never used (its commit loses, so the execution "
-        "itself is right). Found by the simulation (seeds 28, 141, 702, 810, 982 of the first 1,000)."),
-    "exhausted_record_overwritten": (
-        "A worker stopped past its lease inside attempt k (the last allowed) resumes after another delivery "
-        "found the attempts used up and wrote the step's FAILED final record, also numbered k (it holds no "
-        "claim of its own). put_step only refuses records from an earlier attempt, so the stopped worker's "
-        "SUCCEEDED (or retry) record replaces the final one: the execution is FAILED attempts_exhausted while "
-        "its history says the step succeeded. Found by the simulation (seed 105 of the first 1,000)."),
-    "late_write_shortens_ttl": (
-        "The same gap seen from retention: a stopped writer whose record carries the same attempt number as "
-        "the stored one (a sleep, an attempts_exhausted record, the last attempt's holder) writes after the "
-        "execution ended and was finalized; its record has the TTL computed before it stopped, earlier than "
-        "the execution's, so DynamoDB deletes that history item while the execution is still readable. "
-        "Found by the simulation (seeds 1063, 1093, 1481, 3155, 3818 of the first 5,000)."),
-}
+KNOWN_DEFECTS: dict[str, str] = {}
 """Engine defects the simulation found that are not fixed yet: reported (``SimResult.known``, and an
 xfail in test_sim_invariants.py that lists the seeds), not counted as violations. Remove an entry once
 the engine is fixed: the check becomes a violation again."""
