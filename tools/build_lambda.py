@@ -95,7 +95,7 @@ def _git(root: Path, *args: str, text: bool = True) -> subprocess.CompletedProce
 
 
 def wheel_from_history(package: str, version: str, hashes: set[str], out: Path, root: Path = ROOT,
-                       max_builds: int = 6) -> Path:
+                       max_builds: int = 25) -> Path:
     """Rebuild ``package``'s wheel at ``version`` from git: the tag ``<package>-v<version>`` if there is
     one, else the newest commits whose ``packages/<package>/pyproject.toml`` says ``version``. Returns
     the first wheel whose sha256 is one of ``hashes`` (the locks'); the build is byte-reproducible, so
