@@ -532,10 +532,9 @@ def main(argv: list[str] | None = None) -> int:
             for wheel in build_wheels(args.out) + provide_locked_wheels(args.out):
                 print(f"{sha256_file(wheel)}  {wheel.relative_to(ROOT) if wheel.is_relative_to(ROOT) else wheel}")
         elif args.command == "check":
-            for function in args.functions:
-                check_lock(function, args.wheels)
             extras = _extras(args)
             for function in args.functions:
+                check_lock(function, args.wheels)
                 if extras:
                     check_extras(function, extras)
             if extras:
