@@ -5,7 +5,7 @@
 #   make lock-lambdas   re-pin packages/<fn>/requirements.txt with hashes (LAMBDAS=sweeper: only that one)
 #   make build          dist/lambda/<fn>.zip for Lambda python3.12 x86_64 (what Terraform deploys)
 #   make build-local    dist/local/<fn>.zip for this machine's Python (the local stack: make up, make demo)
-#   make bump-engine-core VERSION=0.2.0 [LAMBDAS=sweeper]
+#   make bump-engine-core VERSION=0.1.1 [LAMBDAS=sweeper]
 #                       release engine-core: moves its version, __version__ and the chosen Lambdas'
 #                       pins together, then re-locks those Lambdas (the others keep their pins)
 #
@@ -59,7 +59,7 @@ lock-extras: venv ## Re-record the sha256 of EXTRA_WHEELS in EXTRA_LOCK (after r
 	$(BUILD_LAMBDA) lock-extras $(EXTRA_ARGS)
 
 bump-engine-core: venv ## Release engine-core: VERSION=x.y.z [LAMBDAS=sweeper] moves every pin, re-locks
-	@test -n "$(VERSION)" || { echo "usage: make bump-engine-core VERSION=0.2.0 [LAMBDAS=\"worker sweeper\"]"; exit 2; }
+	@test -n "$(VERSION)" || { echo "usage: make bump-engine-core VERSION=0.1.1 [LAMBDAS=\"worker sweeper\"]"; exit 2; }
 	$(BUILD_LAMBDA) set-version engine-core $(VERSION) --lambdas $(LAMBDAS)
 	$(BUILD_LAMBDA) wheels --out $(WHEEL_DIR)
 	$(call lock-lambdas-of,$(LAMBDAS))

@@ -379,8 +379,10 @@ def set_version(package: str, version: str, lambdas: tuple[str, ...], root: Path
             if normalize(req.name) == name and not req.specifier.contains(version, prereleases=True):
                 raise BuildError(
                     f"packages/{other} requires {dep}, which excludes {name} {version}, and every Lambda installs "
-                    f"packages/{other}. Widen that range in packages/{other}/pyproject.toml and bump its "
-                    f"`version` too (Lambdas you do not move keep the old wheel), then run this again")
+                    f"packages/{other}. Widen that range in packages/{other}/pyproject.toml, release it to the "
+                    f"same Lambdas (`.venv/bin/python tools/build_lambda.py set-version {other} <its next version> "
+                    f"--lambdas {' '.join(lambdas)}`; the Lambdas you do not move keep its old wheel), then run "
+                    "this again")
     pin = re.compile(rf"^{re.escape(name)}==\S+", re.MULTILINE)
     for function in lambdas:
         requirements_in = root / "packages" / function / "requirements.in"
