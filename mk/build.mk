@@ -5,7 +5,7 @@
 #   make lock-lambdas   re-pin packages/<fn>/requirements.txt with hashes (LAMBDAS=sweeper: only that one)
 #   make build          dist/lambda/<fn>.zip for Lambda python3.12 x86_64 (what Terraform deploys)
 #   make build-local    dist/local/<fn>.zip for this machine's Python (the local stack: make up, make demo)
-#   make bump-engine-core VERSION=0.2.0 [LAMBDAS=sweeper]
+#   make bump-engine-core VERSION=0.1.1 [LAMBDAS=sweeper]
 #                       release engine-core: moves its version, __version__ and the chosen Lambdas'
 #                       pins together, then re-locks those Lambdas (the others keep their pins)
 #
@@ -46,9 +46,12 @@ PIP_COMPILE_FLAGS := --quiet --generate-hashes --strip-extras --no-emit-index-ur
 build-wheels: venv ## Build the engine-core and workflows-examples wheels (and the versions still pinned) into dist/wheels
 	$(BUILD_LAMBDA) wheels --out $(WHEEL_DIR)
 
-lock-lambdas: build-wheels ## Re-pin each Lambda's requirements.txt (LAMBDAS=sweeper for one; pip-tools, hashes)
-	$(foreach f,$(LAMBDAS),$(LOCK_ENV) $(VENV)/bin/pip-compile $(PIP_COMPILE_FLAGS) \
+# $(call lock-lambdas-of,worker sweeper): pip-compile each one's requirements.in into requirements.txt.
+lock-lambdas-of = $(foreach f,$(1),$(LOCK_ENV) $(VENV)/bin/pip-compile $(PIP_COMPILE_FLAGS) \
 		--output-file packages/$(f)/requirements.txt packages/$(f)/requirements.in &&) true
+
+lock-lambdas: build-wheels ## Re-pin each Lambda's requirements.txt (LAMBDAS=sweeper for one; pip-tools, hashes)
+	$(call lock-lambdas-of,$(LAMBDAS))
 
 lock: lock-lambdas
 
@@ -56,9 +59,10 @@ lock-extras: venv ## Re-record the sha256 of EXTRA_WHEELS in EXTRA_LOCK (after r
 	$(BUILD_LAMBDA) lock-extras $(EXTRA_ARGS)
 
 bump-engine-core: venv ## Release engine-core: VERSION=x.y.z [LAMBDAS=sweeper] moves every pin, re-locks
-	@test -n "$(VERSION)" || { echo "usage: make bump-engine-core VERSION=0.2.0 [LAMBDAS=\"worker sweeper\"]"; exit 2; }
+	@test -n "$(VERSION)" || { echo "usage: make bump-engine-core VERSION=0.1.1 [LAMBDAS=\"worker sweeper\"]"; exit 2; }
 	$(BUILD_LAMBDA) set-version engine-core $(VERSION) --lambdas $(LAMBDAS)
-	$(MAKE) --no-print-directory lock-lambdas LAMBDAS="$(LAMBDAS)"
+	$(BUILD_LAMBDA) wheels --out $(WHEEL_DIR)
+	$(call lock-lambdas-of,$(LAMBDAS))
 
 build: build-wheels ## Build dist/lambda/{worker,sweeper,control-plane}.zip for Lambda python3.12 (EXTRA_WHEELS=...)
 	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(LAMBDAS)

@@ -8,6 +8,9 @@
 #   make test-integration   tests/integration: end to end through the deployed functions, real kills
 #   make test-local-runtime the local runtime's own tests (tiny zips, no Terraform)
 #
+# Your own workflow packages: `make up EXTRA_WHEELS=/path/to/wheels` (or `export EXTRA_WHEELS=...`)
+# builds them into dist/local first, hash-locked (see mk/build.mk); the runtime runs those zips.
+#
 # LOCAL_TF_VARS are passed to terraform/envs/local as -var NAME=VALUE. The default lease_s=5 lets the
 # sweeper re-drive a killed worker's step as soon as the step's timeout budget allows (the engine
 # never trusts a lease below timeout + 3 s) instead of after the 180 s visibility timeout.

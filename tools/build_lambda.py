@@ -95,7 +95,7 @@ def _git(root: Path, *args: str, text: bool = True) -> subprocess.CompletedProce
 
 
 def wheel_from_history(package: str, version: str, hashes: set[str], out: Path, root: Path = ROOT,
-                       max_builds: int = 6) -> Path:
+                       max_builds: int = 25) -> Path:
     """Rebuild ``package``'s wheel at ``version`` from git: the tag ``<package>-v<version>`` if there is
     one, else the newest commits whose ``packages/<package>/pyproject.toml`` says ``version``. Returns
     the first wheel whose sha256 is one of ``hashes`` (the locks'); the build is byte-reproducible, so
@@ -379,8 +379,10 @@ def set_version(package: str, version: str, lambdas: tuple[str, ...], root: Path
             if normalize(req.name) == name and not req.specifier.contains(version, prereleases=True):
                 raise BuildError(
                     f"packages/{other} requires {dep}, which excludes {name} {version}, and every Lambda installs "
-                    f"packages/{other}. Widen that range in packages/{other}/pyproject.toml and bump its "
-                    f"`version` too (Lambdas you do not move keep the old wheel), then run this again")
+                    f"packages/{other}. Widen that range in packages/{other}/pyproject.toml, release it to the "
+                    f"same Lambdas (`.venv/bin/python tools/build_lambda.py set-version {other} <its next version> "
+                    f"--lambdas {' '.join(lambdas)}`; the Lambdas you do not move keep its old wheel), then run "
+                    "this again")
     pin = re.compile(rf"^{re.escape(name)}==\S+", re.MULTILINE)
     for function in lambdas:
         requirements_in = root / "packages" / function / "requirements.in"
@@ -532,10 +534,9 @@ def main(argv: list[str] | None = None) -> int:
             for wheel in build_wheels(args.out) + provide_locked_wheels(args.out):
                 print(f"{sha256_file(wheel)}  {wheel.relative_to(ROOT) if wheel.is_relative_to(ROOT) else wheel}")
         elif args.command == "check":
-            for function in args.functions:
-                check_lock(function, args.wheels)
             extras = _extras(args)
             for function in args.functions:
+                check_lock(function, args.wheels)
                 if extras:
                     check_extras(function, extras)
             if extras:

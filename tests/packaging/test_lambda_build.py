@@ -80,12 +80,19 @@ def test_check_when_wheel_version_differs_from_pin_says_to_relock(tmp_path, caps
     assert code == 1 and "loom_engine_core-9.9.9-py3-none-any.whl" in err and "make lock-lambdas" in err
 
 
+def _project_version(package: str) -> str:
+    import tomllib
+
+    return tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]["version"]
+
+
 def test_locked_pins_when_reading_a_lock_returns_versions_and_hashes():
     # when
     pins = build_lambda.locked_pins(ROOT / "packages/control-plane/requirements.txt")
     # then
     assert pins["aws-lambda-powertools"][0] == "3.37.0"
-    assert pins["loom-engine-core"][0] == pins["loom-workflows-examples"][0] == "0.1.0"
+    assert pins["loom-engine-core"][0] == _project_version("engine-core")
+    assert pins["loom-workflows-examples"][0] == _project_version("workflows-examples")
     assert all(len(h) == 64 for _, hashes in pins.values() for h in hashes)
     assert all(hashes for _, hashes in pins.values())
     assert "boto3" not in pins and "botocore" not in pins

@@ -291,6 +291,39 @@ ERROR_ROWS = [
     ("delete-execution", "DELETE", f"/executions/{uuid.uuid4()}", None, 405, "method_not_allowed"),
     ("post-history", "POST", f"/executions/{uuid.uuid4()}/history", "{}", 405, "method_not_allowed"),
     ("put-workflows", "PUT", "/workflows", "{}", 405, "method_not_allowed"),
+    # names are matched whole: `$` would let a trailing newline through
+    ("workflow-trailing-newline", "POST", "/executions", json.dumps({"workflow": "order_fulfillment\n", "input": {}}),
+     400, "invalid_request"),
+    ("workflow-trailing-crlf", "POST", "/executions", json.dumps({"workflow": "order_fulfillment\r\n", "input": {}}),
+     400, "invalid_request"),
+    ("start-route-trailing-newline", "GET", "/executions\n", None, 404, "not_found"),
+    ("workflows-route-trailing-newline", "POST", "/workflows\n", "{}", 404, "not_found"),
+    ("history-route-trailing-newline", "POST", f"/executions/{uuid.uuid4()}/history\n", "{}", 404, "not_found"),
+    # values the engine cannot store answer 400, never 500
+    ("input-nested-100000-deep", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {"x": ' + "[" * 100000 + "]" * 100000 + "}}", 400, "invalid_request"),
+    ("body-nested-100000-deep-unclosed", "POST", "/executions", "[" * 100000, 400, "invalid_request"),
+    ("input-nested-past-the-codec-limit", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {"x": ' + "[" * 500 + "]" * 500 + "}}", 400, "invalid_request"),
+    ("input-lone-surrogate-value", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {"name": "Ada \\ud800"}}', 400, "invalid_request"),
+    ("input-lone-surrogate-key", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {"ok": {"\\udc00": 1}}}', 400, "invalid_request"),
+    ("workflow-lone-surrogate", "POST", "/executions", '{"workflow": "order\\ud800", "input": {}}', 400,
+     "invalid_request"),
+    ("token-lone-surrogate", "POST", "/executions", start_body(token="t-\ud800"), 400, "invalid_request"),
+    ("unknown-field-lone-surrogate", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {}, "\\ud800": 1}', 400, "invalid_request"),
+    ("input-int-5001-digits", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {"n": 1' + "0" * 5000 + "}}", 400, "invalid_request"),
+    ("input-negative-int-5001-digits", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {"n": [-1' + "0" * 5000 + "]}}", 400, "invalid_request"),
+    ("input-float-overflows-to-infinity", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {"n": 1e400}}', 400, "invalid_request"),
+    ("input-negative-float-overflows", "POST", "/executions",
+     '{"workflow": "order_fulfillment", "input": {"n": -1.5E+999}}', 400, "invalid_request"),
+    ("not-utf8-encoded-surrogate", "POST", "/executions",
+     b'{"workflow": "order_fulfillment", "input": {"x": "\xed\xa0\x80"}}', 400, "invalid_json"),
 ]
 
 
@@ -308,6 +341,49 @@ def test_error_row_when_request_is_rejected_returns_json_error_and_changes_nothi
         assert headers["allow"] in ("GET", "POST")
     assert world.items() == []
     assert world.visible_count(world.queue_url) == 0 and world.visible_count(world.dlq_url) == 0
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    ('{"workflow": "order_fulfillment", "input": {"a": {"name": "Ada \\ud800"}}}',
+     ["input['a']['name']", "surrogate"]),
+    ('{"workflow": "order_fulfillment", "input": {"n": 1' + "0" * 5000 + "}}", ["input['n']", "5001 digits", "4300 digits"]),
+    ('{"workflow": "order_fulfillment", "input": {"n": 1e400}}', ["input['n']", "1e400"]),
+    ('{"workflow": "order_fulfillment", "input": {"x": ' + "[" * 100000 + "]" * 100000 + "}}", ["nested"]),
+    ('{"workflow": "order_fulfillment", "input": {"x": ' + "[" * 100 + "]" * 100 + "}}", ["input['x']", "nesting"]),
+    (json.dumps({"workflow": "order_fulfillment\n", "input": {}}), ["'workflow' must be 1-128 characters"]),
+], ids=["surrogate", "huge-int", "huge-float", "deep-json", "deep-input", "trailing-newline"])
+def test_start_with_a_value_that_cannot_be_stored_names_it_in_a_400(lambdas, world, body, says):
+    # when
+    status, got, _ = call(lambdas.control_plane, "POST", "/executions", body)
+    # then
+    assert (status, got["error"]) == (400, "invalid_request"), got
+    for words in says:
+        assert words in got["message"], got["message"]
+    assert "step result" not in got["message"]
+    assert world.items() == [] and world.visible_count(world.queue_url) == 0
+
+
+def test_start_when_body_text_holds_a_lone_surrogate_is_a_400_not_a_500(lambdas, world):
+    # given: an event whose (not base64) body string carries a raw lone surrogate
+    event = function_url_event("POST", "/executions", "{}")
+    event["body"] = '{"workflow": "order_fulfillment", "input": {"x": "\ud800"}}'
+    # when
+    reply = lambdas.control_plane.handler(event, FakeContext())
+    # then
+    assert reply["statusCode"] == 400, reply
+    assert json.loads(reply["body"])["error"] == "invalid_json"
+    assert world.items() == []
+
+
+def test_start_when_input_holds_big_ints_within_the_limit_keeps_them_exact(lambdas, world):
+    # given
+    n = 10**4299 + 7
+    body = '{"workflow": "order_fulfillment", "input": {"order_id": "o-1", "amount_cents": 1, "n": ' + str(n) + "}}"
+    # when
+    status, got, _ = call(lambdas.control_plane, "POST", "/executions", body)
+    # then
+    assert status == 202, got
+    assert '"n":' + str(n) in world.meta(got["execution_id"])["context"]["S"]
 
 
 def test_start_when_body_is_exactly_256_kb_is_accepted(lambdas, world):

@@ -9,7 +9,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
+import sys
 from typing import Any
 
 from engine_core import (
@@ -24,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 MAX_BODY_BYTES = 256 * 1024
 """Largest accepted request body. Far below the Function URL's 6 MB and the 400 KB DynamoDB item."""
-_WORKFLOW_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+# Anchored with \A and \Z and used with fullmatch: `$` also matches before a trailing "\n".
+_WORKFLOW_NAME = re.compile(r"\A[A-Za-z0-9_.-]{1,128}\Z")
 _TOKEN_MAX = 128
 
 
@@ -62,7 +65,7 @@ class StartExecutionRequest(BaseModel):
     @field_validator("workflow")
     @classmethod
     def _workflow_name(cls, value: str) -> str:
-        if not _WORKFLOW_NAME.match(value):
+        if not _WORKFLOW_NAME.fullmatch(value):
             raise ValueError("must be 1-128 characters from A-Z a-z 0-9 _ . - (see GET /workflows for the names)")
         return value
 
@@ -110,13 +113,27 @@ def parse_start_request(body: str | None, is_base64_encoded: bool) -> StartExecu
         raise ApiError(413, "input_too_large", (
             f"request body is {len(raw)} bytes, over the {MAX_BODY_BYTES}-byte (256 KB) limit; keep large "
             "payloads elsewhere (for example S3) and pass a reference in 'input'"))
+    rejected: list[_Number] = []
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        text = raw.decode("utf-8")
+        if _MAYBE_OUT_OF_RANGE.search(text) is None:
+            data = json.loads(text, parse_constant=_reject_constant)
+        else:  # slower: every number through Python, to name the one that does not fit
+            data = json.loads(text, parse_constant=_reject_constant,
+                              parse_int=lambda t: _parse_int(t, rejected), parse_float=lambda t: _parse_float(t, rejected))
+    except RecursionError:
+        raise ApiError(400, "invalid_request", (
+            "request body is nested too deeply to read; Loom stores values nested at most 64 levels deep, "
+            "so flatten 'input' and send it again")) from None
     except (UnicodeDecodeError, ValueError) as exc:
         where = f" (line {exc.lineno}, column {exc.colno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
         raise ApiError(400, "invalid_json", (
             f"request body is not valid UTF-8 JSON{where}; send a JSON object such as "
             '{"workflow": "order_fulfillment", "input": {}}')) from None
+    if rejected:
+        path, number = _find(data, rejected[0])
+        raise ApiError(400, "invalid_request", (
+            f"value at {path} is {number.why}; send it as a string instead, and send the request again"))
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_request", (
             f"request body is a JSON {type(data).__name__}; send an object with 'workflow' and 'input'"))
@@ -131,7 +148,10 @@ def _body_bytes(body: str | None, is_base64_encoded: bool) -> bytes:
         raise ApiError(400, "invalid_json", 'request body is empty; send a JSON object such as {"workflow": '
                                             '"order_fulfillment", "input": {}}')
     if not is_base64_encoded:
-        return body.encode("utf-8")
+        try:
+            return body.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in the event's text; Lambda base64-encodes real bytes
+            raise ApiError(400, "invalid_json", "request body is not valid UTF-8 text; send UTF-8 JSON") from None
     try:
         return base64.b64decode(body, validate=True)
     except (binascii.Error, ValueError):
@@ -140,6 +160,58 @@ def _body_bytes(body: str | None, is_base64_encoded: bool) -> bytes:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+# Conservative: any JSON number that overflows a float or passes the int-to-str limit (>= 640 digits) has
+# 200 digits in a row or a 3-digit exponent; text without either is parsed at full speed.
+_MAYBE_OUT_OF_RANGE = re.compile(r"\d{200}|[eE][+-]?\d{3}")
+
+
+class _Number:
+    """A JSON number Python cannot hold as itself; stands in the parsed body until the request is refused."""
+
+    __slots__ = ("text", "why")
+
+    def __init__(self, text: str, why: str):
+        self.text, self.why = text, why
+
+
+def _parse_int(text: str, rejected: list[_Number]) -> Any:
+    try:
+        return int(text)
+    except ValueError:  # past sys.get_int_max_str_digits(); the engine could not store it either
+        digits = len(text.lstrip("-"))
+        number = _Number(text, f"an integer of {digits} digits, past the limit of "
+                               f"{sys.get_int_max_str_digits()} digits Loom can store")
+        rejected.append(number)
+        return number
+
+
+def _parse_float(text: str, rejected: list[_Number]) -> Any:
+    value = float(text)
+    if math.isfinite(value):
+        return value
+    number = _Number(text, f"the number {_clip(text)}, too large for a 64-bit float (it would become infinity)")
+    rejected.append(number)
+    return number
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _find(data: Any, target: _Number) -> tuple[str, _Number]:
+    """Where ``target`` sits in the parsed body, in the codec's path notation (iterative: bodies nest deeply)."""
+    stack: list[tuple[Any, str]] = [(data, "body")]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path, target
+        if isinstance(node, dict):
+            stack.extend((v, f"{k}" if path == "body" else f"{path}[{k!r}]") for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
+    return "body", target
 
 
 _TYPE_WORDS = {"string_type": "must be a string", "dict_type": "must be a JSON object"}
@@ -173,6 +245,11 @@ def error_for(exc: Exception) -> ApiError | None:
         return ApiError(409, "idempotency_conflict", str(exc))
     if isinstance(exc, ResultTooLargeError):
         return ApiError(413, "input_too_large", str(exc))
-    if isinstance(exc, (InvalidInputError, NonSerializableResultError)):
+    if isinstance(exc, NonSerializableResultError):
+        # The engine words it for step results; at start the value is the request's input.
+        detail = str(exc).partition(" cannot be stored: ")[2] or str(exc)
+        return ApiError(400, "invalid_request", (
+            f"value at {exc.path} cannot be stored: {detail}; fix the request body and send it again"))
+    if isinstance(exc, InvalidInputError):
         return ApiError(400, "invalid_request", f"{exc}; fix the request body and send it again")
     return None

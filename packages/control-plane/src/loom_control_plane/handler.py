@@ -36,8 +36,9 @@ copy_config_to_registered_loggers(source_logger=logger, include={"engine_core"})
 app = LambdaFunctionUrlResolver()
 
 # Path shapes and their methods, for telling a wrong method (405) from an unknown path (404).
-_ROUTES = {re.compile(r"^/executions$"): "POST", re.compile(r"^/executions/[^/]+$"): "GET",
-           re.compile(r"^/executions/[^/]+/history$"): "GET", re.compile(r"^/workflows$"): "GET"}
+# Matched whole (\A...\Z, fullmatch): `$` also matches before a trailing "\n".
+_ROUTES = {re.compile(r"\A/executions\Z"): "POST", re.compile(r"\A/executions/[^/]+\Z"): "GET",
+           re.compile(r"\A/executions/[^/]+/history\Z"): "GET", re.compile(r"\A/workflows\Z"): "GET"}
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -74,7 +75,7 @@ def list_workflows() -> Response:
 def no_route(_: NotFoundError) -> Response:
     event = app.current_event
     method, path = event.http_method.upper(), event.path
-    allowed = next((m for pattern, m in _ROUTES.items() if pattern.match(path)), None)
+    allowed = next((m for pattern, m in _ROUTES.items() if pattern.fullmatch(path)), None)
     if allowed is not None:
         return _reject(ApiError(405, "method_not_allowed", f"{method} is not supported on {path}; use {allowed}",
                                 headers={"Allow": allowed}))

@@ -1,0 +1,157 @@
+"""Releasing engine-core for one Lambda, as the README says: on a clone of this repository, bump
+engine-core, move only the sweeper to it, rebuild from a fresh dist/, and the other two zips are the
+same bytes as before. Also the pieces: `set-version` moves every pin and refuses what would break."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("build_lambda", ROOT / "tools" / "build_lambda.py")
+build_lambda = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_lambda)
+
+VENV = ROOT / ".venv"
+GIT_ID = ["-c", "user.name=Loom test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"]
+
+
+def _make(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    # The dev venv is shared with the working tree: `-o` keeps make from ever reinstalling it (that
+    # would point its editable packages at this clone).
+    venv = VENV.resolve()
+    done = subprocess.run(["make", "--no-print-directory", "-C", str(repo), f"VENV={venv}", "-o", f"{venv}/.installed",
+                           *args], capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 0, f"make {' '.join(args)} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *GIT_ID, *args], check=True, capture_output=True, text=True).stdout
+
+
+def _zip_versions(path: Path) -> dict[str, str]:
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+    found = (re.match(r"^(loom_[a-z_]+)-([^-]+)\.dist-info/METADATA$", n) for n in names)
+    return {m.group(1): m.group(2) for m in found if m}
+
+
+def _clone(tmp_path: Path) -> Path:
+    """HEAD of this repository, with the working tree's build tooling (the code under test)."""
+    repo = tmp_path / "loom"
+    subprocess.run(["git", "clone", "--quiet", "--shared", str(ROOT), str(repo)], check=True)
+    for rel in ("tools/build_lambda.py", "mk/build.mk"):
+        shutil.copyfile(ROOT / rel, repo / rel)
+    if _git(repo, "status", "--porcelain"):
+        _git(repo, "commit", "--quiet", "-am", "test: the working tree's build tooling")
+    return repo
+
+
+@pytest.mark.slow
+def test_release_when_one_lambda_moves_to_a_new_engine_core_the_other_zips_stay_byte_identical(tmp_path):
+    # given: a clone whose locks match its engine-core (re-locked in the clone if HEAD is mid-development)
+    repo = _clone(tmp_path)
+    check = subprocess.run([str(VENV / "bin" / "python"), str(repo / "tools/build_lambda.py"), "wheels", "--out",
+                            str(repo / "dist/wheels")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    if subprocess.run([str(VENV / "bin" / "python"), str(repo / "tools/build_lambda.py"), "check", "--wheels",
+                       str(repo / "dist/wheels"), "worker", "sweeper", "control-plane"],
+                      capture_output=True).returncode != 0:
+        _make(repo, "lock-lambdas")
+        _git(repo, "commit", "--quiet", "-am", "test: re-lock the development engine-core")
+    old = build_lambda._source_version("engine-core", repo)
+    new = re.sub(r"(\d+)$", lambda m: str(int(m.group(1)) + 1), old)  # 0.1.0 -> 0.1.1: a patch release
+    _make(repo, "build", "LAMBDAS=worker control-plane")
+    before = {f: (repo / "dist/lambda" / f"{f}.zip").read_bytes() for f in ("worker", "control-plane")}
+    locks_before = {f: (repo / "packages" / f / "requirements.txt").read_text() for f in ("worker", "control-plane")}
+
+    # when: the README's release steps, for the sweeper only, then a build from a fresh dist/ (as CI would)
+    _make(repo, "bump-engine-core", f"VERSION={new}", "LAMBDAS=sweeper")
+    _git(repo, "commit", "--quiet", "-am", f"engine-core {new} for the sweeper")
+    shutil.rmtree(repo / "dist")
+    _make(repo, "build")
+
+    # then: every place that names engine-core's version moved together...
+    assert build_lambda._source_version("engine-core", repo) == new
+    init = (repo / "packages/engine-core/src/engine_core/__init__.py").read_text()
+    assert f'__version__ = "{old}"' not in init
+    assert f"loom-engine-core=={new}\n" in (repo / "packages/sweeper/requirements.in").read_text()
+    assert build_lambda.locked_pins(repo / "packages/sweeper/requirements.txt")["loom-engine-core"][0] == new
+    # ...only for the sweeper: the others' pins and zips did not change
+    for function in ("worker", "control-plane"):
+        assert (repo / "packages" / function / "requirements.txt").read_text() == locks_before[function]
+        assert (repo / "dist/lambda" / f"{function}.zip").read_bytes() == before[function], function
+        assert _zip_versions(repo / "dist/lambda" / f"{function}.zip")["loom_engine_core"] == old
+    assert _zip_versions(repo / "dist/lambda/sweeper.zip")["loom_engine_core"] == new
+    # the old version's wheel came back from git history, next to the new one
+    assert {p.name for p in (repo / "dist/wheels").glob("loom_engine_core-*.whl")} == {
+        f"loom_engine_core-{old}-py3-none-any.whl", f"loom_engine_core-{new}-py3-none-any.whl"}
+    # and the shared dev venv still runs the working tree, not the clone
+    probe = subprocess.run([str(VENV / "bin" / "python"), "-c", "import engine_core; print(engine_core.__file__)"],
+                           capture_output=True, text=True, check=True)
+    assert probe.stdout.startswith(str(ROOT))
+
+
+def _copy_version_files(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    for package in ("engine-core", "workflows-examples", "worker", "sweeper", "control-plane"):
+        for rel in ("pyproject.toml", "requirements.in", "src/engine_core/__init__.py"):
+            source = ROOT / "packages" / package / rel
+            if source.exists():
+                (root / "packages" / package / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, root / "packages" / package / rel)
+    return root
+
+
+def test_set_version_when_releasing_moves_engine_core_and_the_chosen_lambdas_pins_only(tmp_path):
+    # given
+    root = _copy_version_files(tmp_path)
+    old_worker = (root / "packages/worker/requirements.in").read_text()
+    # when
+    changed = build_lambda.set_version("engine-core", "0.1.7", ("sweeper", "control-plane"), root=root)
+    # then
+    assert {p.relative_to(root).as_posix() for p in changed} >= {
+        "packages/engine-core/pyproject.toml", "packages/sweeper/requirements.in",
+        "packages/control-plane/requirements.in"}
+    assert build_lambda._source_version("engine-core", root) == "0.1.7"
+    init = (root / "packages/engine-core/src/engine_core/__init__.py").read_text()
+    assert '__version__ = "0.1.7"' in init or "__version__ = \"" not in init  # a literal moves; metadata needs nothing
+    for function in ("sweeper", "control-plane"):
+        assert "loom-engine-core==0.1.7\n" in (root / "packages" / function / "requirements.in").read_text()
+        assert "loom-engine-core==" not in (root / "packages" / function / "pyproject.toml").read_text()
+    assert (root / "packages/worker/requirements.in").read_text() == old_worker
+
+
+def test_set_version_when_workflows_examples_excludes_the_version_refuses_before_editing(tmp_path):
+    # given: workflows-examples requires loom-engine-core>=0.1,<0.2
+    root = _copy_version_files(tmp_path)
+    before = (root / "packages/engine-core/pyproject.toml").read_text()
+    # when
+    with pytest.raises(build_lambda.BuildError) as error:
+        build_lambda.set_version("engine-core", "7.0.0", ("sweeper",), root=root)
+    # then
+    assert "packages/workflows-examples" in str(error.value) and "Widen that range" in str(error.value)
+    assert (root / "packages/engine-core/pyproject.toml").read_text() == before
+
+
+def test_set_version_when_version_is_not_pep440_says_so(tmp_path):
+    with pytest.raises(build_lambda.BuildError, match="not a version"):
+        build_lambda.set_version("engine-core", "next", ("sweeper",), root=_copy_version_files(tmp_path))
+
+
+def test_wheel_from_history_when_not_a_git_checkout_says_how_to_fix(tmp_path):
+    # given: a copy that is not a git checkout, and a lock on a version no wheel is built for
+    root = _copy_version_files(tmp_path)
+    with pytest.raises(build_lambda.BuildError) as error:
+        build_lambda.wheel_from_history("engine-core", "0.0.9", {"0" * 64}, tmp_path / "wheels", root=root)
+    # then
+    assert "make lock-lambdas LAMBDAS=" in str(error.value) or "git" in str(error.value)
