@@ -30,7 +30,7 @@ from .registry import ENTRY_POINT_GROUP, REGISTRY, Registry, WorkflowDef, sleep,
 from .settings import ConfigurationError, EngineSettings
 from .sweeper import Sweeper, SweepReport
 
-__version__ = "0.1.1"
+__version__ = "0.2.0"
 
 __all__ = [
     "Clock", "ConfigurationError", "CorruptRecord", "CorruptStateError", "ENTRY_POINT_GROUP", "Engine",

@@ -13,6 +13,6 @@ entry point names this module, and importing it registers every workflow below.
 from . import defaults, greeting, orders, poison
 from .ledger import LEDGER, Charge, PaymentLedger
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "defaults", "greeting", "orders", "poison"]
