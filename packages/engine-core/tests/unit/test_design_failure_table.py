@@ -1,0 +1,44 @@
+"""DESIGN.md's failure table names a test for every row: each named test must exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[4]
+SEARCH = [ROOT / "packages/engine-core/tests", ROOT / "packages/worker/tests", ROOT / "tests/integration",
+          ROOT / "packages/engine-core/tests/simulation"]
+DEFAULT_FILE = "functional/test_failure_table.py"
+
+
+def _rows() -> list[str]:
+    text = (ROOT / "DESIGN.md").read_text(encoding="utf-8")
+    table = text[text.index("## Failure table"):text.index("## Costs per step")]
+    return [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Failure")]
+
+
+def _resolve(name: str) -> Path | None:
+    for base in SEARCH:
+        for candidate in (base / name, *base.rglob(Path(name).name)):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def test_every_test_the_failure_table_names_exists():
+    missing = []
+    for row in _rows():
+        current = DEFAULT_FILE
+        for ref in re.findall(r"`([^`]*::[^`]*)`", row):
+            path, _, name = ref.partition("::")
+            if path:
+                current = path.split(" ")[-1]
+            name = name.split("[")[0]
+            source = _resolve(current)
+            if source is None or not re.search(rf"^def {re.escape(name)}\(", source.read_text(), re.M):
+                missing.append(f"{current}::{name}")
+    assert not missing, "DESIGN.md names tests that do not exist:\n" + "\n".join(missing)
+
+
+def test_the_failure_table_has_a_test_for_every_row():
+    assert all("::" in row or "`adapter/" in row or "simulation" in row for row in _rows())
