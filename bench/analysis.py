@@ -7,7 +7,7 @@ from typing import Any
 
 from . import prices
 
-TARGET_REQUESTS = 5
+TARGET_REQUESTS = 2
 TARGET_WRITE_UNITS = 3
 TARGET_USD_PER_MILLION = 2.0
 TARGET_IMPORT_MS = 300.0

@@ -60,7 +60,7 @@ def run_once(n_steps: int, result_bytes: int) -> dict[str, Any]:
         for message in batch:
             outcome = engine.process(message.body)
             queue.ack(message)
-            transitions += 1
+            transitions += max(1, outcome.steps_run)  # a chained delivery runs many steps
             done = done or outcome.kind == "completed"
             if outcome.kind not in ("advanced", "completed"):
                 raise RuntimeError(f"unexpected outcome {outcome}")

@@ -8,7 +8,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import analysis, prices
+from . import analysis, compare, prices
 from .analysis import TARGET_IMPORT_MS, TARGET_REQUESTS, TARGET_USD_PER_MILLION, TARGET_WRITE_UNITS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,6 +70,8 @@ def render(results: dict[str, Any]) -> str:
       "them and is **not faithful**: it reports 1 unit for a 3 KB put, 0.5 for a consistent read, nothing for "
       "a transaction).\n")
     _targets(w, results)
+    compare.step_path_section(w, results)
+    compare.capacity_section(w, results)
     if "steps" in results:
         _requests(w, results["steps"])
         _capacity(w, results["steps"])
