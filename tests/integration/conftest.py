@@ -41,7 +41,7 @@ SWEEP_EVERY_S = 1.0
 LEASE_S = 5
 WORKER_CONCURRENCY = 3
 MAX_LEASE_S = 15  # lease_s above this would make every recovery in this suite slow
-WORKER_TIMEOUT_S = 60  # room for a worker paused through two lease cycles (test_e2e_zombie.py)
+WORKER_TIMEOUT_S = 20  # a killed attempt's step is re-driven only after this deadline: keep recoveries quick
 
 
 @dataclass

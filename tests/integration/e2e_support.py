@@ -66,13 +66,13 @@ def resume(pid: int) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
-def assert_versions(e: dict[str, Any], transitions: int, busy_redrives_allowed: int = 0) -> None:
-    """The version counts transitions: exactly one per start, step, sleep, wake and sweeper claim.
+def assert_versions(e: dict[str, Any], transitions: int, timer_redrives_allowed: int = 0) -> None:
+    """The version counts transitions: exactly one per start, claim of an attempt, step commit (which
+    also claims the next step when the chain goes on), sleep, and sweeper re-drive.
 
-    After a crash *inside* a step, the sweeper's first re-drive can come before the crashed attempt's
-    timeout budget is over (the lease runs from the previous checkpoint, the budget from the attempt's
-    start); the worker then acks it as "busy" and the next lease re-drives it again: one more claim.
+    A retry or a sleep is woken by its delayed message or, when a 1 s sweep happens to come first, by
+    the sweeper: one more transition for each timer the sweeper got to first.
     """
-    assert transitions <= e["version"] <= transitions + busy_redrives_allowed, (
+    assert transitions <= e["version"] <= transitions + timer_redrives_allowed, (
         f"version {e['version']}, expected {transitions}"
-        + (f" (+ up to {busy_redrives_allowed} busy re-drive)" if busy_redrives_allowed else ""))
+        + (f" (+ up to {timer_redrives_allowed} sweeper wake-ups)" if timer_redrives_allowed else ""))

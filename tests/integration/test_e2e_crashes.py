@@ -28,8 +28,9 @@ def test_a_worker_killed_inside_a_step_body_resumes_and_charges_once(loom):
     # Attempt 2 sent the same idempotency key: the provider returned the first charge.
     (charge,) = loom.charges(f"{eid}:")
     assert charge["idempotency_key"] == f"{eid}:1" and e["context"]["charge_id"] == charge["charge_id"]
-    # start, reserve, (lease expired) sweeper claim, charge, sleep, wake, ship, notify
-    assert_versions(e, 8, busy_redrives_allowed=1)
+    # start, claim reserve, reserve (+ claim charge), [killed; its claim's lease runs out] sweeper
+    # re-drive, claim charge (attempt 2), charge, sleep, claim ship, ship (+ claim notify), notify
+    assert_versions(e, 10, timer_redrives_allowed=1)
 
 
 def test_a_worker_killed_after_the_checkpoint_before_the_enqueue_is_redriven(loom):
@@ -39,15 +40,16 @@ def test_a_worker_killed_after_the_checkpoint_before_the_enqueue_is_redriven(loo
     loom.start("flaky_greeting", {"name": "checkpoint", "failures": 0}, token)
     loom.faults.wait_fired(arm, timeout_s=30)
 
-    # Step 0 is recorded, the next message was never sent: only the lease and the sweeper can move it.
+    # Step 0 is recorded and the same write claimed step 1 for the killed invocation (a chain): only
+    # that claim's lease, which outlasts the invocation's deadline, and the sweeper can move it.
     e = loom.execution(eid)
-    assert e["current_step"] == 1 and e["timer"] == "lease"
+    assert e["current_step"] == 1 and e["timer"] == "lease" and e["attempt"] == 1
     e = loom.wait(eid)
     assert e["status"] == "COMPLETED", e
     history = loom.history(eid)
     assert_each_step_once(history, GREETING_STEPS)
-    assert [h["attempts"] for h in history] == [1, 1]
-    assert_versions(e, 4)  # start, step 0, sweeper claim, step 1 (no attempt was running: no busy re-drive)
+    assert [h["attempts"] for h in history] == [1, 2]  # the dead claim of step 1 counted as an attempt
+    assert_versions(e, 6)  # start, claim 0, step 0 (+ claim 1), sweeper re-drive, claim 1, step 1
     redrives = [t for t in loom.events.of("tick_done", since) if (t.get("payload") or {}).get("redriven")]
     assert any("stalled_lease" in t["payload"]["redriven"] for t in redrives)
 
@@ -59,11 +61,14 @@ def test_a_worker_killed_after_the_enqueue_before_the_ack_gets_a_harmless_redeli
         token, eid = loom.new_token("after-enqueue")
         arm = loom.faults.arm("worker.after_enqueue", match={"execution_id": eid, "step": 0})
         since = time.time()
-        loom.start("flaky_greeting", {"name": "enqueue", "failures": 0}, token)
+        # Step 0 fails once: the worker sends the retry's delayed message, then dies before the ack.
+        loom.start("flaky_greeting", {"name": "enqueue", "failures": 1}, token)
         loom.faults.wait_fired(arm, timeout_s=30)
         done = loom.wait(eid)
         assert done["status"] == "COMPLETED"
-        assert_versions(done, 3)  # no sweeper needed: the next step was sent before the kill
+        # start, claim 0, retry scheduled, claim 0 (attempt 2), step 0 (+ claim 1), step 1: no sweeper
+        # re-drive needed, the retry's message was sent before the kill
+        assert_versions(done, 6, timer_redrives_allowed=1)
 
         # The step-0 message was never deleted: SQS hands it out again, and it changes nothing.
         again = wait_for(lambda: [r for r in records_for(loom.events, eid, since)
@@ -74,7 +79,7 @@ def test_a_worker_killed_after_the_enqueue_before_the_ack_gets_a_harmless_redeli
         assert loom.execution(eid) == done
         history = loom.history(eid)
         assert_each_step_once(history, GREETING_STEPS)
-        assert [h["attempts"] for h in history] == [1, 1]
+        assert [h["attempts"] for h in history] == [2, 1]
     finally:
         loom.set_visibility_timeout(original)
 
@@ -97,4 +102,4 @@ def test_a_control_plane_killed_after_the_write_before_the_enqueue_still_runs(lo
     e = loom.wait(eid)
     assert e["status"] == "COMPLETED", e
     assert_each_step_once(loom.history(eid), GREETING_STEPS)
-    assert_versions(e, 4)  # start, sweeper claim, step 0, step 1
+    assert_versions(e, 5)  # start, sweeper re-drive, claim 0, step 0 (+ claim 1), step 1

@@ -25,7 +25,7 @@ def test_duplicate_deliveries_of_the_same_message_advance_once(loom):
         loom.sqs.send_message(QueueUrl=loom.queue_url, MessageBody=first)
     done = loom.wait(eid)
     assert done["status"] == "COMPLETED", done
-    assert_versions(done, 3)
+    assert_versions(done, 4)  # start, claim 0, step 0 (+ claim 1), step 1
 
     # And every step message once more, after the end.
     for step, version in ((0, 1), (1, 2)):
@@ -48,7 +48,8 @@ def test_a_poison_step_ends_failed_with_one_notice_on_the_dlq(loom):
     assert e["error"]["code"] == "step_error" and e["error"]["step_name"] == "swallow_poison"
     assert "(attempt 3 of 3)" in e["error"]["message"]
     assert e["next_wake_at"] is None
-    assert_versions(e, 7)  # accept, 2 x (retry scheduled + woken), failed
+    # start, claim accept, accept (+ claim poison), 2 x (retry scheduled + claim), failed
+    assert_versions(e, 8, timer_redrives_allowed=2)
 
     history = loom.history(eid)
     assert [(h["name"], h["status"], h["attempts"], h["final"]) for h in history] == [
@@ -81,7 +82,9 @@ def test_a_sleep_whose_message_was_purged_resumes_on_time_through_the_sweeper(lo
     resumed = ts(history[3]["started_at"])
     assert wake_at <= resumed, "woke early"
     assert (resumed - wake_at).total_seconds() < 5, f"woke {resumed - wake_at} late"  # within a few 1 s sweeps
-    assert_versions(e, 7)  # start, reserve, charge, sleep, sweeper wake, ship, notify
+    # start, claim reserve, reserve (+ claim charge), charge, sleep, sweeper wake, claim ship,
+    # ship (+ claim notify), notify
+    assert_versions(e, 9)
     redriven = [t["payload"]["redriven"] for t in loom.events.of("tick_done", since)
                 if (t.get("payload") or {}).get("redriven")]
     assert any("timer_due" in r for r in redriven), redriven

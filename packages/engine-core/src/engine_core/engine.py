@@ -353,6 +353,8 @@ class StepRun:
         self.started_ms = time.monotonic() * 1000
         self.steps_run = 0
         self.corrupt_error: ErrorInfo | None = None
+        self.context_bound = len(input_blob.encode("utf-8")) + sum(
+            len(r.result_blob.encode("utf-8")) for r in self.records if isinstance(r, StepRecord) and r.result_blob)
         try:
             self.data: dict[str, Any] | None = rebuild_context(input_blob, records, wf, execution.current_step)
         except Exception as exc:
@@ -453,7 +455,13 @@ class StepRun:
             result_blob, decoded = codec.roundtrip(result, "result")
             self.engine._check_size(f"result of step {step.name!r}", result_blob)
             merged = {**self.data, **decoded}
-            self.engine._check_size("context after merging this result", codec.encode(merged, "context"))
+            # The encoded context is at most the input plus every result so far; encode it again
+            # only when that bound could exceed the budget.
+            bound = self.context_bound + len(result_blob.encode("utf-8"))
+            if bound > self.settings.item_budget_bytes:
+                context_blob = codec.encode(merged, "context")
+                self.engine._check_size("context after merging this result", context_blob)
+                bound = len(context_blob.encode("utf-8"))
         except (NonSerializableResultError, ResultTooLargeError) as exc:
             return self.fail(self._error(exc.code, str(exc)))
         now = self.clock.now()
@@ -464,7 +472,7 @@ class StepRun:
         if outcome is not None:
             return outcome
         faults.point("worker.after_record", execution_id=e.execution_id, step=step.index)
-        self.data = merged
+        self.data, self.context_bound = merged, bound
         self.steps_run += 1
         self.metric("StepsSucceeded", "Count", 1)
         self.log("step succeeded")
@@ -533,6 +541,7 @@ class StepRun:
         log.warning("step failed; retry scheduled", extra={**_fields(e, step, attempt), "error": message[:500],
                                                            "retry_in_s": round(delay, 3)})
         self.life.send_at(new, retry_at)
+        faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
         return Outcome("retry_scheduled", e.execution_id, step.index, f"retry in {delay:.1f} s")
 
     def sleep_until(self, wake_at: dt.datetime, record: StepRecord) -> Outcome:
@@ -548,6 +557,7 @@ class StepRun:
         self.records.append(record)
         log.info("sleeping", extra={**_fields(new, step), "wake_at": wake_at.isoformat()})
         self.life.send_at(new, wake_at)
+        faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
         return Outcome("slept", e.execution_id, step.index, f"until {wake_at.isoformat()}")
 
     def fail(self, error: ErrorInfo) -> Outcome:

@@ -56,7 +56,7 @@ class MemoryStore:
         attrs = self.metas.get(execution_id)
         if attrs is None:
             return None
-        execution = execution_from_attrs(execution_id, copy.deepcopy(attrs))
+        execution = execution_from_attrs(execution_id, dict(attrs))
         return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id))
 
     def commit(self, transition: Transition) -> None:
@@ -140,7 +140,7 @@ class MemoryStore:
 
     def _records(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         items = self.steps.get(execution_id, {})
-        return [step_from_attrs(key, copy.deepcopy(items[key])) for key in sorted(items)]
+        return [step_from_attrs(key, dict(items[key])) for key in sorted(items)]  # flat: values are immutable
 
     # -- test helpers ---------------------------------------------------------------------------
     def due_ids(self) -> set[str]:
