@@ -12,8 +12,9 @@
 # builds them into dist/local first, hash-locked (see mk/build.mk); the runtime runs those zips.
 #
 # LOCAL_TF_VARS are passed to terraform/envs/local as -var NAME=VALUE. The default lease_s=5 lets the
-# sweeper re-drive a killed worker's step as soon as the step's timeout budget allows (the engine
-# never trusts a lease below timeout + 3 s) instead of after the 180 s visibility timeout.
+# sweeper re-drive a lost step message within seconds instead of after the 120 s visibility timeout.
+# A killed worker's claimed step waits for that invocation's deadline (the local worker timeout is
+# 20 s) before the sweeper may re-drive it.
 # LOCAL_ARGS go to the runtime (python -m loom_local --help).
 
 LOCAL_RUNTIME = $(PY) -m loom_local

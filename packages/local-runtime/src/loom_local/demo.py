@@ -5,9 +5,10 @@ What happens (and is narrated as it happens):
 1. ``reserve_inventory`` fails on its first attempt (an exception injected into the step body at
    ``step.enter``): the engine records the failure and retries it after a backoff.
 2. ``charge_payment``'s worker process is killed with SIGKILL as the step body returns, after the
-   (fake) card was charged and before the checkpoint. The execution's lease runs out, the sweeper
-   re-drives it, and attempt 2 runs with the same idempotency key: the ledger returns the first
-   charge, so the customer is charged once.
+   (fake) card was charged and before the checkpoint. Attempt 1's claim holds the step until its
+   budget and the killed invocation's deadline have passed; then the sweeper re-drives it, and
+   attempt 2 runs with the same idempotency key: the ledger returns the first charge, so the
+   customer is charged once.
 3. ``wait_for_carrier_pickup`` is a durable sleep: nothing runs while it lasts.
 4. ``ship_order`` and ``notify_customer`` finish it. The history is printed as a table.
 """
@@ -28,7 +29,8 @@ from .stack import LocalStack, install_signal_handlers
 
 WORKFLOW = "order_fulfillment"
 TIMEOUT_S = 120.0
-"""How long the tour waits for the execution, plus two leases (a re-drive can be refused once as busy)."""
+"""How long the tour waits for the execution, plus the worker's timeout (a killed attempt's claim lasts
+until its invocation's deadline) and two leases."""
 
 
 class Narrator:
@@ -56,10 +58,12 @@ class Narrator:
             return
         if kind == "crashed" and role == "worker":
             pid = d.get("pid")
-            fired = [f for f in (self.faults.fired() if self.faults else []) if f.pid == pid]
+            # The same warm process may have fired other faults before (the injected exception): the
+            # kill is the last one it fired.
+            fired = [f for f in (self.faults.fired() if self.faults else []) if f.pid == pid and f.action == "kill"]
             where = ""
             if fired:
-                info = fired[0].info
+                info = fired[-1].info
                 where = (f" inside step {info.get('step')} {info.get('step_name')} (attempt {info.get('attempt')}), "
                          "after the card was charged and before the checkpoint")
             reason = (d.get("error") or {}).get("errorMessage", "").split("Error: ")[-1]
@@ -75,12 +79,8 @@ class Narrator:
             if redriven:
                 reasons = ", ".join(f"{n} {why}" for why, n in redriven.items())
                 self.redrives_since_crash += 1
-                again = ""
-                if self.redrives_since_crash > 1 and "stalled_lease" in redriven:
-                    again = (" (the previous re-drive came while the killed attempt was still inside its timeout "
-                             "budget; a worker cannot tell dead from slow, so it left the step alone)")
-                self.say(f"sweeper re-drove {sum(redriven.values())} execution(s) ({reasons}): it claims the "
-                         f"execution with a conditional write, then enqueues its step again{again}", ">")
+                self.say(f"sweeper re-drove {sum(redriven.values())} execution(s) ({reasons}): a conditional write "
+                         "gives the step a fresh message lease, then it enqueues the step again", ">")
         elif kind == "batch":
             counts = d.get("receive_counts") or {}
             again = [n for n in counts.values() if n > 1]
@@ -97,8 +97,8 @@ def _short(value: Any, limit: int = 70) -> str:
 def _describe(step: dict[str, Any], execution: dict[str, Any]) -> str | None:
     name, n = f"step {step['step_index']} {step['name']}", step.get("attempts")
     status = step["status"]
-    if status == "RUNNING":
-        return f"{name}: attempt {n} started (intent recorded before the body runs)"
+    if status == "RUNNING":  # written by engine-core < 0.2 (an intent record); 0.2 claims on the execution
+        return f"{name}: attempt {n} started"
     if status == "FAILED" and not step.get("final"):
         err = step.get("error") or {}
         when = execution.get("next_wake_at") if execution.get("timer") == "retry" else None
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             narrator.say(f"note: terraform/envs/local deploys LOOM_LEASE_S={lease:g}: recovering the killed worker "
                          f"waits that long (LOCAL_TF_VARS=lease_s=5 shortens it, if the environment declares lease_s)",
                          "!")
-        _tour(stack, narrator, ledger, timeout_s=TIMEOUT_S + 2 * lease)
+        _tour(stack, narrator, ledger, timeout_s=TIMEOUT_S + d.worker.timeout_s + 2 * lease)
         if getattr(args, "keep", False):
             narrator.heading(f"The stack stays up at {stack.url} (Ctrl-C stops it)")
             stack.wait()
@@ -188,6 +188,7 @@ def _tour(stack: LocalStack, narrator: Narrator, ledger: Path, timeout_s: float)
     narrator.say(f"HTTP {status}: execution {eid} started")
 
     seen: dict[int, tuple] = {}
+    claimed: tuple | None = None
     last_status = None
     explained = 0
     deadline = time.monotonic() + timeout_s
@@ -201,11 +202,15 @@ def _tour(stack: LocalStack, narrator: Narrator, ledger: Path, timeout_s: float)
                 text = _describe(step, e)
                 if text:
                     narrator.say(text, "*" if step["status"] == "SUCCEEDED" else "-")
+        if e.get("attempt_started_at") and (e["current_step"], e.get("attempt")) != claimed:
+            claimed = (e["current_step"], e.get("attempt"))
+            narrator.say(f"step {e['current_step']} {e.get('current_step_name')}: attempt {e.get('attempt')} claimed "
+                         "(counted and leased on the execution before its body runs)", "-")
         if narrator.crashes > explained and e.get("timer") == "lease":
             explained = narrator.crashes
-            d = stack.deployment
-            narrator.say(f"its message stays in flight (visibility timeout {d.queue.visibility_timeout_s} s); the "
-                         f"execution's lease expires at {e['next_wake_at']}, then the sweeper re-drives it", " ")
+            narrator.say(f"attempt {e.get('attempt')}'s claim holds the step until {e['next_wake_at']} (its budget "
+                         "and the killed invocation's deadline: no one may take over a step that could still be "
+                         "running); then the sweeper re-drives it", " ")
         if e["status"] != last_status:
             last_status = e["status"]
             if e["status"] != "RUNNING":
