@@ -42,6 +42,8 @@ class Narrator:
         self.crashes = 0
         self.cold_starts_to_show = 0
         self.redrives_since_crash = 0
+        self.killed_claims: set[tuple] = set()
+        """(step, attempt) of killed attempts, already narrated with the kill."""
 
     def say(self, text: str, mark: str = " ") -> None:
         with self.lock:
@@ -64,6 +66,7 @@ class Narrator:
             where = ""
             if fired:
                 info = fired[-1].info
+                self.killed_claims.add((info.get("step"), info.get("attempt")))
                 where = (f" inside step {info.get('step')} {info.get('step_name')} (attempt {info.get('attempt')}), "
                          "after the card was charged and before the checkpoint")
             reason = (d.get("error") or {}).get("errorMessage", "").split("Error: ")[-1]
@@ -204,8 +207,9 @@ def _tour(stack: LocalStack, narrator: Narrator, ledger: Path, timeout_s: float)
                     narrator.say(text, "*" if step["status"] == "SUCCEEDED" else "-")
         if e.get("attempt_started_at") and (e["current_step"], e.get("attempt")) != claimed:
             claimed = (e["current_step"], e.get("attempt"))
-            narrator.say(f"step {e['current_step']} {e.get('current_step_name')}: attempt {e.get('attempt')} claimed "
-                         "(counted and leased on the execution before its body runs)", "-")
+            if claimed not in narrator.killed_claims:
+                narrator.say(f"step {e['current_step']} {e.get('current_step_name')}: attempt {e.get('attempt')} claimed "
+                             "(counted and leased on the execution before its body runs)", "-")
         if narrator.crashes > explained and e.get("timer") == "lease":
             explained = narrator.crashes
             narrator.say(f"attempt {e.get('attempt')}'s claim holds the step until {e['next_wake_at']} (its budget "
