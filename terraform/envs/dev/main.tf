@@ -27,7 +27,9 @@ module "loom" {
   control_plane_reserved_concurrency = var.control_plane_reserved_concurrency
   log_retention_days                 = var.log_retention_days
 
-  alarm_actions = var.alarm_actions
+  alarm_actions  = var.alarm_actions
+  alarm_settings = var.alarm_settings
+  status_events  = var.status_events
 
   # Defaults kept on purpose (asserted by tests/terraform): the worker's event source mapping is
   # enabled with ReportBatchItemFailures, and its recursive-loop setting is Allow.

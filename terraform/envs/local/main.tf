@@ -32,4 +32,5 @@ module "loom" {
   worker_timeout_s            = var.worker_timeout_s
   lease_s                     = var.lease_s
   extra_environment_variables = var.extra_environment_variables
+  status_events               = var.status_events
 }

@@ -67,3 +67,13 @@ variable "extra_environment_variables" {
   type        = map(string)
   default     = {}
 }
+
+variable "status_events" {
+  description = "Status-change events on EventBridge (see terraform/README.md, \"Status-change events\"): { enabled = true } creates the bus <name>-events; add event_bus_name to use an existing bus (name or ARN). Off by default."
+  type = object({
+    enabled        = optional(bool, false)
+    event_bus_name = optional(string)
+  })
+  default  = {}
+  nullable = false
+}

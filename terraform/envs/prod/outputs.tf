@@ -62,3 +62,13 @@ output "lease_s" {
   description = "Step-message lease (LOOM_LEASE_S)."
   value       = module.loom.lease_s
 }
+
+output "status_event_bus_name" {
+  description = "EventBridge bus of the status-change events (null when status_events is off)."
+  value       = module.loom.status_event_bus_name
+}
+
+output "status_event_bus_arn" {
+  description = "ARN of the status-change event bus (null when status_events is off)."
+  value       = module.loom.status_event_bus_arn
+}

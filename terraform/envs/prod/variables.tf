@@ -80,3 +80,19 @@ variable "alarm_actions" {
   type        = list(string)
   default     = []
 }
+
+variable "status_events" {
+  description = "Status-change events on EventBridge (see terraform/README.md, \"Status-change events\"): { enabled = true } creates the bus <name>-events; add event_bus_name to use an existing bus (name or ARN). Off by default."
+  type = object({
+    enabled        = optional(bool, false)
+    event_bus_name = optional(string)
+  })
+  default  = {}
+  nullable = false
+}
+
+variable "alarm_settings" {
+  description = "The optional alarms of modules/loom (failed executions, DynamoDB and Lambda throttles, sweeper stopped, step age near the lease), each on by default; e.g. { lambda_throttles = false }."
+  type        = any
+  default     = {}
+}

@@ -85,6 +85,102 @@ variable "function_errors_threshold" {
   }
 }
 
+variable "metrics_namespace" {
+  description = "CloudWatch namespace of Loom's custom metrics (POWERTOOLS_METRICS_NAMESPACE). With metrics_service_names, enables the failed-executions alarm; null: no such alarm."
+  type        = string
+  default     = null
+}
+
+variable "metrics_service_names" {
+  description = "Powertools service names (POWERTOOLS_SERVICE_NAME, the metrics' `service` dimension) whose ExecutionsFailed series the failed-executions alarm sums, e.g. [\"loom-worker\", \"loom-sweeper\"]. Empty: no such alarm."
+  type        = list(string)
+  default     = []
+}
+
+variable "failed_executions_threshold" {
+  description = "The failed-executions alarm fires when this many executions end FAILED within one period."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.failed_executions_threshold >= 1
+    error_message = "failed_executions_threshold must be at least 1."
+  }
+}
+
+variable "table_name" {
+  description = "DynamoDB table whose ReadThrottleEvents + WriteThrottleEvents get an alarm (and, with gsi_names, each index's). null: no DynamoDB throttle alarms."
+  type        = string
+  default     = null
+}
+
+variable "gsi_names" {
+  description = "Global secondary indexes of table_name that get their own throttle alarm (metrics with the GlobalSecondaryIndexName dimension), e.g. [\"GSI1\"]."
+  type        = list(string)
+  default     = []
+}
+
+variable "dynamodb_throttles_threshold" {
+  description = "A DynamoDB throttle alarm fires when the table's (or index's) read plus write throttle events in one period reach this value."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.dynamodb_throttles_threshold >= 1
+    error_message = "dynamodb_throttles_threshold must be at least 1."
+  }
+}
+
+variable "function_throttles_threshold" {
+  description = "Each function of function_names gets a Throttles alarm that fires when its throttles in one period reach this value. null: no Lambda throttle alarms."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.function_throttles_threshold == null || try(var.function_throttles_threshold >= 1, false)
+    error_message = "function_throttles_threshold must be null or at least 1."
+  }
+}
+
+variable "heartbeat_function_names" {
+  description = "Scheduled functions that must keep running, keyed by a short static label used in the alarm name (e.g. { sweeper = \"loom-sweeper\" }): each alarm fires when the function had no invocation for heartbeat_window_s; missing data breaches."
+  type        = map(string)
+  default     = {}
+}
+
+variable "heartbeat_window_s" {
+  description = "Window in seconds without a single invocation after which a heartbeat alarm fires (the sweeper runs every 60 s)."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.heartbeat_window_s >= 120 && var.heartbeat_window_s % 60 == 0
+    error_message = "heartbeat_window_s must be a multiple of 60 seconds, at least 120 (one late schedule must not fire it)."
+  }
+}
+
+variable "lease_s" {
+  description = "The step-message lease (LOOM_LEASE_S) in seconds. Enables the step queue's age-near-lease alarm, which fires when the oldest message is lease_s x lease_age_fraction old. null: no such alarm."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.lease_s == null || try(var.lease_s > 0, false)
+    error_message = "lease_s must be null or more than 0."
+  }
+}
+
+variable "lease_age_fraction" {
+  description = "Fraction of lease_s at which the age-near-lease alarm fires (0 < x < 1). The default 0.5 leaves half the lease to react before the sweeper re-drives waiting steps as stalled."
+  type        = number
+  default     = 0.5
+
+  validation {
+    condition     = var.lease_age_fraction > 0 && var.lease_age_fraction < 1
+    error_message = "lease_age_fraction must be between 0 and 1 (exclusive): the alarm must fire before a message's age reaches the lease."
+  }
+}
+
 variable "alarm_actions" {
   description = "ARNs to notify when an alarm fires (e.g. an SNS topic). Empty: the alarms only change state."
   type        = list(string)

@@ -1,6 +1,7 @@
 # Least privilege per function. DynamoDB authorizes TransactWriteItems per item action
 # (PutItem/UpdateItem), so no transaction action is listed. Nobody may DeleteItem: retention is
-# TTL's job. See docs in terraform/README.md ("IAM").
+# TTL's job. See docs in terraform/README.md ("IAM"). With status_events enabled every function may
+# also events:PutEvents on the status bus (events.tf).
 locals {
   kms_statements = var.kms_key_arn == null ? [] : [{
     sid       = "UseLoomKey"
@@ -26,7 +27,7 @@ locals {
       actions   = ["sqs:SendMessage"]
       resources = [module.queue.queue_arn, module.queue.dlq_arn]
     },
-  ], local.kms_statements)
+  ], local.kms_statements, local.status_event_statements)
 
   sweeper_statements = concat([
     {
@@ -50,7 +51,7 @@ locals {
       actions   = ["sqs:SendMessage"]
       resources = [module.queue.queue_arn, module.queue.dlq_arn]
     },
-  ], local.kms_statements)
+  ], local.kms_statements, local.status_event_statements)
 
   control_plane_statements = concat([
     {
@@ -63,5 +64,5 @@ locals {
       actions   = ["sqs:SendMessage"]
       resources = [module.queue.queue_arn]
     },
-  ], local.kms_statements)
+  ], local.kms_statements, local.status_event_statements)
 }

@@ -5,6 +5,8 @@ locals {
   table_name    = coalesce(var.table_name, var.name)
   queue_name    = "${var.name}-steps"
   function_name = { for k, suffix in { worker = "worker", sweeper = "sweeper", control_plane = "control-plane" } : k => "${var.name}-${suffix}" }
+  # POWERTOOLS_SERVICE_NAME of each function: the `service` dimension of Loom's custom metrics.
+  service_name = { worker = "loom-worker", sweeper = "loom-sweeper", control_plane = "loom-control-plane" }
 
   # The lease of an in-flight step message (LOOM_LEASE_S): the sweeper leaves an execution alone
   # for this long after enqueueing its step. Defaults to the queue's visibility timeout, the time
@@ -14,17 +16,19 @@ locals {
   # Every function gets every LOOM_* setting, so a handler never starts half-configured; see
   # packages/engine-core/src/engine_core/settings.py and bootstrap.py for the readers.
   common_environment = merge(var.extra_environment_variables, {
-    LOOM_TABLE_NAME              = module.table.table_name
-    LOOM_QUEUE_URL               = module.queue.queue_url
-    LOOM_DLQ_URL                 = module.queue.dlq_url
-    LOOM_SHARDS                  = tostring(var.shard_count)
-    LOOM_LEASE_S                 = tostring(local.lease_s)
-    LOOM_RETENTION_DAYS          = tostring(var.retention_days)
-    LOOM_MAX_STEPS               = tostring(var.max_steps)
-    LOOM_MAX_TOTAL_ATTEMPTS      = tostring(var.max_total_attempts)
-    LOOM_SWEEP_MAX_ITEMS         = tostring(var.sweep_max_items)
-    LOOM_FUNCTION_TIMEOUT_S      = tostring(var.worker_timeout_s)
-    LOOM_MAX_CHAIN_STEPS         = tostring(var.max_chain_steps)
+    LOOM_TABLE_NAME         = module.table.table_name
+    LOOM_QUEUE_URL          = module.queue.queue_url
+    LOOM_DLQ_URL            = module.queue.dlq_url
+    LOOM_SHARDS             = tostring(var.shard_count)
+    LOOM_LEASE_S            = tostring(local.lease_s)
+    LOOM_RETENTION_DAYS     = tostring(var.retention_days)
+    LOOM_MAX_STEPS          = tostring(var.max_steps)
+    LOOM_MAX_TOTAL_ATTEMPTS = tostring(var.max_total_attempts)
+    LOOM_SWEEP_MAX_ITEMS    = tostring(var.sweep_max_items)
+    LOOM_FUNCTION_TIMEOUT_S = tostring(var.worker_timeout_s)
+    LOOM_MAX_CHAIN_STEPS    = tostring(var.max_chain_steps)
+    # Empty when status_events is off: present either way, so a handler never starts half-configured.
+    LOOM_EVENT_BUS_NAME          = local.status_bus_reference == null ? "" : local.status_bus_reference
     POWERTOOLS_METRICS_NAMESPACE = var.metrics_namespace
     LOG_LEVEL                    = var.log_level
   })
@@ -83,7 +87,7 @@ module "worker" {
   log_retention_days   = var.log_retention_days
   log_kms_key_id       = var.log_kms_key_arn
 
-  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = "loom-worker" })
+  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = local.service_name.worker })
   policy_statements     = var.create ? local.worker_statements : []
 
   sqs_trigger = {
@@ -118,7 +122,7 @@ module "sweeper" {
   log_retention_days   = var.log_retention_days
   log_kms_key_id       = var.log_kms_key_arn
 
-  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = "loom-sweeper" })
+  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = local.service_name.sweeper })
   policy_statements     = var.create ? local.sweeper_statements : []
 
   schedule = {
@@ -146,7 +150,7 @@ module "control_plane" {
   log_retention_days   = var.log_retention_days
   log_kms_key_id       = var.log_kms_key_arn
 
-  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = "loom-control-plane" })
+  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = local.service_name.control_plane })
   policy_statements     = var.create ? local.control_plane_statements : []
 
   create_function_url = true
@@ -168,8 +172,27 @@ module "alarms" {
   }
 
   oldest_message_age_threshold_s = var.oldest_message_age_alarm_s
-  alarm_actions                  = var.alarm_actions
-  ok_actions                     = var.alarm_actions
+
+  # Executions that end FAILED: ExecutionsFailed in the metrics namespace, one series per service.
+  metrics_namespace           = var.alarm_settings.executions_failed ? var.metrics_namespace : null
+  metrics_service_names       = var.alarm_settings.executions_failed ? values(local.service_name) : []
+  failed_executions_threshold = var.alarm_settings.executions_failed_threshold
+
+  table_name                   = var.alarm_settings.dynamodb_throttles ? local.table_name : null
+  gsi_names                    = var.alarm_settings.dynamodb_throttles ? [coalesce(module.table.gsi_name, "GSI1")] : []
+  dynamodb_throttles_threshold = var.alarm_settings.dynamodb_throttles_threshold
+
+  function_throttles_threshold = var.alarm_settings.lambda_throttles ? var.alarm_settings.lambda_throttles_threshold : null
+
+  # A disabled schedule stops the sweeper on purpose: no alarm then.
+  heartbeat_function_names = var.alarm_settings.sweeper_stopped && var.sweeper_schedule_enabled ? { sweeper = local.function_name.sweeper } : {}
+  heartbeat_window_s       = var.alarm_settings.sweeper_stopped_window_s
+
+  lease_s            = var.create && var.alarm_settings.step_age_near_lease ? local.lease_s : null
+  lease_age_fraction = var.alarm_settings.lease_age_fraction
+
+  alarm_actions = var.alarm_actions
+  ok_actions    = var.alarm_actions
 
   tags = var.tags
 }

@@ -88,3 +88,13 @@ output "alarm_arns" {
   description = "ARNs of the CloudWatch alarms."
   value       = module.alarms.alarm_arns
 }
+
+output "status_event_bus_name" {
+  description = "Name of the EventBridge bus that receives status-change events (created <name>-events, or the one given), or null when status_events is disabled."
+  value       = local.status_bus_name
+}
+
+output "status_event_bus_arn" {
+  description = "ARN of the status-change event bus, or null when status_events is disabled."
+  value       = local.status_bus_arn
+}

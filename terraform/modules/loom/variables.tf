@@ -58,7 +58,7 @@ variable "sweeper_schedule_enabled" {
 }
 
 variable "create_alarms" {
-  description = "Whether to create the CloudWatch alarms (DLQ depth, oldest step message age, function errors)."
+  description = "Whether to create the CloudWatch alarms (DLQ depth, oldest step message age, function errors, and those alarm_settings turns on)."
   type        = bool
   default     = true
 }
@@ -67,6 +67,24 @@ variable "tags" {
   description = "Tags for every resource."
   type        = map(string)
   default     = {}
+}
+
+variable "status_events" {
+  description = "Status-change events on EventBridge. enabled = true: every execution that ends (COMPLETED, FAILED) or is CANCELLED puts one event (Source \"loom\", DetailType \"Loom Execution Status Change\") on a bus; the functions get LOOM_EVENT_BUS_NAME and events:PutEvents on it. event_bus_name: null creates a bus named <name>-events; a name or ARN uses that existing bus. Disabled (default): no bus, no permission, LOOM_EVENT_BUS_NAME empty."
+  type = object({
+    enabled        = optional(bool, false)
+    event_bus_name = optional(string)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition = var.status_events.event_bus_name == null || can(regex(
+      "^([A-Za-z0-9._/-]{1,256}|arn:aws[a-z-]*:events:[a-z0-9-]+:[0-9]{12}:event-bus/[A-Za-z0-9._/-]{1,256})$",
+      coalesce(var.status_events.event_bus_name, "-")
+    ))
+    error_message = "status_events.event_bus_name must be null (create <name>-events), an event bus name (letters, digits, . _ / -) or an event bus ARN (arn:aws:events:<region>:<account>:event-bus/<name>)."
+  }
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -343,6 +361,24 @@ variable "oldest_message_age_alarm_s" {
   description = "Age in seconds of the oldest step message above which the age alarm fires."
   type        = number
   default     = 1800
+}
+
+variable "alarm_settings" {
+  description = "The optional alarms (each on by default; all need create_alarms): executions_failed (ExecutionsFailed >= executions_failed_threshold in a minute, summed over the three services), dynamodb_throttles (read + write throttle events on the table and on GSI1), lambda_throttles (Throttles per function), sweeper_stopped (no sweeper invocation in sweeper_stopped_window_s; missing data breaches; only with the schedule enabled), step_age_near_lease (oldest step message >= lease_age_fraction x LOOM_LEASE_S)."
+  type = object({
+    executions_failed            = optional(bool, true)
+    executions_failed_threshold  = optional(number, 1)
+    dynamodb_throttles           = optional(bool, true)
+    dynamodb_throttles_threshold = optional(number, 1)
+    lambda_throttles             = optional(bool, true)
+    lambda_throttles_threshold   = optional(number, 1)
+    sweeper_stopped              = optional(bool, true)
+    sweeper_stopped_window_s     = optional(number, 300)
+    step_age_near_lease          = optional(bool, true)
+    lease_age_fraction           = optional(number, 0.5)
+  })
+  default  = {}
+  nullable = false
 }
 
 variable "alarm_actions" {
