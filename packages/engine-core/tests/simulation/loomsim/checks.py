@@ -330,9 +330,12 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
                     text = (f"{tag}: finalized, but the history item of step {index} expires at {r.expires_at}, "
                             f"before the execution ({e.expires_at})")
                     last = [p for p in puts if p.step == index][-1:]
-                    if ending is not None and last and last[0].seq > ending.seq and last[0].op_id != ending.op_id \
-                            and last[0].replaced == last[0].attempts:
-                        sim.known_defect("late_write_shortens_ttl", text)
+                    late = (ending is not None and last and last[0].seq > ending.seq
+                            and last[0].op_id != ending.op_id)
+                    if late and sim.op_deadlines.get(last[0].op_id) is None:
+                        # A writer with no invocation deadline (in-process use, never a Lambda delivery)
+                        # stalled past its claim's lease: nothing fences its one late record.
+                        sim.stat("outside_contract.late_write_without_deadline")
                     else:
                         v(text)
 
