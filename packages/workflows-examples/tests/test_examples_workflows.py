@@ -174,3 +174,22 @@ def test_poison_pill_when_run_fails_after_max_attempts_with_one_dead_letter():
     assert "never_reached" not in steps
     notices = [d for d in runner.queue.dead_letters if d.get("execution_id") == execution_id]
     assert len(notices) == 1 and notices[0]["kind"] == "loom.execution_failed"
+
+
+def test_fragile_import_fails_until_its_feed_is_fixed_then_a_redrive_completes_it(tmp_path, monkeypatch):
+    # given: no fix for the feed yet
+    monkeypatch.setenv("LOOM_EXAMPLES_FIXES_DIR", str(tmp_path))
+    runner = LocalRunner()
+    eid = runner.start("fragile_import", {"feed": "payroll"})
+    # when: the two-hour window passes (on the manual clock) and import_rows fails at once
+    failed = runner.run_until_done(eid)
+    # then
+    assert failed.status is Status.FAILED and failed.current_step == 2
+    assert failed.error.code == "permanent_error" and "payroll" in failed.error.message
+    assert _steps(runner, eid)["import_rows"].attempts == 1
+    # and when the feed is fixed and the execution redriven
+    (tmp_path / "payroll").touch()
+    runner.engine.operator.redrive(eid, by="test")
+    done = runner.run_until_done(eid)
+    assert done.status is Status.COMPLETED
+    assert runner.engine.context(eid)["summary"] == "3 rows imported from payroll"

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime as dt
 import json
 import math
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from engine_core import (
@@ -21,7 +23,12 @@ from engine_core import (
     NonSerializableResultError,
     ResultTooLargeError,
     UnknownWorkflowError,
+    views,
 )
+from engine_core.clock import format_ts
+from engine_core.errors import ExecutionStateConflictError, InvalidRequestError
+from engine_core.model import CorruptRecord, ExecutionState
+from engine_core.operations import decode_token
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 
 MAX_BODY_BYTES = 256 * 1024
@@ -34,12 +41,15 @@ _TOKEN_MAX = 128
 class ApiError(Exception):
     """A request the API refuses, with the response it gets."""
 
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None):
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
+                 execution_status: str | None = None):
         super().__init__(message)
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
+        self.execution_status = execution_status
 
     def body(self) -> dict[str, str]:
-        return ErrorBody(error=self.code, message=self.message).model_dump()
+        return ErrorBody(error=self.code, message=self.message,
+                         execution_status=self.execution_status).model_dump(exclude_none=True)
 
 
 class ErrorBody(BaseModel):
@@ -48,6 +58,8 @@ class ErrorBody(BaseModel):
     error: StrictStr
     """Stable, machine-readable code: invalid_json, invalid_request, unknown_workflow, ..."""
     message: StrictStr
+    execution_status: StrictStr | None = None
+    """On a 409 from cancel, redrive or wake: the execution's status now (RUNNING, FAILED, ...)."""
 
 
 class StartExecutionRequest(BaseModel):
@@ -252,4 +264,212 @@ def error_for(exc: Exception) -> ApiError | None:
             f"value at {exc.path} cannot be stored: {detail}; fix the request body and send it again"))
     if isinstance(exc, InvalidInputError):
         return ApiError(400, "invalid_request", f"{exc}; fix the request body and send it again")
+    if isinstance(exc, ExecutionStateConflictError):
+        return ApiError(409, exc.code, str(exc), execution_status=exc.status)
+    if isinstance(exc, InvalidRequestError):
+        return ApiError(400, "invalid_request", str(exc))
     return None
+
+
+# -- operator routes: list, cancel, redrive, wake, history pages ------------------------------------
+LIST_LIMIT_DEFAULT, HISTORY_LIMIT_DEFAULT, PAGE_MAX = 20, 50, 100
+LIST_STATUSES = ("LIVE", "COMPLETED", "FAILED", "CANCELLED")
+"""What ``status=`` filters on: the list index holds LIVE (running or sleeping) or the terminal status."""
+_TOKEN_CHARS = re.compile(r"\A[A-Za-z0-9_-]{1,2048}\Z")
+_REASON_MAX = 1024
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """``GET /executions``'s query string, checked."""
+
+    workflow: str | None = None
+    status: str | None = None
+    started_after: dt.datetime | None = None
+    started_before: dt.datetime | None = None
+    limit: int = LIST_LIMIT_DEFAULT
+    next_token: str | None = None
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """``GET /executions/{id}/history``'s query string, checked."""
+
+    limit: int = HISTORY_LIMIT_DEFAULT
+    next_token: str | None = None
+
+
+def parse_list_query(params: dict[str, str] | None) -> ListQuery:
+    """The list filters from a query string, or the ApiError (400 invalid_request) that says what is wrong."""
+    p = _known_params(params, ("workflow", "status", "started_after", "started_before", "limit", "next_token"))
+    workflow = p.get("workflow")
+    if workflow is not None and not _WORKFLOW_NAME.fullmatch(workflow):
+        raise _bad("workflow", "must be 1-128 characters from A-Z a-z 0-9 _ . - (GET /workflows lists the names)")
+    status = p.get("status")
+    if status is not None:
+        status = status.upper()
+        if status in ("RUNNING", "SLEEPING"):
+            raise _bad("status", f"cannot be {status}: the list index tells live executions from ended ones only; "
+                       "use status=LIVE (running or sleeping) and GET /executions/{id} for which")
+        if status not in LIST_STATUSES:
+            raise _bad("status", f"must be one of {', '.join(LIST_STATUSES)}")
+    after, before = _time(p, "started_after"), _time(p, "started_before")
+    if after is not None and before is not None and after >= before:
+        raise _bad("started_after", "must be earlier than started_before")
+    token = _token(p)
+    if token is not None:
+        _check_list_token(token)
+    # The index reads both ends inclusively; the API's window is [started_after, started_before).
+    before = None if before is None else before - dt.timedelta(microseconds=1)
+    return ListQuery(workflow, status, after, before, _limit(p, LIST_LIMIT_DEFAULT), token)
+
+
+def parse_page_query(params: dict[str, str] | None) -> PageQuery:
+    p = _known_params(params, ("limit", "next_token"))
+    token = _token(p)
+    if token is not None and not isinstance(_decoded(token), str):
+        raise _not_ours()
+    return PageQuery(_limit(p, HISTORY_LIMIT_DEFAULT), token)
+
+
+def _check_list_token(token: str) -> None:
+    """A list token is the index's resume key: an object of string keys (DynamoDB ``{"S": ...}``)."""
+    key = _decoded(token)
+    if not (isinstance(key, dict) and 1 <= len(key) <= 8 and all(
+            isinstance(v, dict) and list(v) == ["S"] and isinstance(v["S"], str) for v in key.values())):
+        raise _not_ours()
+
+
+def _decoded(token: str) -> Any:
+    try:
+        return decode_token(token)
+    except InvalidRequestError:
+        raise _not_ours() from None
+
+
+def _not_ours() -> ApiError:
+    return _bad("next_token", "is not a token this API returned; pass the last reply's next_token back unchanged")
+
+
+def _known_params(params: dict[str, str] | None, allowed: tuple[str, ...]) -> dict[str, str]:
+    params = params or {}
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ApiError(400, "invalid_request", (
+            f"unknown query parameter {', '.join(repr(u) for u in unknown)}; allowed: {', '.join(allowed)}"))
+    return params
+
+
+def _bad(name: str, what: str) -> ApiError:
+    return ApiError(400, "invalid_request", f"query parameter '{name}' {what}; fix it and send the request again")
+
+
+def _limit(p: dict[str, str], default: int) -> int:
+    text = p.get("limit")
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= PAGE_MAX):
+        raise _bad("limit", f"must be a whole number from 1 to {PAGE_MAX}, got {_clip(text)!r}")
+    return int(text)
+
+
+def _token(p: dict[str, str]) -> str | None:
+    token = p.get("next_token")
+    if token is not None and not _TOKEN_CHARS.fullmatch(token):
+        raise _not_ours()
+    return token
+
+
+def _time(p: dict[str, str], name: str) -> dt.datetime | None:
+    text = p.get(name)
+    if text is None:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise _bad(name, f"must be an ISO-8601 time such as 2026-03-01T12:00:00Z, got {_clip(text)!r}") from None
+    if when.tzinfo is None:  # no offset: UTC, as every time Loom returns is
+        when = when.replace(tzinfo=dt.timezone.utc)
+    if not 1970 <= when.astimezone(dt.timezone.utc).year <= 9998:
+        raise _bad(name, "must be between 1970 and 9998")
+    return when
+
+
+class CancelRequest(BaseModel):
+    """Optional body of ``POST /executions/{id}/cancel``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: StrictStr | None = None
+    """Why, in a line: kept on the execution and in its history."""
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str | None) -> str | None:
+        if value is not None and not (1 <= len(value) <= _REASON_MAX and value.isprintable()):
+            raise ValueError(f"must be 1-{_REASON_MAX} printable characters (no control characters)")
+        return value
+
+
+def parse_cancel_request(body: str | None, is_base64_encoded: bool) -> CancelRequest:
+    """An empty body is a cancel without a reason; anything else must be ``{"reason": "..."}``."""
+    if not body:
+        return CancelRequest()
+    raw = _body_bytes(body, is_base64_encoded)
+    if len(raw) > 16 * 1024:
+        raise ApiError(413, "input_too_large", f"request body is {len(raw)} bytes; a cancel takes at most 16 KB")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ApiError(400, "invalid_json", 'request body is not valid UTF-8 JSON; send {"reason": "..."} or '
+                                            "nothing") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "invalid_request", f"request body is a JSON {type(data).__name__}; send an object "
+                                               'such as {"reason": "duplicate order"} or nothing')
+    try:
+        return CancelRequest.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors(include_url=False):
+            field = ".".join(str(part) for part in e["loc"]) or "body"
+            if e["type"] == "extra_forbidden":
+                problems.append(f"'{field}' is not a known field (allowed: reason)")
+            else:
+                problems.append(f"'{field}' {_TYPE_WORDS.get(e['type']) or e['msg'].removeprefix('Value error, ')}")
+        raise ApiError(400, "invalid_request", "; ".join(problems) + "; fix the request body and send it again") from None
+
+
+def no_body(body: str | None, route: str) -> None:
+    """Redrive and wake take no body; refuse one rather than ignore what the caller meant by it."""
+    if body not in (None, "", "{}"):
+        raise ApiError(400, "invalid_request", f"{route} takes no request body; send the request without one")
+
+
+def caller_identity(request_context: dict[str, Any] | None) -> str:
+    """Who is calling: on AWS the IAM principal the Function URL authenticated (its ARN, else its
+    caller id, else its account), and ``local`` when the request carries no IAM identity."""
+    iam = ((request_context or {}).get("authorizer") or {}).get("iam") or {}
+    for key in ("userArn", "callerId", "accountId"):
+        value = iam.get(key)
+        if isinstance(value, str) and value:
+            return value[:512]
+    return "local"
+
+
+def list_entry_view(entry: Any) -> dict[str, Any]:
+    return {"execution_id": entry.execution_id, "workflow": entry.workflow, "status": entry.status,
+            "created_at": format_ts(entry.created_at)}
+
+
+def operation_view(record: Any) -> dict[str, Any]:
+    if isinstance(record, CorruptRecord):
+        return {"corrupt": True, "sort_key": record.sort_key, "detail": record.detail}
+    return {"op": record.op, "by": record.by, "at": format_ts(record.at), "version": record.version,
+            "reason": record.reason, "detail": record.detail}
+
+
+def execution_reply(state: ExecutionState, registry: Any) -> dict[str, Any]:
+    """engine_core's execution view plus who started, cancelled or redrove it."""
+    e = state.execution
+    return {**views.execution_view(state, registry), "started_by": e.started_by, "cancelled_by": e.cancelled_by,
+            "cancel_reason": e.cancel_reason, "redrives": e.redrives}

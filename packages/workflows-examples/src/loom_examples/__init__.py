@@ -8,11 +8,14 @@ entry point names this module, and importing it registers every workflow below.
 - ``flaky_greeting``: the first step fails on its first attempts, then succeeds.
 - ``poison_pill``: a step that always fails; the execution ends FAILED and a notice reaches the DLQ.
 - ``defaults_tour``: sets nothing (no timeout, no retry policy), so the defaults run end to end.
+- ``fragile_import``: sleeps two hours, then fails (PermanentStepError) until its feed is fixed; the
+  execution to find, wake, fix and redrive.
 """
 
-from . import defaults, greeting, orders, poison
+from . import defaults, fragile_import, greeting, orders, poison
 from .ledger import LEDGER, Charge, PaymentLedger
 
 __version__ = "0.2.0"
 
-__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "defaults", "greeting", "orders", "poison"]
+__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "defaults", "fragile_import", "greeting", "orders",
+           "poison"]
