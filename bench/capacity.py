@@ -17,7 +17,8 @@ before and after each write. The rules, as documented (checked 2026-11-29):
   (transaction-apis.html, "Capacity management for transactions")
 - Global secondary indexes: a write that adds an item to the index costs one index write, one
   that removes it one, and one that changes an index key attribute two (delete + put). With a
-  KEYS_ONLY projection nothing else propagates. Index entries are keys only (< 1 KB), so each
+  KEYS_ONLY projection nothing else propagates; with INCLUDE, a change to a projected attribute
+  (keys unchanged) costs one. Index entries are keys only (< 1 KB), so each
   index write is 1 WCU. (developerguide/GSI.html, "Provisioned throughput considerations for
   global secondary indexes"). The guide says transactions propagate to GSIs after they commit;
   it does not say index writes are doubled, so they are counted once.
@@ -118,6 +119,23 @@ def index_keys(item: Mapping[str, Any] | None, hash_attr: str, range_attr: str |
     if not item or hash_attr not in item or (range_attr is not None and range_attr not in item):
         return None
     return (repr(item[hash_attr]), repr(item[range_attr]) if range_attr else None)
+
+
+def index_entry(item: Mapping[str, Any] | None, hash_attr: str, range_attr: str | None,
+                projected: tuple[str, ...] = ()) -> tuple | None:
+    """The item's entry in a GSI: its keys and the values of the projected (INCLUDE) attributes."""
+    keys = index_keys(item, hash_attr, range_attr)
+    if keys is None:
+        return None
+    return keys, tuple(repr(item.get(a)) for a in projected)
+
+
+def index_entry_writes(before: tuple | None, after: tuple | None) -> int:
+    """Index writes for a GSI entry (see :func:`index_entry`): keys as in :func:`gsi_writes`; with the
+    keys unchanged, a changed projected attribute rewrites the entry once."""
+    if before is None or after is None or before[0] != after[0]:
+        return gsi_writes(None if before is None else before[0], None if after is None else after[0])
+    return 0 if before[1] == after[1] else 1
 
 
 def sqs_billed_requests(payload_bytes: int) -> int:

@@ -97,6 +97,12 @@ def step_path_section(w, results: dict[str, Any]) -> None:
                 _row(w, f"engine CPU per step, memory store ({label} results)", old, new["per_transition_cpu_us"],
                      f"<= {TARGET_CPU_US:g} µs", new["per_transition_cpu_us"] <= TARGET_CPU_US, digits=0)
     w("")
+    fixed = steps["sizes"]["1 KB"].get("per_execution_fixed")
+    if fixed:
+        w(f"Per execution, on top of its steps (start, first delivery, end; 1 KB results): "
+          f"{fixed['wcu_table']:.0f} table and {fixed['wcu_gsi']:.0f} index write units, {fixed['aws_requests']:.0f} "
+          "requests. The index units include the list index (`GET /executions`), whose entry is written once when "
+          "an execution starts and once when it ends, and never on a step.\n")
     w("Reads are one Query per delivery (the execution, its input and its history together), shared by every "
       "step of the chain. The dollar figures use the same prices and the same worker duration as the section "
       "below. Engine CPU per step is dominated by decoding the history once per delivery (the context is "

@@ -74,7 +74,8 @@ class WireRecorder:
                  gsi_keys: dict[str, tuple[str, str | None]] | None = None):
         self.calls: list[Call] = []
         self.table_keys = table_keys
-        self.gsi_keys = gsi_keys if gsi_keys is not None else {"GSI1": ("GSI1PK", "GSI1SK")}
+        self.gsi_keys = gsi_keys if gsi_keys is not None else {"GSI1": ("GSI1PK", "GSI1SK"), "GSI2": ("GSI2PK", "GSI2SK")}
+        self.gsi_projected: dict[str, tuple[str, ...]] = {"GSI2": ("workflow", "list_status")}
         self._side: dict[int, Any] = {}
         self.enabled = True
 
@@ -225,9 +226,11 @@ class WireRecorder:
                     touch.wcu = capacity.write_units(touch.size_before, 0, transactional)
                 else:
                     touch.wcu = capacity.write_units(touch.size_before, touch.size_after, transactional)
-                    for hash_attr, range_attr in self.gsi_keys.values():
-                        touch.gsi_wcu += capacity.gsi_writes(capacity.index_keys(before, hash_attr, range_attr),
-                                                             capacity.index_keys(after, hash_attr, range_attr))
+                    for name, (hash_attr, range_attr) in self.gsi_keys.items():
+                        projected = self.gsi_projected.get(name, ())
+                        touch.gsi_wcu += capacity.index_entry_writes(
+                            capacity.index_entry(before, hash_attr, range_attr, projected),
+                            capacity.index_entry(after, hash_attr, range_attr, projected))
                 call.items.append(touch)
             call.wcu = sum(t.wcu for t in call.items)
             call.gsi_wcu = sum(t.gsi_wcu for t in call.items)

@@ -88,3 +88,17 @@ def test_index_keys_is_none_for_an_item_outside_the_sparse_index():
 @pytest.mark.parametrize(("payload", "billed"), [(0, 1), (76, 1), (65536, 1), (65537, 2), (1024 * 1024, 16)])
 def test_sqs_bills_one_request_per_64kb_chunk(payload, billed):
     assert capacity.sqs_billed_requests(payload) == billed
+
+
+def test_index_entry_writes_count_a_projected_attribute_change_once_and_a_key_change_twice():
+    from bench import capacity
+
+    item = {"GSI2PK": {"S": "EXECS"}, "GSI2SK": {"S": "t#1"}, "workflow": {"S": "w"}, "list_status": {"S": "LIVE"}}
+    ended = {**item, "list_status": {"S": "COMPLETED"}}
+    step = {**item, "current_step": {"N": "3"}}
+    entry = lambda i: capacity.index_entry(i, "GSI2PK", "GSI2SK", ("workflow", "list_status"))  # noqa: E731
+    assert capacity.index_entry_writes(None, entry(item)) == 1  # start: the entry is put
+    assert capacity.index_entry_writes(entry(item), entry(step)) == 0  # a step: nothing projected changed
+    assert capacity.index_entry_writes(entry(item), entry(ended)) == 1  # the end: the projection changed
+    moved = {**item, "GSI2SK": {"S": "t#2"}}
+    assert capacity.index_entry_writes(entry(item), entry(moved)) == 2

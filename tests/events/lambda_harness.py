@@ -105,13 +105,17 @@ def create_table(client) -> None:
     """The design's single table, as terraform/modules/table declares it."""
     client.create_table(
         TableName=TABLE,
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "GSI1PK", "GSI1SK")],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK")],
         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[{
             "IndexName": "GSI1",
             "KeySchema": [{"AttributeName": "GSI1PK", "KeyType": "HASH"},
                           {"AttributeName": "GSI1SK", "KeyType": "RANGE"}],
             "Projection": {"ProjectionType": "KEYS_ONLY"},
+        }, {
+            "IndexName": "GSI2",
+            "KeySchema": [{"AttributeName": "GSI2PK", "KeyType": "HASH"}, {"AttributeName": "GSI2SK", "KeyType": "RANGE"}],
+            "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["workflow", "list_status"]},
         }],
         BillingMode="PAY_PER_REQUEST",
     )

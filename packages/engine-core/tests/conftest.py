@@ -28,12 +28,17 @@ def create_table(client, name: str = TABLE) -> None:
     """The design's table, as terraform/modules/table creates it."""
     client.create_table(
         TableName=name,
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "GSI1PK", "GSI1SK")],
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK")],
         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[{
             "IndexName": "GSI1",
             "KeySchema": [{"AttributeName": "GSI1PK", "KeyType": "HASH"}, {"AttributeName": "GSI1SK", "KeyType": "RANGE"}],
             "Projection": {"ProjectionType": "KEYS_ONLY"},
+            "ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5},
+        }, {
+            "IndexName": "GSI2",
+            "KeySchema": [{"AttributeName": "GSI2PK", "KeyType": "HASH"}, {"AttributeName": "GSI2SK", "KeyType": "RANGE"}],
+            "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["workflow", "list_status"]},
             "ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5},
         }],
         ProvisionedThroughput={"ReadCapacityUnits": 20, "WriteCapacityUnits": 20},

@@ -200,15 +200,15 @@ variable "table_billing_mode" {
 }
 
 variable "table_read_capacity" {
-  description = "Table RCU in PROVISIONED mode. Default 20 (+5 for GSI1 = 25, the free tier)."
+  description = "Table RCU in PROVISIONED mode. Default 18 (+5 for GSI1 +2 for the list index GSI2 = 25, the free tier)."
   type        = number
-  default     = 20
+  default     = 18
 }
 
 variable "table_write_capacity" {
-  description = "Table WCU in PROVISIONED mode. Default 15 (+10 for GSI1 = 25, the free tier)."
+  description = "Table WCU in PROVISIONED mode. Default 13 (+10 for GSI1 +2 for the list index GSI2 = 25, the free tier)."
   type        = number
-  default     = 15
+  default     = 13
 }
 
 variable "gsi_read_capacity" {

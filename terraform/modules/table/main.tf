@@ -6,6 +6,9 @@ locals {
   gsi_name      = "GSI1"
   gsi_hash_key  = "GSI1PK"
   gsi_range_key = "GSI1SK"
+  list_index    = "GSI2"
+  list_hash_key = "GSI2PK"
+  list_sort_key = "GSI2SK"
   ttl_attribute = "expires_at"
 
   provisioned = var.billing_mode == "PROVISIONED"
@@ -46,6 +49,16 @@ resource "aws_dynamodb_table" "this" {
     type = "S"
   }
 
+  attribute {
+    name = local.list_hash_key
+    type = "S"
+  }
+
+  attribute {
+    name = local.list_sort_key
+    type = "S"
+  }
+
   # Sparse due-index: only executions waiting for a wake-up carry GSI1PK = DUE#<shard> and
   # GSI1SK = <next_wake_at> (ended ones owing housekeeping: FIN#<shard>, <finalize_by>). The sweeper
   # re-reads the base item before acting, so keys are enough.
@@ -56,6 +69,20 @@ resource "aws_dynamodb_table" "this" {
     projection_type = "KEYS_ONLY"
     read_capacity   = local.provisioned ? var.gsi_read_capacity : null
     write_capacity  = local.provisioned ? var.gsi_write_capacity : null
+  }
+
+  # The list index (GET /executions, loom list): every execution item carries GSI2PK = EXECS and
+  # GSI2SK = <created_at>#<id>, and projects only workflow and list_status (LIVE, or the terminal
+  # status), which change when an execution starts or ends, never on a step: two index writes per
+  # execution, none per step.
+  global_secondary_index {
+    name               = local.list_index
+    hash_key           = local.list_hash_key
+    range_key          = local.list_sort_key
+    projection_type    = "INCLUDE"
+    non_key_attributes = ["workflow", "list_status"]
+    read_capacity      = local.provisioned ? var.list_index_read_capacity : null
+    write_capacity     = local.provisioned ? var.list_index_write_capacity : null
   }
 
   # Terminal executions and their STEP# items carry expires_at (epoch seconds); DynamoDB deletes

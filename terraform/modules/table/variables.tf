@@ -25,15 +25,16 @@ variable "billing_mode" {
   }
 }
 
-# The defaults split the always-free 25 RCU / 25 WCU between the table and GSI1 (the free tier
-# counts every table and index of the account in the region together):
-#   reads : table 20 (workers and the control plane read #META consistently) + GSI1 5 (one query
-#           per shard per minute from the sweeper)
-#   writes: table 15 + GSI1 10 (every transition that moves next_wake_at rewrites the index entry)
+# The defaults split the always-free 25 RCU / 25 WCU between the table and its two indexes (the free
+# tier counts every table and index of the account in the region together):
+#   reads : table 18 (one consistent query per delivery, status reads) + GSI1 5 (one query per shard
+#           per minute from the sweeper) + GSI2 2 (operators listing executions)
+#   writes: table 13 + GSI1 10 (each message lease, sleep, retry, and a chain's key once per slack
+#           period) + GSI2 2 (one write at an execution's start, one at its end)
 variable "read_capacity" {
-  description = "Table read capacity units in PROVISIONED mode (ignored on demand). Default 20, so that with gsi_read_capacity = 5 the total stays at the free 25 RCU."
+  description = "Table read capacity units in PROVISIONED mode (ignored on demand). Default 18, so that with gsi_read_capacity = 5 and list_index_read_capacity = 2 the total stays at the free 25 RCU."
   type        = number
-  default     = 20
+  default     = 18
 
   validation {
     condition     = var.read_capacity >= 1 && floor(var.read_capacity) == var.read_capacity
@@ -42,9 +43,9 @@ variable "read_capacity" {
 }
 
 variable "write_capacity" {
-  description = "Table write capacity units in PROVISIONED mode (ignored on demand). Default 15, so that with gsi_write_capacity = 10 the total stays at the free 25 WCU."
+  description = "Table write capacity units in PROVISIONED mode (ignored on demand). Default 13, so that with gsi_write_capacity = 10 and list_index_write_capacity = 2 the total stays at the free 25 WCU."
   type        = number
-  default     = 15
+  default     = 13
 
   validation {
     condition     = var.write_capacity >= 1 && floor(var.write_capacity) == var.write_capacity
@@ -71,6 +72,28 @@ variable "gsi_write_capacity" {
   validation {
     condition     = var.gsi_write_capacity >= 1 && floor(var.gsi_write_capacity) == var.gsi_write_capacity
     error_message = "gsi_write_capacity must be a whole number of at least 1."
+  }
+}
+
+variable "list_index_read_capacity" {
+  description = "Provisioned read capacity of the list index (GSI2: GET /executions, loom list); ignored on PAY_PER_REQUEST."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.list_index_read_capacity >= 1
+    error_message = "list_index_read_capacity must be at least 1."
+  }
+}
+
+variable "list_index_write_capacity" {
+  description = "Provisioned write capacity of the list index (GSI2: two writes per execution, at its start and its end); ignored on PAY_PER_REQUEST."
+  type        = number
+  default     = 2
+
+  validation {
+    condition     = var.list_index_write_capacity >= 1
+    error_message = "list_index_write_capacity must be at least 1."
   }
 }
 

@@ -12,8 +12,10 @@ from .errors import (
     EngineError,
     ExecutionExistsError,
     ExecutionNotFoundError,
+    ExecutionStateConflictError,
     IdempotencyConflictError,
     InsufficientTimeError,
+    InvalidRequestError,
     MalformedMessageError,
     NonSerializableResultError,
     PermanentStepError,
@@ -24,7 +26,7 @@ from .errors import (
     TransitionConflictError,
     UnknownWorkflowError,
 )
-from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, RetryPolicy, Status, StepMessage, StepRecord, StepStatus, Timer
+from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, RetryPolicy, Status, StepMessage, StepRecord, StepStatus, Timer
 from .ports import Metrics, NullMetrics, StateStore, StepQueue
 from .registry import ENTRY_POINT_GROUP, REGISTRY, Registry, WorkflowDef, sleep, step, workflow
 from .settings import ConfigurationError, EngineSettings
@@ -34,12 +36,13 @@ __version__ = "0.2.0"
 
 __all__ = [
     "Clock", "ConfigurationError", "CorruptRecord", "CorruptStateError", "ENTRY_POINT_GROUP", "Engine",
-    "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionState", "ExecutionExistsError", "ExecutionNotFoundError",
-    "IdempotencyConflictError", "InsufficientTimeError", "InvalidInputError", "MalformedMessageError",
-    "ManualClock", "Metrics", "NonSerializableResultError", "NullMetrics", "Outcome", "PermanentStepError",
-    "REGISTRY", "Registry", "RegistrationError", "ResultTooLargeError", "RetryPolicy", "StartResult",
-    "StateStore", "Status", "StepContext", "StepMessage", "StepQueue", "StepRecord",
-    "StepSupersededError", "StepStatus", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
-    "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "check_fits", "sleep", "step",
-    "workflow",
+    "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionExistsError",
+    "ExecutionNotFoundError", "ExecutionState", "ExecutionStateConflictError", "IdempotencyConflictError",
+    "InsufficientTimeError", "InvalidInputError", "InvalidRequestError", "ListEntry", "MalformedMessageError",
+    "ManualClock", "Metrics", "NonSerializableResultError", "NullMetrics", "OperationRecord", "Outcome",
+    "PermanentStepError", "REGISTRY", "RegistrationError", "Registry", "ResultTooLargeError", "RetryPolicy",
+    "StartResult", "StateStore", "Status", "StepContext", "StepMessage", "StepQueue", "StepRecord",
+    "StepStatus", "StepSupersededError", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
+    "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "check_fits", "sleep",
+    "step", "workflow",
 ]

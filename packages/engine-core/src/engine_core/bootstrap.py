@@ -3,6 +3,7 @@
 Environment (set by the Terraform function module):
     LOOM_TABLE_NAME, LOOM_QUEUE_URL   required
     LOOM_DLQ_URL                      the worker's failure notices
+    LOOM_EVENT_BUS_NAME               status-change events (empty: none)
     LOOM_SHARDS, LOOM_LEASE_S, LOOM_RETENTION_DAYS, LOOM_MAX_STEPS, LOOM_MAX_TOTAL_ATTEMPTS,
     LOOM_SWEEP_MAX_ITEMS              see EngineSettings
 AWS endpoints follow boto3's own configuration (AWS_ENDPOINT_URL for a local emulator).
@@ -19,6 +20,7 @@ from botocore.config import Config
 
 from .clock import SystemClock
 from .engine import Engine
+from .eventbridge import EventBridgePublisher
 from .ports import Metrics
 from .registry import REGISTRY, Registry
 from .settings import EngineSettings, require_env
@@ -55,5 +57,8 @@ def from_environment(env: Mapping[str, str] | None = None, metrics: Metrics | No
     queue = SqsQueue(boto3.client("sqs", config=config), require_env("LOOM_QUEUE_URL", env),
                      env.get("LOOM_DLQ_URL") or None)
     clock = SystemClock()
-    engine = Engine(store, queue, registry, clock, settings, metrics)
-    return Runtime(engine, Sweeper(store, queue, clock, settings, registry, metrics), settings, registry)
+    bus = env.get("LOOM_EVENT_BUS_NAME") or ""
+    events = EventBridgePublisher(boto3.client("events", config=config), bus) if bus else None
+    engine = Engine(store, queue, registry, clock, settings, metrics, events)
+    sweeper = Sweeper(store, queue, clock, settings, registry, metrics, events=events)
+    return Runtime(engine, sweeper, settings, registry)

@@ -42,8 +42,9 @@ from .errors import (
     UnknownWorkflowError,
 )
 from .lifecycle import Lifecycle, UsesLifecycle, failure_notice
+from .operations import Operator
 from .model import ErrorInfo, Execution, ExecutionState, Status, StepMessage, StepRecord, StepStatus, Timer
-from .ports import Metrics, NullMetrics, StateStore, StepQueue, Transition
+from .ports import EventPublisher, Metrics, NullMetrics, StateStore, StepQueue, Transition
 from .registry import REGISTRY, Registry, StepDef, WorkflowDef
 from .retries import backoff_s
 from .settings import ConfigurationError, EngineSettings
@@ -113,14 +114,16 @@ class Engine(UsesLifecycle):
     """
 
     def __init__(self, store: StateStore, queue: StepQueue, registry: Registry = REGISTRY, clock: Clock | None = None,
-                 settings: EngineSettings | None = None, metrics: Metrics | None = None):
+                 settings: EngineSettings | None = None, metrics: Metrics | None = None,
+                 events: EventPublisher | None = None):
         self.registry = registry
         self.settings = settings or EngineSettings()
         self.metrics = metrics or NullMetrics()
-        self.life = Lifecycle(store, queue, registry, clock or SystemClock(), self.settings, self.metrics)
+        self.life = Lifecycle(store, queue, registry, clock or SystemClock(), self.settings, self.metrics, events)
+        self.operator = Operator(self)
 
     # -- start ----------------------------------------------------------------------------------
-    def start(self, workflow: str, input: dict[str, Any], token: str | None = None) -> StartResult:
+    def start(self, workflow: str, input: dict[str, Any], token: str | None = None, by: str | None = None) -> StartResult:
         """Durably create an execution, then enqueue its first step.
 
         The write happens before the acknowledgement; if the enqueue is lost, the sweeper starts the
@@ -142,7 +145,7 @@ class Engine(UsesLifecycle):
             execution_id=execution_id, workflow=workflow, status=Status.RUNNING, current_step=0, version=1,
             fingerprint=wf.fingerprint, input_digest=digest, created_at=now, updated_at=now, next_wake_at=wake,
             index_at=wake, timer=Timer.LEASE,
-            idempotency_token=token,
+            idempotency_token=token, started_by=by,
         )
         try:
             self.store.create(execution, blob)
@@ -489,7 +492,9 @@ class StepRun:
             expiry = transitions.claim_expiry(now, self.life.timeout_s(self.wf, nxt), self.life.margin_s, deadline)
         ending = nxt >= len(self.wf.steps)
         # the record just written counts too: it was stamped when its body ended, maybe well before now
-        done_now = ending and self.life.history_outlives([*self.records, record], now + self.life.retention)
+        # Nothing left to do at the end (no event to publish, history outlives it): finalized at once.
+        done_now = (ending and not self.life.events.enabled
+                    and self.life.history_outlives([*self.records, record], now + self.life.retention))
         new = transitions.advanced(e, now, len(self.wf.steps), self.life.retention,
                                    lease_s=self.life.lease_s(e.workflow, nxt), slack_s=self.settings.slack_s,
                                    claim_expiry_at=expiry, deadline=deadline, finalized=done_now,

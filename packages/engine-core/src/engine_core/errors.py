@@ -143,3 +143,18 @@ class PermanentStepError(EngineError):
     """
 
     code = "permanent_error"
+
+
+class ExecutionStateConflictError(EngineError):
+    """An operator's action does not apply to the execution as it is now (an HTTP 409).
+
+    ``code`` is machine-readable (``execution_ended``, ``not_failed``, ``not_waiting``,
+    ``definition_changed``, ``corrupt_state``, ``concurrent_change``); ``status`` the current status."""
+
+    def __init__(self, code: str, message: str, status: str | None = None):
+        super().__init__(message)
+        self.code, self.status = code, status
+
+
+class InvalidRequestError(EngineError):
+    """A malformed argument to a read or an operation (a bad page token, a limit out of range)."""

@@ -13,7 +13,8 @@ from . import transitions
 from .clock import Clock
 from .errors import CorruptStateError, TransitionConflictError, UnknownWorkflowError
 from .model import ErrorInfo, Execution, Status, StepMessage, StepRecord
-from .ports import Metrics, StateStore, StepQueue, Transition
+from .clock import format_ts
+from .ports import EventPublisher, Metrics, NullEvents, StateStore, StepQueue, Transition
 from .registry import Registry, WorkflowDef
 from .settings import EngineSettings, lease_seconds
 
@@ -37,13 +38,24 @@ def failure_notice(e: Execution) -> dict[str, Any]:
             "step": e.current_step, "error": error}
 
 
+def status_event(e: Execution, step_count: int | None) -> dict[str, Any]:
+    """The ``Detail`` of a status-change event (documented in terraform/README.md)."""
+    error = None
+    if e.error is not None:
+        error = {k: getattr(e.error, k) for k in ("code", "message", "step_index", "step_name")}
+    return {"execution_id": e.execution_id, "workflow": e.workflow, "status": e.status.value, "error": error,
+            "current_step": e.current_step, "step_count": step_count, "started_at": format_ts(e.created_at),
+            "ended_at": format_ts(e.updated_at), "by": e.cancelled_by}
+
+
 class Lifecycle:
     """Holds the store, queue, clock and settings the worker and the sweeper share."""
 
     def __init__(self, store: StateStore, queue: StepQueue, registry: Registry, clock: Clock,
-                 settings: EngineSettings, metrics: Metrics):
+                 settings: EngineSettings, metrics: Metrics, events: EventPublisher | None = None):
         self.store, self.queue, self.registry, self.clock = store, queue, registry, clock
         self.settings, self.metrics = settings, metrics
+        self.events = events or NullEvents()
         self.retention = dt.timedelta(days=settings.retention_days)
         self.margin_s = settings.time_margin_ms / 1000
 
@@ -110,16 +122,23 @@ class Lifecycle:
                                      "workflow": None, "step": None, "error": error.model_dump()})
         return True
 
+    def _step_count(self, e: Execution) -> int | None:
+        wf = self._workflow(e.workflow)
+        return None if wf is None else len(wf.steps)
+
     def history_outlives(self, records: list[Any], until: dt.datetime) -> bool:
         """Every history item's TTL is at or after ``until``."""
         return all(r.expires_at is None or r.expires_at >= until for r in records if isinstance(r, StepRecord))
 
     def finalize(self, e: Execution, records: list[Any] | None = None) -> None:
-        """Terminal housekeeping: the failure notice (FAILED only), the history's TTL where it would
-        expire before the execution (long executions only), then the finalized mark. The worker that
+        """Terminal housekeeping: the failure notice (FAILED only), the status-change event (when a bus
+        is configured), the history's TTL where it would expire before the execution (long executions
+        only), then the finalized mark. The worker that
         ends an execution does it at once; the sweeper does it if that worker died first."""
         if e.status is Status.FAILED:
             self.queue.send_dead_letter(failure_notice(e))
+        if self.events.enabled:
+            self.events.publish(status_event(e, self._step_count(e)))
         assert e.expires_at is not None
         if records is None:
             records = self.store.history(e.execution_id)

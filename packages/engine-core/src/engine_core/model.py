@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -19,10 +19,12 @@ class Status(str, Enum):
     SLEEPING = "SLEEPING"
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    """Ended by an operator (``POST /executions/{id}/cancel``); a running body finishes, nothing after it runs."""
 
     @property
     def is_terminal(self) -> bool:
-        return self in (Status.COMPLETED, Status.FAILED)
+        return self in (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 
 
 class StepStatus(str, Enum):
@@ -112,6 +114,12 @@ class Execution(_Frozen):
     """Retention: set on terminal executions; DynamoDB's TTL deletes the item some time after."""
     finalized: bool = False
     """Terminal housekeeping is done: history items carry the TTL, a FAILED execution's notice is on the DLQ."""
+    started_by: str | None = None
+    """Who started it: the caller's IAM principal on AWS, ``local`` on the local stack."""
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    redrives: int = Field(default=0, ge=0)
+    """Times an operator resumed it from a failed step (``POST /executions/{id}/redrive``)."""
     finalize_by: dt.datetime | None = None
     """Set by the terminal transition, removed by finalizing. If the worker that ended the execution dies
     before finalizing, and its message is gone (acknowledged by a concurrent delivery, dead-lettered),
@@ -167,6 +175,31 @@ class ExecutionState:
     execution: Execution
     input_blob: str
     records: list[Any]
+    operations: list[Any] = field(default_factory=list)
+    """OperationRecord (or CorruptRecord), in version order."""
+
+
+class OperationRecord(_Frozen):
+    """An operator's action on an execution (cancel, redrive, wake), kept in its history."""
+
+    op: str
+    by: str
+    at: dt.datetime
+    version: int = Field(ge=1)
+    """The execution version the action produced."""
+    reason: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+    """For a redrive: the failed step's record it replaced (index, name, attempts, error)."""
+
+
+class ListEntry(_Frozen):
+    """One execution as the list index holds it (its keys change only when it starts or ends)."""
+
+    execution_id: str
+    workflow: str
+    status: str
+    """LIVE (running or sleeping: read the execution for which), or the terminal status."""
+    created_at: dt.datetime
 
 
 class CorruptRecord(_Frozen):

@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, StepMessage, StepRecord
+from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, StepMessage, StepRecord
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,20 @@ class Transition:
     expected_step: int
     expected_version: int
     new: Execution
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    records: list[Any]
+    after: str | None
+    """The last sort key returned when more may follow (pass back as ``after``), else None."""
+
+
+@dataclass(frozen=True)
+class ListPage:
+    entries: list[ListEntry]
+    cursor: Any | None
+    read_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,27 @@ class StateStore(Protocol):
     def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         ...
 
+    def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
+        """Up to ``limit`` step records in order, starting after the sort key ``after``."""
+        ...
+
+    def put_operation(self, execution_id: str, record: OperationRecord) -> None:
+        """Keep an operator's action (cancel, redrive, wake) in the execution's history."""
+        ...
+
+    def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+        ...
+
+    def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
+                   created_before: dt.datetime | None = None) -> ListPage:
+        """Executions newest first from the list index (GSI2), optionally within a creation window.
+        Eventually consistent; entries carry the workflow and LIVE or the terminal status."""
+        ...
+
+    def list_cursor(self, entry: ListEntry) -> Any:
+        """A ``query_list`` cursor resuming right after ``entry`` (JSON-serialisable)."""
+        ...
+
 
 class StepQueue(Protocol):
     def send(self, message: StepMessage, delay_s: int = 0) -> None:
@@ -95,6 +130,21 @@ class StepQueue(Protocol):
     def send_dead_letter(self, body: dict[str, Any]) -> None:
         """Put a notice on the dead-letter queue (a failed execution, named)."""
         ...
+
+
+class EventPublisher(Protocol):
+    def publish(self, detail: dict[str, Any]) -> None:
+        """Publish one status-change event (EventBridge ``PutEvents``); raise to have it retried."""
+        ...
+
+
+class NullEvents:
+    """Status-change events switched off (no bus configured)."""
+
+    enabled = False
+
+    def publish(self, detail: dict[str, Any]) -> None:
+        return None
 
 
 class Metrics(Protocol):

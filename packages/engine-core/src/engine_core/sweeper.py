@@ -18,7 +18,7 @@ from .clock import Clock
 from .errors import CorruptStateError, StorageError
 from .lifecycle import Lifecycle, UsesLifecycle
 from .model import Timer
-from .ports import Metrics, NullMetrics, StateStore, StepQueue
+from .ports import EventPublisher, Metrics, NullMetrics, StateStore, StepQueue
 from .registry import REGISTRY, Registry
 from .settings import EngineSettings
 
@@ -55,10 +55,11 @@ class SweepReport:
 
 class Sweeper(UsesLifecycle):
     def __init__(self, store: StateStore, queue: StepQueue, clock: Clock, settings: EngineSettings | None = None,
-                 registry: Registry = REGISTRY, metrics: Metrics | None = None, page_size: int = 100):
+                 registry: Registry = REGISTRY, metrics: Metrics | None = None, page_size: int = 100,
+                 events: EventPublisher | None = None):
         self.settings = settings or EngineSettings()
         self.registry, self.metrics, self.page_size = registry, metrics or NullMetrics(), page_size
-        self.life = Lifecycle(store, queue, registry, clock, self.settings, self.metrics)
+        self.life = Lifecycle(store, queue, registry, clock, self.settings, self.metrics, events)
 
     def sweep(self, remaining_ms: Callable[[], int] | None = None, reserve_ms: int = 5000) -> SweepReport:
         """One tick over every shard, claiming at most ``settings.sweep_max_items`` executions.

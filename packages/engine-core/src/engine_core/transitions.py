@@ -102,3 +102,24 @@ def _ended(e: Execution, now: dt.datetime, status: Status, error: ErrorInfo | No
     return _next(e, now, status=status, error=error, next_wake_at=None, timer=None, index_at=None, **_NO_CLAIM,
                  expires_at=now + retention, finalized=finalized,
                  finalize_by=None if finalized else now + dt.timedelta(seconds=finalize_grace_s), **changes)
+
+
+def cancelled(e: Execution, now: dt.datetime, by: str, reason: str | None, retention: dt.timedelta,
+              finalize_grace_s: float = 0.0) -> Execution:
+    """An operator ends a live execution: out of the due index at once; an attempt still running
+    finishes, but its commit finds a newer version and nothing after it runs."""
+    return _ended(e, now, Status.CANCELLED, None, retention, False, finalize_grace_s, cancelled_by=by,
+                  cancel_reason=reason)
+
+
+def redriven_after_failure(e: Execution, now: dt.datetime, lease_s: float) -> Execution:
+    """A FAILED execution resumes at its failed step with fresh attempts, under the same id."""
+    return _next(e, now, status=Status.RUNNING, error=None, attempt=0, **_NO_CLAIM, expires_at=None,
+                 finalized=False, finalize_by=None, redrives=e.redrives + 1,
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
+
+
+def woken(e: Execution, now: dt.datetime) -> Execution:
+    """An operator ends the current sleep or retry backoff now ("skip the wait")."""
+    assert e.timer in (Timer.SLEEP, Timer.RETRY)
+    return _next(e, now, next_wake_at=now, index_at=now)

@@ -7,7 +7,7 @@ from typing import Any
 from . import codec
 from .clock import format_ts
 from .engine import rebuild_context
-from .model import CorruptRecord, Execution, ExecutionState, StepRecord, StepStatus
+from .model import CorruptRecord, Execution, ExecutionState, ListEntry, OperationRecord, StepRecord, StepStatus
 from .registry import Registry
 
 
@@ -48,6 +48,10 @@ def execution_view(state: ExecutionState, registry: Registry | None = None) -> d
         "total_attempts": e.total_attempts,
         "attempt": e.attempt,
         "attempt_started_at": _ts(e.attempt_started_at),
+        "started_by": e.started_by,
+        "cancelled_by": e.cancelled_by,
+        "cancel_reason": e.cancel_reason,
+        "redrives": e.redrives,
         "created_at": _ts(e.created_at),
         "updated_at": _ts(e.updated_at),
         "expires_at": _ts(e.expires_at),
@@ -83,3 +87,14 @@ def record_view(r: StepRecord | CorruptRecord) -> dict[str, Any]:
         "final": r.is_final,
         **view,
     }
+
+
+def operation_view(r: OperationRecord | CorruptRecord) -> dict[str, Any]:
+    if isinstance(r, CorruptRecord):
+        return {"corrupt": True, "sort_key": r.sort_key, "detail": r.detail}
+    return {"op": r.op, "by": r.by, "at": _ts(r.at), "version": r.version, "reason": r.reason, "detail": r.detail}
+
+
+def list_entry_view(entry: ListEntry) -> dict[str, Any]:
+    return {"execution_id": entry.execution_id, "workflow": entry.workflow, "status": entry.status,
+            "created_at": _ts(entry.created_at)}

@@ -509,3 +509,58 @@ def test_dynamo_step_record_whose_response_was_lost_and_retried_is_accepted(dyna
     store.client = RetriedWrites(store.client, lambda kw: kw["Item"]["SK"]["S"].startswith("STEP#"))
     store.put_step(e.execution_id, record(0, "a"))  # same attempt twice: passes its condition
     assert store.client.replayed == 1 and store.history(e.execution_id) == [record(0, "a")]
+
+
+# -- operator reads and records (issue: operate it at 3 a.m.) -------------------------------------------
+
+def test_list_index_returns_executions_newest_first_in_pages_and_within_a_window(store):
+    from engine_core.model import ListEntry
+
+    made = [new_execution(n, created_at=T0 + dt.timedelta(minutes=n), updated_at=T0 + dt.timedelta(minutes=n))
+            for n in range(1, 6)]
+    for e in made:
+        store.create(e, INPUT)
+    ended = transitions.failed(made[0], T0 + dt.timedelta(hours=1), ErrorInfo(code="x", message="y"), RETENTION)
+    store.commit(Transition(0, 1, ended))
+    # newest first, two at a time, resuming from a cursor
+    first = store.query_list(limit=2)
+    assert [e.execution_id for e in first.entries] == [made[4].execution_id, made[3].execution_id]
+    rest = store.query_list(limit=10, cursor=store.list_cursor(first.entries[-1]))
+    assert [e.execution_id for e in rest.entries] == [e.execution_id for e in made[2::-1]]
+    assert isinstance(rest.entries[-1], ListEntry) and rest.entries[-1].status == "FAILED"
+    assert {e.status for e in rest.entries[:-1]} == {"LIVE"} and rest.entries[0].workflow == "wf"
+    # a creation window
+    window = store.query_list(limit=10, created_after=T0 + dt.timedelta(minutes=2),
+                              created_before=T0 + dt.timedelta(minutes=3))
+    assert [e.execution_id for e in window.entries] == [made[2].execution_id, made[1].execution_id]
+
+
+def test_history_page_returns_steps_in_order_with_a_resumable_position(store):
+    e = new_execution()
+    store.create(e, INPUT)
+    for i in range(5):
+        store.put_step(e.execution_id, record(i, f"s{i}", version=2 + i))
+    names, after = [], None
+    while True:
+        page = store.history_page(e.execution_id, 2, after)
+        names += [r.name for r in page.records]
+        after = page.after
+        if after is None:
+            break
+    assert names == ["s0", "s1", "s2", "s3", "s4"]
+
+
+def test_operations_are_kept_in_version_order_beside_the_history(store):
+    from engine_core.model import OperationRecord
+
+    e = new_execution()
+    store.create(e, INPUT)
+    store.put_step(e.execution_id, record(0, "a", version=2))
+    store.put_operation(e.execution_id, OperationRecord(op="wake", by="me", at=T0, version=3, detail={"was": "sleep"}))
+    store.put_operation(e.execution_id, OperationRecord(op="cancel", by="ops", at=T0, version=4, reason="stop"))
+    ops = store.operations(e.execution_id)
+    assert [(o.op, o.by, o.version) for o in ops] == [("wake", "me", 3), ("cancel", "ops", 4)]
+    assert ops[0].detail == {"was": "sleep"} and ops[1].reason == "stop"
+    state = store.load_state(e.execution_id)  # one query still reads everything, apart
+    assert [r.name for r in state.records] == ["a"] and [o.op for o in state.operations] == ["wake", "cancel"]
+    assert [r.name for r in store.history(e.execution_id)] == ["a"]

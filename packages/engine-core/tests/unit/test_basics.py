@@ -86,8 +86,9 @@ def test_public_surface_is_pinned():
     assert sorted(engine_core.__all__) == sorted([
         "Clock", "ConfigurationError", "CorruptRecord", "CorruptStateError", "ENTRY_POINT_GROUP", "Engine",
         "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionExistsError", "ExecutionNotFoundError",
-        "ExecutionState", "IdempotencyConflictError", "InsufficientTimeError", "InvalidInputError",
-        "MalformedMessageError", "ManualClock", "Metrics", "NonSerializableResultError", "NullMetrics", "Outcome",
+        "ExecutionState", "ExecutionStateConflictError", "IdempotencyConflictError", "InsufficientTimeError",
+        "InvalidInputError", "InvalidRequestError", "ListEntry", "MalformedMessageError", "ManualClock", "Metrics",
+        "NonSerializableResultError", "NullMetrics", "OperationRecord", "Outcome",
         "PermanentStepError", "REGISTRY", "Registry", "RegistrationError", "ResultTooLargeError", "RetryPolicy",
         "StartResult", "StateStore", "Status", "StepContext", "StepMessage", "StepQueue", "StepRecord",
         "StepStatus", "StepSupersededError", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",

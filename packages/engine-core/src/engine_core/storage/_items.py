@@ -7,16 +7,18 @@ attributes (PK, SK, GSI1PK, GSI1SK) are added by the DynamoDB adapter only.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from decimal import Decimal
 from typing import Any
 
 from ..clock import UTC, format_ts, parse_ts
 from ..errors import CorruptStateError
-from ..model import CorruptRecord, ErrorInfo, Execution, StepRecord
+from ..model import CorruptRecord, ErrorInfo, Execution, OperationRecord, StepRecord
 
 TTL_ATTR = "expires_at"
 INPUT_ATTR = "input"
 STEP_PREFIX = "STEP#"
+OP_PREFIX = "OP#"
 
 
 def step_sort_key(index: int, name: str) -> str:
@@ -49,6 +51,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "updated_at": format_ts(e.updated_at),
         "total_attempts": e.total_attempts,
         "finalized": e.finalized,
+        "redrives": e.redrives,
+        "list_status": list_status(e),
     }
     optional = {
         "next_wake_at": None if e.next_wake_at is None else format_ts(e.next_wake_at),
@@ -60,6 +64,9 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "idempotency_token": e.idempotency_token,
         TTL_ATTR: None if e.expires_at is None else _epoch(e.expires_at),
         "finalize_by": None if e.finalize_by is None else format_ts(e.finalize_by),
+        "started_by": e.started_by,
+        "cancelled_by": e.cancelled_by,
+        "cancel_reason": e.cancel_reason,
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
     return attrs
@@ -89,9 +96,38 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None,
             finalized=bool(attrs.get("finalized", False)),
             finalize_by=parse_ts(attrs["finalize_by"]) if "finalize_by" in attrs else None,
+            started_by=attrs.get("started_by"),
+            cancelled_by=attrs.get("cancelled_by"),
+            cancel_reason=attrs.get("cancel_reason"),
+            redrives=_int(attrs.get("redrives", 0)),
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
         raise CorruptStateError(execution_id, f"{type(exc).__name__}: {exc}", attrs) from exc
+
+
+def list_status(e: Execution) -> str:
+    """What the list index shows: LIVE until the execution ends, so a step never rewrites the index."""
+    return e.status.value if e.status.is_terminal else "LIVE"
+
+
+def operation_sort_key(r: OperationRecord) -> str:
+    return f"{OP_PREFIX}{r.version:08d}#{r.op}"
+
+
+def operation_to_attrs(r: OperationRecord) -> dict[str, Any]:
+    attrs = {"op": r.op, "by": r.by, "at": format_ts(r.at), "version": r.version,
+             "detail": json.dumps(r.detail, separators=(",", ":"), sort_keys=True)}
+    if r.reason is not None:
+        attrs["reason"] = r.reason
+    return attrs
+
+
+def operation_from_attrs(sort_key: str, attrs: dict[str, Any]) -> OperationRecord | CorruptRecord:
+    try:
+        return OperationRecord(op=attrs["op"], by=attrs["by"], at=parse_ts(attrs["at"]), version=_int(attrs["version"]),
+                               reason=attrs.get("reason"), detail=json.loads(attrs.get("detail") or "{}"))
+    except Exception as exc:
+        return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
 
 
 def step_to_attrs(r: StepRecord) -> dict[str, Any]:

@@ -6,10 +6,12 @@ item       PK                    SK                     GSI1 (sparse, KEYS_ONLY)
 execution  ``EXEC#<id>``         ``#META``              ``DUE#<shard>`` / ``<index_at>`` while live,
                                                         ``FIN#<shard>`` / ``<finalize_by>`` after
 input      ``EXEC#<id>``         ``#INPUT``             -
+operation  ``EXEC#<id>``         ``OP#<version>#<op>``  -
 step       ``EXEC#<id>``         ``STEP#<nnn>#<name>``  -
 =========  ====================  =====================  ==========================================
 
-``#INPUT`` < ``#META`` < ``STEP#...`` in key order, so one Query reads a whole execution. Only live
+``#INPUT`` < ``#META`` < ``OP#...`` < ``STEP#...`` in key order, so one Query reads a whole execution.
+Every execution item also carries ``GSI2PK = EXECS`` / ``GSI2SK = <created_at>#<id>`` (the list index). Only live
 executions carry due keys, so the sweeper's query cost follows due work, not table size.
 This module and ``sqs.py`` are the only ones that import boto3; neither is re-exported from ``engine_core``.
 """
@@ -35,16 +37,20 @@ from ..errors import (
     StorageError,
     TransitionConflictError,
 )
-from ..model import CorruptRecord, ErrorInfo, Execution, ExecutionState, Status, StepRecord
-from ..ports import DuePage, DueRef, Transition
+from ..model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord
+from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
 from ..sharding import shard_of
 from ._items import (
     INPUT_ATTR,
+    OP_PREFIX,
     STEP_PREFIX,
     TTL_ATTR,
     _epoch,
     execution_from_attrs,
     execution_to_attrs,
+    operation_from_attrs,
+    operation_sort_key,
+    operation_to_attrs,
     step_from_attrs,
     step_sort_key,
     step_to_attrs,
@@ -53,10 +59,14 @@ from ._items import (
 META_SK = "#META"
 INPUT_SK = "#INPUT"
 GSI_NAME = "GSI1"
+LIST_INDEX = "GSI2"
+LIST_PK = "EXECS"
+"""The list index (GSI2, projecting workflow and list_status): one partition keyed by creation time.
+Its keys and projected attributes change only when an execution starts or ends, never on a step."""
 WRITE_TOKEN = "write_token"
 """A random value each commit writes on ``#META``: when botocore retries a write that already applied
 and the retry fails its condition, the stored token tells "my own write" from someone else's."""
-_KEYS = ("PK", "SK", "GSI1PK", "GSI1SK", WRITE_TOKEN)
+_KEYS = ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", WRITE_TOKEN)
 _ser, _de = TypeSerializer(), TypeDeserializer()
 
 
@@ -112,7 +122,8 @@ class DynamoStore:
     # -- item shapes ----------------------------------------------------------------------------
     def _meta_attrs(self, e: Execution) -> dict[str, Any]:
         attrs = execution_to_attrs(e)
-        attrs.update(PK=_pk(e.execution_id), SK=META_SK)
+        attrs.update(PK=_pk(e.execution_id), SK=META_SK, GSI2PK=LIST_PK,
+                     GSI2SK=f"{format_ts(e.created_at)}#{e.execution_id}")
         shard = shard_of(e.execution_id, self.shards)
         if e.due_at is not None:
             attrs.update(GSI1PK=f"DUE#{shard}", GSI1SK=format_ts(e.due_at))
@@ -170,7 +181,7 @@ class DynamoStore:
         return None if item is None else self._decode_meta(execution_id, item)
 
     def load_state(self, execution_id: str) -> ExecutionState | None:
-        meta, input_blob, records = None, "", []
+        meta, input_blob, records, operations = None, "", [], []
         for page in self._query_execution(execution_id, None):
             for item in page:
                 sk = item.get("SK", {}).get("S", "?")
@@ -180,7 +191,9 @@ class DynamoStore:
                     input_blob = item.get(INPUT_ATTR, {}).get("S", "")
                 elif sk.startswith(STEP_PREFIX):
                     records.append(self._decode_step(sk, item))
-        return None if meta is None else ExecutionState(meta, input_blob, records)
+                elif sk.startswith(OP_PREFIX):
+                    operations.append(self._decode_operation(sk, item))
+        return None if meta is None else ExecutionState(meta, input_blob, records, operations)
 
     def commit(self, transition: Transition) -> None:
         new = transition.new
@@ -326,6 +339,64 @@ class DynamoStore:
     def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         return [self._decode_step(item.get("SK", {}).get("S", "?"), item)
                 for page in self._query_execution(execution_id, STEP_PREFIX) for item in page]
+
+    def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
+        args: dict[str, Any] = {
+            "TableName": self.table, "ConsistentRead": True, "Limit": limit,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
+            "ExpressionAttributeValues": _to_item({":pk": _pk(execution_id), ":prefix": STEP_PREFIX}), **self._capacity,
+        }
+        if after is not None:
+            args["ExclusiveStartKey"] = self._key(execution_id, after)
+        with _translated("Query"):
+            resp = self.client.query(**args)
+        items = resp.get("Items", [])
+        records = [self._decode_step(item.get("SK", {}).get("S", "?"), item) for item in items]
+        more = "LastEvaluatedKey" in resp and items
+        return HistoryPage(records, items[-1]["SK"]["S"] if more else None)
+
+    def put_operation(self, execution_id: str, record: OperationRecord) -> None:
+        with _translated("PutItem"):
+            self.client.put_item(TableName=self.table, Item=_to_item({
+                **operation_to_attrs(record), "PK": _pk(execution_id), "SK": operation_sort_key(record)}),
+                **self._capacity)
+
+    def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+        return [self._decode_operation(item.get("SK", {}).get("S", "?"), item)
+                for page in self._query_execution(execution_id, OP_PREFIX) for item in page]
+
+    def list_cursor(self, entry: ListEntry) -> Any:
+        """A ``query_list`` cursor that resumes right after ``entry``."""
+        return {**self._key(entry.execution_id, META_SK), "GSI2PK": {"S": LIST_PK},
+                "GSI2SK": {"S": f"{format_ts(entry.created_at)}#{entry.execution_id}"}}
+
+    @staticmethod
+    def _decode_operation(sk: str, item: dict[str, Any]) -> OperationRecord | CorruptRecord:
+        try:
+            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
+        except Exception as exc:
+            return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
+        return operation_from_attrs(sk, attrs)
+
+    def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
+                   created_before: dt.datetime | None = None) -> ListPage:
+        low = "0" if created_after is None else format_ts(created_after)
+        high = "9" if created_before is None else format_ts(created_before) + "#~"
+        args: dict[str, Any] = {
+            "TableName": self.table, "IndexName": LIST_INDEX, "Limit": limit, "ScanIndexForward": False,
+            "KeyConditionExpression": "GSI2PK = :pk AND GSI2SK BETWEEN :low AND :high",
+            "ExpressionAttributeValues": _to_item({":pk": LIST_PK, ":low": low, ":high": high}), **self._capacity,
+        }
+        if cursor is not None:
+            args["ExclusiveStartKey"] = cursor
+        with _translated("Query"):
+            resp = self.client.query(**args)
+        entries = []
+        for item in resp.get("Items", []):
+            created, _, eid = item["GSI2SK"]["S"].partition("#")
+            entries.append(ListEntry(execution_id=eid, workflow=item.get("workflow", {}).get("S", "?"),
+                                     status=item.get("list_status", {}).get("S", "LIVE"), created_at=parse_ts(created)))
+        return ListPage(entries, resp.get("LastEvaluatedKey"), int(resp.get("ScannedCount", 0)))
 
     # -- the due index --------------------------------------------------------------------------
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:

@@ -13,10 +13,21 @@ from typing import Any
 
 from ..clock import format_ts, parse_ts
 from ..errors import ExecutionExistsError, ExecutionNotFoundError, StepSupersededError, TransitionConflictError
-from ..model import CorruptRecord, ErrorInfo, Execution, ExecutionState, StepRecord, StepStatus
-from ..ports import DuePage, DueRef, Transition
+from ..model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, StepRecord, StepStatus
+from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
 from ..sharding import shard_of
-from ._items import TTL_ATTR, _epoch, execution_from_attrs, execution_to_attrs, step_from_attrs, step_sort_key, step_to_attrs
+from ._items import (
+    TTL_ATTR,
+    _epoch,
+    execution_from_attrs,
+    execution_to_attrs,
+    operation_from_attrs,
+    operation_sort_key,
+    operation_to_attrs,
+    step_from_attrs,
+    step_sort_key,
+    step_to_attrs,
+)
 
 _TERMINAL = ("COMPLETED", "FAILED")
 
@@ -27,6 +38,7 @@ class MemoryStore:
         self.metas: dict[str, dict[str, Any]] = {}
         self.inputs: dict[str, str] = {}
         self.steps: dict[str, dict[str, dict[str, Any]]] = {}
+        self.ops: dict[str, dict[str, dict[str, Any]]] = {}
         self.calls: dict[str, int] = {}
 
     def _count(self, op: str) -> None:
@@ -43,6 +55,7 @@ class MemoryStore:
             raise ExecutionExistsError(execution_from_attrs(eid, copy.deepcopy(existing)))
         if existing is not None:
             self.steps.pop(eid, None)  # the expired run's history goes before the new run starts
+            self.ops.pop(eid, None)
         self.metas[eid] = execution_to_attrs(execution)
         self.inputs[eid] = input_blob
 
@@ -57,7 +70,8 @@ class MemoryStore:
         if attrs is None:
             return None
         execution = execution_from_attrs(execution_id, dict(attrs))
-        return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id))
+        return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id),
+                              self._operations(execution_id))
 
     def commit(self, transition: Transition) -> None:
         self._count("commit")
@@ -137,6 +151,45 @@ class MemoryStore:
     def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         self._count("history")
         return self._records(execution_id)
+
+    def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
+        self._count("history_page")
+        items = self.steps.get(execution_id, {})
+        keys = [k for k in sorted(items) if after is None or k > after]
+        page = keys[:limit]
+        return HistoryPage([step_from_attrs(k, dict(items[k])) for k in page],
+                           page[-1] if len(keys) > limit and page else None)
+
+    def put_operation(self, execution_id: str, record: OperationRecord) -> None:
+        self._count("put_operation")
+        self.ops.setdefault(execution_id, {})[operation_sort_key(record)] = operation_to_attrs(record)
+
+    def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+        self._count("operations")
+        return self._operations(execution_id)
+
+    def _operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+        items = self.ops.get(execution_id, {})
+        return [operation_from_attrs(k, dict(items[k])) for k in sorted(items)]
+
+    def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
+                   created_before: dt.datetime | None = None) -> ListPage:
+        self._count("query_list")
+        cursor = None if cursor is None else tuple(cursor)
+        low = "" if created_after is None else format_ts(created_after)
+        high = "\uffff" if created_before is None else format_ts(created_before)
+        keys = sorted(((a["created_at"], eid) for eid, a in self.metas.items()
+                       if low <= a["created_at"] <= high and (cursor is None or (a["created_at"], eid) < cursor)),
+                      reverse=True)
+        page = keys[:limit]
+        entries = [ListEntry(execution_id=eid, workflow=self.metas[eid]["workflow"],
+                             status=self.metas[eid].get("list_status", "LIVE"), created_at=parse_ts(ts))
+                   for ts, eid in page]
+        return ListPage(entries, page[-1] if len(keys) > limit and page else None, len(page))
+
+    def list_cursor(self, entry: ListEntry) -> Any:
+        """A ``query_list`` cursor that resumes right after ``entry``."""
+        return [format_ts(entry.created_at), entry.execution_id]
 
     def _records(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         items = self.steps.get(execution_id, {})

@@ -1,0 +1,253 @@
+"""The operator's actions on the real engine (memory store, manual clock): list, cancel, redrive, wake,
+history pages, and who did what. Each refused action writes nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from engine_core import (
+    ExecutionNotFoundError,
+    PermanentStepError,
+    Registry,
+    RetryPolicy,
+    Status,
+    StepStatus,
+    sleep,
+    step,
+    workflow,
+)
+from engine_core.errors import ExecutionStateConflictError, InvalidRequestError
+from engine_core.testing import LocalRunner
+
+
+class Switch:
+    """A step that fails permanently until it is switched on (the "fix" an operator deploys)."""
+
+    def __init__(self):
+        self.on, self.runs, self.during = False, 0, None
+
+    def __call__(self, ctx):
+        self.runs += 1
+        if self.during is not None:
+            self.during()
+        if not self.on:
+            raise PermanentStepError("the upstream file is missing")
+        return {"imported": True}
+
+
+def make(switch: Switch | None = None):
+    registry = Registry()
+    switch = switch or Switch()
+
+    def first(ctx):
+        return {"first": 1}
+
+    def fragile(ctx):
+        return switch(ctx)
+
+    def last(ctx):
+        return {"last": ctx["first"] + 1}
+
+    @workflow("ops_flow", registry=registry)
+    class OpsFlow:
+        steps = [first, sleep(hours=2), step(fragile, retry=RetryPolicy(max_attempts=2, base=1)), last]
+
+    return LocalRunner(registry), switch
+
+
+def writes(runner) -> int:
+    return sum(runner.store.calls.get(op, 0) for op in ("commit", "put_step", "put_operation", "create"))
+
+
+def run_to_sleep(runner, eid):
+    for _ in range(20):
+        if runner.engine.get(eid).status is Status.SLEEPING:
+            return
+        runner.step_once()
+    raise AssertionError("never slept")
+
+
+def test_wake_ends_a_two_hour_sleep_now_and_records_who_did_it():
+    runner, switch = make()
+    switch.on = True
+    eid = runner.start("ops_flow", {})
+    run_to_sleep(runner, eid)
+    before = runner.clock.now()
+    # when
+    woken = runner.engine.operator.wake(eid, "arn:aws:iam::123:user/ops")
+    for _ in range(10):
+        for m in runner.queue.receive():  # deliver what is ready; the clock does not move
+            runner.engine.process(m.body)
+            runner.queue.ack(m)
+    # then: it completed without the clock reaching the wake time
+    done = runner.engine.get(eid)
+    assert done.status is Status.COMPLETED and runner.clock.now() < before + dt.timedelta(hours=2)
+    assert woken.next_wake_at == before
+    (op,) = runner.engine.operator.operations(done)
+    assert (op.op, op.by, op.detail["was"]) == ("wake", "arn:aws:iam::123:user/ops", "sleep")
+
+
+def test_wake_when_nothing_waits_is_a_conflict_and_writes_nothing():
+    runner, _ = make()
+    eid = runner.start("ops_flow", {})
+    before = writes(runner)
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.wake(eid, "me")
+    assert refused.value.code == "not_waiting" and writes(runner) == before
+
+
+def test_cancel_a_sleeping_execution_leaves_the_due_index_at_once_and_never_resumes():
+    runner, switch = make()
+    switch.on = True
+    eid = runner.start("ops_flow", {})
+    run_to_sleep(runner, eid)
+    # when
+    cancelled = runner.engine.operator.cancel(eid, "ops@example", "customer withdrew the order")
+    # then
+    assert cancelled.status is Status.CANCELLED and eid not in runner.store.due_ids()
+    assert (cancelled.cancelled_by, cancelled.cancel_reason) == ("ops@example", "customer withdrew the order")
+    runner.clock.advance(hours=3)
+    for _ in range(5):
+        runner.step_once()
+    assert runner.engine.get(eid).status is Status.CANCELLED and switch.runs == 0
+    # twice: the same answer, nothing written
+    before = writes(runner)
+    assert runner.engine.operator.cancel(eid, "someone else").status is Status.CANCELLED
+    assert writes(runner) == before
+
+
+def test_cancel_while_a_body_runs_lets_it_finish_but_refuses_its_commit_and_runs_nothing_after():
+    runner, switch = make()
+    switch.on = True
+    eid = runner.start("ops_flow", {})
+    run_to_sleep(runner, eid)
+    runner.engine.operator.wake(eid, "me")
+    switch.during = lambda: runner.engine.operator.cancel(eid, "ops", "stop")  # while the body runs
+    # when
+    for _ in range(5):
+        for m in runner.queue.receive():
+            runner.outcomes.append(runner.engine.process(m.body))
+            runner.queue.ack(m)
+    # then: the body ran to its end, its commit found the cancel, and nothing after it ran
+    e = runner.engine.get(eid)
+    assert switch.runs == 1 and e.status is Status.CANCELLED and e.current_step == 2
+    assert {o.kind for o in runner.outcomes} & {"conflict", "duplicate"}
+    assert "last" not in [r.name for r in runner.engine.history(eid)]
+
+
+def test_cancel_an_ended_execution_is_a_conflict_with_its_status():
+    runner, switch = make()
+    switch.on = True
+    eid = runner.start("ops_flow", {})
+    assert runner.run_until_done(eid).status is Status.COMPLETED
+    before = writes(runner)
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.cancel(eid, "me")
+    assert (refused.value.code, refused.value.status) == ("execution_ended", "COMPLETED") and writes(runner) == before
+
+
+def test_redrive_resumes_a_failed_execution_at_its_failed_step_with_fresh_attempts_under_the_same_id():
+    runner, switch = make()
+    eid = runner.start("ops_flow", {"order": 7})
+    failed = runner.run_until_done(eid)
+    assert failed.status is Status.FAILED and failed.current_step == 2 and switch.runs == 1
+    # when: the operator fixes the cause, then redrives
+    switch.on = True
+    again = runner.engine.operator.redrive(eid, "oncall")
+    done = runner.run_until_done(eid)
+    # then
+    assert again.execution_id == eid and again.attempt == 0 and again.redrives == 1
+    assert done.status is Status.COMPLETED and runner.engine.context(eid) == {"order": 7, "first": 1, "imported": True,
+                                                                               "last": 2}
+    history = {r.name: r for r in runner.engine.history(eid)}
+    assert history["fragile"].status is StepStatus.SUCCEEDED and history["fragile"].attempts == 1
+    (op,) = runner.engine.operator.operations(done)
+    assert (op.op, op.by, op.detail["step_name"], op.detail["attempts"]) == ("redrive", "oncall", "fragile", 1)
+    assert op.detail["error"]["code"] == "permanent_error"
+
+
+def test_redrive_refuses_what_is_not_failed_a_changed_definition_and_corrupt_state():
+    runner, switch = make()
+    eid = runner.start("ops_flow", {})
+    before = writes(runner)
+    with pytest.raises(ExecutionStateConflictError) as live:
+        runner.engine.operator.redrive(eid, "me")
+    assert (live.value.code, live.value.status) == ("not_failed", "RUNNING") and writes(runner) == before
+    runner.run_until_done(eid)
+    # a changed definition: the registered fingerprint no longer matches
+    attrs = runner.store.metas[eid]
+    attrs["fingerprint"] = "0" * 32
+    with pytest.raises(ExecutionStateConflictError) as changed:
+        runner.engine.operator.redrive(eid, "me")
+    assert changed.value.code == "definition_changed"
+    # corrupt state
+    other = runner.start("ops_flow", {})
+    runner.store.inputs[other] = "{not json"
+    assert runner.run_until_done(other).error.code == "corrupt_state"
+    with pytest.raises(ExecutionStateConflictError) as corrupt:
+        runner.engine.operator.redrive(other, "me")
+    assert corrupt.value.code == "corrupt_state"
+
+
+def test_list_newest_first_filters_by_workflow_status_and_time_and_pages_with_an_opaque_token():
+    runner, switch = make()
+    ids = []
+    for i in range(5):
+        ids.append(runner.start("ops_flow", {"i": i}))
+        runner.clock.advance(minutes=1)
+    runner.engine.operator.cancel(ids[1], "me")
+    op = runner.engine.operator
+    # newest first, paged
+    first = op.list(limit=2)
+    second = op.list(limit=2, next_token=first.next_token)
+    third = op.list(limit=2, next_token=second.next_token)
+    assert [e.execution_id for e in first.executions + second.executions + third.executions] == ids[::-1]
+    assert third.next_token is None
+    # filters
+    assert [e.execution_id for e in op.list(status="CANCELLED").executions] == [ids[1]]
+    assert len(op.list(status="RUNNING").executions) == 4
+    assert op.list(workflow="nope").executions == []
+    created = runner.engine.get(ids[2]).created_at
+    window = op.list(started_after=created, started_before=created + dt.timedelta(seconds=61))
+    assert [e.execution_id for e in window.executions] == [ids[3], ids[2]]
+
+
+def test_list_refuses_bad_arguments():
+    runner, _ = make()
+    for kwargs in ({"limit": 0}, {"limit": 101}, {"status": "DONE"}, {"next_token": "garbage!"}):
+        with pytest.raises(InvalidRequestError):
+            runner.engine.operator.list(**kwargs)
+
+
+def test_history_pages_hold_every_step_once_and_operations_on_the_first_page():
+    runner, switch = make()
+    switch.on = True
+    eid = runner.start("ops_flow", {})
+    run_to_sleep(runner, eid)
+    runner.engine.operator.wake(eid, "me")
+    runner.run_until_done(eid)
+    op = runner.engine.operator
+    names, token, pages = [], None, 0
+    while True:
+        records, operations, token = op.history_page(eid, limit=1, next_token=token)
+        names += [r.name for r in records]
+        pages += 1
+        assert (pages == 1) == bool(operations)
+        if token is None:
+            break
+    assert names == ["first", "sleep_7200s", "fragile", "last"]
+
+
+def test_actions_on_an_unknown_execution_are_not_found():
+    runner, _ = make()
+    for action in (runner.engine.operator.cancel, runner.engine.operator.redrive, runner.engine.operator.wake):
+        with pytest.raises(ExecutionNotFoundError):
+            action("00000000-0000-4000-8000-000000000001", "me")
+
+
+def test_start_records_who_started_it():
+    runner, _ = make()
+    eid = runner.engine.start("ops_flow", {}, by="arn:aws:iam::123:role/deployer").execution.execution_id
+    assert runner.engine.get(eid).started_by == "arn:aws:iam::123:role/deployer"
