@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -33,7 +34,14 @@ class FakeApi:
             "created_at": "2026-01-01T00:00:00.000000Z", "updated_at": "2026-01-01T00:00:01.000000Z", "expires_at": None,
         }
 
-    def route(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
+    def route(self, method: str, target: str, body: dict | None) -> tuple[int, dict]:
+        split = urllib.parse.urlsplit(target)
+        path, query = split.path, dict(urllib.parse.parse_qsl(split.query))
+        extra = getattr(self, "extra_route", None)
+        if extra is not None:
+            answer = extra(method, path, query, body)
+            if answer is not None:
+                return answer
         if method == "POST" and path == "/executions":
             if body["workflow"] == "missing":
                 return 404, {"error": "unknown_workflow", "message": "no workflow named 'missing'"}
@@ -186,7 +194,7 @@ def test_signing_without_credentials_is_a_clear_usage_error(api, monkeypatch, tm
 def test_progress_line_shows_time_left_on_a_sleep():
     line = progress_line({"status": "SLEEPING", "current_step": 3, "step_count": 5, "current_step_name": "ship",
                           "timer": "sleep", "next_wake_at": "2999-01-01T00:00:00.000000Z"})
-    assert line.startswith("SLEEPING  step 4/5 ship  sleeping, ") and line.endswith(" left")
+    assert line.startswith("SLEEPING  step 3/5 ship  sleeping, ") and line.endswith(" left (until 2999-01-01T00:00:00.000000Z)")
 
 
 def _recompute_signature(url: str, body: bytes, headers: dict) -> str:
@@ -200,3 +208,182 @@ def _recompute_signature(url: str, body: bytes, headers: dict) -> str:
     auth = SigV4Auth(Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"), "lambda", "eu-west-1")
     canonical = auth.canonical_request(request)
     return auth.signature(auth.string_to_sign(request, canonical), request)
+
+
+# -- list, cancel, redrive, wake, paginated history, watch without the ticking ---------------------------
+def _entry(i: int, status: str = "FAILED") -> dict:
+    return {"execution_id": f"00000000-0000-4000-8000-{i:012d}", "workflow": "fragile_import", "status": status,
+            "created_at": f"2026-01-01T00:00:{i:02d}.000000Z"}
+
+
+def test_list_sends_the_filters_and_prints_a_table_with_a_hint_for_more(api, capsys):
+    api.extra_route = lambda m, p, q, b: (200, {"executions": [_entry(2), _entry(1)], "next_token": "tok-2"}) \
+        if (m, p) == ("GET", "/executions") else None
+    assert main(["--url", api.url, "list", "--workflow", "fragile_import", "--status", "failed", "--since", "2h",
+                 "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(api.requests[0]["path"]).query))
+    assert query.pop("started_after").endswith("Z")
+    assert query == {"workflow": "fragile_import", "status": "FAILED", "limit": "2"}
+    assert "execution_id" in out and _entry(2)["execution_id"] in out and "FAILED" in out
+    assert out.strip().endswith("more: add --all, or --next-token tok-2")
+
+
+def test_list_since_a_duration_is_that_long_ago(api, capsys):
+    import datetime as dt
+
+    api.extra_route = lambda m, p, q, b: (200, {"executions": [], "next_token": None})
+    assert main(["--url", api.url, "list", "--since", "1h30m"]) == 0
+    assert capsys.readouterr().out.strip() == "no executions match"
+    sent = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(api.requests[0]["path"]).query))["started_after"]
+    when = dt.datetime.strptime(sent, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+    assert abs((dt.datetime.now(dt.timezone.utc) - when).total_seconds() - 5400) < 60
+
+
+def test_list_all_follows_every_page_and_json_works_after_the_command(api, capsys):
+    pages = {None: ([_entry(3), _entry(2)], "t1"), "t1": ([_entry(1)], None)}
+    api.extra_route = lambda m, p, q, b: (200, dict(zip(("executions", "next_token"), pages[q.get("next_token")]))) \
+        if p == "/executions" else None
+    assert main(["--url", api.url, "list", "--all", "--limit", "2", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [x["execution_id"] for x in body["executions"]] == [_entry(i)["execution_id"] for i in (3, 2, 1)]
+    assert body["next_token"] is None and len(api.requests) == 2
+
+
+@pytest.mark.parametrize("argv", [["list", "--since", "yesterday"], ["list", "--limit", "0"], ["list", "--limit", "101"],
+                                  ["cancel"], ["frobnicate", EID]])
+def test_bad_usage_exits_2_and_sends_nothing(api, capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        main(["--url", api.url, *argv])
+    assert exc.value.code == 2 and api.requests == []
+
+
+def _operated(status: str, **extra) -> dict:
+    return {"execution_id": EID, "workflow": "fragile_import", "status": status, "current_step": 2, "step_count": 4,
+            "current_step_name": "import_rows", "version": 9, "redrives": 1, "cancelled_by": None,
+            "cancel_reason": None, **extra}
+
+
+def test_cancel_sends_the_reason_and_prints_who_cancelled(api, capsys):
+    api.extra_route = lambda m, p, q, b: (200, _operated("CANCELLED", cancelled_by="local",
+                                                          cancel_reason=b["reason"])) if p.endswith("/cancel") else None
+    assert main(["--url", api.url, "cancel", EID, "--reason", "duplicate order"]) == 0
+    assert capsys.readouterr().out.strip() == f"{EID}  fragile_import  CANCELLED  by local (duplicate order)"
+    assert (api.requests[0]["method"], api.requests[0]["path"]) == ("POST", f"/executions/{EID}/cancel")
+    assert json.loads(api.requests[0]["raw"]) == {"reason": "duplicate order"}
+
+
+def test_cancel_without_a_reason_sends_no_body(api, capsys):
+    api.extra_route = lambda m, p, q, b: (200, _operated("CANCELLED", cancelled_by="local"))
+    assert main(["--url", api.url, "--json", "cancel", EID]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "CANCELLED" and api.requests[0]["raw"] == b""
+
+
+def test_cancel_of_an_ended_execution_exits_3_with_the_code(api, capsys):
+    api.extra_route = lambda m, p, q, b: (409, {"error": "execution_ended", "message": "already ended COMPLETED",
+                                                 "execution_status": "COMPLETED"})
+    assert main(["--url", api.url, "cancel", EID]) == 3
+    assert "execution_ended: already ended COMPLETED" in capsys.readouterr().err
+
+
+def test_redrive_and_wake_post_to_their_routes_and_say_what_happens(api, capsys):
+    api.extra_route = lambda m, p, q, b: (202, _operated("RUNNING")) if p.endswith("/redrive") else \
+        (200, _operated("SLEEPING")) if p.endswith("/wake") else None
+    assert main(["--url", api.url, "redrive", EID]) == 0
+    assert capsys.readouterr().out.strip() == f"{EID}  fragile_import  RUNNING  redriven from step 2/4 import_rows (redrive 1)"
+    assert main(["--url", api.url, "wake", EID]) == 0
+    assert capsys.readouterr().out.strip() == f"{EID}  fragile_import  SLEEPING  woken: step 2/4 import_rows runs now"
+    assert [(r["method"], r["path"]) for r in api.requests] == [("POST", f"/executions/{EID}/redrive"),
+                                                                ("POST", f"/executions/{EID}/wake")]
+
+
+def _record(i: int) -> dict:
+    return {"step_index": i, "name": f"s{i}", "status": "SUCCEEDED", "attempts": 1, "started_at": "t0",
+            "finished_at": "t1", "result": {"n": i}, "error": None, "final": False}
+
+
+REDRIVE_OP = {"op": "redrive", "by": "arn:aws:iam::123456789012:user/ops", "at": "2026-01-01T03:00:00.000000Z",
+              "version": 7, "reason": None, "detail": {"step_index": 2, "step_name": "import_rows", "attempts": 1,
+                                                       "error": {"code": "permanent_error", "message": "row 2"}}}
+
+
+def test_history_reads_every_page(api, capsys):
+    pages = {None: ([_record(0), _record(1)], [REDRIVE_OP], "p2"), "p2": ([_record(2), _record(3)], [], "p3"),
+             "p3": ([_record(4)], [], None)}
+
+    def route(m, p, q, b):
+        if p.endswith("/history"):
+            steps, ops, token = pages[q.get("next_token")]
+            return 200, {"execution_id": EID, "steps": steps, "operations": ops, "next_token": token}
+        return None
+
+    api.extra_route = route
+    assert main(["--url", api.url, "history", EID, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [s["step_index"] for s in body["steps"]] == [0, 1, 2, 3, 4] and body["operations"] == [REDRIVE_OP]
+    assert len(api.requests) == 3
+    assert main(["--url", api.url, "history", EID]) == 0
+    out = capsys.readouterr().out
+    assert "s4" in out and "redrive" in out and "after import_rows failed (1 attempts): permanent_error: row 2" in out
+
+
+class Script:
+    """Answers GET /executions/{id} from a list of documents, repeating the last one."""
+
+    def __init__(self, docs: list[dict], history: dict | None = None):
+        self.docs, self.polls, self.history = docs, 0, history
+
+    def __call__(self, m, p, q, b):
+        if p == f"/executions/{EID}":
+            doc = self.docs[min(self.polls, len(self.docs) - 1)]
+            self.polls += 1
+            return 200, doc
+        if p.endswith("/history"):
+            return 200, self.history or {"execution_id": EID, "steps": [], "operations": [], "next_token": None}
+        return None
+
+
+def _doc(status: str, step: int, **extra) -> dict:
+    base = {"execution_id": EID, "workflow": "order_fulfillment", "status": status, "current_step": step,
+            "step_count": 5, "current_step_name": ["reserve", "charge", "pickup", "ship", "notify", None][step],
+            "version": 1, "timer": None, "next_wake_at": None, "total_attempts": step, "error": None}
+    return {**base, **extra}
+
+
+def test_watch_prints_one_line_for_a_long_sleep_however_many_polls(api, capsys):
+    sleeping = _doc("SLEEPING", 3, timer="sleep", next_wake_at="2999-01-01T00:00:00.000000Z")
+    api.extra_route = Script([_doc("RUNNING", 2)] + [sleeping] * 40 + [_doc("RUNNING", 3), _doc("COMPLETED", 5)])
+    assert main(["--url", api.url, "watch", EID, "--interval", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    progress = [line for line in lines if line.split(" ")[0] in ("RUNNING", "SLEEPING", "COMPLETED")]
+    assert [line.split()[0] for line in progress] == ["RUNNING", "SLEEPING", "RUNNING", "COMPLETED"], lines
+    assert progress[1].startswith("SLEEPING  step 3/5 ship  sleeping, ")
+    assert progress[3].startswith("COMPLETED step 5/5 (done)")
+
+
+def test_watch_shows_each_failed_attempts_error(api, capsys):
+    history = {"execution_id": EID, "operations": [], "next_token": None, "steps": [
+        {"step_index": 1, "name": "charge", "status": "FAILED", "attempts": 1, "error": {"code": "step_error",
+                                                                                       "message": "card declined"}}]}
+    retry = _doc("RUNNING", 1, timer="retry", next_wake_at="2999-01-01T00:00:00.000000Z", total_attempts=2)
+    api.extra_route = Script([_doc("RUNNING", 1, total_attempts=2)] + [retry] * 5 + [_doc("COMPLETED", 5)], history)
+    assert main(["--url", api.url, "watch", EID, "--interval", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "RUNNING   step 1/5 charge  attempt 1 failed: step_error: card declined;  retry in " in out
+    assert out.split("#  step")[0].count("card declined") == 1  # once in the progress lines, then the history
+
+
+def test_watch_exits_1_for_a_cancelled_execution(api, capsys):
+    api.extra_route = Script([_doc("CANCELLED", 3, cancelled_by="local", cancel_reason="dup")])
+    assert main(["--url", api.url, "watch", EID, "--interval", "0"]) == 1
+    assert "CANCELLED step 3/5 ship  by local: dup" in capsys.readouterr().out
+
+
+def test_status_numbers_steps_as_watch_does(api, capsys):
+    api.extra_route = Script([{**_doc("SLEEPING", 3, timer="sleep", next_wake_at="2999-01-01T00:00:00.000000Z"),
+                               "context": {}, "created_at": "c", "updated_at": "u", "started_by": "local"}])
+    assert main(["--url", api.url, "status", EID, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["current_step"] == 3
+    assert main(["--url", api.url, "status", EID]) == 0
+    out = capsys.readouterr().out
+    assert "current step  3/5 ship" in out and "started by    local" in out

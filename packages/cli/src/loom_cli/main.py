@@ -1,8 +1,8 @@
-"""``loom``: start, watch and inspect executions.
+"""``loom``: start, watch, find, cancel, redrive, wake and inspect executions.
 
-Exit status: 0 success; 1 the watched execution FAILED; 2 bad usage or configuration; 3 the API
-refused the request (its error code and message are printed); 4 the control plane could not be
-reached or answered badly.
+Exit status: 0 success; 1 the watched execution FAILED or was CANCELLED; 2 bad usage or
+configuration; 3 the API refused the request (its error code and message are printed); 4 the
+control plane could not be reached or answered badly.
 """
 
 from __future__ import annotations
@@ -13,15 +13,26 @@ import json
 import os
 import subprocess
 import sys
+import re
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from .client import ApiError, CliError, Client
-from .render import execution_table, history_table, workflows_table
+from .render import (
+    execution_table,
+    executions_table,
+    history_table,
+    operations_table,
+    step_label,
+    workflows_table,
+)
 
 URL_ENV = "LOOM_URL"
 LOCAL_STATE = Path(".loom/local.json")
+ENDED = ("COMPLETED", "FAILED", "CANCELLED")
+PAGE_MAX = 100
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,11 +83,12 @@ def _terraform_url(env_dir: Path) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="loom", description="Start, watch and inspect Loom executions.",
-                                epilog="Exit status: 0 ok, 1 execution FAILED (watch), 2 usage, 3 API error, 4 unreachable.")
+    p = argparse.ArgumentParser(prog="loom", description="Start, watch, find and operate Loom executions.",
+                                epilog="Exit status: 0 ok, 1 watched execution FAILED or CANCELLED, 2 usage, "
+                                       "3 API refused, 4 unreachable.")
     p.add_argument("--url", help=f"control plane Function URL (default: ${URL_ENV}, --env-dir, or the `make up` stack)")
     p.add_argument("--env-dir", help="read the URL from `terraform output function_url` in this environment directory")
-    p.add_argument("--json", action="store_true", help="print the API's JSON instead of tables")
+    p.add_argument("--json", action="store_true", help="print the API's JSON instead of tables (also after the command)")
     sign = p.add_mutually_exclusive_group()
     sign.add_argument("--sign", dest="sign", action="store_true", default=None,
                       help="SigV4-sign requests (default: on for non-loopback URLs)")
@@ -85,27 +97,70 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", help="AWS profile for signing (default: the standard credential chain)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("start", help="start an execution")
+    def command(name: str, func, text: str, execution_id: bool = True) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=text, description=text)
+        # SUPPRESS: `loom --json status ID` keeps the flag; `loom status ID --json` sets it too
+        c.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the API's JSON")
+        if execution_id:
+            c.add_argument("execution_id")
+        c.set_defaults(func=func)
+        return c
+
+    s = command("start", cmd_start, "start an execution", execution_id=False)
     s.add_argument("workflow")
     s.add_argument("--input", default="{}", help="JSON object, or @file.json (default: {})")
     s.add_argument("--token", help="idempotency token: the same token and input start at most one execution")
     s.add_argument("--watch", action="store_true", help="then watch it until it ends")
-    s.set_defaults(func=cmd_start)
 
-    for name, func, text in (("status", cmd_status, "show an execution"),
-                             ("history", cmd_history, "show an execution's step records")):
-        c = sub.add_parser(name, help=text)
-        c.add_argument("execution_id")
-        c.set_defaults(func=func)
+    command("status", cmd_status, "show an execution")
+    command("history", cmd_history, "show an execution's step records and operator actions (every page)")
 
-    w = sub.add_parser("watch", help="follow an execution until it ends; exit 1 if it FAILED")
-    w.add_argument("execution_id")
+    w = command("watch", cmd_watch, "follow an execution until it ends, a line per change; exit 1 if it FAILED "
+                                    "or was CANCELLED")
     w.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
     w.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 4)")
-    w.set_defaults(func=cmd_watch)
 
-    sub.add_parser("workflows", help="list registered workflows").set_defaults(func=cmd_workflows)
+    ls = command("list", cmd_list, "list executions, newest first", execution_id=False)
+    ls.add_argument("--workflow", help="only this workflow")
+    ls.add_argument("--status", type=str.upper, help="LIVE (running or sleeping), COMPLETED, FAILED or CANCELLED")
+    ls.add_argument("--since", type=_since, help="started at most this long ago (90s, 30m, 2h, 1d, 1h30m) or "
+                                                 "since this ISO-8601 time")
+    ls.add_argument("--limit", type=_limit, default=20, help="executions per page, 1-100 (default 20)")
+    ls.add_argument("--all", action="store_true", help="follow every page, not just the first")
+    ls.add_argument("--next-token", help="continue a listing from the next_token it printed")
+
+    c = command("cancel", cmd_cancel, "end a live execution CANCELLED (a running step finishes; nothing after it runs)")
+    c.add_argument("--reason", help="why, kept on the execution and in its history")
+    command("redrive", cmd_redrive, "resume a FAILED execution from its failed step, with fresh attempts")
+    command("wake", cmd_wake, "end the current sleep or retry backoff now")
+    command("workflows", cmd_workflows, "list registered workflows", execution_id=False)
     return p
+
+
+_DURATION = re.compile(r"\A(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
+
+
+def _since(text: str) -> str:
+    """A duration back from now (2h, 30m, 1d12h) or an ISO-8601 time, as the ISO-8601 UTC time to send."""
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match and any(match.groups()):
+        w, d, h, m, s = (int(g or 0) for g in match.groups())
+        when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(weeks=w, days=d, hours=h, minutes=m, seconds=s)
+    else:
+        try:
+            when = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is neither a duration (90s, 30m, 2h, 1d, 1h30m) nor an "
+                                             "ISO-8601 time (2026-03-01T12:00:00Z)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _limit(text: str) -> int:
+    if not (text.isdigit() and 1 <= int(text) <= PAGE_MAX):
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {PAGE_MAX}, got {text!r}")
+    return int(text)
 
 
 def cmd_start(client: Client, args) -> int:
@@ -125,14 +180,83 @@ def cmd_start(client: Client, args) -> int:
 
 
 def cmd_status(client: Client, args) -> int:
-    _, body = client.request("GET", f"/executions/{args.execution_id}")
+    _, body = client.request("GET", f"/executions/{_id(args)}")
     _print_json(body) if args.json else print(execution_table(body))
     return 0
 
 
 def cmd_history(client: Client, args) -> int:
-    _, body = client.request("GET", f"/executions/{args.execution_id}/history")
-    _print_json(body) if args.json else print(history_table(body))
+    body = full_history(client, args.execution_id)
+    if args.json:
+        _print_json(body)
+    else:
+        print(history_table(body))
+        if body["operations"]:
+            print()
+            print(operations_table(body))
+    return 0
+
+
+def full_history(client: Client, execution_id: str) -> dict[str, Any]:
+    """Every page of ``GET /executions/{id}/history``, as one document (operations come with the first)."""
+    path = f"/executions/{_quote(execution_id)}/history"
+    _, first = client.request("GET", f"{path}?limit={PAGE_MAX}")
+    steps, operations, token = list(first.get("steps", [])), list(first.get("operations", [])), first.get("next_token")
+    while token:
+        _, page = client.request("GET", f"{path}?{urllib.parse.urlencode({'limit': PAGE_MAX, 'next_token': token})}")
+        steps += page.get("steps", [])
+        token = page.get("next_token")
+    return {"execution_id": first.get("execution_id", execution_id), "steps": steps, "operations": operations,
+            "next_token": None}
+
+
+def cmd_list(client: Client, args) -> int:
+    query = {k: v for k, v in (("workflow", args.workflow), ("status", args.status), ("started_after", args.since),
+                               ("limit", args.limit), ("next_token", args.next_token)) if v is not None}
+    executions: list[dict[str, Any]] = []
+    while True:
+        _, page = client.request("GET", f"/executions?{urllib.parse.urlencode(query)}")
+        executions += page.get("executions", [])
+        token = page.get("next_token")
+        if not (args.all and token):
+            break
+        query["next_token"] = token
+    if args.json:
+        _print_json({"executions": executions, "next_token": token})
+        return 0
+    print(executions_table(executions) if executions else "no executions match")
+    if token:
+        print(f"more: add --all, or --next-token {token}")
+    return 0
+
+
+def cmd_cancel(client: Client, args) -> int:
+    _, e = client.request("POST", f"/executions/{_id(args)}/cancel",
+                          {"reason": args.reason} if args.reason is not None else None)
+    if args.json:
+        _print_json(e)
+    else:
+        why = f" ({e['cancel_reason']})" if e.get("cancel_reason") else ""
+        print(f"{e['execution_id']}  {e['workflow']}  {e['status']}  by {e.get('cancelled_by') or '-'}{why}")
+    return 0
+
+
+def cmd_redrive(client: Client, args) -> int:
+    _, e = client.request("POST", f"/executions/{_id(args)}/redrive")
+    if args.json:
+        _print_json(e)
+    else:
+        print(f"{e['execution_id']}  {e['workflow']}  {e['status']}  redriven from step {step_label(e)} "
+              f"(redrive {e.get('redrives', '?')})")
+    return 0
+
+
+def cmd_wake(client: Client, args) -> int:
+    _, e = client.request("POST", f"/executions/{_id(args)}/wake")
+    if args.json:
+        _print_json(e)
+    else:
+        print(f"{e['execution_id']}  {e['workflow']}  {e['status']}  woken: step {step_label(e)} runs now")
     return 0
 
 
@@ -143,41 +267,68 @@ def cmd_workflows(client: Client, args) -> int:
 
 
 def cmd_watch(client: Client, args) -> int:
-    started, last = time.monotonic(), None
+    """Poll, and print a line only when something changed: a two-hour sleep is one line, not 7,200."""
+    started, last, seen_failures = time.monotonic(), None, set()
+    path = f"/executions/{_id(args)}"
     while True:
-        _, e = client.request("GET", f"/executions/{args.execution_id}")
-        line = progress_line(e, client)
+        _, e = client.request("GET", path)
         if args.json:
             if e != last:
                 print(json.dumps(e, sort_keys=True), flush=True)
-        elif line != last:
-            print(line, flush=True)
-        last = e if args.json else line
-        if e["status"] in ("COMPLETED", "FAILED"):
+            last = e
+        else:
+            key = change_key(e)
+            if key != last:
+                print(progress_line(e, failed_attempt(client, e, seen_failures)), flush=True)
+            last = key
+        if e["status"] in ENDED:
             if not args.json:
-                _, h = client.request("GET", f"/executions/{args.execution_id}/history")
-                print(history_table(h))
+                print(history_table(full_history(client, args.execution_id)))
             return 0 if e["status"] == "COMPLETED" else 1
         if args.timeout is not None and time.monotonic() - started > args.timeout:
             raise CliError(f"execution {args.execution_id} still {e['status']} after {args.timeout:g} s")
         time.sleep(args.interval)
 
 
-def progress_line(e: dict, client: Client | None = None) -> str:
-    """One line of live progress: step, status, attempts, and time left on a sleep or backoff."""
-    count = e.get("step_count")
-    where = f"step {e['current_step'] + (1 if e['status'] not in ('COMPLETED',) else 0)}/{count}" if count else f"step {e['current_step']}"
-    name = e.get("current_step_name") or ""
-    status = e["status"]
+def change_key(e: dict) -> tuple:
+    """What a watcher reports on; the time left on a sleep is shown, but its ticking is no change."""
+    err = e.get("error") or {}
+    return (e.get("status"), e.get("current_step"), e.get("timer"), e.get("total_attempts"), e.get("next_wake_at")
+            if e.get("timer") in ("sleep", "retry") else None, err.get("code"), err.get("message"))
+
+
+def failed_attempt(client: Client, e: dict, seen: set) -> dict | None:
+    """In a retry backoff: the error of the attempt that just failed (from the step's history record), once."""
+    if e.get("timer") != "retry" or e.get("status") != "RUNNING":
+        return None
+    mark = (e.get("current_step"), e.get("total_attempts"))
+    if mark in seen:
+        return None
+    seen.add(mark)
+    for r in full_history(client, e["execution_id"])["steps"]:
+        if r.get("step_index") == e.get("current_step") and r.get("error"):
+            return {**r["error"], "attempt": r.get("attempts")}
+    return None
+
+
+def progress_line(e: dict, failed: dict | None = None) -> str:
+    """One line of progress: status, step (numbered as ``loom status`` does), attempts, the failed
+    attempt's error, and the time left on a sleep or backoff."""
+    status, where = e["status"], f"step {step_label(e)}"
     if status == "SLEEPING" or e.get("timer") == "retry":
         remaining = _seconds_until(e.get("next_wake_at"))
-        what = "sleeping" if status == "SLEEPING" else "retry backoff"
-        return f"{status:<9} {where} {name}  {what}, {remaining} left"
-    if status == "FAILED":
+        if status == "SLEEPING":
+            return f"{status:<9} {where}  sleeping, {remaining} left (until {e.get('next_wake_at')})"
+        error = f"  attempt {failed.get('attempt')} failed: {failed.get('code')}: {failed.get('message')};" \
+            if failed else ""
+        return f"{status:<9} {where}{error}  retry in {remaining}"
+    if status in ("FAILED", "CANCELLED"):
         err = e.get("error") or {}
-        return f"{status:<9} {where} {name}  {err.get('code')}: {err.get('message')}"
+        why = f"{err.get('code')}: {err.get('message')}" if status == "FAILED" else \
+            f"by {e.get('cancelled_by') or '-'}" + (f": {e['cancel_reason']}" if e.get("cancel_reason") else "")
+        return f"{status:<9} {where}  {why}"
     attempts = f"  attempts so far: {e['total_attempts']}" if e.get("total_attempts") else ""
-    return f"{status:<9} {where} {name}{attempts}"
+    return f"{status:<9} {where}{attempts}"
 
 
 def _seconds_until(iso: str | None) -> str:
@@ -186,6 +337,14 @@ def _seconds_until(iso: str | None) -> str:
     when = dt.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
     seconds = max(0, int((when - dt.datetime.now(dt.timezone.utc)).total_seconds()))
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _id(args) -> str:
+    return _quote(args.execution_id)
+
+
+def _quote(execution_id: str) -> str:
+    return urllib.parse.quote(execution_id, safe="")
 
 
 def _load_input(text: str) -> Any:

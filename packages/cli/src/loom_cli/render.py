@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 
-def table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [[_cell(v) for v in row] for row in rows]
+def table(headers: list[str], rows: list[list[Any]], limit: int = 60) -> str:
+    cells = [[_cell(v, limit) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
@@ -20,18 +20,55 @@ def _cell(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def step_label(e: dict) -> str:
+    """The current step as every command numbers it: its index (the ``#`` of ``loom history``, counted
+    from 0), out of the step count, and its name: ``3/5 ship_order``; ``5/5 (done)`` once past the last."""
+    index, count = e["current_step"], e.get("step_count")
+    if not count:
+        return str(index)
+    name = e.get("current_step_name") or ("(done)" if index >= count else "")
+    return f"{index}/{count} {name}".strip()
+
+
 def execution_table(e: dict) -> str:
-    step = f"{e['current_step']}" + (f"/{e['step_count']} {e.get('current_step_name') or ''}" if e.get("step_count") else "")
     error = e.get("error")
     rows = [
         ["execution_id", e["execution_id"]], ["workflow", e["workflow"]], ["status", e["status"]],
-        ["current step", step.strip()], ["version", e["version"]], ["attempts", e.get("total_attempts")],
+        ["current step", step_label(e)], ["version", e["version"]], ["attempts", e.get("total_attempts")],
         ["next wake", e.get("next_wake_at") and f"{e['next_wake_at']} ({e.get('timer')})"],
         ["created", e.get("created_at")], ["updated", e.get("updated_at")],
+        ["started by", e.get("started_by")],
         ["error", error and f"{error.get('code')}: {error.get('message')}"],
         ["context", e.get("context")],
     ]
+    if e.get("cancelled_by"):
+        rows.insert(-2, ["cancelled by", e["cancelled_by"] + (f" ({e['cancel_reason']})" if e.get("cancel_reason") else "")])
+    if e.get("redrives"):
+        rows.insert(-2, ["redrives", e["redrives"]])
     return table(["field", "value"], rows)
+
+
+def executions_table(executions: list[dict]) -> str:
+    rows = [[x["execution_id"], x["workflow"], x["status"], x.get("created_at")] for x in executions]
+    return table(["execution_id", "workflow", "status", "created"], rows)
+
+
+def operations_table(h: dict) -> str:
+    rows = []
+    for op in h.get("operations", []):
+        if op.get("corrupt"):
+            rows.append(["?", "CORRUPT", "-", op.get("sort_key"), op.get("detail")])
+            continue
+        detail = op.get("detail") or {}
+        error = detail.get("error") if isinstance(detail, dict) else None
+        what = op.get("reason")
+        if error:  # a redrive: the failure it left behind
+            what = f"after {detail.get('step_name', detail.get('step_index'))} failed " \
+                   f"({detail.get('attempts', '?')} attempts): {error.get('code')}: {error.get('message')}"
+        elif op.get("op") == "wake" and isinstance(detail, dict):
+            what = f"skipped the {detail.get('was')} due {detail.get('due')}"
+        rows.append([op.get("version"), op.get("op"), op.get("at"), op.get("by"), what])
+    return table(["version", "operation", "at", "by", "reason / detail"], rows, limit=160)
 
 
 def history_table(h: dict) -> str:
