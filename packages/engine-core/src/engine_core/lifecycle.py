@@ -110,7 +110,7 @@ class Lifecycle:
     # -- endings ----------------------------------------------------------------------------------
     def fail_unreadable(self, execution_id: str, exc: CorruptStateError) -> bool:
         """End an execution whose item cannot be decoded: FAILED ``corrupt_state``, out of the index,
-        one notice on the DLQ. Never a restart from step 0, never a crash loop."""
+        one failure notice. Never a restart from step 0, never a crash loop."""
         now = self.clock.now()
         error = ErrorInfo(code="corrupt_state", message=f"the execution item could not be decoded: {exc.detail}")
         if not self.store.fail_unreadable(execution_id, error, now, now + self.retention):
@@ -118,8 +118,16 @@ class Lifecycle:
         self.metrics.add_metric("ExecutionsFailed", "Count", 1)
         log.error("execution failed: unreadable state", extra={
             "execution_id": execution_id, "workflow": None, "step": None, "attempt": None, "error": exc.detail})
-        self.queue.send_dead_letter({"kind": "loom.execution_failed", "execution_id": execution_id,
-                                     "workflow": None, "step": None, "error": error.model_dump()})
+        notice = {"kind": "loom.execution_failed", "execution_id": execution_id, "workflow": None, "step": None,
+                  "error": error.model_dump()}
+        if self.events.enabled:
+            self.events.publish({"execution_id": execution_id, "workflow": None, "status": Status.FAILED.value,
+                                 "error": {k: notice["error"].get(k) for k in ("code", "message", "step_index",
+                                                                               "step_name")},
+                                 "current_step": None, "step_count": None, "started_at": None,
+                                 "ended_at": format_ts(now), "by": None})
+        else:
+            self.queue.send_dead_letter(notice)
         return True
 
     def _step_count(self, e: Execution) -> int | None:
@@ -131,14 +139,16 @@ class Lifecycle:
         return all(r.expires_at is None or r.expires_at >= until for r in records if isinstance(r, StepRecord))
 
     def finalize(self, e: Execution, records: list[Any] | None = None) -> None:
-        """Terminal housekeeping: the failure notice (FAILED only), the status-change event (when a bus
-        is configured), the history's TTL where it would expire before the execution (long executions
-        only), then the finalized mark. The worker that
-        ends an execution does it at once; the sweeper does it if that worker died first."""
-        if e.status is Status.FAILED:
-            self.queue.send_dead_letter(failure_notice(e))
+        """Terminal housekeeping: the status-change event when a bus is configured (else, for a FAILED
+        execution, a failure notice on the DLQ, so a failure is never silent), the history's TTL where it
+        would expire before the execution (long executions only), then the finalized mark. The worker
+        that ends an execution does it at once; the sweeper does it if that worker died first.
+
+        With a bus, the DLQ holds only messages the transport gave up on; business failures are events."""
         if self.events.enabled:
             self.events.publish(status_event(e, self._step_count(e)))
+        elif e.status is Status.FAILED:
+            self.queue.send_dead_letter(failure_notice(e))
         assert e.expires_at is not None
         if records is None:
             records = self.store.history(e.execution_id)

@@ -251,3 +251,75 @@ def test_start_records_who_started_it():
     runner, _ = make()
     eid = runner.engine.start("ops_flow", {}, by="arn:aws:iam::123:role/deployer").execution.execution_id
     assert runner.engine.get(eid).started_by == "arn:aws:iam::123:role/deployer"
+
+
+class Bus:
+    enabled = True
+
+    def __init__(self):
+        self.events = []
+
+    def publish(self, detail):
+        self.events.append(detail)
+
+
+def test_with_a_bus_every_ending_is_an_event_and_the_dlq_holds_no_business_failure():
+    from engine_core import Engine, Sweeper
+    from engine_core.testing import FakeQueue
+
+    runner, switch = make()
+    bus = Bus()
+    runner.engine = Engine(runner.store, runner.queue, runner.engine.registry, runner.clock, runner.settings, events=bus)
+    runner.sweeper = Sweeper(runner.store, runner.queue, runner.clock, runner.settings, runner.engine.registry, events=bus)
+    failed = runner.start("ops_flow", {"n": 1})
+    assert runner.run_until_done(failed).status is Status.FAILED
+    switch.on = True
+    done = runner.start("ops_flow", {"n": 2})
+    assert runner.run_until_done(done).status is Status.COMPLETED
+    gone = runner.start("ops_flow", {"n": 3})
+    runner.engine.operator.cancel(gone, "ops", "duplicate order")
+    # then: one event per ending, in the documented shape; nothing on the DLQ
+    by_id = {e["execution_id"]: e for e in bus.events}
+    assert len(bus.events) == 3 and runner.queue.dead_letters == []
+    assert by_id[failed]["status"] == "FAILED" and by_id[failed]["error"]["code"] == "permanent_error"
+    assert by_id[failed]["error"]["step_name"] == "fragile" and by_id[failed]["step_count"] == 4
+    assert by_id[done]["status"] == "COMPLETED" and by_id[done]["error"] is None
+    assert by_id[gone]["status"] == "CANCELLED" and by_id[gone]["by"] == "ops"
+    assert set(by_id[done]) == {"execution_id", "workflow", "status", "error", "current_step", "step_count",
+                                "started_at", "ended_at", "by"}
+
+
+def test_without_a_bus_a_failed_execution_still_leaves_one_notice_on_the_dlq():
+    runner, _ = make()
+    failed = runner.start("ops_flow", {})
+    assert runner.run_until_done(failed).status is Status.FAILED
+    assert [n["execution_id"] for n in runner.queue.dead_letters if n.get("kind") == "loom.execution_failed"] == [failed]
+
+
+def test_an_event_that_could_not_be_published_is_published_by_the_sweeper_later():
+    from engine_core import Engine, Sweeper
+
+    class FlakyBus(Bus):
+        def __init__(self):
+            super().__init__()
+            self.failures = 1
+
+        def publish(self, detail):
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("EventBridge unavailable")
+            super().publish(detail)
+
+    runner, switch = make()
+    switch.on = True
+    bus = FlakyBus()
+    runner.engine = Engine(runner.store, runner.queue, runner.engine.registry, runner.clock, runner.settings, events=bus)
+    runner.sweeper = Sweeper(runner.store, runner.queue, runner.clock, runner.settings, runner.engine.registry, events=bus)
+    eid = runner.start("ops_flow", {})
+    e = runner.run_until_done(eid)
+    assert e.status is Status.COMPLETED and not e.finalized and bus.events == []
+    # when: the housekeeping deadline passes and the sweeper runs
+    runner.clock.advance(hours=1)
+    runner.sweeper.sweep()
+    # then
+    assert [x["execution_id"] for x in bus.events] == [eid] and runner.engine.get(eid).finalized
