@@ -4,7 +4,9 @@
 #                           real faults, its history; leaves nothing running (Ctrl-C too)
 #   make up                 the same stack in the background: prints the Function URL, writes
 #                           .loom/local.json (URL, pids); logs in .loom/logs
-#   make down               stop what `make up` started
+#   make down               stop what `make up` started; its table is saved to .loom/state/table.json
+#                           and the next `make up` restores it (executions survive; SQS messages do not)
+#   make reset              stop it if it runs and delete the saved table: the next `make up` starts clean
 #   make test-integration   tests/integration: end to end through the deployed functions, real kills
 #   make test-local-runtime the local runtime's own tests (tiny zips, no Terraform)
 #
@@ -23,7 +25,7 @@ LOCAL_TF_VARS ?= lease_s=5
 LOCAL_ARGS ?=
 LOCAL_TF_ARGS = $(foreach v,$(LOCAL_TF_VARS),--tf-var $(v))
 
-.PHONY: local-runtime demo up down local-status test-integration test-local-runtime
+.PHONY: local-runtime demo up down reset local-status test-integration test-local-runtime
 
 # Installed editable with the other packages (PACKAGES in the root Makefile).
 local-runtime: venv
@@ -36,9 +38,13 @@ demo: $(LOCAL_PREREQS) ## Run Loom locally: one order, live, through a retry, a 
 up: $(LOCAL_PREREQS) ## Start the local stack in the background; prints the Function URL (see .loom/local.json)
 	$(LOCAL_RUNTIME) up --sweep-every $(LOCAL_SWEEP_EVERY) $(LOCAL_TF_ARGS) $(LOCAL_ARGS)
 
-down: ## Stop the local stack started by `make up`
+down: ## Stop the local stack started by `make up`; keeps its table (.loom/state) for the next `make up`
 	@if [ -x $(PY) ]; then $(LOCAL_RUNTIME) down; \
 	 else echo "nothing to stop: there is no .venv (make up creates it)"; fi
+
+reset: ## Stop the local stack if it runs and delete its saved table: the next `make up` starts clean
+	@if [ -x $(PY) ]; then $(LOCAL_RUNTIME) reset; \
+	 else rm -rf .loom/state && echo "deleted .loom/state: the next \`make up\` starts with an empty table"; fi
 
 local-status: ## Is the local stack up, and where
 	@$(LOCAL_RUNTIME) status

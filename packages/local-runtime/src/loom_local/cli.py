@@ -2,7 +2,8 @@
 
     python -m loom_local run    [options]   foreground; Ctrl-C stops everything
     python -m loom_local up     [options]   background; prints the URL, writes .loom/local.json
-    python -m loom_local down               stops what `up` started
+    python -m loom_local down               stops what `up` started (its table is saved, `up` restores it)
+    python -m loom_local reset              stops it too, and deletes the saved table: the next `up` starts clean
     python -m loom_local status             is it up, and where
     python -m loom_local demo   [options]   the guided tour (`make demo`)
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,10 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .stack import LocalStack, StackOptions, install_signal_handlers
+from .stack import LocalStack, StackOptions, _shown, install_signal_handlers
 
 STATE_NAME = "local.json"
 PID_NAME = "runtime.pid"
+TABLE_FILE = Path("state") / "table.json"
+"""The saved Loom table, under the run directory (``.loom/state/table.json``)."""
 
 
 class CliError(Exception):
@@ -118,8 +122,14 @@ def state_of(stack: LocalStack) -> dict[str, Any]:
     }
 
 
+def _table_file(args: argparse.Namespace, run_dir: Path) -> Path:
+    explicit = getattr(args, "state_file", None)
+    return explicit.resolve() if explicit else run_dir / TABLE_FILE
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     opts = options_from(args)
+    opts.state_file = _table_file(args, opts.run_dir)
     state = opts.run_dir / STATE_NAME
     stack = LocalStack(opts)
     install_signal_handlers(stack)
@@ -239,9 +249,25 @@ def _stop_pid(pid: int, grace_s: float) -> bool:
     return False
 
 
-def cmd_down(args: argparse.Namespace) -> int:
+def _saved_count(path: Path) -> int | None:
+    try:
+        return int(json.loads(path.read_text())["count"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def cmd_down(args: argparse.Namespace, *, report_save: bool = True) -> int:
     repo = args.repo.resolve()
     run_dir = (args.run_dir or repo / ".loom").resolve()
+    table_file = _table_file(args, run_dir)
+    saved_before = _mtime(table_file)
     state = _read_state(run_dir)
     pid_file = run_dir / PID_NAME
     pids: list[int] = []
@@ -263,6 +289,33 @@ def cmd_down(args: argparse.Namespace) -> int:
     for f in (run_dir / STATE_NAME, pid_file):
         f.unlink(missing_ok=True)
     print("stopped the local stack" + ("" if clean else " (the runtime did not stop in 30 s and was killed)"))
+    if report_save:
+        shown = _shown(table_file)
+        if _mtime(table_file) not in (None, saved_before):
+            print(f"kept its table: {_saved_count(table_file)} items in {shown} (`make up` restores them, "
+                  "`make reset` starts clean)")
+        else:
+            print(f"WARNING: the table was not saved this time ({run_dir / 'logs' / 'runtime.log'} says why); "
+                  + (f"{shown} still holds the previous save" if saved_before else "nothing is kept"))
+    return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    repo = args.repo.resolve()
+    run_dir = (args.run_dir or repo / ".loom").resolve()
+    cmd_down(args, report_save=False)  # stopping saves the table; it is deleted next
+    table_file = _table_file(args, run_dir)
+    # The save, and any unreadable saves set aside next to it.
+    gone = sorted(p for p in table_file.parent.glob(f"{table_file.stem}*{table_file.suffix}") if p.is_file())
+    for p in gone:
+        p.unlink()
+    if table_file.parent == run_dir / TABLE_FILE.parent and table_file.parent.is_dir():
+        shutil.rmtree(table_file.parent, ignore_errors=True)
+    if gone:
+        print(f"deleted the saved table ({', '.join(p.name for p in gone)} in {table_file.parent}): the next "
+              "`make up` starts with an empty table")
+    else:
+        print("no saved table: the next `make up` starts with an empty table")
     return 0
 
 
@@ -286,10 +339,16 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the stack in the background")
     _stack_args(up)
     up.set_defaults(func=cmd_up, forward=None)
-    down = sub.add_parser("down", help="stop what `up` started")
-    down.add_argument("--repo", type=Path, default=Path.cwd())
-    down.add_argument("--run-dir", type=Path, default=None)
-    down.set_defaults(func=cmd_down)
+    state_help = "where the table is kept across runs (default: RUN_DIR/state/table.json)"
+    for cmd in (run, up):
+        cmd.add_argument("--state-file", type=Path, default=None, help=state_help)
+    down = sub.add_parser("down", help="stop what `up` started (its table is saved)")
+    reset = sub.add_parser("reset", help="stop what `up` started and delete the saved table")
+    for cmd, func in ((down, cmd_down), (reset, cmd_reset)):
+        cmd.add_argument("--repo", type=Path, default=Path.cwd())
+        cmd.add_argument("--run-dir", type=Path, default=None)
+        cmd.add_argument("--state-file", type=Path, default=None, help=state_help)
+        cmd.set_defaults(func=func)
     status = sub.add_parser("status", help="is the stack up")
     status.add_argument("--repo", type=Path, default=Path.cwd())
     status.add_argument("--run-dir", type=Path, default=None)

@@ -7,6 +7,10 @@
 ``stop()`` (also on Ctrl-C, SIGTERM, or an error while starting) stops the URL, the schedule and the
 pollers, kills every function process, stops the emulator and closes the logs: no process, no port
 left behind.
+
+With ``state_file`` set (``make up``), the Loom table's items are restored from it into the freshly
+applied table before anything runs, and saved to it by ``stop()`` before the emulator goes
+(:mod:`loom_local.state`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from botocore.config import Config
 
 from . import deployment as deploy
 from . import runtime_libs, terraform
+from . import state as table_state
 from .esm import QueuePoller
 from .faults import FaultControl
 from .function_url import FunctionUrlServer
@@ -72,11 +77,22 @@ class StackOptions:
     region: str = REGION
     provision: Callable[[LocalStack], None] | None = None
     """Deploy into the fresh emulator some other way than Terraform (the runtime's own tests)."""
+    state_file: Path | None = None
+    """Keep the Loom table across runs: restore its items from this file before anything runs, save them
+    to it on stop (``make up`` sets it; the demo and the tests run on a fresh table and leave it alone)."""
 
 
 def _say(opts: StackOptions, message: str) -> None:
     if opts.progress is not None:
         opts.progress(message)
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the current directory when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 class Emulator:
@@ -145,6 +161,8 @@ class LocalStack:
         self._stopped = threading.Event()
         self._started = False
         self._deployed_function_env = False
+        self._keep_table: str | None = None
+        """The table to save on stop: set only once a restore finished (or there was nothing to restore)."""
 
     # -- clients for the emulator -------------------------------------------------------------------------
     def client(self, service: str):
@@ -213,6 +231,8 @@ class LocalStack:
         d = deploy.read(self.client, opts.region)
         d = deploy.match_zips(d, self.zip_dir)
         self.deployment = d
+        if opts.state_file is not None:
+            self._restore_table(opts.state_file)
         code_root = self.run_dir / "code"
         for role, f in d.functions.items():
             assert f.zip_path is not None
@@ -243,6 +263,63 @@ class LocalStack:
         self._started = True
         _say(opts, f"control plane Function URL: {self.url_server.url}")
 
+    # -- the table across runs ----------------------------------------------------------------------------
+    def _table_name(self) -> str | None:
+        assert self.deployment is not None
+        return self.deployment.worker.environment.get("LOOM_TABLE_NAME")
+
+    def _restore_table(self, path: Path) -> None:
+        opts, table = self.opts, self._table_name()
+        if not table:
+            _say(opts, "the worker has no LOOM_TABLE_NAME: there is no table to keep across runs")
+            return
+        shown = _shown(path)
+        if not path.exists():
+            _say(opts, f"no saved table in {shown}: starting with an empty table (`make down` saves it)")
+            self._keep_table = table
+            return
+        client = self.client("dynamodb")
+        try:
+            snap = table_state.load(path)
+        except table_state.StateFileError as exc:
+            aside = table_state.set_aside(path)
+            _say(opts, f"WARNING: the saved table {shown} is unreadable: {exc}. Moved it to {_shown(aside)} and "
+                       f"started with an empty table. To restore it once fixed: `make down`, move it back to "
+                       f"{shown}, `make up`")
+            self._keep_table = table
+            return
+        try:
+            n = table_state.restore(client, table, snap.items)
+        except Exception as exc:  # noqa: BLE001 - e.g. items that do not fit the table's key schema
+            aside = table_state.set_aside(path)
+            try:
+                table_state.clear(client, table)
+            except Exception as clear_exc:  # noqa: BLE001
+                raise StackError(f"restoring {shown} into table {table} failed ({exc}), and so did emptying the "
+                                 f"table again ({clear_exc}); the file is now {_shown(aside)}") from exc
+            _say(opts, f"WARNING: could not restore {shown} into table {table}: {exc}. Moved it to {_shown(aside)} "
+                       f"and started with an empty table. To try again: `make down`, move it back to {shown}, "
+                       "`make up`")
+            self._keep_table = table
+            return
+        other = f" (saved from table {snap.table})" if snap.table and snap.table != table else ""
+        _say(opts, f"restored {n} items from {shown} (saved {snap.saved_at}){other}; SQS messages are not kept: the "
+                   "sweeper re-drives each live execution when its lease or timer runs out")
+        self._keep_table = table
+
+    def _save_table(self) -> None:
+        path, table = self.opts.state_file, self._keep_table
+        if path is None or table is None or self.emulator.proc is None or self.emulator.proc.poll() is not None:
+            return
+        try:
+            snap = table_state.save(self.client("dynamodb"), table, path)
+        except Exception as exc:  # noqa: BLE001 - stopping goes on; the previous save is intact (atomic writes)
+            print(f"WARNING: could not save table {table} to {_shown(path)}: {exc}. The previous save (if any) is "
+                  "kept", file=sys.stderr, flush=True)
+            return
+        _say(self.opts, f"saved {len(snap.items)} items of table {table} to {_shown(path)} (`make up` restores them, "
+                        "`make reset` deletes them)")
+
     def _worker_concurrency(self) -> int:
         assert self.deployment is not None and self.deployment.mapping is not None
         if self.opts.max_concurrency is not None:
@@ -263,6 +340,7 @@ class LocalStack:
             fn.close()  # kills in-flight invocations too; their messages come back after the visibility timeout
         if self.poller is not None:
             self.poller.stop(timeout_s=5)
+        self._save_table()  # nothing writes any more; the emulator still holds the table
         self.emulator.stop()
         if self.logs is not None:
             self.logs.close()
