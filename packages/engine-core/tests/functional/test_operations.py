@@ -250,7 +250,9 @@ def test_actions_on_an_unknown_execution_are_not_found():
 def test_start_records_who_started_it():
     runner, _ = make()
     eid = runner.engine.start("ops_flow", {}, by="arn:aws:iam::123:role/deployer").execution.execution_id
-    assert runner.engine.get(eid).started_by == "arn:aws:iam::123:role/deployer"
+    # kept beside the input (written once), not on the execution item every step rewrites
+    assert runner.engine.state(eid).execution.started_by == "arn:aws:iam::123:role/deployer"
+    assert "started_by" not in runner.store.metas[eid]
 
 
 class Bus:

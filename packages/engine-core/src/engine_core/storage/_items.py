@@ -61,10 +61,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "attempt_started_at": None if e.attempt_started_at is None else format_ts(e.attempt_started_at),
         "attempt_deadline": None if e.attempt_deadline is None else format_ts(e.attempt_deadline),
         "error": _error_text(e.error),
-        "idempotency_token": e.idempotency_token,
         TTL_ATTR: None if e.expires_at is None else _epoch(e.expires_at),
         "finalize_by": None if e.finalize_by is None else format_ts(e.finalize_by),
-        "started_by": e.started_by,
         "cancelled_by": e.cancelled_by,
         "cancel_reason": e.cancel_reason,
     }
@@ -103,6 +101,20 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
         raise CorruptStateError(execution_id, f"{type(exc).__name__}: {exc}", attrs) from exc
+
+
+START_ATTRS = ("idempotency_token", "started_by")
+"""Written once, at start, beside the input (``#INPUT``) rather than on the execution item, which every
+step rewrites: a long token or caller ARN must not push that item past 1 KB (two write units)."""
+
+
+def start_attrs(e: Execution) -> dict[str, Any]:
+    return {k: getattr(e, k) for k in START_ATTRS if getattr(e, k) is not None}
+
+
+def with_start_attrs(e: Execution, attrs: dict[str, Any]) -> Execution:
+    found = {k: attrs[k] for k in START_ATTRS if isinstance(attrs.get(k), str)}
+    return e.model_copy(update=found) if found else e
 
 
 def list_status(e: Execution) -> str:

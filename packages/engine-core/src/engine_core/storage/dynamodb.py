@@ -42,6 +42,7 @@ from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
 from ..sharding import shard_of
 from ._items import (
     INPUT_ATTR,
+    START_ATTRS,
     OP_PREFIX,
     STEP_PREFIX,
     TTL_ATTR,
@@ -51,9 +52,11 @@ from ._items import (
     operation_from_attrs,
     operation_sort_key,
     operation_to_attrs,
+    start_attrs,
     step_from_attrs,
     step_sort_key,
     step_to_attrs,
+    with_start_attrs,
 )
 
 META_SK = "#META"
@@ -160,7 +163,8 @@ class DynamoStore:
             "ConditionExpression": condition, "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             **({"ExpressionAttributeNames": names, "ExpressionAttributeValues": _to_item(values)} if values else {}),
         }
-        stored_input = {"TableName": self.table, "Item": _to_item({"PK": _pk(eid), "SK": INPUT_SK, INPUT_ATTR: input_blob})}
+        stored_input = {"TableName": self.table, "Item": _to_item(
+            {"PK": _pk(eid), "SK": INPUT_SK, INPUT_ATTR: input_blob, **start_attrs(execution)})}
         try:
             with _translated("TransactWriteItems"):
                 self.client.transact_write_items(TransactItems=[{"Put": meta}, {"Put": stored_input}], **self._capacity)
@@ -181,7 +185,7 @@ class DynamoStore:
         return None if item is None else self._decode_meta(execution_id, item)
 
     def load_state(self, execution_id: str) -> ExecutionState | None:
-        meta, input_blob, records, operations = None, "", [], []
+        meta, input_blob, records, operations, started = None, "", [], [], {}
         for page in self._query_execution(execution_id, None):
             for item in page:
                 sk = item.get("SK", {}).get("S", "?")
@@ -189,11 +193,14 @@ class DynamoStore:
                     meta = self._decode_meta(execution_id, item)
                 elif sk == INPUT_SK:
                     input_blob = item.get(INPUT_ATTR, {}).get("S", "")
+                    started = {k: v.get("S") for k, v in item.items() if k in START_ATTRS}
                 elif sk.startswith(STEP_PREFIX):
                     records.append(self._decode_step(sk, item))
                 elif sk.startswith(OP_PREFIX):
                     operations.append(self._decode_operation(sk, item))
-        return None if meta is None else ExecutionState(meta, input_blob, records, operations)
+        if meta is None:
+            return None
+        return ExecutionState(with_start_attrs(meta, started), input_blob, records, operations)
 
     def commit(self, transition: Transition) -> None:
         new = transition.new

@@ -24,9 +24,11 @@ from ._items import (
     operation_from_attrs,
     operation_sort_key,
     operation_to_attrs,
+    start_attrs,
     step_from_attrs,
     step_sort_key,
     step_to_attrs,
+    with_start_attrs,
 )
 
 _TERMINAL = ("COMPLETED", "FAILED")
@@ -37,6 +39,8 @@ class MemoryStore:
         self.shards = shards
         self.metas: dict[str, dict[str, Any]] = {}
         self.inputs: dict[str, str] = {}
+        self.starts: dict[str, dict[str, Any]] = {}
+        """What the ``#INPUT`` item holds beside the input (the token, who started it)."""
         self.steps: dict[str, dict[str, dict[str, Any]]] = {}
         self.ops: dict[str, dict[str, dict[str, Any]]] = {}
         self.calls: dict[str, int] = {}
@@ -58,6 +62,7 @@ class MemoryStore:
             self.ops.pop(eid, None)
         self.metas[eid] = execution_to_attrs(execution)
         self.inputs[eid] = input_blob
+        self.starts[eid] = start_attrs(execution)
 
     def load(self, execution_id: str) -> Execution | None:
         self._count("load")
@@ -69,7 +74,7 @@ class MemoryStore:
         attrs = self.metas.get(execution_id)
         if attrs is None:
             return None
-        execution = execution_from_attrs(execution_id, dict(attrs))
+        execution = with_start_attrs(execution_from_attrs(execution_id, dict(attrs)), self.starts.get(execution_id, {}))
         return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id),
                               self._operations(execution_id))
 
