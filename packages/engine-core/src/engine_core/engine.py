@@ -35,6 +35,7 @@ from .errors import (
     ExecutionNotFoundError,
     IdempotencyConflictError,
     InsufficientTimeError,
+    InvalidInputError,
     NonSerializableResultError,
     ResultTooLargeError,
     StepSupersededError,
@@ -51,10 +52,6 @@ from .settings import ConfigurationError, EngineSettings
 
 log = logging.getLogger("engine_core")
 _TOKEN_NAMESPACE = uuid.UUID("6c6f6f6d-0000-4000-8000-746f6b656e73")  # fixed: token -> id must never change
-
-
-class InvalidInputError(EngineError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -133,6 +130,7 @@ class Engine(UsesLifecycle):
         wf = self.registry.get(workflow)
         if not isinstance(input, dict):
             raise InvalidInputError(f"input must be a JSON object, got {type(input).__name__}")
+        input = wf.validate_input(input)
         blob = codec.encode(input, "input")
         self._check_size("input", blob)
         digest = hashlib.sha256(f"{workflow}\n{codec.canonical(input)}".encode()).hexdigest()

@@ -158,3 +158,12 @@ class ExecutionStateConflictError(EngineError):
 
 class InvalidRequestError(EngineError):
     """A malformed argument to a read or an operation (a bad page token, a limit out of range)."""
+
+
+class InvalidInputError(EngineError):
+    """The start input is not acceptable: not an object, or refused by the workflow's ``input_model``
+    (``problems`` lists each field: ``{"field", "problem", "type"}``)."""
+
+    def __init__(self, message: str, problems: list[dict[str, str]] | None = None):
+        super().__init__(message)
+        self.problems = problems or []

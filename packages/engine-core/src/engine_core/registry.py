@@ -89,6 +89,28 @@ class WorkflowDef:
     fingerprint: str
     source: str = ""
     """Where the definition lives (module.qualname), for error messages."""
+    input_model: type | None = None
+    """A pydantic model the start input must validate against (None: any JSON object)."""
+
+    def validate_input(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The input as the steps will see it: validated (and coerced) by ``input_model``, if any.
+        Raises InvalidInputError listing every field error."""
+        if self.input_model is None:
+            return data
+        from pydantic import ValidationError
+
+        from .errors import InvalidInputError
+
+        try:
+            return self.input_model.model_validate(data).model_dump()
+        except ValidationError as exc:
+            problems = [{"field": ".".join(str(p) for p in e["loc"]) or "(input)", "problem": e["msg"],
+                         "type": e["type"]} for e in exc.errors(include_url=False, include_input=False)]
+            summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+            raise InvalidInputError(f"input for workflow {self.name!r} is invalid: {summary}", problems) from None
+
+    def input_schema(self) -> dict[str, Any] | None:
+        return None if self.input_model is None else self.input_model.model_json_schema()
 
     def policy_for(self, index: int) -> RetryPolicy:
         return self.steps[index].retry or self.retry
@@ -103,6 +125,7 @@ class WorkflowDef:
             "fingerprint": self.fingerprint,
             "retry": self.retry.model_dump(),
             "step_timeout_s": self.step_timeout_s,
+            "input_schema": self.input_schema(),
             "steps": [
                 {
                     "index": s.index,
@@ -184,7 +207,8 @@ def workflow(
     """Register a class as a workflow.
 
     The class declares ``steps`` (functions, ``step(...)`` overrides and ``sleep(...)`` markers, in
-    order), and optionally ``retry`` (a RetryPolicy) and ``step_timeout_s``.
+    order), and optionally ``retry`` (a RetryPolicy), ``step_timeout_s`` and ``input_model`` (a pydantic
+    model the start input must validate against; steps then see the validated values).
 
     Example:
         >>> @workflow("order_fulfillment")
@@ -200,6 +224,7 @@ def workflow(
             retry=getattr(cls, "retry", None),
             step_timeout_s=getattr(cls, "step_timeout_s", None),
             source=f"{cls.__module__}.{cls.__qualname__}",
+            input_model=getattr(cls, "input_model", None),
         )
         (registry or REGISTRY).register(definition)
         cls.__loom_workflow__ = definition  # type: ignore[attr-defined]
@@ -219,6 +244,7 @@ def build_workflow(
     retry: RetryPolicy | None = None,
     step_timeout_s: float | None = None,
     source: str = "",
+    input_model: type | None = None,
 ) -> WorkflowDef:
     where = f"workflow {name!r}" + (f" ({source})" if source else "")
     if not isinstance(name, str) or not WORKFLOW_NAME_RE.fullmatch(name):
@@ -234,6 +260,12 @@ def build_workflow(
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
                                 or not 0 < timeout <= 900):
         raise RegistrationError(f"{where}: step_timeout_s must be in (0, 900] seconds (Lambda's ceiling)")
+
+    if input_model is not None:
+        from pydantic import BaseModel
+
+        if not (isinstance(input_model, type) and issubclass(input_model, BaseModel)):
+            raise RegistrationError(f"{where}: `input_model` must be a pydantic BaseModel subclass, got {input_model!r}")
 
     defs: list[StepDef] = []
     seen: dict[str, int] = {}
@@ -258,6 +290,7 @@ def build_workflow(
         step_timeout_s=None if timeout is None else float(timeout),
         fingerprint=fingerprint(name, defs),
         source=source,
+        input_model=input_model,
     )
 
 
