@@ -8,7 +8,7 @@ from importlib.metadata import entry_points
 import pytest
 
 import loom_examples
-from engine_core import REGISTRY, StepContext, Status, StepStatus
+from engine_core import REGISTRY, InvalidInputError, StepContext, Status, StepStatus
 from engine_core.storage.memory import MemoryStore
 from engine_core.testing import LocalRunner
 from loom_examples import LEDGER, PaymentLedger, orders
@@ -97,17 +97,14 @@ def test_charge_payment_when_worker_dies_before_checkpoint_reruns_without_double
     assert _steps(runner, execution_id)["charge_payment"].attempts == 2
 
 
-def test_order_fulfillment_when_order_id_missing_fails_without_retrying():
+def test_order_fulfillment_when_order_id_missing_is_refused_at_start_and_nothing_runs():
     # given
     runner = LocalRunner()
-    # when
-    execution_id = runner.start("order_fulfillment", {"amount_cents": 100})
-    done = runner.run_until_done(execution_id)
-    # then
-    assert done.status is Status.FAILED
-    assert done.error.code == "permanent_error" and "order_id" in done.error.message
-    assert _steps(runner, execution_id)["reserve_inventory"].attempts == 1
-    assert LEDGER.charges() == []
+    # when / then: the input model refuses it before anything is written
+    with pytest.raises(InvalidInputError) as refused:
+        runner.start("order_fulfillment", {"amount_cents": 100})
+    assert [p["field"] for p in refused.value.problems] == ["order_id"]
+    assert runner.store.metas == {} and LEDGER.charges() == []
 
 
 def test_ledger_when_key_repeats_returns_first_charge_and_refuses_changed_amount(tmp_path):
@@ -150,13 +147,20 @@ def test_flaky_greeting_when_first_attempts_fail_succeeds_on_the_next(failures):
     assert len(retried) == failures
 
 
-def test_flaky_greeting_when_failures_exceed_attempts_is_rejected_permanently():
+def test_flaky_greeting_when_failures_exceed_attempts_is_refused_at_start():
     # given
     runner = LocalRunner()
-    # when
-    done = runner.run_until_done(runner.start("flaky_greeting", {"name": "Ada", "failures": 5}))
-    # then
-    assert done.status is Status.FAILED and done.error.code == "permanent_error"
+    # when / then
+    with pytest.raises(InvalidInputError) as refused:
+        runner.start("flaky_greeting", {"name": "Ada", "failures": 5})
+    assert refused.value.problems[0]["field"] == "failures"
+
+
+def test_every_example_but_the_defaults_tour_declares_an_input_model_and_publishes_its_schema():
+    described = {wf.name: wf.describe() for wf in REGISTRY.all() if wf.source.startswith("loom_examples.")}
+    assert described["defaults_tour"]["input_schema"] is None  # it sets nothing, on purpose
+    assert [name for name, d in described.items() if name != "defaults_tour" and not d["input_schema"]] == []
+    assert described["order_fulfillment"]["input_schema"]["required"] == ["order_id", "amount_cents"]
 
 
 def test_poison_pill_when_run_fails_after_max_attempts_with_one_dead_letter():

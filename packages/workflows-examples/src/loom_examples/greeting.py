@@ -1,6 +1,7 @@
 """``flaky_greeting``: a step that fails on its first attempts, then succeeds.
 
-Input: ``{"name": str, "failures": int}`` (``failures`` defaults to 2, at most 4).
+Input (``GreetingInput``, validated at start): ``{"name": str, "failures": int}`` (``name`` defaults to
+"world", ``failures`` to 2, at most 4).
 
 Whether to fail is decided from ``ctx.attempt``, which the engine counts in the step's history
 record, so the behaviour is the same however many processes or Lambda containers the attempts
@@ -11,9 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from engine_core import PermanentStepError, RetryPolicy, StepContext, workflow
 
 MAX_ATTEMPTS = 5
+
+
+class GreetingInput(BaseModel):
+    name: str = "world"
+    failures: int = Field(default=2, ge=0, le=MAX_ATTEMPTS - 1, description="Attempts that fail before one succeeds")
 
 
 class TransientGreetingError(RuntimeError):
@@ -38,3 +46,4 @@ class FlakyGreeting:
     steps = [compose_greeting, deliver_greeting]
     retry = RetryPolicy(max_attempts=MAX_ATTEMPTS, base=1.0, max_delay=4.0)
     step_timeout_s = 10
+    input_model = GreetingInput

@@ -1,7 +1,8 @@
 """``order_fulfillment``: reserve inventory, charge, wait for the carrier, ship, notify.
 
-Input: ``{"order_id": str, "amount_cents": int > 0, "items": [{"sku": str, "qty": int > 0}, ...],
-"email": str}``; ``items`` and ``email`` are optional.
+Input (``OrderInput``, validated at start): ``{"order_id": str, "amount_cents": int > 0,
+"items": [{"sku": str, "qty": int > 0}, ...], "email": str}``; ``items`` and ``email`` are optional,
+and other fields pass through to the steps unchanged.
 
 The wait is 20 seconds so the local demo finishes in about two minutes; a real shop would wait
 hours (``sleep(hours=2)``) and the engine treats both the same way (SQS delay up to 15 minutes,
@@ -13,11 +14,29 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from engine_core import PermanentStepError, RetryPolicy, StepContext, sleep, workflow
 
 from .ledger import LEDGER
 
 CARRIER_PICKUP_WAIT_S = 20
+
+
+class OrderItem(BaseModel):
+    sku: str = Field(min_length=1)
+    qty: int = Field(gt=0)
+
+
+class OrderInput(BaseModel):
+    """What ``order_fulfillment`` takes. A start that does not fit is refused (HTTP 400 ``invalid_input``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    order_id: str = Field(min_length=1, description="The shop's order id")
+    amount_cents: int = Field(gt=0, description="What to charge, in cents")
+    items: list[OrderItem] = Field(default_factory=lambda: [OrderItem(sku="demo-sku", qty=1)])
+    email: str | None = Field(default=None, description="Where to send the shipping notice")
 
 
 def _token(prefix: str, key: str) -> str:
@@ -57,7 +76,7 @@ def ship_order(ctx: StepContext) -> dict[str, Any]:
 
 
 def notify_customer(ctx: StepContext) -> dict[str, Any]:
-    return {"notification_id": _token("msg", ctx.idempotency_key), "notified": ctx.get("email", "customer")}
+    return {"notification_id": _token("msg", ctx.idempotency_key), "notified": ctx.get("email") or "customer"}
 
 
 @workflow("order_fulfillment")
@@ -71,3 +90,4 @@ class OrderFulfillment:
     ]
     retry = RetryPolicy(max_attempts=5, base=1.0, max_delay=30.0)
     step_timeout_s = 10
+    input_model = OrderInput

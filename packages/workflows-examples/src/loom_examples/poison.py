@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from engine_core import RetryPolicy, StepContext, workflow
 
 MAX_ATTEMPTS = 3
+
+
+class PoisonInput(BaseModel):
+    """Any object: the poison is in the step, not the input. Declared so the schema says so."""
+
+    model_config = ConfigDict(extra="allow")
+
+    note: str | None = None
 
 
 class PoisonError(RuntimeError):
@@ -34,3 +44,4 @@ class PoisonPill:
     steps = [accept, swallow_poison, never_reached]
     retry = RetryPolicy(max_attempts=MAX_ATTEMPTS, base=1.0, max_delay=2.0)
     step_timeout_s = 10
+    input_model = PoisonInput
