@@ -111,6 +111,9 @@ class LocalRunner:
     def __init__(self, registry: Registry = REGISTRY, *, clock: ManualClock | None = None,
                  store: MemoryStore | None = None, queue: FakeQueue | None = None,
                  settings: EngineSettings | None = None, sweep_interval_s: float = 60.0):
+        if registry is REGISTRY:
+            # Like a Lambda at cold start: installed workflow packages (``loom.workflows``) register.
+            registry.load_entry_points()
         self.clock = clock or ManualClock()
         self.settings = settings or EngineSettings()
         self.store = store or MemoryStore(shards=self.settings.shards)

@@ -69,3 +69,19 @@ def lambda_free(i):
 
     body.__name__ = f"s{i}"
     return body
+
+
+def test_local_runner_on_the_default_registry_loads_installed_workflow_packages():
+    # given: a fresh interpreter, where nothing has imported the examples yet
+    import subprocess
+    import sys
+
+    code = ("from engine_core.testing import LocalRunner\n"
+            "runner = LocalRunner()\n"
+            "eid = runner.start('order_fulfillment', {'order_id': 'o-1', 'amount_cents': 1200})\n"
+            "print(runner.run_until_done(eid).status.value)\n")
+    # when
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # then: the loom.workflows entry points were loaded, as a Lambda does at cold start
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "COMPLETED"
