@@ -21,6 +21,15 @@ from typing import TextIO
 Progress = Callable[[str], None]
 _INTERESTING = re.compile(r"(: Creating\.\.\.$|: Creation complete|: Still creating|^Apply complete|^Error: |^Warning: )")
 _QUIET = ("Warning: Deprecated flag: -state",)  # a per-run state file is the point here
+# Warnings a newcomer sees on the local stack, and why they are expected there (the full text is in the log).
+_EXPLAINED = {
+    "Warning: Check block assertion failed": (
+        "(expected here: the local stack sets lease_s=5, shorter than the queue's visibility timeout, so a "
+        "lost step message is re-driven in seconds; on AWS leave lease_s unset and this check stays quiet)"),
+    "Warning: Incomplete lock file information for providers": (
+        "(expected here: the provider comes from the local mirror, which records one platform's checksum; "
+        "`terraform providers lock` with every platform you deploy from completes it)"),
+}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -62,6 +71,9 @@ def _run(args: list[str], env: Mapping[str, str], log: TextIO, progress: Progres
             tail = (tail + [clean])[-40:]
             if progress is not None and _INTERESTING.search(clean.strip()) and not clean.strip().startswith(_QUIET):
                 progress(clean.strip())
+                why = _EXPLAINED.get(clean.strip())
+                if why:
+                    progress(why)
             if time.monotonic() > deadline:
                 _stop_group(proc)
                 raise TerraformError(f"`{' '.join(args[:3])}` did not finish within {timeout_s:g} s; see {log.name}")
