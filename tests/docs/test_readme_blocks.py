@@ -1,0 +1,108 @@
+"""Every code block in the README and the package READMEs runs in a test.
+
+- ``python`` blocks run, each in a fresh interpreter in a temporary directory; any ``test_*`` function a
+  block defines is then called.
+- ``toml`` blocks parse.
+- ``sh`` blocks are shell sessions: each command is checked against what it names (a ``make`` target that
+  exists and says what it does, a ``loom`` command line the CLI's own parser accepts, with placeholders
+  like ``<execution_id>`` filled in), and the whole block passes ``bash -n``. The sessions themselves run
+  elsewhere: ``make demo``/``make test`` in CI and this suite's neighbours, the ``loom`` journeys in
+  tests/integration (``test_e2e_operations.py``, ``test_e2e_cli.py``), the curl calls in
+  tests/integration against the same routes.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "packages").glob("*/README.md"))]
+_BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+_PLACEHOLDER = re.compile(r"<[a-z_]+>")
+_SHELL_OK = ("mkdir", "touch", "curl", "URL=", "export", "cd", "python3")
+
+
+def _blocks(kind: str) -> list:
+    found = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for n, (lang, body) in enumerate(_BLOCK.findall(text)):
+            if lang == kind:
+                found.append(pytest.param(body, id=f"{doc.relative_to(ROOT)}#{n}"))
+    return found
+
+
+def test_every_block_is_of_a_kind_this_test_runs():
+    kinds = {lang for doc in DOCS for lang, _ in _BLOCK.findall(doc.read_text(encoding="utf-8"))}
+    assert kinds <= {"python", "toml", "sh"}, f"a README block of another kind ({kinds}) would go untested"
+
+
+@pytest.mark.parametrize("code", _blocks("python"))
+def test_python_blocks_run(code: str, tmp_path: Path):
+    program = code + textwrap.dedent("""
+
+        for _name, _value in list(globals().items()):
+            if _name.startswith("test_") and callable(_value):
+                _value()
+    """)
+    done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "LOOM_EXAMPLES_LEDGER_PATH": str(tmp_path / "ledger.jsonl")})
+    assert done.returncode == 0, f"README block failed:\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("text", _blocks("toml"))
+def test_toml_blocks_parse(text: str):
+    tomllib.loads(text)
+
+
+def _make_targets() -> dict[str, str]:
+    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    return {m.group(1): m.group(2) for m in re.finditer(r"make (\S+)\s+(.*)", out)}
+
+
+def _commands(block: str) -> list[str]:
+    joined = block.replace("\\\n", " ")
+    lines, buf = [], ""
+    for line in joined.splitlines():
+        buf = f"{buf}\n{line}" if buf else line
+        try:
+            shlex.split(buf, comments=True)
+        except ValueError:  # an open quote: the command goes on on the next line
+            continue
+        if buf.strip() and not buf.strip().startswith("#"):
+            lines.append(buf.strip())
+        buf = ""
+    return lines
+
+
+@pytest.mark.parametrize("block", _blocks("sh"))
+def test_shell_sessions_name_real_targets_and_valid_commands(block: str):
+    from loom_cli.main import _parser
+
+    syntax = subprocess.run(["bash", "-n"], input=_PLACEHOLDER.sub("X", block), capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    targets = _make_targets()
+    for command in _commands(block):
+        for part in re.split(r"&&|\|\|", command):
+            words = shlex.split(_PLACEHOLDER.sub("6f1c2b1e-0000-4000-8000-000000000001", part), comments=True)
+            if not words:
+                continue
+            if words[0] == "make":
+                named = [w for w in words[1:] if "=" not in w and not w.startswith("-")]
+                missing = [t for t in named if t not in targets]
+                assert not missing, f"`{part.strip()}` names make targets that do not exist: {missing}"
+            elif words[0].endswith("loom"):
+                try:
+                    _parser().parse_args(words[1:])
+                except SystemExit as exc:
+                    pytest.fail(f"`{part.strip()}`: the loom CLI refuses these arguments (exit {exc.code})")
+            else:
+                assert words[0].startswith(_SHELL_OK), f"`{part.strip()}`: no test covers this command"
