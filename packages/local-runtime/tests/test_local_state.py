@@ -306,3 +306,37 @@ def test_reset_deletes_the_save_and_down_keeps_it(tmp_path, capsys):
 
     assert cli.main(["reset", "--repo", str(tmp_path)]) == 0
     assert "no saved table" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("saves", [True, False])
+def test_down_says_whether_the_table_was_kept(tmp_path, capsys, saves):
+    """`down` stops the runtime (SIGTERM); here a stand-in runtime that saves, or does not, on SIGTERM."""
+    import subprocess
+
+    run_dir = tmp_path / ".loom"
+    saved = run_dir / "state" / "table.json"
+    script = (
+        "import json, pathlib, signal, sys, time\n"
+        "def stop(*a):\n"
+        f"    if {saves}:\n"
+        f"        p = pathlib.Path({str(saved)!r}); p.parent.mkdir(parents=True, exist_ok=True)\n"
+        "        p.write_text(json.dumps({'format': 'loom-local-table/1', 'count': 3, 'items': []}))\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('ready', flush=True)\n"
+        "while True: time.sleep(0.05)\n")
+    runtime = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert runtime.stdout.readline() == "ready\n"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "local.json").write_text(json.dumps({"url": "http://127.0.0.1:1", "pids": {"runtime": runtime.pid}}))
+        assert cli.main(["down", "--repo", str(tmp_path)]) == 0
+    finally:
+        runtime.kill()
+        runtime.wait()
+    out = capsys.readouterr().out
+    assert "stopped the local stack" in out
+    if saves:
+        assert "kept its table: 3 items in " in out and "`make reset` starts clean" in out
+    else:
+        assert "WARNING: the table was not saved this time" in out and "nothing is kept" in out
