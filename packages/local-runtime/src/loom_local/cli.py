@@ -226,7 +226,7 @@ State, pids and URL: {run_dir / STATE_NAME}   Function logs: {run_dir / 'logs'}
   curl -s {url}/executions/<execution_id>/history
 
 Locally the URL needs no credentials; the deployed one uses AWS_IAM (SigV4-signed requests).
-`make down` stops everything.""")
+`make down` stops everything and keeps the table (the next `make up` restores it); `make reset` starts clean.""")
     return 0
 
 
