@@ -281,6 +281,12 @@ module "zero_shards" {{
   lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
   shard_count = 0
 }}
+
+module "bad_event_bus" {{
+  source        = "../../modules/loom"
+  lambda_zips   = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  status_events = {{ enabled = true, event_bus_name = "not a bus!" }}
+}}
 """
 
 _CROSS_VARIABLE_CASES = """
@@ -306,6 +312,34 @@ module "missing_zip" {{
   name     = "f2"
   handler  = "loom_worker.handler.handler"
   zip_path = "{dist}/nowhere/worker.zip"
+}}
+"""
+
+
+# status_events with an existing bus, by name and by ARN: no bus created, the ARN built or kept.
+_EXISTING_BUS_CASES = """
+module "bus_by_name" {{
+  source        = "../../modules/loom"
+  name          = "ev-by-name"
+  lambda_zips   = {{ worker = "{dist}/local/worker.zip", sweeper = "{dist}/local/sweeper.zip", control_plane = "{dist}/local/control-plane.zip" }}
+  status_events = {{ enabled = true, event_bus_name = "orders" }}
+  create_alarms = false
+}}
+
+module "bus_by_arn" {{
+  source        = "../../modules/loom"
+  name          = "ev-by-arn"
+  lambda_zips   = {{ worker = "{dist}/local/worker.zip", sweeper = "{dist}/local/sweeper.zip", control_plane = "{dist}/local/control-plane.zip" }}
+  status_events = {{ enabled = true, event_bus_name = "arn:aws:events:eu-west-1:210987654321:event-bus/shared" }}
+  create_alarms = false
+}}
+
+output "by_name" {{
+  value = {{ name = module.bus_by_name.status_event_bus_name, arn = module.bus_by_name.status_event_bus_arn }}
+}}
+
+output "by_arn" {{
+  value = {{ name = module.bus_by_arn.status_event_bus_name, arn = module.bus_by_arn.status_event_bus_arn }}
 }}
 """
 
@@ -337,7 +371,9 @@ class Lab:
 
         ws = self.workspaces = {
             "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint}),
-            "dev": Workspace("envs/dev (emulator override)", envs / "dev", emulator_env),
+            # dev publishes status-change events (local does not): the emulator holds both cases.
+            "dev": Workspace("envs/dev (emulator override)", envs / "dev", emulator_env,
+                             {"status_events": "{enabled=true}"}),
             "dev-plan": Workspace("envs/dev (plan)", envs / "dev-plan", emulator_env, background=True),
             "prod-plan": Workspace("envs/prod (plan)", envs / "prod", emulator_env, background=True),
             "single-variable": self._checks("single-variable", _SINGLE_VARIABLE_CASES, emulator_env),
@@ -347,11 +383,15 @@ class Lab:
                                      background=True),
             "disabled-plan": Workspace("examples/disabled", self.tree / "examples" / "disabled", emulator_env,
                                        background=True),
+            "status-events-plan": Workspace("examples/status-events", self.tree / "examples" / "status-events",
+                                            emulator_env, background=True),
+            "existing-bus-plan": self._checks("existing-bus", _EXISTING_BUS_CASES, emulator_env),
         }
         submit = self.pool.submit
         self.applies: dict[str, Future[Applied]] = {env: submit(ws[env].apply) for env in ("local", "dev")}
         self.plans: dict[str, Future[dict[str, Any]]] = {
-            env: submit(ws[f"{env}-plan"].plan_json) for env in ("dev", "prod", "disabled")}
+            env: submit(ws[f"{env}-plan"].plan_json)
+            for env in ("dev", "prod", "disabled", "status-events", "existing-bus")}
         self.failures: dict[str, Future[str]] = {
             "single-variable": submit(ws["single-variable"].failure, "validate"),
             "cross-variable": submit(ws["cross-variable"].failure, "plan", "-input=false"),

@@ -67,3 +67,20 @@ def test_every_checkov_skip_states_its_reason() -> None:
     assert skips
     unexplained = [(str(f), c) for f, c, reason in skips if len((reason or "").strip()) < 20]
     assert unexplained == []
+
+
+def test_readme_status_events_sample_is_the_validated_example() -> None:
+    # given: the HCL sample of terraform/README.md's "Status-change events" section
+    readme = (TERRAFORM / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Status-change events", 1)[1].split("\n## ", 1)[0]
+    (sample,) = [b for b in re.findall(r"```hcl\n(.*?)```", section, re.S) if "aws_cloudwatch_event_rule" in b]
+
+    # when: the part of examples/status-events between its sample markers (make tf-validate validates it)
+    example = (TERRAFORM / "examples" / "status-events" / "main.tf").read_text(encoding="utf-8")
+    tested = example.split("# -- sample: begin", 1)[1].split("\n", 1)[1].split("# -- sample: end", 1)[0]
+
+    # then
+    assert sample.strip() == tested.strip(), "README sample and examples/status-events differ: copy one into the other"
+    for field in ('"execution_id"', '"workflow"', '"status"', '"error"', '"current_step"', '"step_count"',
+                  '"started_at"', '"ended_at"', '"by"', '"source": "loom"', '"detail-type": "Loom Execution Status Change"'):
+        assert field in section, f"the documented event lacks {field}"

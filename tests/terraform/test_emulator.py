@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(1200)
 REQUIRED_ENV = {
     "LOOM_TABLE_NAME", "LOOM_QUEUE_URL", "LOOM_DLQ_URL", "LOOM_SHARDS", "LOOM_LEASE_S", "LOOM_RETENTION_DAYS",
     "LOOM_MAX_STEPS", "LOOM_MAX_TOTAL_ATTEMPTS", "LOOM_SWEEP_MAX_ITEMS", "LOOM_FUNCTION_TIMEOUT_S", "LOOM_MAX_CHAIN_STEPS", "POWERTOOLS_SERVICE_NAME",
-    "POWERTOOLS_METRICS_NAMESPACE", "LOG_LEVEL",
+    "POWERTOOLS_METRICS_NAMESPACE", "LOG_LEVEL", "LOOM_EVENT_BUS_NAME",
 }
 HANDLERS = {
     "worker": "loom_worker.handler.handler",
@@ -41,11 +41,13 @@ class EnvSpec:
     runtime: str
     dist_subdir: str
     esm_enabled: bool
+    status_events: bool
+    """conftest applies dev with status_events = { enabled = true } and local with the default (off)."""
 
 
 SPECS = {
-    "local": EnvSpec("local", "loom-local", "python3.11", "local", esm_enabled=False),
-    "dev": EnvSpec("dev", "loom-dev", "python3.12", "lambda", esm_enabled=True),
+    "local": EnvSpec("local", "loom-local", "python3.11", "local", esm_enabled=False, status_events=False),
+    "dev": EnvSpec("dev", "loom-dev", "python3.12", "lambda", esm_enabled=True, status_events=True),
 }
 
 
@@ -316,6 +318,8 @@ def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) 
     grants = _grants(_role_statements(deployed, role))
 
     # then
+    if deployed.spec.status_events:
+        expected |= {("events:PutEvents", out["status_event_bus_arn"])}
     assert grants == expected
     assert not any(a == "dynamodb:DeleteItem" for a, _ in grants)
 
@@ -348,7 +352,13 @@ def test_worker_role_covers_every_aws_call_engine_core_makes(deployed: Deployed)
 
 
 # -- alarms ---------------------------------------------------------------------------------------
-def test_alarms_watch_dlq_depth_oldest_step_message_and_function_errors(deployed: Deployed) -> None:
+def _metric_queries(alarm: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, str], str]]:
+    return {q["Id"]: (q["MetricStat"]["Metric"]["Namespace"], q["MetricStat"]["Metric"]["MetricName"],
+                      {d["Name"]: d["Value"] for d in q["MetricStat"]["Metric"]["Dimensions"]}, q["MetricStat"]["Stat"])
+            for q in alarm.get("Metrics", []) if "MetricStat" in q}
+
+
+def test_alarms_watch_the_queues_functions_failed_executions_throttles_and_the_sweeper(deployed: Deployed) -> None:
     # given
     name = deployed.spec.name
 
@@ -356,19 +366,72 @@ def test_alarms_watch_dlq_depth_oldest_step_message_and_function_errors(deployed
     alarms = {a["AlarmName"]: a for a in
               deployed.client("cloudwatch").describe_alarms(AlarmNamePrefix=f"{name}-")["MetricAlarms"]}
 
+    fns = deployed.out["function_names"]
     # then
-    assert set(alarms) == {f"{name}-dlq-depth", f"{name}-step-queue-oldest-message-age", f"{name}-worker-errors",
-                           f"{name}-sweeper-errors", f"{name}-control-plane-errors"}
+    labels = {role: role.replace("_", "-") for role in fns}
+    assert set(alarms) == {
+        f"{name}-dlq-depth", f"{name}-step-queue-oldest-message-age", f"{name}-step-queue-age-near-lease",
+        f"{name}-executions-failed", f"{name}-table-throttles", f"{name}-table-GSI1-throttles", f"{name}-sweeper-stopped",
+        *(f"{name}-{k}-errors" for k in labels.values()), *(f"{name}-{k}-throttles" for k in labels.values())}
     dlq = alarms[f"{name}-dlq-depth"]
     assert (dlq["Namespace"], dlq["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
     assert dlq["Dimensions"] == [{"Name": "QueueName", "Value": f"{name}-steps-dlq"}]
     age = alarms[f"{name}-step-queue-oldest-message-age"]
     assert (age["Namespace"], age["MetricName"]) == ("AWS/SQS", "ApproximateAgeOfOldestMessage")
     assert age["Dimensions"] == [{"Name": "QueueName", "Value": f"{name}-steps"}]
-    for role, fn in deployed.out["function_names"].items():
-        errors = alarms[f"{name}-{role.replace('_', '-')}-errors"]
-        assert (errors["Namespace"], errors["MetricName"]) == ("AWS/Lambda", "Errors")
-        assert errors["Dimensions"] == [{"Name": "FunctionName", "Value": fn}]
+    for role, fn in fns.items():
+        for metric, kind in (("Errors", "errors"), ("Throttles", "throttles")):
+            alarm = alarms[f"{name}-{labels[role]}-{kind}"]
+            assert (alarm["Namespace"], alarm["MetricName"], alarm["TreatMissingData"]) == ("AWS/Lambda", metric, "notBreaching")
+            assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": fn}]
+
+    failed = alarms[f"{name}-executions-failed"]
+    assert sorted((ns, metric, tuple(dims.items()), stat) for ns, metric, dims, stat in _metric_queries(failed).values()) == [
+        ("Loom", "ExecutionsFailed", (("service", s),), "Sum") for s in ("loom-control-plane", "loom-sweeper", "loom-worker")]
+    assert failed["TreatMissingData"] == "notBreaching"
+
+    table = deployed.out["table_name"]
+    for key, dims in (("table", {"TableName": table}), ("table-GSI1", {"TableName": table, "GlobalSecondaryIndexName": "GSI1"})):
+        throttles = alarms[f"{name}-{key}-throttles"]
+        assert _metric_queries(throttles) == {"reads": ("AWS/DynamoDB", "ReadThrottleEvents", dims, "Sum"),
+                                              "writes": ("AWS/DynamoDB", "WriteThrottleEvents", dims, "Sum")}
+        assert throttles["TreatMissingData"] == "notBreaching"
+
+    stopped = alarms[f"{name}-sweeper-stopped"]
+    assert (stopped["Namespace"], stopped["MetricName"], stopped["Statistic"]) == ("AWS/Lambda", "Invocations", "Sum")
+    assert stopped["Dimensions"] == [{"Name": "FunctionName", "Value": fns["sweeper"]}]
+    assert (stopped["ComparisonOperator"], stopped["Threshold"], stopped["Period"]) == ("LessThanThreshold", 1.0, 300)
+    assert stopped["TreatMissingData"] == "breaching"
+
+    near_lease = alarms[f"{name}-step-queue-age-near-lease"]
+    assert (near_lease["Namespace"], near_lease["MetricName"]) == ("AWS/SQS", "ApproximateAgeOfOldestMessage")
+    assert near_lease["Dimensions"] == [{"Name": "QueueName", "Value": f"{name}-steps"}]
+    assert near_lease["Threshold"] == deployed.out["lease_s"] // 2 < deployed.out["lease_s"]
+    assert near_lease["TreatMissingData"] == "notBreaching"
+
+
+# -- status-change events -------------------------------------------------------------------------
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_status_events_bus_environment_and_permission_only_when_enabled(deployed: Deployed, role: str) -> None:
+    # given
+    out, name = deployed.out, deployed.spec.name
+    buses = {b["Name"]: b["Arn"] for b in deployed.client("events").list_event_buses()["EventBuses"]}
+
+    # when
+    env = deployed.config(role)["Environment"]["Variables"]
+    put_events = {(a, r) for a, r in _grants(_role_statements(deployed, role)) if a.startswith("events:")}
+
+    # then
+    if deployed.spec.status_events:
+        assert out["status_event_bus_name"] == f"{name}-events" == env["LOOM_EVENT_BUS_NAME"]
+        assert buses[f"{name}-events"] == out["status_event_bus_arn"]
+        assert put_events == {("events:PutEvents", out["status_event_bus_arn"])}
+    else:
+        # null outputs are left out of `terraform output`
+        assert out.get("status_event_bus_name") is None and out.get("status_event_bus_arn") is None
+        assert f"{name}-events" not in buses
+        assert env["LOOM_EVENT_BUS_NAME"] == ""  # present, empty: the engine publishes nothing
+        assert put_events == set()
 
 
 # -- idempotency ----------------------------------------------------------------------------------
@@ -399,6 +462,8 @@ def _leftovers(emulator: Any) -> dict[str, list[str]]:
 
 def test_destroy_leaves_nothing(lab: Any) -> None:
     # given: both applies finished, and the emulator holds their resources
+        "event buses": [b["Name"] for b in emulator.client("events").list_event_buses()["EventBuses"]
+                        if b["Name"] != "default"],
     for env in SPECS:
         lab.outputs(env)
     before = _leftovers(lab.emulator)

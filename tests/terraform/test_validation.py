@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.timeout(1200)
 
 
-def test_validate_rejects_low_receive_count_wildcard_action_and_bad_shard_count(lab: Any) -> None:
+def test_validate_rejects_low_receive_count_wildcard_action_bad_shard_count_and_bad_event_bus(lab: Any) -> None:
     # when
     log = lab.failure("single-variable")
 
@@ -21,6 +21,7 @@ def test_validate_rejects_low_receive_count_wildcard_action_and_bad_shard_count(
     assert "max_receive_count must be a whole number between 5 and 1000" in log
     assert 'An IAM action contains "*"' in log
     assert "shard_count must be a whole number between 1 and 256" in log
+    assert "status_events.event_bus_name must be null (create <name>-events), an event bus name" in log
 
 
 def test_plan_rejects_short_dlq_retention_throttling_concurrency_and_missing_zip(lab: Any) -> None:
