@@ -344,12 +344,13 @@ def test_error_row_when_request_is_rejected_returns_json_error_and_changes_nothi
 
 
 @pytest.mark.parametrize(("body", "says"), [
-    ('{"workflow": "order_fulfillment", "input": {"a": {"name": "Ada \\ud800"}}}',
+    ('{"workflow": "order_fulfillment", "input": {"order_id": "o-1", "amount_cents": 1, "a": {"name": "Ada \\ud800"}}}',
      ["input['a']['name']", "surrogate"]),
     ('{"workflow": "order_fulfillment", "input": {"n": 1' + "0" * 5000 + "}}", ["input['n']", "5001 digits", "4300 digits"]),
     ('{"workflow": "order_fulfillment", "input": {"n": 1e400}}', ["input['n']", "1e400"]),
     ('{"workflow": "order_fulfillment", "input": {"x": ' + "[" * 100000 + "]" * 100000 + "}}", ["nested"]),
-    ('{"workflow": "order_fulfillment", "input": {"x": ' + "[" * 100 + "]" * 100 + "}}", ["input['x']", "nesting"]),
+    ('{"workflow": "order_fulfillment", "input": {"order_id": "o-1", "amount_cents": 1, "x": ' + "[" * 100 + "]" * 100
+     + "}}", ["input['x']", "nesting"]),
     (json.dumps({"workflow": "order_fulfillment\n", "input": {}}), ["'workflow' must be 1-128 characters"]),
 ], ids=["surrogate", "huge-int", "huge-float", "deep-json", "deep-input", "trailing-newline"])
 def test_start_with_a_value_that_cannot_be_stored_names_it_in_a_400(lambdas, world, body, says):

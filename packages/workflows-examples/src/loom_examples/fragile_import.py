@@ -1,6 +1,7 @@
 """``fragile_import``: a nightly import that waits for its export window, then fails until someone fixes the feed.
 
-Input: ``{"feed": str}`` (1-64 characters from A-Z a-z 0-9 _ . -).
+Input (``ImportInput``, validated at start): ``{"feed": str}`` (1-64 characters from A-Z a-z 0-9 _ . -,
+not starting with a dot: it names the fix's file).
 
 Steps: ``fetch_manifest``, a two-hour sleep (``wait_for_export_window``), ``import_rows``,
 ``publish_summary``. ``import_rows`` raises :class:`PermanentStepError` (no retries: the execution
@@ -25,11 +26,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from engine_core import PermanentStepError, RetryPolicy, StepContext, sleep, workflow
 
 FIXES_DIR_ENV = "LOOM_EXAMPLES_FIXES_DIR"
 EXPORT_WINDOW_HOURS = 2
 _FEED = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
+
+
+class ImportInput(BaseModel):
+    feed: str = Field(pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$",
+                      description="The feed to import; names the fix's file")
 
 
 def fixes_dir() -> Path:
@@ -61,3 +69,4 @@ class FragileImport:
              publish_summary]
     retry = RetryPolicy(max_attempts=3, base=1.0, max_delay=2.0)
     step_timeout_s = 10
+    input_model = ImportInput
