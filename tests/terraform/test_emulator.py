@@ -313,13 +313,13 @@ def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) 
         "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "Query")}
         | {("sqs:SendMessage", queue)},
     }[role] | logs
+    if deployed.spec.status_events:
+        expected |= {("events:PutEvents", out["status_event_bus_arn"])}
 
     # when
     grants = _grants(_role_statements(deployed, role))
 
     # then
-    if deployed.spec.status_events:
-        expected |= {("events:PutEvents", out["status_event_bus_arn"])}
     assert grants == expected
     assert not any(a == "dynamodb:DeleteItem" for a, _ in grants)
 
@@ -361,12 +361,12 @@ def _metric_queries(alarm: dict[str, Any]) -> dict[str, tuple[str, str, dict[str
 def test_alarms_watch_the_queues_functions_failed_executions_throttles_and_the_sweeper(deployed: Deployed) -> None:
     # given
     name = deployed.spec.name
+    fns = deployed.out["function_names"]
 
     # when
     alarms = {a["AlarmName"]: a for a in
               deployed.client("cloudwatch").describe_alarms(AlarmNamePrefix=f"{name}-")["MetricAlarms"]}
 
-    fns = deployed.out["function_names"]
     # then
     labels = {role: role.replace("_", "-") for role in fns}
     assert set(alarms) == {
@@ -457,13 +457,13 @@ def _leftovers(emulator: Any) -> dict[str, list[str]]:
         "rules": [r["Name"] for r in emulator.client("events").list_rules()["Rules"]],
         "log groups": [g["logGroupName"] for g in emulator.client("logs").describe_log_groups()["logGroups"]],
         "alarms": [a["AlarmName"] for a in emulator.client("cloudwatch").describe_alarms()["MetricAlarms"]],
+        "event buses": [b["Name"] for b in emulator.client("events").list_event_buses()["EventBuses"]
+                        if b["Name"] != "default"],
     }
 
 
 def test_destroy_leaves_nothing(lab: Any) -> None:
     # given: both applies finished, and the emulator holds their resources
-        "event buses": [b["Name"] for b in emulator.client("events").list_event_buses()["EventBuses"]
-                        if b["Name"] != "default"],
     for env in SPECS:
         lab.outputs(env)
     before = _leftovers(lab.emulator)
