@@ -63,10 +63,12 @@ class Events:
 class Loom:
     """The running stack plus the calls a test makes against it."""
 
-    def __init__(self, stack: LocalStack, events: Events, ledger: Path):
+    def __init__(self, stack: LocalStack, events: Events, ledger: Path, fixes: Path):
         from loom_cli.client import Client
 
         self.stack, self.events, self.ledger = stack, events, ledger
+        self.fixes = fixes
+        """Where fragile_import looks for a fixed feed (LOOM_EXAMPLES_FIXES_DIR in every function)."""
         self.url = stack.url
         self.api = Client.create(self.url, sign=False)
         self.faults = stack.faults
@@ -102,6 +104,12 @@ class Loom:
 
     def history(self, eid: str) -> list[dict[str, Any]]:
         return self.api.request("GET", f"/executions/{eid}/history")[1]["steps"]
+
+    def meta_item(self, eid: str) -> dict[str, Any]:
+        """The execution's item as stored (to see its index keys), read consistently."""
+        table = self.deployment.worker.environment["LOOM_TABLE_NAME"]
+        return self.stack.client("dynamodb").get_item(
+            TableName=table, Key={"PK": {"S": f"EXEC#{eid}"}, "SK": {"S": "#META"}}, ConsistentRead=True)["Item"]
 
     def wait(self, eid: str, until: tuple[str, ...] = ("COMPLETED", "FAILED"), timeout_s: float = 60.0,
              check=None) -> dict[str, Any]:
@@ -156,6 +164,8 @@ def loom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loom]:
     wanted = {"lease_s": str(LEASE_S), "worker_timeout_s": str(WORKER_TIMEOUT_S)}
     tf_vars = {k: v for k, v in wanted.items() if k in declared}
     ledger = run_dir / "ledger.jsonl"
+    fixes = run_dir / "fixes"
+    fixes.mkdir()
     events = Events()
     started = time.monotonic()
 
@@ -164,7 +174,8 @@ def loom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loom]:
 
     stack = LocalStack(StackOptions(
         repo=REPO, run_dir=run_dir, env_dir=env_dir, tf_vars=tf_vars, sweep_every_s=SWEEP_EVERY_S,
-        max_concurrency=WORKER_CONCURRENCY, function_env={"LOOM_EXAMPLES_LEDGER_PATH": str(ledger)},
+        max_concurrency=WORKER_CONCURRENCY,
+        function_env={"LOOM_EXAMPLES_LEDGER_PATH": str(ledger), "LOOM_EXAMPLES_FIXES_DIR": str(fixes)},
         observer=events, progress=progress))
     try:
         stack.start()
@@ -173,7 +184,7 @@ def loom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loom]:
             pytest.fail(f"the local environment deploys LOOM_LEASE_S={lease:g}; these tests need at most "
                         f"{MAX_LEASE_S} s (every crash recovery waits for it). terraform/envs/local should declare "
                         f"a lease_s variable (this suite sets it to {LEASE_S})", pytrace=False)
-        yield Loom(stack, events, ledger)
+        yield Loom(stack, events, ledger, fixes)
     finally:
         stack.stop()
 
