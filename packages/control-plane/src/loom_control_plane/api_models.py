@@ -23,11 +23,10 @@ from engine_core import (
     NonSerializableResultError,
     ResultTooLargeError,
     UnknownWorkflowError,
-    views,
 )
 from engine_core.clock import format_ts
 from engine_core.errors import ExecutionStateConflictError, InvalidRequestError
-from engine_core.model import CorruptRecord, ExecutionState
+from engine_core.model import CorruptRecord
 from engine_core.operations import decode_token
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
 
@@ -466,10 +465,3 @@ def operation_view(record: Any) -> dict[str, Any]:
         return {"corrupt": True, "sort_key": record.sort_key, "detail": record.detail}
     return {"op": record.op, "by": record.by, "at": format_ts(record.at), "version": record.version,
             "reason": record.reason, "detail": record.detail}
-
-
-def execution_reply(state: ExecutionState, registry: Any) -> dict[str, Any]:
-    """engine_core's execution view plus who started, cancelled or redrove it."""
-    e = state.execution
-    return {**views.execution_view(state, registry), "started_by": e.started_by, "cancelled_by": e.cancelled_by,
-            "cancel_reason": e.cancel_reason, "redrives": e.redrives}

@@ -36,7 +36,6 @@ from .api_models import (
     ExecutionStarted,
     caller_identity,
     error_for,
-    execution_reply,
     list_entry_view,
     no_body,
     operation_view,
@@ -64,7 +63,7 @@ def _caller() -> str:
 
 
 def _view(execution_id: str) -> dict[str, Any]:
-    return execution_reply(runtime.engine.state(execution_id), runtime.registry)
+    return views.execution_view(runtime.engine.state(execution_id), runtime.registry)
 
 
 def start_execution() -> Response:
