@@ -371,7 +371,8 @@ def test_alarms_watch_the_queues_functions_failed_executions_throttles_and_the_s
     labels = {role: role.replace("_", "-") for role in fns}
     assert set(alarms) == {
         f"{name}-dlq-depth", f"{name}-step-queue-oldest-message-age", f"{name}-step-queue-age-near-lease",
-        f"{name}-executions-failed", f"{name}-table-throttles", f"{name}-table-GSI1-throttles", f"{name}-sweeper-stopped",
+        f"{name}-executions-failed", f"{name}-sweeper-stopped",
+        f"{name}-table-throttles", f"{name}-table-GSI1-throttles", f"{name}-table-GSI2-throttles",
         *(f"{name}-{k}-errors" for k in labels.values()), *(f"{name}-{k}-throttles" for k in labels.values())}
     dlq = alarms[f"{name}-dlq-depth"]
     assert (dlq["Namespace"], dlq["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
@@ -391,7 +392,8 @@ def test_alarms_watch_the_queues_functions_failed_executions_throttles_and_the_s
     assert failed["TreatMissingData"] == "notBreaching"
 
     table = deployed.out["table_name"]
-    for key, dims in (("table", {"TableName": table}), ("table-GSI1", {"TableName": table, "GlobalSecondaryIndexName": "GSI1"})):
+    for key, dims in (("table", {"TableName": table}),
+                      *((f"table-{i}", {"TableName": table, "GlobalSecondaryIndexName": i}) for i in ("GSI1", "GSI2"))):
         throttles = alarms[f"{name}-{key}-throttles"]
         assert _metric_queries(throttles) == {"reads": ("AWS/DynamoDB", "ReadThrottleEvents", dims, "Sum"),
                                               "writes": ("AWS/DynamoDB", "WriteThrottleEvents", dims, "Sum")}

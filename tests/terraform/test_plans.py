@@ -180,7 +180,8 @@ def test_plan_alarms_on_failed_executions_throttles_a_stopped_sweeper_and_step_a
     functions = {"worker": f"{name}-worker", "sweeper": f"{name}-sweeper", "control-plane": f"{name}-control-plane"}
     assert set(alarms) == {
         f"{name}-dlq-depth", f"{name}-step-queue-oldest-message-age", f"{name}-step-queue-age-near-lease",
-        f"{name}-executions-failed", f"{name}-table-throttles", f"{name}-table-GSI1-throttles", f"{name}-sweeper-stopped",
+        f"{name}-executions-failed", f"{name}-sweeper-stopped",
+        f"{name}-table-throttles", f"{name}-table-GSI1-throttles", f"{name}-table-GSI2-throttles",
         *(f"{name}-{k}-errors" for k in functions), *(f"{name}-{k}-throttles" for k in functions)}
 
     failed = alarms[f"{name}-executions-failed"]
@@ -191,7 +192,8 @@ def test_plan_alarms_on_failed_executions_throttles_a_stopped_sweeper_and_step_a
         "GreaterThanOrEqualToThreshold", 1, "notBreaching")
 
     for key, dimensions in (("table", {"TableName": name}),
-                            ("table-GSI1", {"TableName": name, "GlobalSecondaryIndexName": "GSI1"})):
+                            ("table-GSI1", {"TableName": name, "GlobalSecondaryIndexName": "GSI1"}),
+                            ("table-GSI2", {"TableName": name, "GlobalSecondaryIndexName": "GSI2"})):
         throttles = alarms[f"{name}-{key}-throttles"]
         assert _queried(throttles) == {"reads": ("AWS/DynamoDB", "ReadThrottleEvents", dimensions, "Sum"),
                                        "writes": ("AWS/DynamoDB", "WriteThrottleEvents", dimensions, "Sum")}

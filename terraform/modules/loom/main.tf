@@ -178,8 +178,9 @@ module "alarms" {
   metrics_service_names       = var.alarm_settings.executions_failed ? values(local.service_name) : []
   failed_executions_threshold = var.alarm_settings.executions_failed_threshold
 
-  table_name                   = var.alarm_settings.dynamodb_throttles ? local.table_name : null
-  gsi_names                    = var.alarm_settings.dynamodb_throttles ? [coalesce(module.table.gsi_name, "GSI1")] : []
+  table_name = var.alarm_settings.dynamodb_throttles ? local.table_name : null
+  # The due index (GSI1) and the list index (GSI2): a throttled index also throttles the table's writes.
+  gsi_names                    = var.alarm_settings.dynamodb_throttles ? [coalesce(module.table.gsi_name, "GSI1"), coalesce(module.table.list_index_name, "GSI2")] : []
   dynamodb_throttles_threshold = var.alarm_settings.dynamodb_throttles_threshold
 
   function_throttles_threshold = var.alarm_settings.lambda_throttles ? var.alarm_settings.lambda_throttles_threshold : null

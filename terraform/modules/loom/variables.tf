@@ -364,7 +364,7 @@ variable "oldest_message_age_alarm_s" {
 }
 
 variable "alarm_settings" {
-  description = "The optional alarms (each on by default; all need create_alarms): executions_failed (ExecutionsFailed >= executions_failed_threshold in a minute, summed over the three services), dynamodb_throttles (read + write throttle events on the table and on GSI1), lambda_throttles (Throttles per function), sweeper_stopped (no sweeper invocation in sweeper_stopped_window_s; missing data breaches; only with the schedule enabled), step_age_near_lease (oldest step message >= lease_age_fraction x LOOM_LEASE_S)."
+  description = "The optional alarms (each on by default; all need create_alarms): executions_failed (ExecutionsFailed >= executions_failed_threshold in a minute, summed over the three services), dynamodb_throttles (read + write throttle events on the table, GSI1 and GSI2), lambda_throttles (Throttles per function), sweeper_stopped (no sweeper invocation in sweeper_stopped_window_s; missing data breaches; only with the schedule enabled), step_age_near_lease (oldest step message >= lease_age_fraction x LOOM_LEASE_S)."
   type = object({
     executions_failed            = optional(bool, true)
     executions_failed_threshold  = optional(number, 1)

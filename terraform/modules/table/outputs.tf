@@ -27,3 +27,8 @@ output "billing_mode" {
   description = "Billing mode of the table."
   value       = try(aws_dynamodb_table.this[0].billing_mode, null)
 }
+
+output "list_index_name" {
+  description = "Name of the list index (GSI2) behind GET /executions and loom list."
+  value       = var.create ? local.list_index : null
+}
