@@ -150,7 +150,10 @@ class Engine(UsesLifecycle):
         except ExecutionExistsError as exc:
             old = exc.existing
             if old.is_expired(now):
-                # The token's earlier execution is past retention: a clean run replaces it.
+                # The token's earlier execution is past retention: a clean run replaces it. Its versions
+                # go on from the old run's, so every history write of the new run outranks the old items
+                # that wait for their TTL (and reads skip those, being older than the new run).
+                execution = execution.model_copy(update={"version": old.version + 1})
                 try:
                     self.store.create(execution, blob, replace_version=old.version)
                 except ExecutionExistsError as again:

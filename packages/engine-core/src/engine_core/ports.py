@@ -55,8 +55,9 @@ class StateStore(Protocol):
     def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
         """Write a new execution and its input; raise ExecutionExistsError carrying the existing one.
 
-        ``replace_version``: an expired execution at that version under the same id is replaced, and
-        its history deleted first, so the new run's history holds only its own steps."""
+        ``replace_version``: an expired execution at that version under the same id is replaced. Its
+        history items stay until their TTL deletes them; the engine reads only the items of the run
+        that started at the execution's ``created_at`` or later."""
         ...
 
     def load(self, execution_id: str) -> Execution | None:

@@ -172,9 +172,6 @@ class DynamoStore:
             if lost.item is None:
                 raise ExecutionNotFoundError(eid) from None
             raise ExecutionExistsError(self._decode_meta(eid, lost.item)) from None
-        if replace_version is not None:
-            # Housekeeping after the write: reads already ignore items older than the new run.
-            self._delete_history(eid, before=execution.created_at)
 
     def load(self, execution_id: str) -> Execution | None:
         with _translated("GetItem"):
@@ -302,20 +299,6 @@ class DynamoStore:
     def _step_keys(self, execution_id: str) -> list[str]:
         return [item["SK"]["S"] for page in self._query_execution(execution_id, STEP_PREFIX, projection="PK, SK")
                 for item in page]
-
-    def _delete_history(self, execution_id: str, before: dt.datetime) -> None:
-        """Delete the history items of an earlier run (written before ``before``)."""
-        bound = format_ts(before)
-        keys = [item["SK"]["S"] for page in self._query_execution(execution_id, STEP_PREFIX,
-                                                                   projection="PK, SK, started_at, finished_at")
-                for item in page
-                if max(item.get("started_at", {}).get("S", ""), item.get("finished_at", {}).get("S", "")) < bound]
-        for start in range(0, len(keys), 25):
-            requests = [{"DeleteRequest": {"Key": self._key(execution_id, sk)}} for sk in keys[start:start + 25]]
-            while requests:
-                with _translated("BatchWriteItem"):
-                    resp = self.client.batch_write_item(RequestItems={self.table: requests}, **self._capacity)
-                requests = resp.get("UnprocessedItems", {}).get(self.table, [])
 
     def _query_execution(self, execution_id: str, prefix: str | None, projection: str | None = None):
         """Pages of the execution's items (all of them, or those whose sort key starts with ``prefix``)."""

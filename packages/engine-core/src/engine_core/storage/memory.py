@@ -57,9 +57,6 @@ class MemoryStore:
                        and existing.get(TTL_ATTR, _epoch(execution.created_at) + 1) <= _epoch(execution.created_at))
         if existing is not None and not replaceable:
             raise ExecutionExistsError(execution_from_attrs(eid, copy.deepcopy(existing)))
-        if existing is not None:
-            self.steps.pop(eid, None)  # the expired run's history goes before the new run starts
-            self.ops.pop(eid, None)
         self.metas[eid] = execution_to_attrs(execution)
         self.inputs[eid] = input_blob
         self.starts[eid] = start_attrs(execution)
