@@ -86,28 +86,33 @@ def _sqs_attrs(d: Deployed, url: str) -> dict[str, str]:
 
 
 # -- table ----------------------------------------------------------------------------------------
-def test_table_has_pk_sk_keys_and_sparse_keys_only_gsi1(deployed: Deployed) -> None:
+def test_table_has_pk_sk_keys_a_sparse_keys_only_gsi1_and_the_list_index(deployed: Deployed) -> None:
     # when
     table = deployed.client("dynamodb").describe_table(TableName=deployed.out["table_name"])["Table"]
 
     # then
     assert {k["AttributeName"]: k["KeyType"] for k in table["KeySchema"]} == {"PK": "HASH", "SK": "RANGE"}
     assert {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]} == {
-        "PK": "S", "SK": "S", "GSI1PK": "S", "GSI1SK": "S"}
-    (gsi,) = table["GlobalSecondaryIndexes"]
-    assert gsi["IndexName"] == "GSI1"
+        "PK": "S", "SK": "S", "GSI1PK": "S", "GSI1SK": "S", "GSI2PK": "S", "GSI2SK": "S"}
+    indexes = {g["IndexName"]: g for g in table["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {"GSI1", "GSI2"}
+    gsi = indexes["GSI1"]
     assert {k["AttributeName"]: k["KeyType"] for k in gsi["KeySchema"]} == {"GSI1PK": "HASH", "GSI1SK": "RANGE"}
     assert gsi["Projection"]["ProjectionType"] == "KEYS_ONLY"
+    listing = indexes["GSI2"]
+    assert {k["AttributeName"]: k["KeyType"] for k in listing["KeySchema"]} == {"GSI2PK": "HASH", "GSI2SK": "RANGE"}
+    assert listing["Projection"]["ProjectionType"] == "INCLUDE"
+    assert set(listing["Projection"]["NonKeyAttributes"]) == {"workflow", "list_status"}
 
 
 def test_table_provisioned_capacity_stays_inside_the_free_tier(deployed: Deployed) -> None:
     # when
     table = deployed.client("dynamodb").describe_table(TableName=deployed.out["table_name"])["Table"]
 
-    # then: table + GSI1 together use exactly the always-free 25 RCU / 25 WCU
-    (gsi,) = table["GlobalSecondaryIndexes"]
-    reads = table["ProvisionedThroughput"]["ReadCapacityUnits"] + gsi["ProvisionedThroughput"]["ReadCapacityUnits"]
-    writes = table["ProvisionedThroughput"]["WriteCapacityUnits"] + gsi["ProvisionedThroughput"]["WriteCapacityUnits"]
+    # then: the table and its two indexes together use exactly the always-free 25 RCU / 25 WCU
+    parts = [table, *table["GlobalSecondaryIndexes"]]
+    reads = sum(p["ProvisionedThroughput"]["ReadCapacityUnits"] for p in parts)
+    writes = sum(p["ProvisionedThroughput"]["WriteCapacityUnits"] for p in parts)
     assert (reads, writes) == (25, 25)
 
 
