@@ -304,11 +304,11 @@ ERROR_ROWS = [
      '{"workflow": "order_fulfillment", "input": {"x": ' + "[" * 100000 + "]" * 100000 + "}}", 400, "invalid_request"),
     ("body-nested-100000-deep-unclosed", "POST", "/executions", "[" * 100000, 400, "invalid_request"),
     ("input-nested-past-the-codec-limit", "POST", "/executions",
-     '{"workflow": "order_fulfillment", "input": {"x": ' + "[" * 500 + "]" * 500 + "}}", 400, "invalid_request"),
+     '{"workflow": "defaults_tour", "input": {"x": ' + "[" * 500 + "]" * 500 + "}}", 400, "invalid_request"),
     ("input-lone-surrogate-value", "POST", "/executions",
-     '{"workflow": "order_fulfillment", "input": {"name": "Ada \\ud800"}}', 400, "invalid_request"),
+     '{"workflow": "defaults_tour", "input": {"name": "Ada \\ud800"}}', 400, "invalid_request"),
     ("input-lone-surrogate-key", "POST", "/executions",
-     '{"workflow": "order_fulfillment", "input": {"ok": {"\\udc00": 1}}}', 400, "invalid_request"),
+     '{"workflow": "defaults_tour", "input": {"ok": {"\\udc00": 1}}}', 400, "invalid_request"),
     ("workflow-lone-surrogate", "POST", "/executions", '{"workflow": "order\\ud800", "input": {}}', 400,
      "invalid_request"),
     ("token-lone-surrogate", "POST", "/executions", start_body(token="t-\ud800"), 400, "invalid_request"),
@@ -433,3 +433,21 @@ def test_start_logs_carry_the_request_id_and_emit_metrics(lambdas, world, logs, 
     assert started[0]["correlation_id"] == event["requestContext"]["requestId"]
     blobs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
     assert "ExecutionsStarted" in {m["Name"] for m in blobs[-1]["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+
+
+def test_start_when_input_does_not_fit_the_workflows_model_is_400_invalid_input_naming_each_field(lambdas, world):
+    # when: order_fulfillment declares an input model; this start lacks order_id and has a bad amount
+    status, body, _ = call(lambdas.control_plane, "POST", "/executions",
+                           start_body("order_fulfillment", {"amount_cents": -3}))
+    # then: nothing written, every field named
+    assert status == 400 and body["error"] == "invalid_input", body
+    assert {p["field"] for p in body["problems"]} == {"order_id", "amount_cents"}
+    assert "GET /workflows" in body["message"]
+    assert world.items() == []
+
+
+def test_workflows_publish_their_input_json_schema(lambdas):
+    status, body, _ = call(lambdas.control_plane, "GET", "/workflows")
+    schemas = {w["name"]: w["input_schema"] for w in body["workflows"]}
+    assert status == 200 and schemas["order_fulfillment"]["required"] == ["order_id", "amount_cents"]
+    assert schemas["defaults_tour"] is None

@@ -115,7 +115,7 @@ def test_the_stack_runs_a_hand_made_deployment_and_stops_clean(tmp_path, zip_dir
         assert event["queryStringParameters"] == {"a": "1,2", "b": ""} and event["rawQueryString"] == "a=1&a=2&b="
         assert event["cookies"] == ["c1=v1", "c2=v2"] and "cookie" not in event["headers"]
         assert event["requestContext"]["http"]["method"] == "POST"
-        assert event["requestContext"]["authorizer"]["iam"]["userArn"].endswith(":user/loom-local")
+        assert event["requestContext"]["authorizer"]["iam"]["userArn"] == "local"
         assert _http("GET", stack.url + "/plain")[::2] == (200, b'{"hello": "world"}')
         assert _http("GET", stack.url + "/boom")[0] == 502
 

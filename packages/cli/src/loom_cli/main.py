@@ -38,6 +38,8 @@ PAGE_MAX = 100
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if getattr(args, "without_api", False):
+            return args.func(None, args)
         client = Client.create(resolve_url(args), sign=args.sign, region=args.region, profile=args.profile)
         return args.func(client, args)
     except ApiError as exc:
@@ -72,7 +74,7 @@ def _terraform_url(env_dir: Path) -> str:
     if not env_dir.is_dir():
         raise CliError(f"--env-dir {env_dir} is not a directory", 2)
     try:
-        out = subprocess.run(["terraform", f"-chdir={env_dir}", "output", "-raw", "function_url"],
+        out = subprocess.run(["terraform", f"-chdir={env_dir}", "output", "-raw", "-no-color", "function_url"],
                              capture_output=True, text=True, timeout=60)
     except FileNotFoundError:
         raise CliError("--env-dir needs the terraform CLI on PATH", 2) from None
@@ -134,6 +136,18 @@ def _parser() -> argparse.ArgumentParser:
     command("redrive", cmd_redrive, "resume a FAILED execution from its failed step, with fresh attempts")
     command("wake", cmd_wake, "end the current sleep or retry backoff now")
     command("workflows", cmd_workflows, "list registered workflows", execution_id=False)
+
+    d = command("dlq", None, "the dead-letter queue: what the transport gave up on (read with your AWS "
+                             "credentials from --env-dir's outputs or the local stack)", execution_id=False)
+    dsub = d.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
+    dl = dsub.add_parser("list", help="show dead-lettered messages (they stay on the queue)")
+    dl.add_argument("--limit", type=_limit, default=20, help="at most this many, 1-100 (default 20)")
+    dl.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    dl.set_defaults(func=cmd_dlq_list, without_api=True)
+    dr = dsub.add_parser("redrive", help="return dead-lettered step messages to the step queue (notices stay)")
+    dr.add_argument("--limit", type=_limit, default=100, help="at most this many messages, 1-100 (default 100)")
+    dr.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    dr.set_defaults(func=cmd_dlq_redrive, without_api=True)
     return p
 
 
@@ -258,6 +272,54 @@ def cmd_wake(client: Client, args) -> int:
     else:
         print(f"{e['execution_id']}  {e['workflow']}  {e['status']}  woken: step {step_label(e)} runs now")
     return 0
+
+
+def _dlq(args):
+    from . import dlq
+
+    q = dlq.queues(args.env_dir, LOCAL_STATE)
+    try:
+        return dlq, q, dlq.sqs_client(q, args.profile)
+    except Exception as exc:  # no credentials, bad region: say so, do not trace
+        raise CliError(f"cannot reach SQS for {q.dlq_url}: {exc}", 4) from None
+
+
+def cmd_dlq_list(_client, args) -> int:
+    dlq, q, sqs = _dlq(args)
+    rows = _sqs_call(lambda: dlq.peek(sqs, q.dlq_url, args.limit), q)
+    if args.json:
+        _print_json({"dlq_url": q.dlq_url, "messages": rows})
+        return 0
+    if not rows:
+        print(f"the dead-letter queue is empty ({q.dlq_url})")
+        return 0
+    print(f"{'message':36}  {'kind':14}  {'receives':>8}  {'execution':36}  detail")
+    for r in rows:
+        print(f"{r['message_id']:36}  {r['kind']:14}  {r['receives']:>8}  {str(r['execution_id'] or '-'):36}  {r['detail']}")
+    return 0
+
+
+def cmd_dlq_redrive(_client, args) -> int:
+    dlq, q, sqs = _dlq(args)
+    counts = _sqs_call(lambda: dlq.redrive(sqs, q, args.limit), q)
+    if args.json:
+        _print_json(counts)
+    else:
+        print(f"returned {counts['returned']} step message(s) to {q.queue_url}; {counts['left']} other message(s) "
+              "(failure notices) left on the dead-letter queue")
+    return 0
+
+
+def _sqs_call(call, q):
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return call()
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        raise CliError(f"SQS refused: {err.get('Code')}: {err.get('Message')} ({q.dlq_url})", 3) from None
+    except BotoCoreError as exc:
+        raise CliError(f"cannot reach SQS for {q.dlq_url}: {exc}", 4) from None
 
 
 def cmd_workflows(client: Client, args) -> int:

@@ -90,5 +90,18 @@ def workflows_table(body: dict) -> str:
     for wf in body.get("workflows", []):
         steps = " > ".join(s["name"] for s in wf["steps"])
         retry = wf["retry"]
-        rows.append([wf["name"], len(wf["steps"]), f"{retry['max_attempts']}x base {retry['base']:g}s max {retry['max_delay']:g}s", steps])
-    return table(["workflow", "steps", "retry", "step list"], rows)
+        rows.append([wf["name"], len(wf["steps"]), f"{retry['max_attempts']}x base {retry['base']:g}s max {retry['max_delay']:g}s",
+                     input_summary(wf.get("input_schema")), steps])
+    return table(["workflow", "steps", "retry", "input (* required; --json for the JSON Schema)", "step list"], rows)
+
+
+def input_summary(schema: dict | None) -> str:
+    """The input's fields from its JSON Schema: ``order_id*: string, amount_cents*: integer, ...``."""
+    if not schema:
+        return "any JSON object"
+    required = set(schema.get("required", []))
+    fields = []
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = prop.get("type") or ("|".join(p.get("type", "?") for p in prop.get("anyOf", [])) or "object")
+        fields.append(f"{name}{'*' if name in required else ''}: {kind}")
+    return ", ".join(fields) or "{}"

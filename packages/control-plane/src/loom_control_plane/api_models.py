@@ -41,14 +41,14 @@ class ApiError(Exception):
     """A request the API refuses, with the response it gets."""
 
     def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
-                 execution_status: str | None = None):
+                 execution_status: str | None = None, problems: list[dict[str, str]] | None = None):
         super().__init__(message)
         self.status, self.code, self.message, self.headers = status, code, message, headers or {}
-        self.execution_status = execution_status
+        self.execution_status, self.problems = execution_status, problems
 
-    def body(self) -> dict[str, str]:
-        return ErrorBody(error=self.code, message=self.message,
-                         execution_status=self.execution_status).model_dump(exclude_none=True)
+    def body(self) -> dict[str, Any]:
+        return ErrorBody(error=self.code, message=self.message, execution_status=self.execution_status,
+                         problems=self.problems).model_dump(exclude_none=True)
 
 
 class ErrorBody(BaseModel):
@@ -59,6 +59,8 @@ class ErrorBody(BaseModel):
     message: StrictStr
     execution_status: StrictStr | None = None
     """On a 409 from cancel, redrive or wake: the execution's status now (RUNNING, FAILED, ...)."""
+    problems: list[dict[str, StrictStr]] | None = None
+    """On a 400 ``invalid_input``: each field the workflow's input model refused (field, problem, type)."""
 
 
 class StartExecutionRequest(BaseModel):
@@ -262,6 +264,9 @@ def error_for(exc: Exception) -> ApiError | None:
         return ApiError(400, "invalid_request", (
             f"value at {exc.path} cannot be stored: {detail}; fix the request body and send it again"))
     if isinstance(exc, InvalidInputError):
+        if exc.problems:  # the workflow's input_model refused it: name every field
+            return ApiError(400, "invalid_input", f"{exc}; GET /workflows shows the input's JSON Schema",
+                            problems=exc.problems)
         return ApiError(400, "invalid_request", f"{exc}; fix the request body and send it again")
     if isinstance(exc, ExecutionStateConflictError):
         return ApiError(409, exc.code, str(exc), execution_status=exc.status)

@@ -45,13 +45,14 @@ class UrlConfig:
 
 
 LOCAL_IAM_IDENTITY = {
+    # Nobody is authenticated locally: the caller Loom records (started_by, cancelled_by, ...) is "local".
     "accessKey": "LOCALACCESSKEY0000000",
     "accountId": "123456789012",
-    "callerId": "AIDALOCALCALLER000000",
+    "callerId": "local",
     "cognitoIdentity": None,
     "principalOrgId": None,
-    "userArn": "arn:aws:iam::123456789012:user/loom-local",
-    "userId": "AIDALOCALCALLER000000",
+    "userArn": "local",
+    "userId": "local",
 }
 
 
