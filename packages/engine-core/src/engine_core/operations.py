@@ -69,6 +69,8 @@ class Operator:
             raise InvalidRequestError(f"status must be one of {', '.join(LIST_STATUSES)}, got {status!r}")
         wanted = None if status is None else ("LIVE" if status in ("RUNNING", "SLEEPING", "LIVE") else status)
         cursor = None if next_token is None else decode_token(next_token)
+        if cursor is not None and not self.life.store.valid_list_cursor(cursor):
+            raise InvalidRequestError("next_token is not a token this API returned; pass it back unchanged")
         found: list[ListEntry] = []
         scanned = 0
         while len(found) < limit:

@@ -122,6 +122,10 @@ class StateStore(Protocol):
         """A ``query_list`` cursor resuming right after ``entry`` (JSON-serialisable)."""
         ...
 
+    def valid_list_cursor(self, cursor: Any) -> bool:
+        """Whether a cursor that came back from a client has the shape this store's cursors have."""
+        ...
+
 
 class StepQueue(Protocol):
     def send(self, message: StepMessage, delay_s: int = 0) -> None:

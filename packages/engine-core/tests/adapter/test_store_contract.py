@@ -565,3 +565,15 @@ def test_operations_are_kept_in_version_order_beside_the_history(store):
     state = store.load_state(e.execution_id)  # one query still reads everything, apart
     assert [r.name for r in state.records] == ["a"] and [o.op for o in state.operations] == ["wake", "cancel"]
     assert [r.name for r in store.history(e.execution_id)] == ["a"]
+
+
+def test_list_cursors_the_store_makes_are_valid_and_others_are_not(store):
+    import json
+
+    e = new_execution()
+    store.create(e, INPUT)
+    (entry,) = store.query_list(limit=5).entries
+    cursor = json.loads(json.dumps(store.list_cursor(entry)))  # as it comes back through a page token
+    assert store.valid_list_cursor(cursor)
+    for bad in ({}, [], ["a"], [1, 2], {"PK": "x"}, "text", None):
+        assert not store.valid_list_cursor(bad)

@@ -355,6 +355,14 @@ class DynamoStore:
         return [self._decode_operation(item.get("SK", {}).get("S", "?"), item)
                 for page in self._query_execution(execution_id, OP_PREFIX) for item in page]
 
+    @staticmethod
+    def valid_list_cursor(cursor: Any) -> bool:
+        """A list index key as DynamoDB returns it: the table and index keys, each a string."""
+        keys = ("PK", "SK", "GSI2PK", "GSI2SK")
+        return (isinstance(cursor, dict) and set(cursor) == set(keys)
+                and all(isinstance(cursor[k], dict) and set(cursor[k]) == {"S"} and isinstance(cursor[k]["S"], str)
+                        for k in keys))
+
     def list_cursor(self, entry: ListEntry) -> Any:
         """A ``query_list`` cursor that resumes right after ``entry``."""
         return {**self._key(entry.execution_id, META_SK), "GSI2PK": {"S": LIST_PK},

@@ -189,6 +189,10 @@ class MemoryStore:
                    for ts, eid in page]
         return ListPage(entries, page[-1] if len(keys) > limit and page else None, len(page))
 
+    @staticmethod
+    def valid_list_cursor(cursor: Any) -> bool:
+        return isinstance(cursor, (list, tuple)) and len(cursor) == 2 and all(isinstance(c, str) for c in cursor)
+
     def list_cursor(self, entry: ListEntry) -> Any:
         """A ``query_list`` cursor that resumes right after ``entry``."""
         return [format_ts(entry.created_at), entry.execution_id]
