@@ -130,7 +130,7 @@ def test_lambda_zip_when_built_twice_has_the_same_sha256(wheels, tmp_path):
         names = zf.namelist()
     assert "loom_sweeper/handler.py" in names and "engine_core/bootstrap.py" in names
     assert any(n.startswith("pydantic_core/") and n.endswith("cpython-312-x86_64-linux-gnu.so") for n in names)
-    assert "loom_workflows_examples-0.1.0.dist-info/entry_points.txt" in names
+    assert f"loom_workflows_examples-{_project_version('workflows-examples')}.dist-info/entry_points.txt" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith(("boto3/", "botocore/")) for n in names)
 
 
@@ -197,4 +197,4 @@ def test_local_zips_when_unpacked_in_a_clean_venv_import_and_answer(wheels, tmp_
     assert replies["sweeper"]["shards_scanned"] == 0 and replies["sweeper"]["truncated"] is True
     assert replies["control-plane"]["statusCode"] == 200
     names = {w["name"] for w in json.loads(replies["control-plane"]["body"])["workflows"]}
-    assert names == {"order_fulfillment", "flaky_greeting", "poison_pill"}
+    assert names == {"order_fulfillment", "flaky_greeting", "poison_pill", "defaults_tour", "fragile_import"}

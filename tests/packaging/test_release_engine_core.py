@@ -117,22 +117,24 @@ def test_set_version_when_releasing_moves_engine_core_and_the_chosen_lambdas_pin
     root = _copy_version_files(tmp_path)
     old_worker = (root / "packages/worker/requirements.in").read_text()
     # when
-    changed = build_lambda.set_version("engine-core", "0.1.7", ("sweeper", "control-plane"), root=root)
+    current = build_lambda._source_version("engine-core", root)
+    patch = re.sub(r"(\d+)$", lambda m: str(int(m.group(1)) + 7), current)  # within workflows-examples' range
+    changed = build_lambda.set_version("engine-core", patch, ("sweeper", "control-plane"), root=root)
     # then
     assert {p.relative_to(root).as_posix() for p in changed} >= {
         "packages/engine-core/pyproject.toml", "packages/sweeper/requirements.in",
         "packages/control-plane/requirements.in"}
-    assert build_lambda._source_version("engine-core", root) == "0.1.7"
+    assert build_lambda._source_version("engine-core", root) == patch
     init = (root / "packages/engine-core/src/engine_core/__init__.py").read_text()
-    assert '__version__ = "0.1.7"' in init or "__version__ = \"" not in init  # a literal moves; metadata needs nothing
+    assert f'__version__ = "{patch}"' in init or "__version__ = \"" not in init  # a literal moves; metadata needs nothing
     for function in ("sweeper", "control-plane"):
-        assert "loom-engine-core==0.1.7\n" in (root / "packages" / function / "requirements.in").read_text()
+        assert f"loom-engine-core=={patch}\n" in (root / "packages" / function / "requirements.in").read_text()
         assert "loom-engine-core==" not in (root / "packages" / function / "pyproject.toml").read_text()
     assert (root / "packages/worker/requirements.in").read_text() == old_worker
 
 
 def test_set_version_when_workflows_examples_excludes_the_version_refuses_before_editing(tmp_path):
-    # given: workflows-examples requires loom-engine-core>=0.1,<0.2
+    # given: workflows-examples requires a range of engine-core versions that excludes 7.0.0
     root = _copy_version_files(tmp_path)
     before = (root / "packages/engine-core/pyproject.toml").read_text()
     # when
