@@ -197,18 +197,12 @@ def _requests(w, steps: dict[str, Any]) -> None:
           "share: its next message exists only after the previous step ends.\n")
     n = one_kb["per_step"]["aws_requests"]
     w(f"**Against the target (at most {TARGET_REQUESTS} requests per step for results up to 1 KB): "
-      f"{'met' if n <= TARGET_REQUESTS else 'missed'}, {_fmt(n)}.** The design's count (DESIGN.md, Costs per "
-      "step) is GetItem + intent UpdateItem + TransactWriteItems + SendMessage = 4, plus the poller's "
-      "ReceiveMessage and DeleteMessage = 6; the bench finds one more: the completion pass (`finalize`) stamps "
-      "the retention TTL on every history item with its own UpdateItem, one per step (plus a Query listing "
-      "them, once per execution). What would fix it: write `expires_at` on the history item when the step "
-      "settles (inside the transaction that already writes it), e.g. `created_at + max execution lifetime + "
-      "retention`, so completion touches only META; that is -1 request and -1 write unit or more (the whole "
-      "item is rewritten) per step. The poller's 2 requests per step fall towards 0.2 under concurrency "
-      "(above); for a lone execution only running the next step in the same invocation when it is immediately "
-      "due (instead of a SendMessage/ReceiveMessage/DeleteMessage round trip) would remove them. A retried "
-      "attempt costs a full extra round (Get, claim PutItem, intent, transaction, Send, poll) because the "
-      "backoff rides an SQS delay.\n")
+      f"{'met' if n <= TARGET_REQUESTS else 'missed'}, {_fmt(n)}.** A chained step is one PutItem of its "
+      "history record (the result, written once, its TTL already set) and one conditional PutItem of the "
+      "execution item that also claims the next step (DESIGN.md, Costs per step). The Query that reads the "
+      "execution, the first claim and the poller's calls are paid once per delivery (the last column), not per "
+      "step. A retried attempt costs its FAILED record, the retry's commit, the delayed message and a new claim: "
+      "its backoff rides an SQS delay, so it yields the chain.\n")
 
 
 def _capacity(w, steps: dict[str, Any]) -> None:
@@ -229,30 +223,16 @@ def _capacity(w, steps: dict[str, Any]) -> None:
     w("")
     w("SQS messages carry identifiers only (`{execution_id, step, version}`), so their size does not grow with "
       "the result: one 64 KB billing chunk each.\n")
-    w("**Where the write units go (1 KB results).** Transaction (advance + settle): 2 items x 2 (transactions "
-      "cost double) x 2 KB-rounded sizes; intent record: 1; GSI1: 2 (every advance moves `next_wake_at`, the "
-      "index sort key, to the new lease: a delete and a put on the index); completion-pass TTL stamp on the "
-      "history item: sized on the whole item. At 10 KB and 100 KB the result is written three times (META "
-      "context, history record, and rewritten whole by the TTL stamp), each doubled by the transaction except "
-      "the TTL stamp.\n")
-    w("**Against the target (at most 3 write units per step for results up to 1 KB): missed.** What would fix it, "
-      "largest first:\n")
-    w("1. *Drop the transaction* (-50% of the checkpoint). Advance META with one conditional write and settle the "
-      "history item with a second, plain write after it; a crash between them leaves a SUCCEEDED step whose "
-      "record still says RUNNING, which the next delivery (or the sweeper) can repair from META, which already "
-      "holds the result in its context. Or fold the step record into the META item (a bounded list of recent "
-      "steps) so the advance is one single-item conditional write.\n"
-      "2. *Stop moving the index key on every step* (-2). Round a lease's `next_wake_at` up to a coarse bucket "
-      "(e.g. 5 minutes) so consecutive steps keep the same GSI1SK, and only sleeps/retries (and the rare stalled "
-      "lease) touch the index.\n"
-      "3. *Set the history TTL when the step settles* (-1 request, -ceil(item KB) units), as above.\n"
-      "4. *Write the result once.* The result is in the history item and again in the META context; at 1 KB that "
-      "pushes both items over 1 KB (2 units each). Keeping results only in history items (META holds a small "
-      "context) or shortening attribute names brings 1 KB steps back to 1 unit per item.\n"
-      "With 1-3 a 1 KB step costs about 2 (META) + 2 (history) + 1 (intent) = 5 units; with 4 as well, 1 (META) "
-      "+ 2 (history) + 1 (intent) = 4. So 3 units is reachable for small results (100 B: 1 + 1 + 1) but not at "
-      "1 KB, where the history item alone is over 1 KB: a 1 KB target of 3 would also need the intent folded "
-      "into another write (e.g. the claim of the step on META) or dropped.\n")
+    one_kb = steps["sizes"].get("1 KB", {}).get("per_step", {})
+    w(f"**Where the write units go (1 KB results): {_fmt(one_kb.get('write_units', 0))} per step.** The history "
+      "item (the result plus its attributes, just over 1 KB: 2 units) and the execution item (under 1 KB: 1 "
+      "unit; it holds no context, which is rebuilt from the history once per delivery). The due-index key "
+      f"stays put inside a chain ({_fmt(one_kb.get('wcu_gsi', 0))} index units per step), and the list index "
+      "is written only when an execution starts and ends. Larger results cost what their history item costs: "
+      "the result is stored once.\n")
+    w(f"**Against the target (at most {TARGET_WRITE_UNITS} write units per step for results up to 1 KB): "
+      f"{'met' if one_kb.get('write_units', 99) <= TARGET_WRITE_UNITS else 'missed'}.** The section *The step "
+      "path v2 against v1* puts every figure beside the protocol's earlier one.\n")
 
 
 def _dollars(w, results: dict[str, Any]) -> None:
@@ -295,24 +275,15 @@ def _dollars(w, results: dict[str, Any]) -> None:
         w("")
         p1 = one_kb["per_step"]
         share = analysis.step_cost(p1).breakdown_usd_per_million()["DynamoDB writes"] / usd
-        fixed_units = analysis.what_if(p1, write_units=4).usd_per_million()
-        conc = steps.get("concurrency") or {}
-        batched_sqs = 1 + conc.get("receives_per_step", 0.1) + conc.get("deletes_per_step", 0.1)
-        batched = analysis.what_if(p1, write_units=4, sqs_billed=batched_sqs,
-                                   invocations=conc.get("worker_invocations_per_step", 0.1)).usd_per_million()
-        provisioned = analysis.what_if(p1, write_units=4, sqs_billed=batched_sqs,
-                                       invocations=conc.get("worker_invocations_per_step", 0.1),
-                                       wru_usd_per_million=prices.provisioned_usd_per_million_writes(0.7)).usd_per_million()
+        provisioned = analysis.what_if(
+            p1, wru_usd_per_million=prices.provisioned_usd_per_million_writes(0.7)).usd_per_million()
         w(f"**Against the target (under ${TARGET_USD_PER_MILLION:g} per million steps): "
           f"{'met' if usd < TARGET_USD_PER_MILLION else 'missed'}, {_usd(usd)}.** DynamoDB writes are {share:.0%} "
-          "of it; every write unit is $0.625 per million steps on demand. What-ifs at 1 KB (same price list): the "
-          f"capacity fixes 1-4 above (13 -> 4 units) give {_usd(fixed_units)}; plus 10 executions in flight "
-          f"sharing the poller and the invocation (measured above) {_usd(batched)}; plus provisioned capacity at 70% "
-          f"utilisation instead of on-demand (${prices.DYNAMODB_PROVISIONED_WCU_HOUR.usd:g} per WCU-hour, an "
-          f"unverified third-party price) {_usd(provisioned)}. So under $2 is reachable only for steady, "
-          "concurrent load with the write fixes; a lone sequential execution on on-demand capacity stays near "
-          f"{_usd(fixed_units)} even after them. Loom stays well below Step Functions Standard ($25/M) and "
-          "Temporal Cloud ($50/M) at 1 KB; at 10 KB and above the result is rewritten so often that it is not.\n")
+          "of it (a chained step sends no message and needs no invocation of its own); every write unit is "
+          f"$0.625 per million steps on demand. On provisioned capacity at 70% utilisation "
+          f"(${prices.DYNAMODB_PROVISIONED_WCU_HOUR.usd:g} per WCU-hour, an unverified third-party price) the same "
+          f"step costs {_usd(provisioned)}. Step Functions Standard charges $25 per million state transitions and "
+          "Temporal Cloud about $50 per million actions (shared/reference/peers.md).\n")
         fixed = analysis.fixed_monthly()
         w("**Fixed monthly cost, independent of steps** (assumptions named): sweeper "
           f"{prices.SWEEPER_TICKS_PER_MONTH:,} invocations/month ({prices.ASSUMED_SWEEPER_MEMORY_MB} MB, "
