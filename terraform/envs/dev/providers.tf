@@ -1,3 +1,6 @@
+# The same file in envs/dev and envs/prod (tests/terraform/test_envs.py checks it). What makes an
+# environment is its terraform.tfvars.
+
 # Credentials come from the standard AWS chain (AWS_PROFILE, SSO, environment, instance role).
 provider "aws" {
   region              = var.region
@@ -6,7 +9,7 @@ provider "aws" {
   default_tags {
     tags = {
       Project     = "loom"
-      Environment = "dev"
+      Environment = var.environment
     }
   }
 }

@@ -1,3 +1,39 @@
+# The same file in envs/dev and envs/prod (tests/terraform/test_envs.py checks it). What makes an
+# environment is its terraform.tfvars.
+
+# ---------------------------------------------------------------------------------------------
+# The environment's own values: no defaults here, terraform.tfvars sets them (-var overrides).
+# ---------------------------------------------------------------------------------------------
+
+variable "environment" {
+  description = "Environment name, the Environment tag of every resource."
+  type        = string
+}
+
+variable "name" {
+  description = "Prefix of every resource name."
+  type        = string
+}
+
+variable "table_billing_mode" {
+  description = "PROVISIONED (25 RCU / 25 WCU split between table and GSI1: the always-free tier) or PAY_PER_REQUEST (on-demand)."
+  type        = string
+}
+
+variable "deletion_protection_enabled" {
+  description = "Whether the table refuses deletion; `terraform destroy` fails until an apply turns it off."
+  type        = bool
+}
+
+variable "log_retention_days" {
+  description = "Retention of the functions' log groups, in days."
+  type        = number
+}
+
+# ---------------------------------------------------------------------------------------------
+# The same defaults in every environment.
+# ---------------------------------------------------------------------------------------------
+
 variable "region" {
   description = "AWS region to deploy to."
   type        = string
@@ -8,12 +44,6 @@ variable "allowed_account_ids" {
   description = "AWS account IDs this environment may be applied to; set it so a wrong profile fails fast. null allows any."
   type        = list(string)
   default     = null
-}
-
-variable "name" {
-  description = "Prefix of every resource name."
-  type        = string
-  default     = "loom-dev"
 }
 
 variable "dist_dir" {
@@ -33,12 +63,6 @@ variable "shard_count" {
   default     = 4
 }
 
-variable "table_billing_mode" {
-  description = "PROVISIONED (25 RCU / 25 WCU split between table and GSI1: the always-free tier) or PAY_PER_REQUEST (on-demand)."
-  type        = string
-  default     = "PROVISIONED"
-}
-
 variable "worker_reserved_concurrency" {
   description = "Worker reserved concurrency; -1 for unreserved (needed on accounts with the new-account concurrency quota of 10)."
   type        = number
@@ -55,12 +79,6 @@ variable "control_plane_reserved_concurrency" {
   description = "Control-plane reserved concurrency; -1 for unreserved."
   type        = number
   default     = 5
-}
-
-variable "log_retention_days" {
-  description = "Retention of the functions' log groups, in days."
-  type        = number
-  default     = 30
 }
 
 variable "log_level" {

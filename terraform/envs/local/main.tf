@@ -34,3 +34,9 @@ module "loom" {
   extra_environment_variables = var.extra_environment_variables
   status_events               = var.status_events
 }
+
+# The local environment's one output more than outputs.tf (which is the same in every environment).
+output "endpoint" {
+  description = "The emulator these resources live in."
+  value       = var.endpoint
+}

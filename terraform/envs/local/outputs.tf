@@ -1,7 +1,5 @@
-output "endpoint" {
-  description = "The emulator these resources live in."
-  value       = var.endpoint
-}
+# The same file in every environment (tests/terraform/test_envs.py checks it): the names are what
+# `loom --env-dir` and the local runtime read. envs/local adds `endpoint` in its main.tf.
 
 output "region" {
   description = "Region of the resources."

@@ -1,3 +1,6 @@
+# The same file in envs/dev and envs/prod (tests/terraform/test_envs.py checks it). What makes an
+# environment is its terraform.tfvars.
+
 locals {
   # Relative to the env directory, not absolute, so the functions' recorded filename stays the same
   # across checkouts and machines.
@@ -19,7 +22,7 @@ module "loom" {
   log_level   = var.log_level
 
   table_billing_mode          = var.table_billing_mode
-  deletion_protection_enabled = true
+  deletion_protection_enabled = var.deletion_protection_enabled
   kms_key_arn                 = var.kms_key_arn
 
   worker_reserved_concurrency        = var.worker_reserved_concurrency

@@ -1,3 +1,6 @@
+# The same file in every environment (tests/terraform/test_envs.py checks it): the names are what
+# `loom --env-dir` and the local runtime read. envs/local adds `endpoint` in its main.tf.
+
 output "region" {
   description = "Region of the resources."
   value       = var.region
