@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -354,9 +354,3 @@ def totals(calls: list[Call], phases: set[str] | None = None) -> Totals:
             t.errors[f"{c.api} {c.error}"] += 1
     return t
 
-
-def by_phase(calls: list[Call]) -> dict[str, Totals]:
-    groups: dict[str, list[Call]] = defaultdict(list)
-    for c in calls:
-        groups[c.phase].append(c)
-    return {phase: totals(cs) for phase, cs in groups.items()}

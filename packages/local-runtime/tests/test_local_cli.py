@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from loom_local import cli
+from loom_local import cli, options
 
 
 def test_down_and_status_with_nothing_running(tmp_path, capsys):
@@ -30,7 +30,7 @@ def test_up_that_cannot_start_reports_the_reason_and_leaves_nothing(tmp_path, ca
 
 def test_option_syntax_errors_are_explained():
     with pytest.raises(argparse.ArgumentTypeError, match="NAME=VALUE"):
-        cli._kv("lease_s")
+        options.parse_kv("lease_s")
     with pytest.raises(argparse.ArgumentTypeError, match="ROLE:NAME=VALUE"):
-        cli._role_kv("db:X=1")
-    assert cli._role_kv("worker:X=a=b") == ("worker", "X", "a=b")
+        options.parse_role_kv("db:X=1")
+    assert options.parse_role_kv("worker:X=a=b") == ("worker", "X", "a=b")

@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .stack import LocalStack, StackOptions, _shown, install_signal_handlers
+from .demo import run as run_demo
+from .options import options_from, stack_args
+from .stack import LocalStack, _shown, install_signal_handlers
 
 STATE_NAME = "local.json"
 PID_NAME = "runtime.pid"
@@ -33,68 +35,6 @@ TABLE_FILE = Path("state") / "table.json"
 
 class CliError(Exception):
     pass
-
-
-def _kv(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
-
-
-def _role_kv(text: str) -> tuple[str, str, str]:
-    role, sep, rest = text.partition(":")
-    if not sep or role not in ("worker", "sweeper", "control-plane"):
-        raise argparse.ArgumentTypeError(f"expected ROLE:NAME=VALUE with ROLE worker, sweeper or control-plane, got {text!r}")
-    name, value = _kv(rest)
-    return role, name, value
-
-
-def _stack_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repo", type=Path, default=Path.cwd(), help="monorepo root (default: the current directory)")
-    p.add_argument("--run-dir", type=Path, default=None, help="state, logs and faults directory (default: REPO/.loom)")
-    p.add_argument("--env-dir", type=Path, default=None,
-                   help="the Terraform environment to apply (default: REPO/terraform/envs/local)")
-    p.add_argument("--zip-dir", type=Path, default=None, help="where the local zips are (default: REPO/dist/local)")
-    p.add_argument("--sweep-every", type=float, default=None, metavar="SECONDS",
-                   help="fire the sweeper this often instead of the deployed schedule (rate(1 minute))")
-    p.add_argument("--port", type=int, default=0, help="local Function URL port (default: a free one)")
-    p.add_argument("--worker-concurrency", type=int, default=None, help="concurrent worker batches (default 2)")
-    p.add_argument("--tf-var", type=_kv, action="append", default=[], metavar="NAME=VALUE",
-                   help="extra variable for terraform/envs/local")
-    p.add_argument("--tf-cli-config", type=Path, default=None,
-                   help="Terraform CLI configuration (provider mirror); default $TF_CLI_CONFIG_FILE, then "
-                        "build/terraform/terraformrc")
-    p.add_argument("--endpoint-var", default="endpoint", help="the local environment's emulator URL variable")
-    p.add_argument("--env", type=_role_kv, action="append", default=[], metavar="ROLE:NAME=VALUE",
-                   help="local addition to a function's deployed environment")
-    p.add_argument("--echo-logs", action="store_true", help="also print function logs to the console")
-
-
-def options_from(args: argparse.Namespace, **overrides: Any) -> StackOptions:
-    repo = args.repo.resolve()
-    extra: dict[str, dict[str, str]] = {}
-    for role, name, value in args.env:
-        extra.setdefault(role, {})[name] = value
-    opts = StackOptions(
-        repo=repo, run_dir=(args.run_dir or repo / ".loom").resolve(), sweep_every_s=args.sweep_every,
-        env_dir=args.env_dir.resolve() if args.env_dir else None,
-        zip_dir=args.zip_dir.resolve() if args.zip_dir else None,
-        url_port=args.port, max_concurrency=args.worker_concurrency, tf_vars=dict(args.tf_var),
-        tf_cli_config=args.tf_cli_config.resolve() if args.tf_cli_config else None, endpoint_var=args.endpoint_var,
-        extra_env=extra, echo_logs=args.echo_logs, progress=_progress())
-    for k, v in overrides.items():
-        setattr(opts, k, v)
-    return opts
-
-
-def _progress():
-    started = time.monotonic()
-
-    def say(message: str) -> None:
-        print(f"[{time.monotonic() - started:5.1f}s] {message}", file=sys.stderr, flush=True)
-
-    return say
 
 
 def _write_json(path: Path, body: dict) -> None:
@@ -334,10 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loom_local", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the stack in the foreground")
-    _stack_args(run)
+    stack_args(run)
     run.set_defaults(func=cmd_run)
     up = sub.add_parser("up", help="start the stack in the background")
-    _stack_args(up)
+    stack_args(up)
     up.set_defaults(func=cmd_up, forward=None)
     state_help = "where the table is kept across runs (default: RUN_DIR/state/table.json)"
     for cmd in (run, up):
@@ -354,9 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("--run-dir", type=Path, default=None)
     status.set_defaults(func=cmd_status)
     demo = sub.add_parser("demo", help="the guided tour")
-    _stack_args(demo)
+    stack_args(demo)
     demo.add_argument("--keep", action="store_true", help="keep the stack running after the tour (Ctrl-C stops it)")
-    demo.set_defaults(func=lambda a: __import__("loom_local.demo", fromlist=["run"]).run(a))
+    demo.set_defaults(func=run_demo)
     raw = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(raw)
     if args.command == "up":

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cli import options_from
+from .options import options_from
 from .stack import LocalStack, install_signal_handlers
 
 WORKFLOW = "order_fulfillment"

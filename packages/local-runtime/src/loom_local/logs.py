@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import sys
 import threading
 from pathlib import Path
 from typing import TextIO
@@ -43,6 +42,3 @@ class LogSink:
                 f.close()
             self._files.clear()
 
-
-def stderr_sink(directory: str | Path, echo: bool) -> LogSink:
-    return LogSink(directory, sys.stderr if echo else None)

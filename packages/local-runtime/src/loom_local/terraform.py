@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -151,12 +150,3 @@ def apply(env_dir: Path, state_path: Path, variables: Mapping[str, str], log_pat
             args.append(f"-var={name}={value}")
         _run(args, env, log, progress, timeout_s)
 
-
-def echo_progress(stream: TextIO = sys.stderr) -> Progress:
-    started = time.monotonic()
-
-    def progress(line: str) -> None:
-        stream.write(f"  [{time.monotonic() - started:5.1f}s] {line}\n")
-        stream.flush()
-
-    return progress
