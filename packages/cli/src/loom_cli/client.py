@@ -23,9 +23,11 @@ class CliError(Exception):
 class ApiError(CliError):
     """The API answered with an error document ``{"error", "message"}``."""
 
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, body: dict | None = None):
         super().__init__(f"{code} (HTTP {status}): {message}", exit_code=3)
         self.status, self.code, self.api_message = status, code, message
+        self.body = body if body is not None else {"error": code, "message": message}
+        """The whole error document (``problems``, ``execution_status`` when the API adds them)."""
 
 
 @dataclass
@@ -80,7 +82,7 @@ class Client:
         except urllib.error.HTTPError as exc:
             payload = _json(exc.read(), exc.code, strict=False)
             if isinstance(payload, dict) and "error" in payload:
-                raise ApiError(exc.code, str(payload["error"]), str(payload.get("message", ""))) from None
+                raise ApiError(exc.code, str(payload["error"]), str(payload.get("message", "")), payload) from None
             if exc.code == 403 and self.sign:
                 raise ApiError(403, "forbidden", "the Function URL refused the signed request: check that your "
                                "identity has lambda:InvokeFunctionUrl on the control plane") from None

@@ -1,4 +1,5 @@
-"""``loom``: start, watch, find, cancel, redrive, wake and inspect executions.
+"""``loom``: start, watch, find, cancel, redrive, wake, signal and inspect executions; ``loom console`` (a web
+console) and ``loom mcp`` (tools for agents) on the same API.
 
 Exit status: 0 success; 1 the watched execution FAILED or was CANCELLED; 2 bad usage or
 configuration; 3 the API refused the request (its error code and message are printed); 4 the
@@ -135,7 +136,21 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--reason", help="why, kept on the execution and in its history")
     command("redrive", cmd_redrive, "resume a FAILED execution from its failed step, with fresh attempts")
     command("wake", cmd_wake, "end the current sleep or retry backoff now")
+    ev = command("send", cmd_send, "send an event to an execution (delivered to its wait_for_event, or buffered "
+                                   "until it waits for it)")
+    ev.add_argument("name", help="the event's name, as the workflow's wait_for_event names it")
+    ev.add_argument("--data", default="{}", help="the event's data: a JSON object, or @file.json (default: {})")
+    ev.add_argument("--event-id", help="deduplication id: the same id is delivered at most once")
     command("workflows", cmd_workflows, "list registered workflows", execution_id=False)
+
+    co = command("console", cmd_console, "serve the web console on 127.0.0.1 (lists, timelines, live updates, "
+                                         "actions); Ctrl-C stops it", execution_id=False)
+    co.add_argument("--port", type=_port, default=0, help="port to listen on (default: a free one, printed)")
+    co.add_argument("--open", action="store_true", help="open it in the web browser")
+    co.add_argument("--interval", type=float, default=1.0, help="seconds between the polls behind live updates "
+                                                                "(default 1)")
+    command("mcp", cmd_mcp, "serve the Model Context Protocol on stdio: tools for agents to list workflows, start, "
+                            "inspect, list, signal, cancel and redrive executions", execution_id=False)
 
     d = command("dlq", None, "the dead-letter queue: what the transport gave up on (read with your AWS "
                              "credentials from --env-dir's outputs or the local stack)", execution_id=False)
@@ -171,6 +186,12 @@ def _since(text: str) -> str:
     return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _port(text: str) -> int:
+    if not (text.isdigit() and 0 <= int(text) <= 65535):
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
+    return int(text)
+
+
 def _limit(text: str) -> int:
     if not (text.isdigit() and 1 <= int(text) <= PAGE_MAX):
         raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {PAGE_MAX}, got {text!r}")
@@ -178,7 +199,7 @@ def _limit(text: str) -> int:
 
 
 def cmd_start(client: Client, args) -> int:
-    payload: dict[str, Any] = {"workflow": args.workflow, "input": _load_input(args.input)}
+    payload: dict[str, Any] = {"workflow": args.workflow, "input": _load_input(args.input, "--input")}
     if args.token:
         payload["idempotency_token"] = args.token
     status, body = client.request("POST", "/executions", payload)
@@ -272,6 +293,31 @@ def cmd_wake(client: Client, args) -> int:
     else:
         print(f"{e['execution_id']}  {e['workflow']}  {e['status']}  woken: step {step_label(e)} runs now")
     return 0
+
+
+def cmd_send(client: Client, args) -> int:
+    payload: dict[str, Any] = {"data": _load_input(args.data, "--data")}
+    if args.event_id is not None:
+        payload["event_id"] = args.event_id
+    _, r = client.request("POST", f"/executions/{_id(args)}/events/{urllib.parse.quote(args.name, safe='')}", payload)
+    if args.json:
+        _print_json(r)
+    else:
+        print(f"{r.get('execution_id', args.execution_id)}  event {r.get('event', args.name)}  {r.get('outcome')}"
+              f"  (event id {r.get('event_id') or '-'})")
+    return 0
+
+
+def cmd_console(client: Client, args) -> int:
+    from .console import serve
+
+    return serve(client, port=args.port, open_browser=args.open, interval_s=args.interval)
+
+
+def cmd_mcp(client: Client, args) -> int:
+    from .mcp_server import serve
+
+    return serve(client)
 
 
 def _dlq(args):
@@ -409,8 +455,7 @@ def _quote(execution_id: str) -> str:
     return urllib.parse.quote(execution_id, safe="")
 
 
-def _load_input(text: str) -> Any:
-    source = "--input"
+def _load_input(text: str, source: str = "--input") -> Any:
     if text.startswith("@"):
         path = Path(text[1:])
         try:

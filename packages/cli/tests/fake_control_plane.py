@@ -1,0 +1,168 @@
+"""A stateful fake control plane, for the console, ``loom send`` and ``loom mcp`` tests (served by conftest.py).
+
+It answers the routes of README.md's API table (and issue 12's event route) with the documented shapes
+and error codes; tests change its documents directly to play an execution forward.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import urllib.parse
+
+ORDER_SCHEMA = {
+    "$defs": {"OrderItem": {"properties": {"sku": {"minLength": 1, "title": "Sku", "type": "string"},
+                                           "qty": {"exclusiveMinimum": 0, "title": "Qty", "type": "integer"}},
+                            "required": ["sku", "qty"], "title": "OrderItem", "type": "object"}},
+    "additionalProperties": True,
+    "properties": {
+        "order_id": {"description": "The shop's order id", "minLength": 1, "title": "Order Id", "type": "string"},
+        "amount_cents": {"description": "What to charge, in cents", "exclusiveMinimum": 0, "title": "Amount Cents",
+                         "type": "integer"},
+        "items": {"items": {"$ref": "#/$defs/OrderItem"}, "title": "Items", "type": "array"},
+        "email": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None,
+                  "description": "Where to send the shipping notice", "title": "Email"},
+        "gift": {"type": "boolean", "default": False, "title": "Gift"},
+        "speed": {"enum": ["standard", "express"], "default": "standard", "title": "Speed"},
+    },
+    "required": ["order_id", "amount_cents"], "title": "OrderInput", "type": "object",
+}
+ORDER_STEPS = [
+    {"index": 0, "name": "reserve_inventory", "kind": "step"},
+    {"index": 1, "name": "charge_payment", "kind": "step"},
+    {"index": 2, "name": "wait_for_carrier_pickup", "kind": "sleep", "sleep_s": 20},
+    {"index": 3, "name": "ship_order", "kind": "step"},
+    {"index": 4, "name": "notify_customer", "kind": "step"},
+]
+WORKFLOWS = {"workflows": [
+    {"name": "order_fulfillment", "fingerprint": "f1", "retry": {"max_attempts": 5, "base": 1.0, "max_delay": 30.0},
+     "step_timeout_s": 10, "input_schema": ORDER_SCHEMA, "steps": ORDER_STEPS},
+    {"name": "free_form", "fingerprint": "f2", "retry": {"max_attempts": 3, "base": 2.0, "max_delay": 60.0},
+     "step_timeout_s": None, "input_schema": None, "steps": [{"index": 0, "name": "only", "kind": "step"}]},
+]}
+LIVE = ("RUNNING", "SLEEPING", "WAITING")
+
+
+def execution_doc(eid: str, workflow: str = "order_fulfillment", status: str = "RUNNING", step: int = 0,
+                  created_at: str = "2026-01-01T00:00:00.000000Z", **extra) -> dict:
+    names = [s["name"] for s in ORDER_STEPS]
+    return {"execution_id": eid, "workflow": workflow, "status": status, "current_step": step, "version": 2,
+            "context": {"order_id": "o-1"}, "error": None, "next_wake_at": None, "timer": None, "total_attempts": 1,
+            "attempt": 1, "started_by": "local", "cancelled_by": None, "cancel_reason": None, "redrives": 0,
+            "created_at": created_at, "updated_at": created_at, "expires_at": None, "step_count": len(names),
+            "current_step_name": names[step] if step < len(names) else None, **extra}
+
+
+class FakeControlPlane:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests: list[dict] = []
+        self.executions: dict[str, dict] = {}
+        self.histories: dict[str, dict] = {}
+        self.events: list[dict] = []
+        self.url = ""
+        self.counter = 0
+
+    def add(self, doc: dict, steps: list[dict] | None = None, operations: list[dict] | None = None) -> dict:
+        with self.lock:
+            self.executions[doc["execution_id"]] = doc
+            self.histories[doc["execution_id"]] = {"steps": steps or [], "operations": operations or []}
+        return doc
+
+    def update(self, eid: str, steps: list[dict] | None = None, **changes) -> None:
+        with self.lock:
+            self.executions[eid] = {**self.executions[eid], **changes,
+                                    "version": self.executions[eid]["version"] + 1}
+            if steps is not None:
+                self.histories[eid]["steps"] = steps
+
+    def route(self, method: str, target: str, body) -> tuple[int, dict]:
+        split = urllib.parse.urlsplit(target)
+        path, query = split.path, dict(urllib.parse.parse_qsl(split.query))
+        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
+        with self.lock:
+            if path == "/workflows":
+                return 200, copy.deepcopy(WORKFLOWS)
+            if path == "/executions" and method == "POST":
+                return self._start(body)
+            if path == "/executions" and method == "GET":
+                return self._list(query)
+            if parts[0] != "executions" or len(parts) < 2:
+                return 404, {"error": "not_found", "message": f"no route {path}"}
+            e = self.executions.get(parts[1])
+            if e is None:
+                return 404, {"error": "execution_not_found", "message": f"execution {parts[1]} does not exist"}
+            if len(parts) == 2 and method == "GET":
+                return 200, copy.deepcopy(e)
+            if parts[2:] == ["history"]:
+                h = self.histories[parts[1]]
+                return 200, {"execution_id": parts[1], "steps": copy.deepcopy(h["steps"]),
+                             "operations": copy.deepcopy(h["operations"]), "next_token": None}
+            ended = {"error": "execution_ended", "message": f"execution {parts[1]} is {e['status']}",
+                     "execution_status": e["status"]}
+            if parts[2:] == ["cancel"] and method == "POST":
+                if e["status"] not in LIVE:
+                    return (200, copy.deepcopy(e)) if e["status"] == "CANCELLED" else (409, ended)
+                e.update(status="CANCELLED", cancelled_by="local", cancel_reason=(body or {}).get("reason"),
+                         next_wake_at=None, timer=None, version=e["version"] + 1)
+                return 200, copy.deepcopy(e)
+            if parts[2:] == ["redrive"] and method == "POST":
+                if e["status"] != "FAILED":
+                    return 409, {"error": "not_failed", "message": f"execution {parts[1]} is {e['status']}",
+                                 "execution_status": e["status"]}
+                e.update(status="RUNNING", error=None, redrives=e["redrives"] + 1, version=e["version"] + 1)
+                return 202, copy.deepcopy(e)
+            if parts[2:] == ["wake"] and method == "POST":
+                if e["status"] not in LIVE:
+                    return 409, ended
+                if e.get("timer") not in ("sleep", "retry"):
+                    return 409, {"error": "not_waiting", "message": "nothing to wake: no sleep or retry backoff",
+                                 "execution_status": e["status"]}
+                e.update(status="RUNNING", timer="lease", version=e["version"] + 1)
+                return 200, copy.deepcopy(e)
+            if len(parts) == 4 and parts[2] == "events" and method == "POST":
+                if not isinstance(body, dict) or not isinstance(body.get("data", {}), dict):
+                    return 400, {"error": "invalid_request", "message": "data must be a JSON object"}
+                if e["status"] not in LIVE:
+                    return 409, ended
+                event_id = body.get("event_id") or f"ev-{len(self.events) + 1}"
+                duplicate = any(x["event_id"] == event_id and x["execution_id"] == parts[1] for x in self.events)
+                self.events.append({"execution_id": parts[1], "event": parts[3], "event_id": event_id,
+                                    "data": body.get("data", {})})
+                outcome = "duplicate" if duplicate else \
+                    ("delivered" if (e.get("waiting_for") or {}).get("event") == parts[3] else "buffered")
+                return 202, {"execution_id": parts[1], "event": parts[3], "event_id": event_id, "outcome": outcome}
+            return 405, {"error": "method_not_allowed", "message": f"{method} {path}"}
+
+    def _start(self, body) -> tuple[int, dict]:
+        wf = next((w for w in WORKFLOWS["workflows"] if w["name"] == (body or {}).get("workflow")), None)
+        if wf is None:
+            return 404, {"error": "unknown_workflow", "message": f"no workflow named {(body or {}).get('workflow')!r}"}
+        schema = wf["input_schema"] or {}
+        missing = [r for r in schema.get("required", []) if r not in body.get("input", {})]
+        if missing:
+            return 400, {"error": "invalid_input", "message": f"input for workflow {wf['name']!r} is invalid",
+                         "problems": [{"loc": [m], "msg": "Field required"} for m in missing]}
+        self.counter += 1
+        eid = f"00000000-0000-4000-8000-{self.counter:012d}"
+        doc = execution_doc(eid, wf["name"], created_at=f"2026-01-02T00:00:{self.counter:02d}.000000Z",
+                            context=body.get("input", {}))
+        self.executions[eid] = doc
+        self.histories[eid] = {"steps": [], "operations": []}
+        return 202, {**copy.deepcopy(doc), "created": True}
+
+    def _list(self, query: dict) -> tuple[int, dict]:
+        limit = int(query.get("limit", 20))
+        if not 1 <= limit <= 100:
+            return 400, {"error": "invalid_request", "message": "limit must be 1-100"}
+        rows = sorted(self.executions.values(), key=lambda x: x["created_at"], reverse=True)
+        if query.get("workflow"):
+            rows = [x for x in rows if x["workflow"] == query["workflow"]]
+        shown = lambda x: "LIVE" if x["status"] in LIVE else x["status"]  # noqa: E731
+        if query.get("status"):
+            rows = [x for x in rows if shown(x) == query["status"]]
+        start = int(query.get("next_token", 0))
+        page = rows[start:start + limit]
+        token = str(start + limit) if start + limit < len(rows) else None
+        return 200, {"executions": [{"execution_id": x["execution_id"], "workflow": x["workflow"], "status": shown(x),
+                                     "created_at": x["created_at"]} for x in page], "next_token": token}

@@ -1,0 +1,71 @@
+"""``loom send ID NAME --data JSON [--event-id ID]`` against the fake control plane (issue 12's event route)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_control_plane import execution_doc
+
+from loom_cli.main import main
+
+EID = "6f1c2b1e-0000-4000-8000-0000000000e1"
+
+
+@pytest.fixture
+def waiting(control_plane):
+    control_plane.add(execution_doc(EID, status="WAITING", step=2, waiting_for={"event": "approved", "timeout_at": None}))
+    return control_plane
+
+
+def test_send_posts_the_data_and_event_id_and_prints_the_outcome(waiting, capsys):
+    # when
+    code = main(["--url", waiting.url, "send", EID, "approved", "--data", '{"by": "ada"}', "--event-id", "mail-7"])
+    # then
+    assert code == 0
+    assert capsys.readouterr().out.strip() == f"{EID}  event approved  delivered  (event id mail-7)"
+    sent = waiting.requests[-1]
+    assert (sent["method"], sent["path"], sent["body"]) == ("POST", f"/executions/{EID}/events/approved",
+                                                            {"data": {"by": "ada"}, "event_id": "mail-7"})
+    # the same event id again: the API says duplicate, and --json prints its document
+    assert main(["--url", waiting.url, "--json", "send", EID, "approved", "--event-id", "mail-7"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"execution_id": EID, "event": "approved", "event_id": "mail-7",
+                                                   "outcome": "duplicate"}
+    assert waiting.requests[-1]["body"] == {"data": {}, "event_id": "mail-7"}
+
+
+def test_send_of_an_event_nobody_waits_for_yet_is_buffered(waiting, capsys):
+    assert main(["--url", waiting.url, "send", EID, "shipped/by carrier", "--data", "{}"]) == 0
+    assert "buffered" in capsys.readouterr().out
+    assert waiting.requests[-1]["path"] == f"/executions/{EID}/events/shipped%2Fby%20carrier"
+
+
+def test_send_reads_data_from_a_file(waiting, tmp_path, capsys):
+    path = tmp_path / "data.json"
+    path.write_text('{"rows": 3}')
+    assert main(["--url", waiting.url, "send", EID, "approved", "--data", f"@{path}"]) == 0
+    assert waiting.requests[-1]["body"] == {"data": {"rows": 3}}
+
+
+@pytest.mark.parametrize("data, message", [("[1]", "--data must be a JSON object"), ("{bad", "--data is not valid JSON")])
+def test_send_with_bad_data_is_a_usage_error_and_sends_nothing(waiting, capsys, data, message):
+    seen = len(waiting.requests)
+    assert main(["--url", waiting.url, "send", EID, "approved", "--data", data]) == 2
+    assert message in capsys.readouterr().err and len(waiting.requests) == seen
+
+
+def test_send_to_an_ended_or_missing_execution_exits_3_with_the_code(waiting, capsys):
+    waiting.update(EID, status="COMPLETED", waiting_for=None)
+    assert main(["--url", waiting.url, "send", EID, "approved"]) == 3
+    assert f"execution_ended: execution {EID} is COMPLETED" in capsys.readouterr().err
+    assert main(["--url", waiting.url, "--json", "send", "nope", "approved"]) == 3
+    assert json.loads(capsys.readouterr().err)["error"] == "execution_not_found"
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("start", "status", "history", "watch", "list", "cancel", "redrive", "wake", "send", "workflows",
+                    "console", "mcp", "dlq"):
+        assert f"    {command} " in out or f"    {command}\n" in out, command

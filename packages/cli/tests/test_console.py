@@ -1,0 +1,254 @@
+"""``loom console`` without a browser: its pages, the /api forwarder's guards, and the SSE live view,
+against the loopback fake control plane (conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from fake_control_plane import execution_doc
+
+from loom_cli.client import Client
+from loom_cli.console import Console
+from loom_cli.console.pages import span
+
+EID = "6f1c2b1e-0000-4000-8000-00000000000a"
+T0 = "2026-01-01T00:00:00.000000Z"
+
+
+@pytest.fixture
+def console(control_plane):
+    c = Console(Client.create(control_plane.url), interval_s=0.1).start()
+    yield c
+    c.stop()
+
+
+def get(console, path: str, headers: dict | None = None) -> tuple[int, str]:
+    req = urllib.request.Request(console.url.rstrip("/") + path, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def api(console, method: str, path: str, body=None, token: str | None = "page") -> tuple[int, dict]:
+    headers = {"content-type": "application/json"}
+    if token is not None:
+        headers["x-loom-console-token"] = console.token if token == "page" else token
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(console.url + "api" + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def retrying_order(control_plane) -> None:
+    control_plane.add(
+        execution_doc(EID, step=1, timer="retry", next_wake_at="2999-01-01T00:00:00.000000Z", attempt=2,
+                      total_attempts=3, redrives=1),
+        steps=[{"step_index": 0, "name": "reserve_inventory", "status": "SUCCEEDED", "attempts": 2, "started_at": T0,
+                "finished_at": "2026-01-01T00:00:01.400000Z", "result": {"reservation_id": "res-1", "note": "x" * 300},
+                "error": {"code": "step_error", "message": "RuntimeError: inventory timed out"}, "final": False},
+               {"step_index": 1, "name": "charge_payment", "status": "RUNNING", "attempts": 1, "started_at": T0,
+                "finished_at": None, "result": None, "error": {"code": "step_error", "message": "card <declined>"},
+                "final": False}],
+        operations=[{"op": "redrive", "by": "arn:aws:iam::1:user/ops", "at": T0, "version": 7, "reason": None,
+                     "detail": {"step_name": "charge_payment", "attempts": 5,
+                                "error": {"code": "permanent_error", "message": "feed broken"}}}])
+
+
+def test_span_reads_like_a_person_would_say_it():
+    assert [span(s) for s in (0.25, 12, 200, 7300, 90000)] == ["250 ms", "12 s", "3 min 20 s", "2 h 01 min", "1 d 1 h"]
+
+
+def test_list_page_shows_newest_first_with_filters_and_an_older_page(console, control_plane):
+    # given: 25 executions, one of them of another workflow
+    for i in range(25):
+        control_plane.add(execution_doc(f"e-{i:02d}", workflow="free_form" if i == 3 else "order_fulfillment",
+                                        status="FAILED" if i % 2 else "RUNNING",
+                                        created_at=f"2026-01-01T00:00:{i:02d}.000000Z"))
+    # when
+    status, html = get(console, "/")
+    # then: the first page of 20, newest first, statuses as badges, a link to the next page
+    assert status == 200
+    assert html.index("e-24") < html.index("e-23") and "e-04" not in html
+    assert 'class="badge s-failed"' in html and 'class="badge s-live"' in html
+    assert 'id="next-page" href="/?limit=20&amp;next_token=20"' in html
+    assert 'data-sse="/sse/list?limit=20"' in html
+    status, older = get(console, "/?next_token=20")
+    assert "e-04" in older and "e-24" not in older and "newest" in older and "data-sse" not in older
+    # filters go to the API as its query parameters
+    status, html = get(console, "/?workflow=order_fulfillment&status=failed")
+    assert [r["path"] for r in control_plane.requests if r["path"].startswith("/executions?")][-1] == \
+        "/executions?workflow=order_fulfillment&status=FAILED&limit=20"
+    assert "e-03" not in html and "e-02" not in html and "e-01" in html
+    assert '<option value="FAILED" selected>' in html and '<option value="order_fulfillment" selected>' in html
+
+
+def test_timeline_shows_attempts_errors_in_full_retries_and_marks(console, control_plane):
+    retrying_order(control_plane)
+    status, html = get(console, f"/executions/{EID}")
+    assert status == 200
+    # every planned step is on the timeline, in order, with its state
+    for i, state in enumerate(["done", "retrying", "pending", "pending", "pending"]):
+        assert f'class="step t-{state} k-{"sleep" if i == 2 else "step"}" data-step="{i}"' in html, state
+    assert "2 attempts (retried)" in html and "took 1 s" in html
+    assert "RuntimeError: inventory timed out" in html and "card &lt;declined&gt;" in html  # errors in full, escaped
+    assert "attempt 2 failed; next attempt" in html and "data-left" in html
+    assert 'summary>result (' in html                   # a large result is collapsed
+    assert "sleep 20 s" in html
+    assert "↻ redriven ×1" in html and "after charge_payment failed (5 attempts)" in html and "feed broken" in html
+    assert 'data-action="cancel"' in html and 'data-action="wake"' in html and 'data-action="send"' in html
+    assert 'data-action="redrive"' not in html
+    assert f'data-sse="/sse/executions/{EID}"' in html
+
+
+def test_timeline_renders_waits_compensation_and_branches_when_present(console, control_plane):
+    control_plane.add(execution_doc("w1", status="WAITING", step=2,
+                                    waiting_for={"event": "pickup_confirmed", "timeout_at": "2999-01-01T00:00:00Z"}))
+    _, html = get(console, "/executions/w1")
+    assert 'class="step t-waiting' in html and "waiting for event <b>pickup_confirmed</b>" in html
+    assert 'data-action="send" data-event="pickup_confirmed"' in html
+    control_plane.add(
+        execution_doc("c1", status="FAILED", step=1, compensated=True,
+                      error={"code": "permanent_error", "message": "card declined"}),
+        steps=[{"step_index": 0, "name": "fan_out", "status": "SUCCEEDED", "attempts": 1, "started_at": T0,
+                "finished_at": T0, "result": None, "error": None, "final": False},
+               {"step_index": 0, "name": "fan_out", "branch": 1, "status": "SUCCEEDED", "attempts": 3,
+                "started_at": T0, "finished_at": T0, "result": {"n": 1}, "error": None, "final": False},
+               {"step_index": 0, "name": "undo_reserve", "kind": "compensation", "status": "SUCCEEDED",
+                "attempts": 1, "started_at": T0, "finished_at": T0, "result": None, "error": None, "final": False}])
+    _, html = get(console, "/executions/c1")
+    assert "⎌ compensated" in html and "<h2>Compensation</h2>" in html and "compensate undo_reserve" in html
+    assert "branch 1" in html and 'data-action="redrive"' in html and "card declined" in html
+    assert 'data-action="cancel"' not in html
+
+
+def test_start_form_is_generated_from_the_input_schema(console, control_plane):
+    status, html = get(console, "/workflows/order_fulfillment/start")
+    assert status == 200
+    assert 'type="text" minlength="1" name="order_id"' in html and "Order Id *" in html
+    assert 'type="number" step="1" min="1" name="amount_cents"' in html
+    assert 'data-kind="json"' in html and "[{&quot;sku&quot;: &quot;&quot;, &quot;qty&quot;: 0}]" in html
+    assert 'type="checkbox" name="gift"' in html and "<option selected>standard</option>" in html
+    assert 'id="in-email" data-field="email" data-kind="string"' in html and "leave empty for none" in html
+    assert "The shop&#x27;s order id" in html and 'id="in-token"' in html
+    _, free = get(console, "/workflows/free_form/start")
+    assert "data-raw" in free
+    assert get(console, "/workflows/nope/start")[0] == 404
+    _, listing = get(console, "/workflows")
+    assert 'href="/workflows/order_fulfillment/start"' in listing and "wait_for_carrier_pickup" in listing
+
+
+def test_api_forwarding_needs_the_page_token_and_passes_refusals_through(console, control_plane):
+    retrying_order(control_plane)
+    # without the page's token (another site's form, a curl): refused before anything reaches the API
+    seen = len(control_plane.requests)
+    assert api(console, "POST", f"/executions/{EID}/cancel", {"reason": "x"}, token=None)[0] == 403
+    assert api(console, "POST", f"/executions/{EID}/cancel", {"reason": "x"}, token="guess")[0] == 403
+    assert len(control_plane.requests) == seen
+    # with it: forwarded as it came
+    status, e = api(console, "POST", f"/executions/{EID}/cancel", {"reason": "duplicate"})
+    assert (status, e["status"], e["cancel_reason"]) == (200, "CANCELLED", "duplicate")
+    assert control_plane.requests[-1]["body"] == {"reason": "duplicate"}
+    # the API's refusals come back with their status and whole document
+    status, err = api(console, "POST", f"/executions/{EID}/wake")
+    assert status == 409 and err == {"error": "execution_ended", "message": f"execution {EID} is CANCELLED",
+                                     "execution_status": "CANCELLED"}
+    status, err = api(console, "POST", "/executions", {"workflow": "order_fulfillment", "input": {"order_id": "o"}})
+    assert status == 400 and err["error"] == "invalid_input" and err["problems"][0]["loc"] == ["amount_cents"]
+    status, r = api(console, "POST", f"/executions/{EID}/events/go", {"data": {}})
+    assert status == 409
+    status, listing = api(console, "GET", "/executions?limit=5")
+    assert status == 200 and listing["executions"][0]["execution_id"] == EID
+
+
+def test_requests_naming_another_host_are_refused(console):
+    # a DNS-rebinding page reaches 127.0.0.1 under its own name: the Host header gives it away
+    status, body = get(console, "/", headers={"host": "evil.example:80"})
+    assert status == 403 and "forbidden_host" in body
+
+
+def test_a_missing_execution_is_an_error_page_with_the_api_code(console):
+    status, html = get(console, "/executions/nope")
+    assert status == 404 and "execution_not_found" in html and "execution nope does not exist" in html
+
+
+def read_events(resp, count: int, timeout_s: float = 10) -> list[tuple[str, dict]]:
+    events, name, deadline = [], None, time.monotonic() + timeout_s
+    while len(events) < count and time.monotonic() < deadline:
+        line = resp.readline().decode().rstrip("\n")
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: ") and name:
+            events.append((name, json.loads(line[6:])))
+            name = None
+    return events
+
+
+def test_the_live_view_pushes_the_timeline_when_the_execution_changes(console, control_plane):
+    # given: an order running its first step
+    control_plane.add(execution_doc(EID))
+    resp = urllib.request.urlopen(console.url + f"sse/executions/{EID}", timeout=10)
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    (first,) = read_events(resp, 1)
+    assert first[0] == "update" and first[1]["status"] == "RUNNING"
+    # when: it goes to sleep (the console polls every 0.1 s here)
+    control_plane.update(EID, status="SLEEPING", current_step=2, timer="sleep",
+                         next_wake_at="2999-01-01T00:00:00.000000Z")
+    # then: one update with the re-rendered fragment, and none while nothing changes
+    (second,) = read_events(resp, 1)
+    assert second[1]["status"] == "SLEEPING" and 'class="step t-sleeping k-sleep" data-step="2"' in second[1]["html"]
+    control_plane.update(EID, status="COMPLETED", current_step=5, timer=None, next_wake_at=None)
+    (third,) = read_events(resp, 1)
+    assert third[1]["status"] == "COMPLETED" and "data-action" not in third[1]["html"]
+    resp.close()
+
+
+def test_the_list_stream_pushes_new_executions(console, control_plane):
+    resp = urllib.request.urlopen(console.url + "sse/list?workflow=order_fulfillment", timeout=10)
+    (first,) = read_events(resp, 1)
+    assert "No executions match" in first[1]["html"]
+    control_plane.add(execution_doc("new-one"))
+    (second,) = read_events(resp, 1)
+    assert "new-one" in second[1]["html"]
+    resp.close()
+
+
+def test_loom_console_prints_its_url_serves_and_stops_on_ctrl_c(control_plane):
+    # given
+    proc = subprocess.Popen([sys.executable, "-m", "loom_cli.main", "--url", control_plane.url, "console"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        line = proc.stdout.readline()
+        # then
+        assert line.startswith("loom console: http://127.0.0.1:") and "unsigned" in line, line
+        url = line.split()[2]
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200 and "Executions" in r.read().decode()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+    assert "stopped" in proc.stderr.read()
+
+
+def test_loom_console_refuses_a_port_in_use(control_plane, capsys):
+    from loom_cli.main import main
+
+    busy = Console(Client.create(control_plane.url))
+    try:
+        assert main(["--url", control_plane.url, "console", "--port", str(busy.port)]) == 2
+        assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+    finally:
+        busy.httpd.server_close()
