@@ -12,8 +12,9 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE := 1
 
-# Workflow and Lambda packages, installed editable into the dev environment.
-PACKAGES := engine-core workflows-examples worker sweeper control-plane cli local-runtime
+# Workflow and Lambda packages, their tools and their test support, installed editable into the dev
+# environment (no Lambda zip installs anything but its requirements.txt).
+PACKAGES := engine-core workflows-examples worker sweeper control-plane cli local-runtime test-support
 
 .PHONY: help venv lock test test-unit clean
 

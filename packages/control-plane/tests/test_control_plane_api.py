@@ -7,7 +7,7 @@ import threading
 import uuid
 
 import pytest
-from loom_lambda_harness import FakeContext, SerializedClient, function_url_event, load_event, load_handler
+from loom_test_support.lambda_harness import FakeContext, SerializedClient, function_url_event, load_event, load_handler
 
 ORDER = {"order_id": "o-1001", "amount_cents": 4999}
 

@@ -10,7 +10,7 @@ import urllib.parse
 import uuid
 
 import pytest
-from loom_lambda_harness import FakeContext, function_url_event
+from loom_test_support.lambda_harness import FakeContext, function_url_event
 
 OPERATOR_ARN = "arn:aws:sts::123456789012:assumed-role/loom-operator/loom-operator"  # in the event files
 ORDER = {"order_id": "o-1", "amount_cents": 100}

@@ -1,7 +1,7 @@
 """Why keeping the table and not the queue loses nothing: the sweeper re-drives every live execution.
 
 `make down` saves the Loom table and `make up` restores it into a fresh emulator, whose queue is
-empty. Here the deployed handlers (worker, sweeper: tests/events/lambda_harness.py, moto in-process,
+empty. Here the deployed handlers (worker, sweeper: loom_test_support.lambda_harness, moto in-process,
 a manual clock) run executions into each live state, the table goes through the local runtime's
 save and restore while the queue's messages are dropped, and every execution still completes: each
 carries its due-index key, and the sweeper re-drives it when its lease or timer runs out.
@@ -9,20 +9,8 @@ carries its due-index key, and the sweeper re-drives it when its lease or timer 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 from loom_local import state as table_state
-
-_NAME = "loom_lambda_harness"
-if _NAME not in sys.modules:
-    _path = Path(__file__).resolve().parents[3] / "tests" / "events" / "lambda_harness.py"
-    _spec = importlib.util.spec_from_file_location(_NAME, _path)
-    sys.modules[_NAME] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules[_NAME])
-
-from loom_lambda_harness import (  # noqa: E402
+from loom_test_support.lambda_harness import (
     TABLE,
     FakeContext,
     clock,  # noqa: F401 - fixtures

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from loom_lambda_harness import FakeContext, load_event, load_handler
+from loom_test_support.lambda_harness import FakeContext, load_event, load_handler
 
 LEASE_S = 120  # LOOM_LEASE_S in the harness environment; longer than the examples' 10 s step budget
 

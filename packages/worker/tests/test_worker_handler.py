@@ -6,7 +6,7 @@ import json
 import uuid
 
 import pytest
-from loom_lambda_harness import FakeContext, load_event, records_event
+from loom_test_support.lambda_harness import FakeContext, load_event, records_event
 
 from loom_examples import LEDGER
 
@@ -279,7 +279,7 @@ def test_due_retry_when_first_delivery_lacks_time_still_completes_after_the_leas
 
 def test_defaults_tour_on_every_default_completes_in_a_60_s_worker(monkeypatch, clock, logs):
     # given: a worker whose timeout is Lambda's 60 s, and a workflow that sets no timeout or retry
-    from loom_lambda_harness import Lambdas, aws_world
+    from loom_test_support.lambda_harness import Lambdas, aws_world
 
     with aws_world(monkeypatch, LOOM_FUNCTION_TIMEOUT_S="60", LOOM_MAX_CHAIN_STEPS="100") as world:
         lambdas = Lambdas(world, clock, logs)
@@ -297,7 +297,7 @@ def test_defaults_tour_on_every_default_completes_in_a_60_s_worker(monkeypatch, 
 
 def test_worker_start_when_a_step_budget_cannot_fit_the_timeout_is_refused_naming_both(monkeypatch, clock, logs):
     # given: the examples set step_timeout_s = 10; a 12 s worker cannot fit 10 s plus the margin
-    from loom_lambda_harness import Lambdas, aws_world
+    from loom_test_support.lambda_harness import Lambdas, aws_world
 
     from engine_core import ConfigurationError
 
@@ -311,7 +311,7 @@ def test_worker_start_when_a_step_budget_cannot_fit_the_timeout_is_refused_namin
 
 def test_chained_delivery_runs_steps_back_to_back_until_the_sleep(monkeypatch, clock, logs):
     # given: chaining on (the deployed default)
-    from loom_lambda_harness import Lambdas, aws_world
+    from loom_test_support.lambda_harness import Lambdas, aws_world
 
     with aws_world(monkeypatch, LOOM_MAX_CHAIN_STEPS="100") as world:
         lambdas = Lambdas(world, clock, logs)

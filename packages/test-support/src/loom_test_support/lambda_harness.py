@@ -1,6 +1,7 @@
-"""Drive the Lambda handlers the way AWS does, on moto, from the event files beside this module.
+"""Drive the Lambda handlers the way AWS does, on moto, from the event files in ``tests/events/``.
 
-Each package's ``tests/conftest.py`` loads this file (it is not an installed module) and uses:
+Each Lambda package's ``tests/conftest.py`` imports the fixtures (``clock``, ``world``, ``logs``,
+``lambdas``) from here; the tests use:
 
 - :func:`aws_world`: moto with the design's table (PK/SK, GSI1 KEYS_ONLY), the step queue and its
   DLQ (redrive after ``MAX_RECEIVES``), and the LOOM_* / POWERTOOLS_* environment a function gets;
@@ -34,7 +35,9 @@ from typing import Any
 
 import pytest
 
-EVENTS_DIR = Path(__file__).resolve().parent
+# The event files stay in the repository (tests/packaging feeds them to the built zips by path too).
+# This package is installed editable into the dev venv only, so they are found from its source.
+EVENTS_DIR = Path(__file__).resolve().parents[4] / "tests" / "events"
 REGION = "us-east-1"
 TABLE = "loom-test"
 MAX_RECEIVES = 3
