@@ -1,0 +1,106 @@
+"""``loom mcp`` driven by the MCP SDK's own client over stdio (a subprocess), against the fake control plane."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import anyio
+import pytest
+from fake_control_plane import execution_doc
+
+import mcp  # noqa: E402  (a dev dependency, requirements-dev.txt: a missing SDK fails here, never skips)
+
+TOOLS = {"list_workflows", "start_execution", "get_execution", "get_history", "list_executions", "send_event",
+         "cancel_execution", "redrive_execution", "wake_execution"}
+
+
+def server_params(url: str):
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=sys.executable, args=["-m", "loom_cli.main", "--url", url, "mcp"],
+                                 env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join(sys.path)})
+
+
+def run_session(url: str, body):
+    async def main():
+        from mcp import Client
+
+        async with Client(server_params(url), read_timeout_seconds=30) as client:
+            return await body(client)
+    return anyio.run(main)
+
+
+def test_the_tools_are_listed_with_descriptions_and_json_schemas(control_plane):
+    async def body(client):
+        return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in run_session(control_plane.url, body)}
+    assert set(tools) == TOOLS
+    for t in tools.values():
+        assert len(t.description) > 80 and t.input_schema["type"] == "object", t.name
+        assert t.input_schema["additionalProperties"] is False
+    assert tools["start_execution"].input_schema["required"] == ["workflow"]
+    assert tools["send_event"].input_schema["required"] == ["execution_id", "event"]
+    assert tools["list_executions"].input_schema["properties"]["status"]["enum"] == ["LIVE", "COMPLETED", "FAILED",
+                                                                                  "CANCELLED"]
+    assert tools["get_execution"].annotations.read_only_hint is True
+    assert tools["cancel_execution"].annotations.destructive_hint is True
+
+
+def test_an_agent_starts_inspects_signals_and_cancels_an_execution(control_plane):
+    async def body(client):
+        out = {"workflows": await client.call_tool("list_workflows", {})}
+        out["start"] = await client.call_tool("start_execution", {
+            "workflow": "order_fulfillment", "input": {"order_id": "o-1", "amount_cents": 100},
+            "idempotency_token": "t-1"})
+        eid = out["start"].structured_content["execution_id"]
+        out["status"] = await client.call_tool("get_execution", {"execution_id": eid})
+        out["history"] = await client.call_tool("get_history", {"execution_id": eid})
+        out["list"] = await client.call_tool("list_executions", {"workflow": "order_fulfillment", "status": "LIVE",
+                                                                 "limit": 5})
+        out["send"] = await client.call_tool("send_event", {"execution_id": eid, "event": "approved",
+                                                            "data": {"by": "agent"}, "event_id": "e-1"})
+        out["cancel"] = await client.call_tool("cancel_execution", {"execution_id": eid, "reason": "test"})
+        return eid, out
+
+    eid, out = run_session(control_plane.url, body)
+    assert not any(r.is_error for r in out.values()), {k: r.content for k, r in out.items() if r.is_error}
+    schemas = {w["name"]: w["input_schema"] for w in out["workflows"].structured_content["workflows"]}
+    assert schemas["order_fulfillment"]["required"] == ["order_id", "amount_cents"]
+    assert out["start"].structured_content["created"] is True
+    assert out["status"].structured_content["status"] == "RUNNING"
+    assert out["history"].structured_content == {"execution_id": eid, "steps": [], "operations": [], "next_token": None}
+    assert [x["execution_id"] for x in out["list"].structured_content["executions"]] == [eid]
+    assert out["send"].structured_content == {"execution_id": eid, "event": "approved", "event_id": "e-1",
+                                              "outcome": "buffered"}
+    assert out["cancel"].structured_content["status"] == "CANCELLED"
+    assert '"status": "CANCELLED"' in out["cancel"].content[0].text  # the same document as text
+    sent = {(r["method"], r["path"].split("?")[0]): r["body"] for r in control_plane.requests}
+    assert sent[("POST", "/executions")]["idempotency_token"] == "t-1"
+    assert sent[("POST", f"/executions/{eid}/events/approved")] == {"data": {"by": "agent"}, "event_id": "e-1"}
+    assert sent[("POST", f"/executions/{eid}/cancel")] == {"reason": "test"}
+    assert [r["path"] for r in control_plane.requests if r["path"].startswith("/executions?")] == [
+        "/executions?workflow=order_fulfillment&status=LIVE&limit=5"]
+
+
+def test_refusals_come_back_as_tool_errors_with_the_api_code_and_message(control_plane):
+    control_plane.add(execution_doc("done-1", status="COMPLETED", step=5))
+
+    async def body(client):
+        return [await client.call_tool("redrive_execution", {"execution_id": "done-1"}),
+                await client.call_tool("get_execution", {"execution_id": "nope"}),
+                await client.call_tool("start_execution", {"workflow": "order_fulfillment", "input": {"order_id": "x"}}),
+                await client.call_tool("list_executions", {"limit": 0}),
+                await client.call_tool("send_event", {"execution_id": "done-1"})]
+
+    redrive, missing, invalid, bad_limit, no_event = run_session(control_plane.url, body)
+    assert redrive.is_error and redrive.content[0].text == "not_failed (HTTP 409): execution done-1 is COMPLETED"
+    assert redrive.structured_content["execution_status"] == "COMPLETED"
+    assert missing.is_error and missing.structured_content["error"] == "execution_not_found"
+    assert invalid.is_error and invalid.structured_content["problems"] == [{"loc": ["amount_cents"],
+                                                                           "msg": "Field required"}]
+    # arguments outside the tool's schema are refused before any request
+    assert bad_limit.is_error and "invalid_arguments" in bad_limit.content[0].text
+    assert no_event.is_error and "'event' is a required property" in no_event.content[0].text
+    assert not [r for r in control_plane.requests if "limit=0" in r["path"]]
