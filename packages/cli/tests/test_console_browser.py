@@ -1,0 +1,124 @@
+"""The console in headless Chromium against the fake control plane: the start form, live updates without
+a reload, confirmed actions, and an API refusal shown in the page."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from browser_support import chromium
+from fake_control_plane import execution_doc
+
+from loom_cli.client import Client
+from loom_cli.console import Console
+
+
+@pytest.fixture
+def page(control_plane):
+    console = Console(Client.create(control_plane.url), interval_s=0.1).start()
+    with chromium() as context:
+        page = context.new_page()
+        page.console_url = console.url.rstrip("/")
+        yield page
+    console.stop()
+
+
+def confirm(page, expect_title: str) -> None:
+    dialog = page.locator("#confirm")
+    assert dialog.is_visible() and expect_title in page.inner_text("#confirm-title")
+    page.click("#confirm-yes")
+
+
+def test_start_from_the_generated_form_then_watch_wake_and_cancel_live(page, control_plane):
+    # given: the form generated from order_fulfillment's input schema
+    page.goto(page.console_url + "/workflows/order_fulfillment/start")
+    page.fill("#in-order_id", "o-browser")
+    page.fill("#in-amount_cents", "1200")
+    page.fill("#in-items", '[{"sku": "mug", "qty": 2}]')
+    page.fill("#in-token", "tok-1")
+    # when: submitted and confirmed
+    page.click("#start-submit")
+    assert '"order_id": "o-browser"' in page.inner_text("#confirm-body")
+    confirm(page, "Start order_fulfillment?")
+    # then: the new execution's timeline, and the API got typed values (email left empty is left out)
+    page.wait_for_url(re.compile(r"/executions/00000000-0000-4000-8000-000000000001$"))
+    start = next(r for r in control_plane.requests if r["method"] == "POST")
+    assert start["body"] == {"workflow": "order_fulfillment", "idempotency_token": "tok-1", "input": {
+        "order_id": "o-browser", "amount_cents": 1200, "items": [{"sku": "mug", "qty": 2}], "gift": False,
+        "speed": "standard"}}
+    eid = "00000000-0000-4000-8000-000000000001"
+    page.wait_for_selector('#execution .badge.s-running')
+    # live: the execution goes to sleep, and the page shows it without a reload
+    control_plane.update(eid, status="SLEEPING", current_step=2, timer="sleep", next_wake_at="2999-01-01T00:00:00.000000Z")
+    page.wait_for_selector('li.t-sleeping[data-step="2"]')
+    assert re.search(r"\d+ d \d+ h left", page.inner_text('li[data-step="2"]'))
+    page.click('button[data-action="wake"]')
+    confirm(page, "Wake it now?")
+    page.wait_for_selector("#banner.ok")
+    assert "Woken" in page.inner_text("#banner")
+    assert any(r["method"] == "POST" and r["path"] == f"/executions/{eid}/wake" for r in control_plane.requests)
+    page.wait_for_selector('#execution .badge.s-running')
+    page.click('button[data-action="cancel"]')
+    page.fill("#act-reason", "customer called")
+    confirm(page, "Cancel this execution?")
+    page.wait_for_selector('#execution .badge.s-cancelled')
+    assert "customer called" in page.inner_text(".facts")
+    assert not page.is_visible('button[data-action="cancel"]')
+
+
+def test_a_refused_action_shows_the_api_error_and_an_event_is_sent(page, control_plane):
+    # given: an execution waiting for an event
+    control_plane.add(execution_doc("w-1", status="WAITING", step=2, waiting_for={"event": "approved",
+                                                                                 "timeout_at": None}))
+    page.goto(page.console_url + "/executions/w-1")
+    # when: an event is sent from the dialog, prefilled with the awaited event's name
+    page.click('button[data-action="send"]')
+    assert page.input_value("#act-event") == "approved"
+    page.fill("#act-data", '{"by": "ada"}')
+    page.fill("#act-event-id", "mail-1")
+    confirm(page, "Send an event")
+    page.wait_for_selector("#banner.ok")
+    assert "approved" in page.inner_text("#banner") and "delivered" in page.inner_text("#banner")
+    assert control_plane.events[-1] == {"execution_id": "w-1", "event": "approved", "event_id": "mail-1",
+                                        "data": {"by": "ada"}}
+    # and: the execution ends while the dialog is open; the API's refusal is shown, nothing else happens
+    page.click('button[data-action="send"]')
+    control_plane.update("w-1", status="COMPLETED", current_step=5, waiting_for=None)
+    page.click("#confirm-yes")
+    page.wait_for_selector("#confirm-error:not([hidden])")
+    text = page.inner_text("#confirm-error")
+    assert "execution_ended (HTTP 409): execution w-1 is COMPLETED" in text, text
+    assert "execution_ended" in page.inner_text("#banner.err")
+    page.click("#confirm-back")
+    page.wait_for_selector('#execution .badge.s-completed')
+    assert len(control_plane.events) == 1
+
+
+def test_the_list_filters_pages_and_shows_new_executions_live(page, control_plane):
+    for i in range(23):
+        control_plane.add(execution_doc(f"e-{i:02d}", status="FAILED" if i % 2 else "COMPLETED",
+                                        created_at=f"2026-01-01T00:00:{i:02d}.000000Z"))
+    page.goto(page.console_url + "/")
+    assert page.locator("table.executions tbody tr").count() == 20
+    page.click("#next-page")
+    page.wait_for_url(re.compile(r"next_token=20"))
+    assert page.locator("table.executions tbody tr").count() == 3
+    page.goto(page.console_url + "/")
+    page.select_option("#f-status", "FAILED")
+    page.wait_for_url(re.compile(r"status=FAILED"))
+    assert page.locator("table.executions tbody tr").count() == 11
+    control_plane.add(execution_doc("brand-new", status="FAILED", created_at="2026-01-03T00:00:00.000000Z"))
+    page.wait_for_selector('tr[data-id="brand-new"]')
+    assert page.locator("table.executions tbody tr").first.get_attribute("data-id") == "brand-new"
+    # a start form with a field that is not JSON says which, and sends nothing
+    page.goto(page.console_url + "/workflows/order_fulfillment/start")
+    page.click("#start-submit")                          # the required fields: the browser says so first
+    assert page.evaluate("document.querySelector('#in-order_id').validity.valueMissing")
+    page.fill("#in-order_id", "o")
+    page.fill("#in-amount_cents", "5")
+    page.fill("#in-items", "[not json")
+    page.click("#start-submit")
+    page.wait_for_selector("#banner.err")
+    assert "items is not JSON" in page.inner_text("#banner")
+    assert json.dumps([r["method"] for r in control_plane.requests]).count("POST") == 0
