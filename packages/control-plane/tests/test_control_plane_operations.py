@@ -356,3 +356,59 @@ def test_start_records_the_callers_identity(lambdas, world, iam, expected):
     assert status == 202
     _, e, _ = call(lambdas.control_plane, "GET", f"/executions/{body['execution_id']}")
     assert e["started_by"] == expected
+
+
+# -- events and callbacks ------------------------------------------------------------------------------
+EXPENSE = {"expense_id": "e-1", "amount_cents": 900}
+
+
+def test_event_route_delivers_to_a_waiting_execution_once_and_it_completes(lambdas, world):
+    eid = start(lambdas, "expense_approval", EXPENSE)
+    run_until(lambdas, world, eid, lambda m: m["status"]["S"] == "WAITING")
+    body = json.dumps({"data": {"approved": True, "approver": "ana"}, "event_id": "mail-1"})
+    # when
+    status, sent, _ = call(lambdas.control_plane, "POST", f"/executions/{eid}/events/approved", body)
+    again, dup, _ = call(lambdas.control_plane, "POST", f"/executions/{eid}/events/approved", body)
+    run_until(lambdas, world, eid, lambda m: m["status"]["S"] == "COMPLETED")
+    # then
+    assert (status, sent["outcome"], sent["event_id"]) == (202, "delivered", "mail-1")
+    assert (again, dup["outcome"]) == (202, "duplicate")
+    _, view, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}")
+    assert view["context"]["decision"] == "paid"
+    _, history, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}/history")
+    assert [e["event_id"] for e in history["events"]] == ["mail-1"]
+    assert history["events"][0]["consumed_by_step"] == 1 and history["events"][0]["by"] == OPERATOR_ARN
+
+
+def test_callback_route_completes_the_wait_once_and_unknown_tokens_are_404(lambdas, world):
+    eid = start(lambdas, "expense_approval", EXPENSE)
+    run_until(lambdas, world, eid, lambda m: m["status"]["S"] == "WAITING")
+    _, view, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}")
+    token = view["context"]["approval_callback"]
+    assert view["waiting_for"]["event"] == "approved" and view["waiting_for"]["timeout_at"]
+    # when
+    ok, sent, _ = call(lambdas.control_plane, "POST", f"/callbacks/{token}", json.dumps({"data": {"approved": False}}))
+    used, refused, _ = call(lambdas.control_plane, "POST", f"/callbacks/{token}", json.dumps({"data": {}}))
+    missing, unknown, _ = call(lambdas.control_plane, "POST", "/callbacks/" + "A" * 46, "{}")
+    # then
+    assert (ok, sent["outcome"]) == (200, "delivered")
+    assert (used, refused["error"]) == (409, "callback_used")
+    assert (missing, unknown["error"]) == (404, "callback_not_found")
+    run_until(lambdas, world, eid, lambda m: m["status"]["S"] == "COMPLETED")
+
+
+@pytest.mark.parametrize("path, body, code, error", [
+    ("/executions/{eid}/events/approved", "[1]", 400, "invalid_request"),
+    ("/executions/{eid}/events/approved", "{not json", 400, "invalid_json"),
+    ("/executions/{eid}/events/approved", '{"data": [1]}', 400, "invalid_request"),
+    ("/executions/{eid}/events/approved", '{"data": {}, "extra": 1}', 400, "invalid_request"),
+    ("/executions/{eid}/events/shipped", "{}", 409, "unknown_event"),
+    ("/executions/" + str(uuid.UUID(int=7)) + "/events/approved", "{}", 404, "execution_not_found"),
+])
+def test_event_route_refusals_answer_their_code_and_write_nothing(lambdas, world, path, body, code, error):
+    eid = start(lambdas, "expense_approval", EXPENSE)
+    # when
+    status, reply, _ = call(lambdas.control_plane, "POST", path.format(eid=eid), body)
+    # then
+    assert (status, reply["error"]) == (code, error), reply
+    assert not [i for i in world.items() if i["SK"]["S"].startswith("EVT#")]

@@ -25,7 +25,7 @@ from engine_core import (
     UnknownWorkflowError,
 )
 from engine_core.clock import format_ts
-from engine_core.errors import ExecutionStateConflictError, InvalidRequestError
+from engine_core.errors import CallbackNotFoundError, ExecutionStateConflictError, InvalidRequestError
 from engine_core.model import CorruptRecord
 from engine_core.operations import decode_token
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
@@ -268,6 +268,8 @@ def error_for(exc: Exception) -> ApiError | None:
             return ApiError(400, "invalid_input", f"{exc}; GET /workflows shows the input's JSON Schema",
                             problems=exc.problems)
         return ApiError(400, "invalid_request", f"{exc}; fix the request body and send it again")
+    if isinstance(exc, CallbackNotFoundError):
+        return ApiError(404, "callback_not_found", str(exc))
     if isinstance(exc, ExecutionStateConflictError):
         return ApiError(409, exc.code, str(exc), execution_status=exc.status)
     if isinstance(exc, InvalidRequestError):
@@ -277,8 +279,8 @@ def error_for(exc: Exception) -> ApiError | None:
 
 # -- operator routes: list, cancel, redrive, wake, history pages ------------------------------------
 LIST_LIMIT_DEFAULT, HISTORY_LIMIT_DEFAULT, PAGE_MAX = 20, 50, 100
-LIST_STATUSES = ("LIVE", "COMPLETED", "FAILED", "CANCELLED")
-"""What ``status=`` filters on: the list index holds LIVE (running or sleeping) or the terminal status."""
+LIST_STATUSES = ("LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
+"""What ``status=`` filters on: the list index holds LIVE (running, sleeping or waiting) or the terminal status."""
 _TOKEN_CHARS = re.compile(r"\A[A-Za-z0-9_-]{1,2048}\Z")
 _REASON_MAX = 1024
 
@@ -438,6 +440,54 @@ def parse_cancel_request(body: str | None, is_base64_encoded: bool) -> CancelReq
             field = ".".join(str(part) for part in e["loc"]) or "body"
             if e["type"] == "extra_forbidden":
                 problems.append(f"'{field}' is not a known field (allowed: reason)")
+            else:
+                problems.append(f"'{field}' {_TYPE_WORDS.get(e['type']) or e['msg'].removeprefix('Value error, ')}")
+        raise ApiError(400, "invalid_request", "; ".join(problems) + "; fix the request body and send it again") from None
+
+
+class EventRequest(BaseModel):
+    """Body of ``POST /executions/{id}/events/{name}`` and ``POST /callbacks/{token}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: dict[str, Any] = Field(default_factory=dict)
+    """A JSON object, merged into the execution's context by the wait that consumes it."""
+    event_id: StrictStr | None = None
+    """Makes a repeated send a no-op (the same id is applied once). Default: a fresh id per send."""
+
+
+_EVENT_MAX = 256 * 1024
+
+
+def parse_event_request(body: str | None, is_base64_encoded: bool, route: str, allow_id: bool = True) -> EventRequest:
+    """``{"data": {...}, "event_id": "..."}``; an empty body sends an event with no data."""
+    if not body:
+        return EventRequest()
+    raw = _body_bytes(body, is_base64_encoded)
+    if len(raw) > _EVENT_MAX:
+        raise ApiError(413, "input_too_large", f"request body is {len(raw)} bytes; {route} takes at most "
+                                               f"{_EVENT_MAX // 1024} KB (keep large payloads elsewhere, send a reference)")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ApiError(400, "invalid_json", f'request body is not valid UTF-8 JSON; send {{"data": {{...}}}} to {route}') from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "invalid_request", f"request body is a JSON {type(data).__name__}; send an object such as "
+                                               '{"data": {"approved": true}}')
+    allowed = "data, event_id" if allow_id else "data"
+    if not allow_id and "event_id" in data:
+        raise ApiError(400, "invalid_request", f"'event_id' is not a known field here (allowed: {allowed}): a "
+                                               "callback token is its own event id")
+    try:
+        return EventRequest.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for e in exc.errors(include_url=False):
+            field = ".".join(str(part) for part in e["loc"]) or "body"
+            if e["type"] == "extra_forbidden":
+                problems.append(f"'{field}' is not a known field (allowed: {allowed})")
+            elif field == "data":
+                problems.append("'data' must be a JSON object (it is merged into the context)")
             else:
                 problems.append(f"'{field}' {_TYPE_WORDS.get(e['type']) or e['msg'].removeprefix('Value error, ')}")
         raise ApiError(400, "invalid_request", "; ".join(problems) + "; fix the request body and send it again") from None

@@ -7,7 +7,9 @@ Routes (``ROUTES`` below is the one table; 404 and 405 answers are built from it
     GET  /executions/{id}/history     step records in order (paginated) and the operators' actions
     POST /executions/{id}/cancel      end a live execution CANCELLED
     POST /executions/{id}/redrive     resume a FAILED execution from its failed step
-    POST /executions/{id}/wake        end the current sleep or retry backoff now
+    POST /executions/{id}/wake        end the current sleep, retry backoff or event wait now
+    POST /executions/{id}/events/{n}  deliver event n (kept until a wait_for_event(n) consumes it)
+    POST /callbacks/{token}           complete the wait a callback token was issued for, once
     GET  /workflows                   registered workflows, their steps and retry policies
 
 Every response is JSON, errors included: ``{"error": code, "message": text}``, never a stack trace.
@@ -40,6 +42,7 @@ from .api_models import (
     no_body,
     operation_view,
     parse_cancel_request,
+    parse_event_request,
     parse_list_query,
     parse_page_query,
     parse_start_request,
@@ -89,8 +92,11 @@ def get_execution(execution_id: str) -> Response:
 def get_history(execution_id: str) -> Response:
     q = parse_page_query(app.current_event.query_string_parameters)
     steps, operations, token = runtime.engine.operator.history_page(execution_id, q.limit, q.next_token)
-    return _json(200, {"execution_id": execution_id, "steps": [views.record_view(r) for r in steps],
-                       "operations": [operation_view(r) for r in operations], "next_token": token})
+    reply = {"execution_id": execution_id, "steps": [views.record_view(r) for r in steps],
+             "operations": [operation_view(r) for r in operations], "next_token": token}
+    if q.next_token is None:  # like operations: with the first page
+        reply["events"] = runtime.engine.operator.events(execution_id)
+    return _json(200, reply)
 
 
 def cancel_execution(execution_id: str) -> Response:
@@ -112,6 +118,20 @@ def wake_execution(execution_id: str) -> Response:
     return _json(200, _view(e.execution_id))
 
 
+def send_event(execution_id: str, name: str) -> Response:
+    event = app.current_event
+    request = parse_event_request(event.body, event.is_base64_encoded, "POST /executions/{id}/events/{name}")
+    sent = runtime.engine.operator.send_event(execution_id, name, request.data, by=_caller(), event_id=request.event_id)
+    return _json(202, sent.as_dict())
+
+
+def complete_callback(token: str) -> Response:
+    event = app.current_event
+    request = parse_event_request(event.body, event.is_base64_encoded, "POST /callbacks/{token}", allow_id=False)
+    sent = runtime.engine.operator.complete_callback(token, request.data, by=_caller())
+    return _json(200, sent.as_dict())
+
+
 def list_workflows() -> Response:
     return _json(200, {"workflows": [wf.describe() for wf in runtime.registry.all()]})
 
@@ -124,6 +144,8 @@ ROUTES: list[tuple[str, str, Callable[..., Response]]] = [
     ("POST", "/executions/<execution_id>/cancel", cancel_execution),
     ("POST", "/executions/<execution_id>/redrive", redrive_execution),
     ("POST", "/executions/<execution_id>/wake", wake_execution),
+    ("POST", "/executions/<execution_id>/events/<name>", send_event),
+    ("POST", "/callbacks/<token>", complete_callback),
     ("GET", "/workflows", list_workflows),
 ]
 for _method, _path, _func in ROUTES:
@@ -140,7 +162,11 @@ def _shapes() -> dict[re.Pattern[str], list[str]]:
 
 
 _SHAPES = _shapes()
-_ROUTE_LIST = ", ".join(f"{m} {p.replace('<execution_id>', '{id}')}" for m, p, _ in ROUTES)
+def _shown(path: str) -> str:
+    return re.sub(r"<(\w+)>", lambda m: "{id}" if m[1] == "execution_id" else "{" + m[1] + "}", path)
+
+
+_ROUTE_LIST = ", ".join(f"{m} {_shown(p)}" for m, p, _ in ROUTES)
 
 
 @app.not_found

@@ -26,9 +26,11 @@ from .errors import (
     TransitionConflictError,
     UnknownWorkflowError,
 )
-from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, RetryPolicy, Status, StepMessage, StepRecord, StepStatus, Timer
+from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, RetryPolicy, Status, EventRecord, StepMessage, StepRecord, StepStatus, Timer
 from .ports import Metrics, NullMetrics, StateStore, StepQueue
-from .registry import ENTRY_POINT_GROUP, REGISTRY, Registry, WorkflowDef, sleep, step, workflow
+from .registry import ENTRY_POINT_GROUP, REGISTRY, Registry, WorkflowDef, map_, parallel, sleep, step, wait_for_event, workflow
+
+map = map_  # noqa: A001  (the issue's spelling: ``from engine_core import map``)
 from .settings import ConfigurationError, EngineSettings
 from .sweeper import Sweeper, SweepReport
 
@@ -39,10 +41,10 @@ __all__ = [
     "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionExistsError",
     "ExecutionNotFoundError", "ExecutionState", "ExecutionStateConflictError", "IdempotencyConflictError",
     "InsufficientTimeError", "InvalidInputError", "InvalidRequestError", "ListEntry", "MalformedMessageError",
-    "ManualClock", "Metrics", "NonSerializableResultError", "NullMetrics", "OperationRecord", "Outcome",
+    "ManualClock", "EventRecord", "Metrics", "NonSerializableResultError", "NullMetrics", "OperationRecord", "Outcome",
     "PermanentStepError", "REGISTRY", "RegistrationError", "Registry", "ResultTooLargeError", "RetryPolicy",
     "StartResult", "StateStore", "Status", "StepContext", "StepMessage", "StepQueue", "StepRecord",
     "StepStatus", "StepSupersededError", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
-    "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "check_fits", "sleep",
-    "step", "workflow",
+    "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "check_fits", "map", "map_",
+    "parallel", "sleep", "step", "wait_for_event", "workflow",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +21,30 @@ class StepContext(Mapping[str, Any]):
     step_name: str
     attempt: int
     data: dict[str, Any] = field(repr=False)
+    branch: int | None = None
+    """The branch of a parallel or map step this body runs (0-based), else None."""
+    item: Any = None
+    """For a map branch: its element of the list the step maps over."""
+    result: Any = None
+    """For a compensation: the result of the step it undoes."""
+    compensating: bool = False
+    """True in a compensation (``step(fn, compensate=undo)``): ``idempotency_key`` is the undone step's."""
+    _tokens: Callable[[str], str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def idempotency_key(self) -> str:
+        """``{execution_id}:{step_index}``, the same on every attempt; a branch appends ``:{branch}``.
+        A compensation gets the key of the step it undoes, to find what to undo."""
+        if self.branch is not None:
+            return f"{self.execution_id}:{self.step_index}:{self.branch}"
         return f"{self.execution_id}:{self.step_index}"
+
+    def callback_token(self, event: str) -> str:
+        """An opaque, single-use token for this execution's next ``wait_for_event(event)`` step, to hand
+        to an outside system that completes the wait with ``POST /callbacks/{token}``."""
+        if self._tokens is None:
+            raise RuntimeError("callback tokens are only issued to steps run by the engine")
+        return self._tokens(event)
 
     def __getitem__(self, key: str) -> Any:
         return self.data[key]

@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import codec, faults, transitions
+import dataclasses
+
+from . import callbacks, codec, faults, transitions
 from ._runner import BodyOutcome, truncate
 from .clock import Clock, SystemClock
 from .errors import (
@@ -42,9 +44,10 @@ from .errors import (
     TransitionConflictError,
     UnknownWorkflowError,
 )
+from .kinds import compensation
 from .lifecycle import Lifecycle, UsesLifecycle, failure_notice
 from .operations import Operator
-from .model import ErrorInfo, Execution, ExecutionState, Status, StepMessage, StepRecord, StepStatus, Timer
+from .model import ErrorInfo, Execution, ExecutionState, RetryPolicy, Status, StepMessage, StepRecord, StepStatus, Timer
 from .ports import EventPublisher, Metrics, NullMetrics, StateStore, StepQueue, Transition
 from .registry import REGISTRY, Registry, StepDef, WorkflowDef
 from .retries import backoff_s
@@ -143,7 +146,7 @@ class Engine(UsesLifecycle):
             execution_id=execution_id, workflow=workflow, status=Status.RUNNING, current_step=0, version=1,
             fingerprint=wf.fingerprint, input_digest=digest, created_at=now, updated_at=now, next_wake_at=wake,
             index_at=wake, timer=Timer.LEASE,
-            idempotency_token=token, started_by=by,
+            idempotency_token=token, started_by=by, callback_secret=callbacks.new_secret(),
         )
         try:
             self.store.create(execution, blob)
@@ -221,6 +224,9 @@ class Engine(UsesLifecycle):
             if not e.finalized:
                 self.life.finalize(e, state.records)
             return Outcome("terminal", eid, message.step)
+        if message.branch is not None:  # a parallel or map branch: its own item and lifecycle (kinds/fanout.py)
+            from .kinds.fanout import process_branch
+            return process_branch(self, state, message, remaining_ms, yield_after_ms)
         if (message.step, message.version) != (e.current_step, e.version):
             return Outcome("stale", eid, message.step, f"execution is at step {e.current_step} v{e.version}")
         if e.is_claimed:
@@ -231,7 +237,7 @@ class Engine(UsesLifecycle):
         wf, problem = self._definition(e)
         if problem is not None:
             return self._fail(e, problem)
-        run = StepRun(self, wf, e, state.records, state.input_blob, remaining_ms, yield_after_ms)
+        run = StepRun(self, wf, e, state.records, state.input_blob, remaining_ms, yield_after_ms, events=state.events)
         if run.data is None:
             return run.fail(run.corrupt_error)
 
@@ -310,7 +316,9 @@ def _records_of_run(records: list[Any], e: Execution) -> list[Any]:
 
 
 def _this_run(state: ExecutionState) -> ExecutionState:
-    return ExecutionState(state.execution, state.input_blob, _records_of_run(state.records, state.execution))
+    e = state.execution
+    events = [ev for ev in state.events if not hasattr(ev, "sent_at") or ev.sent_at >= e.created_at]
+    return dataclasses.replace(state, records=_records_of_run(state.records, e), events=events)
 
 
 def _uuid(execution_id: Any) -> str:
@@ -329,11 +337,12 @@ def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: 
     by_index: dict[int, StepRecord] = {}
     for r in records:
         if isinstance(r, StepRecord):
-            by_index[r.step_index] = r
-        elif int(r.sort_key.split("#")[1]) < upto:
+            if r.kind != "compensation":
+                by_index[r.step_index] = r
+        elif int(r.sort_key.split("#")[1]) < upto and not r.sort_key.endswith("#compensation"):
             raise ValueError(f"history item {r.sort_key} is unreadable: {r.detail}")
     for s in wf.steps[:upto]:
-        if s.kind.kind != "task":
+        if s.kind.kind == "sleep":
             continue
         r = by_index.get(s.index)
         if r is None or r.status is not StepStatus.SUCCEEDED or r.result_blob is None:
@@ -350,8 +359,10 @@ class StepRun:
     ends in. ``loop`` runs steps back to back while the chain rules allow."""
 
     def __init__(self, engine: Engine, wf: WorkflowDef, execution: Execution, records: list[Any], input_blob: str,
-                 remaining_ms: Callable[[], int] | None, yield_after_ms: float | None):
+                 remaining_ms: Callable[[], int] | None, yield_after_ms: float | None, events: list[Any] | None = None):
         self.engine, self.wf, self.execution, self.records = engine, wf, execution, list(records)
+        self.events = list(events or [])
+        """Events sent to the execution (EventRecord), for ``wait_for_event`` steps."""
         self.life, self.settings, self.clock = engine.life, engine.settings, engine.life.clock
         self.remaining_ms, self.yield_after_ms = remaining_ms, yield_after_ms
         self.started_ms = time.monotonic() * 1000
@@ -360,7 +371,9 @@ class StepRun:
         self.context_bound = len(input_blob.encode("utf-8")) + sum(
             len(r.result_blob.encode("utf-8")) for r in self.records if isinstance(r, StepRecord) and r.result_blob)
         try:
-            self.data: dict[str, Any] | None = rebuild_context(input_blob, records, wf, execution.current_step)
+            upto = execution.failed_step if execution.compensating and execution.failed_step is not None \
+                else execution.current_step
+            self.data: dict[str, Any] | None = rebuild_context(input_blob, records, wf, upto)
         except Exception as exc:
             self.data = None
             self.corrupt_error = ErrorInfo(code="corrupt_state", message=f"stored context is unreadable: {exc}")
@@ -390,14 +403,17 @@ class StepRun:
     def loop(self) -> Outcome:
         while True:
             e = self.execution
-            cap = self.engine.cap_exceeded(e)
+            cap = None if e.compensating else self.engine.cap_exceeded(e)
             if cap is not None:
                 return self.fail(cap)
             step = self.step
-            if step.kind.needs_invocation_time() and not e.is_claimed:
-                # Before any write: a claimed-then-abandoned attempt would hold the step for its lease.
-                self._check_time(self.timeout_s)
-            outcome = step.kind.run(self)
+            if e.compensating:
+                outcome = compensation.run(self)
+            else:
+                if step.kind.needs_invocation_time() and not e.is_claimed:
+                    # Before any write: a claimed-then-abandoned attempt would hold the step for its lease.
+                    self._check_time(self.timeout_s)
+                outcome = step.kind.run(self)
             if outcome.kind != "chained":
                 return Outcome(outcome.kind, outcome.execution_id, outcome.step, outcome.detail, self.steps_run)
 
@@ -430,17 +446,18 @@ class StepRun:
         return self.remaining_ms() >= needed
 
     # -- moves ---------------------------------------------------------------------------------------
-    def claim(self) -> Execution | Outcome:
-        """Start attempt n of the current task: counted and leased on the execution item, before the
-        body runs. Fails the execution instead when every allowed attempt has already started."""
+    def claim(self, policy: RetryPolicy | None = None, timeout_s: float | None = None) -> Execution | Outcome:
+        """Start attempt n of the current task (or compensation: its own ``policy`` and ``timeout_s``):
+        counted and leased on the execution item, before the body runs. Fails the execution instead
+        when every allowed attempt has already started."""
         e, step = self.execution, self.step
-        policy = self.wf.policy_for(step.index)
+        policy = policy or self.wf.policy_for(step.index)
         if e.attempt >= policy.max_attempts:
             return self.fail(self._error("attempts_exhausted", (
                 f"step started {e.attempt} times without finishing {policy.max_attempts} attempts cleanly: "
                 "earlier attempts crashed or ran past the timeout")))
         now, deadline = self.clock.now(), self._deadline()
-        expiry = transitions.claim_expiry(now, self.timeout_s, self.life.margin_s, deadline)
+        expiry = transitions.claim_expiry(now, timeout_s or self.timeout_s, self.life.margin_s, deadline)
         new = transitions.claimed(e, now, expiry, deadline, self.settings.slack_s)
         outcome = self.engine.commit(new, e)
         if outcome is not None:
@@ -456,22 +473,22 @@ class StepRun:
             return self.fail(self._error("invalid_result", (
                 f"step returned {type(result).__name__}; steps return a dict (merged into the context) or None")))
         try:
-            result_blob, decoded = codec.roundtrip(result, "result")
-            self.engine._check_size(f"result of step {step.name!r}", result_blob)
-            merged = {**self.data, **decoded}
-            # The encoded context is at most the input plus every result so far; encode it again
+            # The encoded context is at most the input plus every result so far; it is encoded again
             # only when that bound could exceed the budget.
-            bound = self.context_bound + len(result_blob.encode("utf-8"))
-            if bound > self.settings.item_budget_bytes:
-                context_blob = codec.encode(merged, "context")
-                self.engine._check_size("context after merging this result", context_blob)
-                bound = len(context_blob.encode("utf-8"))
+            result_blob, merged, bound = self.merge(result, f"result of step {step.name!r}")
         except (NonSerializableResultError, ResultTooLargeError) as exc:
             return self.fail(self._error(exc.code, str(exc)))
         now = self.clock.now()
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
                             version=e.version, started_at=e.attempt_started_at, finished_at=now, result_blob=result_blob,
                             expires_at=self.life.history_expiry(now))
+        return self.settle(record, merged, bound)
+
+    def settle(self, record: StepRecord, merged: dict[str, Any], bound: int) -> Outcome:
+        """The current step succeeded with ``record`` (its result already encoded and size-checked):
+        write it once, then move the execution on (``merged`` is the context after it, ``bound`` an
+        upper bound of its encoded size). Tasks, event waits and fan-ins all end here."""
+        e, step = self.execution, self.step
         outcome = self._put(record)
         if outcome is not None:
             return outcome
@@ -481,6 +498,19 @@ class StepRun:
         self.metric("StepsSucceeded", "Count", 1)
         self.log("step succeeded")
         return self._advance(record)
+
+    def merge(self, result: dict[str, Any], what: str) -> tuple[str, dict[str, Any], int]:
+        """Encode a step's result and merge it into the context: (result blob, merged context, bound).
+        Raises NonSerializableResultError or ResultTooLargeError."""
+        result_blob, decoded = codec.roundtrip(result, "result")
+        self.engine._check_size(what, result_blob)
+        merged = {**(self.data or {}), **decoded}
+        bound = self.context_bound + len(result_blob.encode("utf-8"))
+        if bound > self.settings.item_budget_bytes:
+            context_blob = codec.encode(merged, "context")
+            self.engine._check_size("context after merging this result", context_blob)
+            bound = len(context_blob.encode("utf-8"))
+        return result_blob, merged, bound
 
     def _advance(self, record: StepRecord) -> Outcome:
         e, step = self.execution, self.step
@@ -518,11 +548,14 @@ class StepRun:
         faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
         return Outcome("advanced", e.execution_id, step.index)
 
-    def attempt_failed(self, body: BodyOutcome) -> Outcome:
+    def attempt_failed(self, body: BodyOutcome, policy: RetryPolicy | None = None, kind: str = "task",
+                       prefix: str = "") -> Outcome:
+        """A failed attempt: retried under ``policy`` (the step's, unless a compensation passes its own)
+        with a FAILED record of ``kind``, or, when it was the last allowed one, the step fails."""
         e, step = self.execution, self.step
-        policy = self.wf.policy_for(step.index)
+        policy = policy or self.wf.policy_for(step.index)
         attempt = e.attempt
-        message = body.error_message or ""
+        message = prefix + (body.error_message or "")
         if not body.retryable or attempt >= policy.max_attempts:
             if body.retryable:
                 message = f"{message} (attempt {attempt} of {policy.max_attempts})"
@@ -532,11 +565,11 @@ class StepRun:
         error = self._error(body.error_code or "step_error", message, retryable=True, kind=body.error_type)
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.FAILED, attempts=attempt,
                             version=e.version, started_at=e.attempt_started_at, finished_at=now, error=error,
-                            expires_at=self.life.history_expiry(now))
+                            expires_at=self.life.history_expiry(now), kind=kind)
         outcome = self._put(record)
         if outcome is not None:
             return outcome
-        delay = backoff_s(policy, attempt, seed=f"{e.execution_id}:{step.index}")
+        delay = backoff_s(policy, attempt, seed=f"{e.execution_id}:{step.index}" + ("" if kind == "task" else f":{kind}"))
         retry_at = now + dt.timedelta(seconds=delay)
         new = transitions.retry_scheduled(e, now, retry_at)
         outcome = self._keep_history(retry_at) or self.engine.commit(new, e)
@@ -576,12 +609,33 @@ class StepRun:
                                 status=StepStatus.FAILED, attempts=e.attempt, version=e.version,
                                 started_at=e.attempt_started_at,
                                 finished_at=now, error=error, is_final=True, expires_at=self.life.history_expiry(now))
+            kind = "compensation" if e.compensating else self.step.kind.kind if e.current_step < len(self.wf.steps) \
+                else "task"
+            if kind in ("compensation", "event", "fanout"):
+                record = record.model_copy(update={"kind": kind})
             outcome = self._put(record)
             if outcome is not None:
                 return outcome
             self.records.append(record)
             self.metric("StepsFailed", "Count", 1)
+        if e.compensating:
+            return compensation.give_up(self, error)
+        if error.code not in compensation.NOT_COMPENSATED:
+            first = compensation.first_to_undo(self.wf, self.records, e.current_step)
+            if first is not None:
+                return compensation.begin(self, error, first)
         return self.engine._fail(e, error, self.records)
+
+    def callback_token(self, event: str) -> str:
+        """The token of the first ``wait_for_event(event)`` step after the current one."""
+        e = self.execution
+        for s in self.wf.steps[e.current_step:]:
+            if s.kind.kind == "event" and getattr(s.kind, "event", None) == event:
+                if not e.callback_secret:
+                    raise RuntimeError(f"execution {e.execution_id} started before callback tokens existed")
+                return callbacks.issue(e.callback_secret, e.execution_id, s.index)
+        raise ValueError(f"workflow {self.wf.name!r} has no wait_for_event({event!r}) step after step "
+                         f"{e.current_step} {self.step.name!r}")
 
     # -- helpers --------------------------------------------------------------------------------------
     def _put(self, record: StepRecord) -> Outcome | None:
@@ -607,6 +661,19 @@ class StepRun:
         step = self.step
         return ErrorInfo(code=code, message=truncate(message), type=kind, step_index=step.index, step_name=step.name,
                          retryable=retryable)
+
+    def complete_step(self, record: StepRecord, decoded: dict[str, Any]) -> Outcome:
+        """Settle the current step with a SUCCEEDED ``record`` made elsewhere (a parallel or map step's
+        fan-in, whose result ``decoded`` is already encoded and size-checked), then advance as ``succeed`` does."""
+        outcome = self._put(record)
+        if outcome is not None:
+            return outcome
+        self.data = {**(self.data or {}), **decoded}
+        self.context_bound += len((record.result_blob or "").encode("utf-8"))
+        self.steps_run += 1
+        self.metric("StepsSucceeded", "Count", 1)
+        self.log("step succeeded")
+        return self._advance(record)
 
 
 __all__ = ["Engine", "InvalidInputError", "Outcome", "StartResult", "StepRun", "check_fits", "failure_notice",

@@ -167,3 +167,26 @@ class InvalidInputError(EngineError):
     def __init__(self, message: str, problems: list[dict[str, str]] | None = None):
         super().__init__(message)
         self.problems = problems or []
+
+
+class BranchConflictError(EngineError):
+    """A conditional write of a parallel or map branch lost: the branch (``current``, None when it is
+    gone) is not at the version the writer read, or its fan-out moved to another generation."""
+
+    retryable = True
+
+    def __init__(self, execution_id: str, step_index: int, branch: int, expected_version: int | None,
+                 current: Any = None):
+        super().__init__(f"execution {execution_id} step {step_index} branch {branch}: "
+                         f"expected version {expected_version}, found "
+                         f"{'nothing' if current is None else f'v{current.version} {current.status.value}'}")
+        self.execution_id, self.step_index, self.branch = execution_id, step_index, branch
+        self.expected_version, self.current = expected_version, current
+
+
+class CallbackNotFoundError(EngineError):
+    """A callback token Loom did not issue, or for an execution that is gone (an HTTP 404). The reply
+    never says which, so a guessed token learns nothing."""
+
+    def __init__(self) -> None:
+        super().__init__("no wait matches this callback token; check it was copied whole")

@@ -34,8 +34,12 @@ class UsesLifecycle:
 
 def failure_notice(e: Execution) -> dict[str, Any]:
     error = e.error.model_dump() if e.error else None
-    return {"kind": "loom.execution_failed", "execution_id": e.execution_id, "workflow": e.workflow,
-            "step": e.current_step, "error": error}
+    notice = {"kind": "loom.execution_failed", "execution_id": e.execution_id, "workflow": e.workflow,
+              "step": e.current_step, "error": error}
+    if e.compensated is not None:
+        notice.update(status=e.status.value, compensated=e.compensated,
+                      compensation_error=None if e.compensation_error is None else e.compensation_error.model_dump())
+    return notice
 
 
 def status_event(e: Execution, step_count: int | None) -> dict[str, Any]:
@@ -45,7 +49,7 @@ def status_event(e: Execution, step_count: int | None) -> dict[str, Any]:
         error = {k: getattr(e.error, k) for k in ("code", "message", "step_index", "step_name")}
     return {"execution_id": e.execution_id, "workflow": e.workflow, "status": e.status.value, "error": error,
             "current_step": e.current_step, "step_count": step_count, "started_at": format_ts(e.created_at),
-            "ended_at": format_ts(e.updated_at), "by": e.cancelled_by}
+            "ended_at": format_ts(e.updated_at), "by": e.cancelled_by, "compensated": e.compensated}
 
 
 class Lifecycle:
@@ -147,7 +151,7 @@ class Lifecycle:
         With a bus, the DLQ holds only messages the transport gave up on; business failures are events."""
         if self.events.enabled:
             self.events.publish(status_event(e, self._step_count(e)))
-        elif e.status is Status.FAILED:
+        elif e.status in (Status.FAILED, Status.COMPENSATION_FAILED):
             self.queue.send_dead_letter(failure_notice(e))
         assert e.expires_at is not None
         if records is None:

@@ -21,10 +21,17 @@ class Status(str, Enum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     """Ended by an operator (``POST /executions/{id}/cancel``); a running body finishes, nothing after it runs."""
+    WAITING = "WAITING"
+    """Waiting for an external event (``wait_for_event``); nothing runs until it arrives or times out."""
+    COMPENSATION_FAILED = "COMPENSATION_FAILED"
+    """Failed or cancelled, and a compensation could not undo its step (``compensation_error`` says which)."""
 
     @property
     def is_terminal(self) -> bool:
-        return self in (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({Status.COMPLETED, Status.FAILED, Status.CANCELLED, Status.COMPENSATION_FAILED})
 
 
 class StepStatus(str, Enum):
@@ -42,6 +49,8 @@ class Timer(str, Enum):
     """A failed attempt is backing off; the next attempt may start at ``next_wake_at``."""
     SLEEP = "sleep"
     """A durable sleep; the execution resumes at ``next_wake_at``."""
+    EVENT = "event"
+    """Waiting for an external event; ``next_wake_at`` is its timeout. A delivered event wakes it at once."""
 
 
 class _Frozen(BaseModel):
@@ -120,6 +129,18 @@ class Execution(_Frozen):
     cancel_reason: str | None = None
     redrives: int = Field(default=0, ge=0)
     """Times an operator resumed it from a failed step (``POST /executions/{id}/redrive``)."""
+    compensating: bool = False
+    """The execution failed or was cancelled and is undoing its completed steps, in reverse order:
+    ``current_step`` is the step whose compensation runs now."""
+    failed_step: int | None = None
+    """Where the failure (or the cancel) happened, while compensating and after: the context the
+    compensations see is the one that step saw."""
+    compensated: bool | None = None
+    """Set when the execution ends after compensation: True once every compensation finished."""
+    compensation_error: ErrorInfo | None = None
+    """COMPENSATION_FAILED: the compensation that failed for good, naming the step it could not undo."""
+    callback_secret: str | None = None
+    """Signs the execution's callback tokens (kept beside the input, never shown)."""
     finalize_by: dt.datetime | None = None
     """Set by the terminal transition, removed by finalizing. If the worker that ended the execution dies
     before finalizing, and its message is gone (acknowledged by a concurrent delivery, dead-lettered),
@@ -161,6 +182,11 @@ class StepRecord(_Frozen):
     is_final: bool = False
     """For FAILED records: no attempt will follow."""
     expires_at: dt.datetime | None = None
+    event_id: str | None = None
+    """For a ``wait_for_event`` step: the event it consumed (None when it took its default)."""
+    kind: str = "task"
+    """What wrote it: ``task``, ``sleep``, ``event`` (a wait that ended), ``fanout`` (a parallel or map
+    step's fan-in) or ``compensation`` (the undo of the step at ``step_index``)."""
     version: int = 0
     """The execution version its writer acted on (a claim's version for an attempt). A history write
     is refused when the stored record was written at the same or a later version, so of two copies
@@ -177,6 +203,10 @@ class ExecutionState:
     records: list[Any]
     operations: list[Any] = field(default_factory=list)
     """OperationRecord (or CorruptRecord), in version order."""
+    events: list[Any] = field(default_factory=list)
+    """EventRecord (or CorruptRecord) sent to the execution, in key order."""
+    joins: dict[int, Any] = field(default_factory=dict)
+    """The join item (``Join``) of each parallel or map step that has fanned out, by step index."""
 
 
 class OperationRecord(_Frozen):
@@ -190,6 +220,17 @@ class OperationRecord(_Frozen):
     reason: str | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
     """For a redrive: the failed step's record it replaced (index, name, attempts, error)."""
+
+
+class EventRecord(_Frozen):
+    """An external event sent to an execution (``POST /executions/{id}/events/{name}``), kept until a
+    ``wait_for_event`` step of that name consumes it. Its id makes a repeated send a no-op."""
+
+    name: str
+    event_id: str
+    data: dict[str, Any]
+    sent_at: dt.datetime
+    by: str | None = None
 
 
 class ListEntry(_Frozen):
@@ -215,8 +256,72 @@ class StepMessage(_Frozen):
     execution_id: str
     step: int = Field(ge=0)
     version: int = Field(ge=1)
+    branch: int | None = Field(default=None, ge=0)
+    """A parallel or map branch of the step (its own item and lifecycle); None for the step itself."""
+    branch_version: int | None = Field(default=None, ge=1)
 
     @field_validator("execution_id")
     @classmethod
     def _uuid(cls, value: str) -> str:
         return str(uuid.UUID(value))
+
+
+class BranchStatus(str, Enum):
+    PENDING = "PENDING"
+    """Created or re-driven: a message is in flight; ``next_wake_at`` is its lease."""
+    RUNNING = "RUNNING"
+    """An attempt holds it until ``next_wake_at`` (its claim's lease)."""
+    RETRY = "RETRY"
+    """An attempt failed; the next may start at ``next_wake_at``."""
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+    @property
+    def is_open(self) -> bool:
+        return self in (BranchStatus.PENDING, BranchStatus.RUNNING, BranchStatus.RETRY)
+
+
+class Branch(_Frozen):
+    """One branch of a parallel or map step: its own small state machine, in its own item (its own
+    partition, so a delivery's query of the execution never reads it)."""
+
+    step_index: int = Field(ge=0)
+    branch: int = Field(ge=0)
+    status: BranchStatus
+    version: int = Field(ge=1)
+    """Bumped by one on every branch transition; each is conditional on the previous value."""
+    generation: int = Field(ge=1)
+    """The execution's version when this fan-out began: a redrive begins a new generation, which resets
+    the branches that did not succeed and keeps those that did."""
+    updated_at: dt.datetime
+    """Its last write: items older than the execution's ``created_at`` belong to an earlier run under the
+    same id (a token re-used after expiry) and count for nothing."""
+    attempt: int = Field(default=0, ge=0)
+    next_wake_at: dt.datetime | None = None
+    """Open branches: the message lease, the claim's lease or the retry time. The fan-out's reconcile
+    re-drives an open branch whose time passed."""
+    attempt_started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+    result_blob: str | None = None
+    error: ErrorInfo | None = None
+    expires_at: dt.datetime | None = None
+
+    @model_validator(mode="after")
+    def _open_iff_timed(self) -> Branch:
+        if self.status.is_open and self.next_wake_at is None:
+            raise ValueError("an open branch carries next_wake_at")
+        return self
+
+
+class Join(_Frozen):
+    """The fan-in counter of a parallel or map step (``JOIN#<nnn>`` beside the execution item)."""
+
+    step_index: int = Field(ge=0)
+    total: int = Field(ge=0)
+    done: int = Field(default=0, ge=0)
+    """Branches SUCCEEDED, counted by the same atomic write that records each completion. Only a
+    trigger: the fan-in reads every branch before it writes anything."""
+    generation: int = Field(ge=1)
+    max_concurrency: int = Field(ge=1)
+    started_at: dt.datetime
+    expires_at: dt.datetime | None = None

@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, StepMessage, StepRecord
+from .model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, StepMessage, StepRecord
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,15 @@ class StateStore(Protocol):
     def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
         ...
 
+    def put_event(self, execution_id: str, record: EventRecord) -> bool:
+        """Keep an external event (``EVT#<name>#<event_id>``) until a wait consumes it. False, writing
+        nothing, when that event id was sent before (a repeated send is applied once)."""
+        ...
+
+    def list_events(self, execution_id: str, name: str | None = None) -> list[EventRecord | CorruptRecord]:
+        """The execution's events (of ``name`` only, if given), strongly consistent, in key order."""
+        ...
+
     def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
                    created_before: dt.datetime | None = None) -> ListPage:
         """Executions newest first from the list index (GSI2), optionally within a creation window.
@@ -124,6 +133,38 @@ class StateStore(Protocol):
 
     def valid_list_cursor(self, cursor: Any) -> bool:
         """Whether a cursor that came back from a client has the shape this store's cursors have."""
+        ...
+
+    # -- parallel and map steps: the join item (beside the execution) and the branch items ---------
+    def put_join(self, execution_id: str, join: Any) -> bool:
+        """Write the join item of a fan-out step, replacing one of another generation; False (nothing
+        written) when a join of the same generation exists: a racing copy began this generation first."""
+        ...
+
+    def get_join(self, execution_id: str, step_index: int) -> Any | None:
+        """The join item (``model.Join``), strongly consistent; None if absent."""
+        ...
+
+    def create_branch(self, execution_id: str, branch: Any) -> None:
+        """Create a branch item that does not exist yet; BranchConflictError (with the stored branch) if it does."""
+        ...
+
+    def get_branch(self, execution_id: str, step_index: int, branch: int) -> Any | None:
+        """The branch (``model.Branch`` or CorruptRecord), strongly consistent; None if absent."""
+        ...
+
+    def update_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
+        """Replace the branch at ``expected_version`` by ``branch``; BranchConflictError otherwise."""
+        ...
+
+    def complete_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
+        """One atomic write: the branch at ``expected_version`` becomes ``branch`` (SUCCEEDED) and the join
+        of its generation counts it (``done + 1``). BranchConflictError, with nothing written or counted,
+        if either condition fails: a completion is recorded once and counted once."""
+        ...
+
+    def branches(self, execution_id: str, step_index: int) -> list[Any]:
+        """Every branch of the step (``Branch`` or CorruptRecord) in branch order: one strongly consistent query."""
         ...
 
 

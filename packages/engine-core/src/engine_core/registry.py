@@ -16,15 +16,20 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from .errors import RegistrationError, UnknownWorkflowError
-from .kinds import SleepKind, StepKind, TaskKind
+from .kinds import FanOutKind, SleepKind, StepKind, TaskKind, WaitKind
 from .model import RetryPolicy
 
 ENTRY_POINT_GROUP = "loom.workflows"
 # Anchored with \A and \Z, and used with fullmatch: `$` also matches before a trailing "\n".
 WORKFLOW_NAME_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,128}\Z")
 _STEP_NAME_RE = re.compile(r"\A[^#\s]{1,100}\Z")
+EVENT_NAME_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
+_EVENT_NAME_RE = EVENT_NAME_RE
 # SQS DelaySeconds tops out at 900 s; the engine uses it for short waits and the sweeper for the rest.
 MAX_SLEEP_S = 366 * 24 * 3600.0
+MAX_BRANCHES = 1000
+"""A parallel step's branches, or a map step's items, at most (checked at registration or at the step)."""
+DEFAULT_EVENT_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,10 @@ class StepDef:
     kind: StepKind
     retry: RetryPolicy | None = None
     timeout_s: float | None = None
+    compensate: Callable[..., Any] | None = None
+    """Undoes this step when the execution fails (or is cancelled) after it completed."""
+    compensate_retry: RetryPolicy | None = None
+    compensate_timeout_s: float | None = None
 
     @property
     def fn(self) -> Callable[..., Any] | None:
@@ -58,6 +67,30 @@ class Step:
     name: str | None = None
     retry: RetryPolicy | None = None
     timeout_s: float | None = None
+    compensate: Any = None
+    """A function, or ``step(fn, retry=..., timeout_s=...)`` for its own policy and budget."""
+
+
+@dataclass(frozen=True)
+class FanOut:
+    """``parallel(a, b, c)`` (``fns``) or ``map(fn, over="items")`` (``over``)."""
+
+    fns: tuple[Callable[..., Any], ...]
+    over: str | None = None
+    max_concurrency: int | None = None
+    name: str | None = None
+    retry: RetryPolicy | None = None
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class WaitForEvent:
+    event: str
+    timeout_s: float
+    default: Any = None
+    has_default: bool = False
+    name: str | None = None
+    retry: RetryPolicy | None = None
 
 
 @dataclass(frozen=True)
@@ -67,10 +100,47 @@ class Sleep:
 
 
 def step(
-    fn: Callable[..., Any], *, name: str | None = None, retry: RetryPolicy | None = None, timeout_s: float | None = None
+    fn: Callable[..., Any], *, name: str | None = None, retry: RetryPolicy | None = None, timeout_s: float | None = None,
+    compensate: Any = None,
 ) -> Step:
-    """Wrap a step function with a per-step retry policy and/or timeout budget."""
-    return Step(fn=fn, name=name, retry=retry, timeout_s=timeout_s)
+    """Wrap a step function with a per-step retry policy, a timeout budget and/or a compensation.
+
+    ``compensate`` (a function, or ``step(undo, retry=...)``) runs when the execution fails for good or
+    is cancelled after this step completed: the completed steps' compensations run in reverse order,
+    each durable and retried, handed the step's result (``ctx.result``) and its idempotency key.
+    """
+    return Step(fn=fn, name=name, retry=retry, timeout_s=timeout_s, compensate=compensate)
+
+
+def parallel(*fns: Callable[..., Any], name: str | None = None, retry: RetryPolicy | None = None,
+             timeout_s: float | None = None, max_concurrency: int | None = None) -> FanOut:
+    """One step whose branches (each a plain function of the context) run as separate deliveries, so
+    separate invocations run them at once. Each branch has its own idempotency key
+    (``{execution_id}:{step_index}:{branch}``), retries and history record; the step completes once,
+    when every branch succeeded, and merges ``{step_name: [result of each branch, in order]}``."""
+    return FanOut(fns=tuple(fns), name=name, retry=retry, timeout_s=timeout_s, max_concurrency=max_concurrency)
+
+
+def map_(fn: Callable[..., Any], *, over: str, max_concurrency: int | None = None, name: str | None = None,
+         retry: RetryPolicy | None = None, timeout_s: float | None = None) -> FanOut:
+    """One step that runs ``fn`` once per element of the list ``ctx[over]`` (at most 1,000), at most
+    ``max_concurrency`` at a time; each branch reads its element as ``ctx.item``. The step merges
+    ``{step_name: [result of each element, in order]}``. Exported as ``engine_core.map``."""
+    return FanOut(fns=(fn,), over=over, max_concurrency=max_concurrency, name=name, retry=retry, timeout_s=timeout_s)
+
+
+_NO_DEFAULT = object()
+
+
+def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, default: Any = _NO_DEFAULT,
+                   name: str | None = None, retry: RetryPolicy | None = None) -> WaitForEvent:
+    """Wait, in status WAITING and costing nothing, for the event ``event``
+    (``POST /executions/{id}/events/{event}``, or ``POST /callbacks/{token}`` with a token from
+    ``ctx.callback_token(event)``). Its JSON object is merged into the context. After ``timeout``
+    seconds the step fails under ``retry`` (each retry waits again), or merges ``default`` if given."""
+    has = default is not _NO_DEFAULT
+    return WaitForEvent(event=event, timeout_s=float(timeout), default=default if has else None, has_default=has,
+                        name=name, retry=retry)
 
 
 def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: float = 0, name: str | None = None) -> Sleep:
@@ -115,6 +185,10 @@ class WorkflowDef:
     def policy_for(self, index: int) -> RetryPolicy:
         return self.steps[index].retry or self.retry
 
+    def compensation_policy(self, index: int) -> RetryPolicy:
+        """A compensation's retries: its own (``compensate=step(undo, retry=...)``), else its step's."""
+        return self.steps[index].compensate_retry or self.policy_for(index)
+
     def timeout_for(self, index: int) -> float | None:
         """The step's own budget, else the workflow's; None means the engine's default."""
         return self.steps[index].timeout_s or self.step_timeout_s
@@ -130,10 +204,11 @@ class WorkflowDef:
                 {
                     "index": s.index,
                     "name": s.name,
-                    "kind": "sleep" if s.is_sleep else "step",
+                    "kind": {"sleep": "sleep", "task": "step"}.get(s.kind.kind, s.kind.kind),
                     **s.kind.describe(),
                     **({"retry": s.retry.model_dump()} if s.retry else {}),
                     **({"timeout_s": s.timeout_s} if s.timeout_s else {}),
+                    **({"compensate": getattr(s.compensate, "__name__", "compensate")} if s.compensate else {}),
                 }
                 for s in self.steps
             ],
@@ -307,8 +382,13 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
         name = item.name or f"sleep_{item.seconds:g}s"
         _check_step_name(name, index, where)
         return StepDef(index=index, name=name, kind=SleepKind(float(item.seconds)))
+    if isinstance(item, FanOut):
+        return _fanout_def(index, item, where)
+    if isinstance(item, WaitForEvent):
+        return _wait_def(index, item, where)
+    compensate = None
     if isinstance(item, Step):
-        fn, name, retry, timeout = item.fn, item.name, item.retry, item.timeout_s
+        fn, name, retry, timeout, compensate = item.fn, item.name, item.retry, item.timeout_s, item.compensate
     else:
         fn, name, retry, timeout = item, None, None, None
     if not callable(fn):
@@ -320,12 +400,83 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
     if not name or name == "<lambda>":
         raise RegistrationError(f"{where}: step at position {index} has no usable name; pass step(fn, name=...)")
     _check_step_name(name, index, where)
+    _check_policy(retry, timeout, name, where)
+    undo, undo_retry, undo_timeout = _compensation(compensate, name, where)
+    return StepDef(index=index, name=name, kind=TaskKind(fn), retry=retry,
+                   timeout_s=None if timeout is None else float(timeout), compensate=undo,
+                   compensate_retry=undo_retry, compensate_timeout_s=undo_timeout)
+
+
+def _check_policy(retry: Any, timeout: Any, name: str, where: str) -> None:
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise RegistrationError(f"{where}: step {name!r}: retry must be a RetryPolicy")
-    if timeout is not None and (not isinstance(timeout, (int, float)) or not 0 < timeout <= 900):
+    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                                or not 0 < timeout <= 900):
         raise RegistrationError(f"{where}: step {name!r}: timeout_s must be in (0, 900] seconds")
-    return StepDef(index=index, name=name, kind=TaskKind(fn), retry=retry,
-                   timeout_s=None if timeout is None else float(timeout))
+
+
+def _compensation(compensate: Any, name: str, where: str) -> tuple[Callable[..., Any] | None, Any, Any]:
+    if compensate is None:
+        return None, None, None
+    if isinstance(compensate, Step):
+        if compensate.compensate is not None:
+            raise RegistrationError(f"{where}: step {name!r}: a compensation cannot have a compensation")
+        _check_policy(compensate.retry, compensate.timeout_s, name, where)
+        fn, retry, timeout = compensate.fn, compensate.retry, compensate.timeout_s
+    else:
+        fn, retry, timeout = compensate, None, None
+    if not callable(fn):
+        raise RegistrationError(f"{where}: step {name!r}: compensate must be a function (or step(fn, ...)), "
+                                f"got {type(fn).__name__}")
+    return fn, retry, None if timeout is None else float(timeout)
+
+
+def _fanout_def(index: int, item: FanOut, where: str) -> StepDef:
+    what = "map" if item.over is not None else "parallel"
+    if not item.fns:
+        raise RegistrationError(f"{where}: {what} at position {index} has no branches")
+    if len(item.fns) > MAX_BRANCHES:
+        raise RegistrationError(f"{where}: {what} at position {index} has {len(item.fns)} branches; "
+                                f"at most {MAX_BRANCHES}")
+    for fn in item.fns:
+        if not callable(fn):
+            raise RegistrationError(f"{where}: {what} at position {index}: branch {fn!r} is not a callable")
+    if item.over is not None and (not isinstance(item.over, str) or not item.over):
+        raise RegistrationError(f"{where}: map at position {index}: over= names the context key holding the list")
+    limit = item.max_concurrency
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_BRANCHES):
+        raise RegistrationError(f"{where}: {what} at position {index}: max_concurrency must be 1-{MAX_BRANCHES}")
+    name = item.name
+    if name is None:
+        names = [getattr(fn, "__name__", "") for fn in item.fns]
+        if any(not n or n == "<lambda>" for n in names):
+            raise RegistrationError(f"{where}: {what} at position {index} has a branch without a usable name; "
+                                    "pass name=...")
+        name = f"map_{names[0]}" if item.over is not None else "parallel_" + "_".join(names)
+        if len(name) > 100:
+            raise RegistrationError(f"{where}: {what} at position {index}: its default name is too long; pass name=...")
+    _check_step_name(name, index, where)
+    _check_policy(item.retry, item.timeout_s, name, where)
+    return StepDef(index=index, name=name, kind=FanOutKind(fns=item.fns, over=item.over, max_concurrency=limit),
+                   retry=item.retry, timeout_s=None if item.timeout_s is None else float(item.timeout_s))
+
+
+def _wait_def(index: int, item: WaitForEvent, where: str) -> StepDef:
+    if not isinstance(item.event, str) or not _EVENT_NAME_RE.fullmatch(item.event):
+        raise RegistrationError(f"{where}: wait_for_event at position {index}: event name {item.event!r} is invalid: "
+                                "1-64 characters from A-Z a-z 0-9 _ . -")
+    if not 0 < item.timeout_s <= MAX_SLEEP_S:
+        raise RegistrationError(f"{where}: wait_for_event({item.event!r}) timeout must be between 0 and 366 days")
+    if item.has_default and not isinstance(item.default, dict):
+        raise RegistrationError(f"{where}: wait_for_event({item.event!r}) default must be a dict (merged into "
+                                "the context), got " + type(item.default).__name__)
+    name = item.name or f"wait_{item.event}"
+    _check_step_name(name, index, where)
+    _check_policy(item.retry, None, name, where)
+    # A wait is not retried unless it says so: a timeout fails the step (or takes the default) at once.
+    return StepDef(index=index, name=name, retry=item.retry or RetryPolicy(max_attempts=1),
+                   kind=WaitKind(event=item.event, timeout_s=item.timeout_s, default=item.default,
+                                 has_default=item.has_default))
 
 
 def _check_step_name(name: str, index: int, where: str) -> None:

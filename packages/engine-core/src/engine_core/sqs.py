@@ -20,7 +20,7 @@ class SqsQueue:
     def send(self, message: StepMessage, delay_s: int = 0) -> None:
         if not 0 <= delay_s <= 900:
             raise ValueError(f"SQS DelaySeconds must be 0-900, got {delay_s}; longer waits belong to the sweeper")
-        self._send(self.queue_url, message.model_dump_json(), delay_s)
+        self._send(self.queue_url, message.model_dump_json(exclude_none=True), delay_s)
 
     def send_dead_letter(self, body: dict[str, Any]) -> None:
         if not self.dlq_url:

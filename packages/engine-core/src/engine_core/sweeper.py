@@ -24,8 +24,10 @@ from .settings import EngineSettings
 
 log = logging.getLogger("engine_core.sweeper")
 
-REASONS = {Timer.SLEEP: "timer_due", Timer.RETRY: "retry_due", Timer.LEASE: "stalled_lease"}
-_METRIC = {"timer_due": "RedrivenTimerDue", "retry_due": "RedrivenRetryDue", "stalled_lease": "RedrivenStalledLease"}
+REASONS = {Timer.SLEEP: "timer_due", Timer.RETRY: "retry_due", Timer.LEASE: "stalled_lease",
+           Timer.EVENT: "event_wait_due"}
+_METRIC = {"timer_due": "RedrivenTimerDue", "retry_due": "RedrivenRetryDue", "stalled_lease": "RedrivenStalledLease",
+           "event_wait_due": "RedrivenEventWaitDue"}
 
 
 @dataclass

@@ -87,7 +87,7 @@ class FakeQueue:
             if m.receive_count >= self.max_receives:
                 # SQS moves a message to the DLQ on the receive after maxReceiveCount.
                 self.messages.remove(m)
-                self.dead_letters.append({"kind": "redrive", "body": m.body.model_dump()})
+                self.dead_letters.append({"kind": "redrive", "body": m.body.model_dump(exclude_none=True)})
                 continue
             m.receive_count += 1
             m.visible_at = now + dt.timedelta(seconds=self.visibility_timeout_s)
@@ -159,6 +159,23 @@ class LocalRunner:
 
     def history(self, execution_id: str):
         return self.engine.history(execution_id)
+
+    def send_event(self, execution_id: str, name: str, data: dict[str, Any] | None = None,
+                   event_id: str | None = None, by: str = "local") -> str:
+        """Send an event as ``POST /executions/{id}/events/{name}`` does; returns the outcome
+        (``delivered``, ``buffered`` or ``duplicate``)."""
+        return self.engine.operator.send_event(execution_id, name, data or {}, by, event_id).outcome
+
+    def run_until(self, execution_id: str, status: str, max_iterations: int = 10_000) -> Execution:
+        """Drive the execution until it reaches ``status`` (e.g. ``WAITING``)."""
+        for _ in range(max_iterations):
+            e = self.engine.get(execution_id)
+            if e.status.value == status:
+                return e
+            if e.status.is_terminal:
+                raise RuntimeError(f"execution {execution_id} ended {e.status.value} before reaching {status}")
+            self.step_once()
+        raise RuntimeError(f"execution {execution_id} did not reach {status} within {max_iterations} iterations")
 
     def context(self, execution_id: str) -> dict[str, Any]:
         """The accumulated context: the input merged with every completed step's result."""

@@ -120,6 +120,52 @@ def redriven_after_failure(e: Execution, now: dt.datetime, lease_s: float) -> Ex
 
 
 def woken(e: Execution, now: dt.datetime) -> Execution:
-    """An operator ends the current sleep or retry backoff now ("skip the wait")."""
-    assert e.timer in (Timer.SLEEP, Timer.RETRY)
+    """The current sleep, retry backoff or event wait ends now: an operator's "skip the wait", or an
+    event arriving for the wait (whose step then consumes it; woken without one, the wait times out)."""
+    assert e.timer in (Timer.SLEEP, Timer.RETRY, Timer.EVENT)
     return _next(e, now, next_wake_at=now, index_at=now)
+
+
+def waiting(e: Execution, now: dt.datetime, timeout_at: dt.datetime) -> Execution:
+    """The current step waits for an event: WAITING, nothing running, until it arrives or ``timeout_at``.
+    Each wait period is one attempt of the step (a timeout is retried by waiting again)."""
+    return _next(e, now, status=Status.WAITING, attempt=e.attempt + 1, **_NO_CLAIM,
+                 **_timer(e, Timer.EVENT, timeout_at, 0.0))
+
+
+def compensation_started(e: Execution, now: dt.datetime, error: ErrorInfo | None, step: int, lease_s: float, *,
+                         cancelled_by: str | None = None, cancel_reason: str | None = None) -> Execution:
+    """The execution failed for good (``error``) or was cancelled: it stays live and undoes its completed
+    steps in reverse order, starting with the compensation of ``step``. ``failed_step`` keeps where it
+    stopped, so the compensations see the context that step saw."""
+    return _next(e, now, status=Status.RUNNING, compensating=True, failed_step=e.current_step, current_step=step,
+                 error=error, attempt=0, **_NO_CLAIM, cancelled_by=cancelled_by or e.cancelled_by,
+                 cancel_reason=cancel_reason if cancelled_by else e.cancel_reason,
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
+
+
+def compensation_next(e: Execution, now: dt.datetime, step: int, lease_s: float) -> Execution:
+    """A compensation finished; the one of the next earlier completed ``step`` runs."""
+    return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, **_NO_CLAIM,
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
+
+
+def compensation_ended(e: Execution, now: dt.datetime, retention: dt.timedelta, finalize_grace_s: float,
+                       error: ErrorInfo | None = None) -> Execution:
+    """Every compensation finished (FAILED or CANCELLED, ``compensated``), or ``error`` says which one
+    could not undo its step (COMPENSATION_FAILED). Either way the execution ends at its failed step."""
+    if error is not None:
+        status = Status.COMPENSATION_FAILED
+    else:
+        status = Status.CANCELLED if e.cancelled_by is not None else Status.FAILED
+    return _ended(e, now, status, e.error, retention, False, finalize_grace_s, compensating=False,
+                  compensated=error is None, compensation_error=error,
+                  current_step=e.failed_step if e.failed_step is not None else e.current_step)
+
+
+def fanned_out(e: Execution, now: dt.datetime, lease_s: float) -> Execution:
+    """The current step is a parallel or map step whose branches run on their own items: no attempt
+    holds the step, ``attempt`` 1 marks that this generation has fanned out, and the lease is the
+    reconcile period (when it runs out the sweeper re-drives the step, which re-drives lost branches)."""
+    return _next(e, now, status=Status.RUNNING, attempt=max(1, e.attempt), **_NO_CLAIM,
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))

@@ -577,3 +577,137 @@ def test_list_cursors_the_store_makes_are_valid_and_others_are_not(store):
     assert store.valid_list_cursor(cursor)
     for bad in ({}, [], ["a"], [1, 2], {"PK": "x"}, "text", None):
         assert not store.valid_list_cursor(bad)
+
+
+# -- parallel and map steps: the join item and the branch items (issue 12) --------------------------------------
+
+def _branch(b: int, version: int = 1, generation: int = 2, status: str = "PENDING", **changes):
+    from engine_core.model import Branch, BranchStatus
+
+    base = dict(step_index=1, branch=b, status=BranchStatus(status), version=version, generation=generation, updated_at=T0,
+                next_wake_at=None if status in ("SUCCEEDED", "FAILED") else T0 + dt.timedelta(minutes=15),
+                expires_at=T0 + RETENTION)
+    base.update(changes)
+    return Branch(**base)
+
+
+def _join(generation: int = 2, total: int = 3, done: int = 0):
+    from engine_core.model import Join
+
+    return Join(step_index=1, total=total, done=done, generation=generation, max_concurrency=2, started_at=T0,
+                expires_at=T0 + RETENTION)
+
+
+def _with_fanout(store) -> Execution:
+    e = new_execution()
+    store.create(e, INPUT)
+    assert store.put_join(e.execution_id, _join())
+    return e
+
+
+def test_branch_create_when_it_exists_is_refused_with_the_stored_branch(store):
+    from engine_core.errors import BranchConflictError
+
+    e = _with_fanout(store)
+    store.create_branch(e.execution_id, _branch(0))
+    with pytest.raises(BranchConflictError) as info:
+        store.create_branch(e.execution_id, _branch(0, version=7))
+    assert info.value.current == _branch(0)
+    assert store.get_branch(e.execution_id, 1, 0) == _branch(0)
+    assert store.get_branch(e.execution_id, 1, 1) is None
+
+
+def test_update_branch_applies_at_its_version_only(store):
+    from engine_core.errors import BranchConflictError
+
+    e = _with_fanout(store)
+    store.create_branch(e.execution_id, _branch(0))
+    claimed = _branch(0, version=2, status="RUNNING", attempt=1, attempt_started_at=T0)
+    store.update_branch(e.execution_id, claimed, 1)
+    assert store.get_branch(e.execution_id, 1, 0) == claimed
+    with pytest.raises(BranchConflictError) as info:  # a second claim from the same message
+        store.update_branch(e.execution_id, _branch(0, version=2, status="RUNNING", attempt=1), 1)
+    assert info.value.current == claimed
+    with pytest.raises(BranchConflictError):
+        store.update_branch(e.execution_id, _branch(5, version=2), 1)  # absent
+
+
+def test_complete_branch_records_and_counts_once_and_a_second_completion_is_refused_and_not_counted(store):
+    from engine_core.errors import BranchConflictError
+
+    # given: a claimed branch
+    e = _with_fanout(store)
+    store.create_branch(e.execution_id, _branch(0))
+    store.update_branch(e.execution_id, _branch(0, version=2, status="RUNNING", attempt=1), 1)
+    done = _branch(0, version=3, status="SUCCEEDED", attempt=1, result_blob='{"r":1}', finished_at=T0)
+    # when: it completes, then a second completion of the same claim arrives
+    store.complete_branch(e.execution_id, done, 2)
+    with pytest.raises(BranchConflictError):
+        store.complete_branch(e.execution_id, done.model_copy(update={"result_blob": '{"r":2}'}), 2)
+    # then: recorded once, counted once
+    assert store.get_branch(e.execution_id, 1, 0) == done
+    assert store.get_join(e.execution_id, 1).done == 1
+    assert store.load_state(e.execution_id).joins[1].done == 1
+
+
+def test_complete_branch_of_an_older_generation_is_refused_by_the_new_join_and_counts_nothing(store):
+    from engine_core.errors import BranchConflictError
+
+    e = _with_fanout(store)  # generation 2
+    store.create_branch(e.execution_id, _branch(0, version=2, status="RUNNING", attempt=1))
+    assert store.put_join(e.execution_id, _join(generation=5))  # a redrive began generation 5
+    with pytest.raises(BranchConflictError):
+        store.complete_branch(e.execution_id, _branch(0, version=3, status="SUCCEEDED", result_blob="1"), 2)
+    assert store.get_branch(e.execution_id, 1, 0).status.value == "RUNNING"
+    assert store.get_join(e.execution_id, 1).done == 0
+
+
+def test_put_join_refuses_its_own_generation_again_and_replaces_an_older_one(store):
+    e = _with_fanout(store)
+    store.create_branch(e.execution_id, _branch(0, version=2, status="RUNNING"))
+    store.complete_branch(e.execution_id, _branch(0, version=3, status="SUCCEEDED", result_blob="1"), 2)
+    assert not store.put_join(e.execution_id, _join(done=0))  # a racing copy: the count it holds is kept
+    assert store.get_join(e.execution_id, 1).done == 1
+    assert store.put_join(e.execution_id, _join(generation=9, done=1))
+    assert store.get_join(e.execution_id, 1) == _join(generation=9, done=1)
+
+
+def test_branches_are_read_in_order_apart_from_the_execution_which_reads_only_its_joins(store):
+    e = _with_fanout(store)
+    for b in (2, 0, 11, 1):
+        store.create_branch(e.execution_id, _branch(b))
+    store.put_step(e.execution_id, record(0, "a"))
+    assert [b.branch for b in store.branches(e.execution_id, 1)] == [0, 1, 2, 11]
+    assert store.branches(e.execution_id, 0) == []
+    state = store.load_state(e.execution_id)
+    assert state.joins == {1: _join()}
+    assert [r.name for r in state.records] == ["a"] and [r.name for r in store.history(e.execution_id)] == ["a"]
+
+
+def test_dynamo_branch_completion_retries_a_transaction_conflict_and_counts_once(dynamo_client_factory):
+    from botocore.exceptions import ClientError
+
+    store = dynamo_client_factory()
+    e = _with_fanout(store)
+    store.create_branch(e.execution_id, _branch(0, version=2, status="RUNNING"))
+
+    class Contended:
+        def __init__(self, client):
+            self._client, self.refused = client, 0
+
+        def __getattr__(self, name):
+            return getattr(self._client, name)
+
+        def transact_write_items(self, **kwargs):
+            if self.refused < 2:  # another branch's transaction held the join item
+                self.refused += 1
+                raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                                   "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}]},
+                                  "TransactWriteItems")
+            return self._client.transact_write_items(**kwargs)
+
+    store.client = Contended(store.client)
+    store.complete_branch(e.execution_id, _branch(0, version=3, status="SUCCEEDED", result_blob="1"), 2)
+    assert store.client.refused == 2
+    assert store.get_join(e.execution_id, 1).done == 1
+    assert store.get_branch(e.execution_id, 1, 0).status.value == "SUCCEEDED"

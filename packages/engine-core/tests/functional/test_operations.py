@@ -291,7 +291,7 @@ def test_with_a_bus_every_ending_is_an_event_and_the_dlq_holds_no_business_failu
     assert by_id[done]["status"] == "COMPLETED" and by_id[done]["error"] is None
     assert by_id[gone]["status"] == "CANCELLED" and by_id[gone]["by"] == "ops"
     assert set(by_id[done]) == {"execution_id", "workflow", "status", "error", "current_step", "step_count",
-                                "started_at", "ended_at", "by"}
+                                "started_at", "ended_at", "by", "compensated"}
 
 
 def test_without_a_bus_a_failed_execution_still_leaves_one_notice_on_the_dlq():

@@ -87,13 +87,13 @@ def test_public_surface_is_pinned():
         "Clock", "ConfigurationError", "CorruptRecord", "CorruptStateError", "ENTRY_POINT_GROUP", "Engine",
         "EngineError", "EngineSettings", "ErrorInfo", "Execution", "ExecutionExistsError", "ExecutionNotFoundError",
         "ExecutionState", "ExecutionStateConflictError", "IdempotencyConflictError", "InsufficientTimeError",
-        "InvalidInputError", "InvalidRequestError", "ListEntry", "MalformedMessageError", "ManualClock", "Metrics",
+        "InvalidInputError", "InvalidRequestError", "ListEntry", "MalformedMessageError", "ManualClock", "EventRecord", "Metrics",
         "NonSerializableResultError", "NullMetrics", "OperationRecord", "Outcome",
         "PermanentStepError", "REGISTRY", "Registry", "RegistrationError", "ResultTooLargeError", "RetryPolicy",
         "StartResult", "StateStore", "Status", "StepContext", "StepMessage", "StepQueue", "StepRecord",
         "StepStatus", "StepSupersededError", "StorageError", "SweepReport", "Sweeper", "SystemClock", "Timer",
-        "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "check_fits", "sleep",
-        "step", "workflow",
+        "TransitionConflictError", "UnknownWorkflowError", "WorkflowDef", "__version__", "check_fits", "map", "map_",
+        "parallel", "sleep", "step", "wait_for_event", "workflow",
     ])
     assert all(hasattr(engine_core, name) for name in engine_core.__all__)
     assert not hasattr(engine_core, "StepBusyError") and not hasattr(engine_core, "StepSettledError")

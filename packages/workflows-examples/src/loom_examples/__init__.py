@@ -10,12 +10,13 @@ entry point names this module, and importing it registers every workflow below.
 - ``defaults_tour``: sets nothing (no timeout, no retry policy), so the defaults run end to end.
 - ``fragile_import``: sleeps two hours, then fails (PermanentStepError) until its feed is fixed; the
   execution to find, wake, fix and redrive.
+- ``expense_approval``: waits (WAITING) for an ``approved`` event or its callback token.
 """
 
-from . import defaults, fragile_import, greeting, orders, poison
+from . import approval, defaults, fragile_import, greeting, orders, poison
 from .ledger import LEDGER, Charge, PaymentLedger
 
 __version__ = "0.2.0"
 
-__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "defaults", "fragile_import", "greeting", "orders",
+__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "approval", "defaults", "fragile_import", "greeting", "orders",
            "poison"]

@@ -31,6 +31,14 @@ class Charge:
     amount_cents: int
 
 
+@dataclass(frozen=True)
+class Refund:
+    charge_id: str
+    idempotency_key: str
+    """The charge's own key: a charge is refunded at most once, however often the refund is asked for."""
+    amount_cents: int
+
+
 class IdempotencyKeyReusedError(ValueError):
     """The same key was sent with a different order or amount: a bug in the caller, never retried away."""
 
@@ -48,6 +56,7 @@ class PaymentLedger:
     def __init__(self, path: str | os.PathLike[str] | None = None):
         self.path = Path(path) if path else None
         self._charges: dict[str, Charge] = {}
+        self._refunds: dict[str, Refund] = {}
         self._lock = threading.Lock()
         self.requests = 0
         """Charge calls seen by this process, repeats included (tests compare it with the charges)."""
@@ -72,6 +81,25 @@ class PaymentLedger:
             self._store(charge)
             return charge
 
+    def refund(self, idempotency_key: str) -> Refund:
+        """Refund the charge made under ``idempotency_key``; a repeat returns the first refund."""
+        with self._locked():
+            self.requests += 1
+            charges = self._load()
+            charge = charges.get(idempotency_key)
+            if charge is None:
+                raise KeyError(f"no charge under idempotency key {idempotency_key!r} to refund")
+            refunds = self._load_refunds()
+            if idempotency_key in refunds:
+                return refunds[idempotency_key]
+            refund = Refund(charge.charge_id, idempotency_key, charge.amount_cents)
+            self._store(refund, refunds=True)
+            return refund
+
+    def refunds(self) -> list[Refund]:
+        with self._locked():
+            return list(self._load_refunds().values())
+
     def charges(self) -> list[Charge]:
         with self._locked():
             return list(self._load().values())
@@ -79,9 +107,11 @@ class PaymentLedger:
     def reset(self) -> None:
         with self._locked():
             self._charges.clear()
+            self._refunds.clear()
             self.requests = 0
-            if self.path is not None and self.path.exists():
-                self.path.unlink()
+            for path in (self.path, self._refund_path):
+                if path is not None and path.exists():
+                    path.unlink()
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -106,11 +136,25 @@ class PaymentLedger:
         charges = (Charge(**json.loads(line)) for line in lines if line.strip())
         return {c.idempotency_key: c for c in charges}
 
-    def _store(self, charge: Charge) -> None:
+    @property
+    def _refund_path(self) -> Path | None:
+        return None if self.path is None else self.path.with_suffix(self.path.suffix + ".refunds")
+
+    def _load_refunds(self) -> dict[str, Refund]:
+        if self._refund_path is None:
+            return self._refunds
+        if not self._refund_path.exists():
+            return {}
+        lines = self._refund_path.read_text(encoding="utf-8").splitlines()
+        refunds = (Refund(**json.loads(line)) for line in lines if line.strip())
+        return {r.idempotency_key: r for r in refunds}
+
+    def _store(self, charge: Charge | Refund, refunds: bool = False) -> None:
         if self.path is None:
-            self._charges[charge.idempotency_key] = charge
+            (self._refunds if refunds else self._charges)[charge.idempotency_key] = charge  # type: ignore[index]
             return
-        with open(self.path, "a", encoding="utf-8") as f:
+        path = self._refund_path if refunds else self.path
+        with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(asdict(charge), sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())

@@ -1,4 +1,6 @@
-"""``order_fulfillment``: reserve inventory, charge, wait for the carrier, ship, notify.
+"""``order_fulfillment``: reserve inventory, charge, wait for the carrier, ship, notify; a saga: if
+shipping fails for good (an item with sku ``undeliverable``) or the order is cancelled after the
+charge, ``refund_payment`` undoes the charge and the execution ends with ``compensated: true``.
 
 Input (``OrderInput``, validated at start): ``{"order_id": str, "amount_cents": int > 0,
 "items": [{"sku": str, "qty": int > 0}, ...], "email": str}``; ``items`` and ``email`` are optional,
@@ -16,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine_core import PermanentStepError, RetryPolicy, StepContext, sleep, workflow
+from engine_core import PermanentStepError, RetryPolicy, StepContext, sleep, step, workflow
 
 from .ledger import LEDGER
 
@@ -71,7 +73,20 @@ def charge_payment(ctx: StepContext) -> dict[str, Any]:
     return {"charge_id": charge.charge_id, "charged_cents": charge.amount_cents}
 
 
+def refund_payment(ctx: StepContext) -> dict[str, Any]:
+    """charge_payment's compensation: ``ctx.idempotency_key`` is the charge's own key, ``ctx.result``
+    its result. The ledger refunds a charge once however often this runs."""
+    refund = LEDGER.refund(ctx.idempotency_key)
+    return {"refunded_cents": refund.amount_cents, "refunded_charge": refund.charge_id}
+
+
+UNDELIVERABLE_SKU = "undeliverable"
+"""An item with this sku makes the carrier refuse the order after it was charged: the refund runs."""
+
+
 def ship_order(ctx: StepContext) -> dict[str, Any]:
+    if any(item.get("sku") == UNDELIVERABLE_SKU for item in ctx.get("items", [])):
+        raise PermanentStepError(f"the carrier refuses sku {UNDELIVERABLE_SKU!r}; the charge is refunded")
     return {"tracking_number": _token("TRK", ctx.idempotency_key).upper()}
 
 
@@ -83,7 +98,7 @@ def notify_customer(ctx: StepContext) -> dict[str, Any]:
 class OrderFulfillment:
     steps = [
         reserve_inventory,
-        charge_payment,
+        step(charge_payment, compensate=refund_payment),   # undone if a later step fails for good
         sleep(seconds=CARRIER_PICKUP_WAIT_S, name="wait_for_carrier_pickup"),
         ship_order,
         notify_customer,

@@ -35,7 +35,9 @@ class StepKind(Protocol):
         ...
 
 
+from .fanout import FanOutKind  # noqa: E402
 from .sleep import SleepKind  # noqa: E402
 from .task import TaskKind  # noqa: E402
+from .wait import WaitKind  # noqa: E402
 
-__all__ = ["SleepKind", "StepKind", "TaskKind"]
+__all__ = ["FanOutKind", "SleepKind", "StepKind", "TaskKind", "WaitKind"]

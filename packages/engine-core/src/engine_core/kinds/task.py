@@ -40,7 +40,7 @@ class TaskKind:
         faults.point("worker.after_claim", execution_id=e.execution_id, step=step.index, attempt=attempt)
         run.log("step started")
         ctx = StepContext(execution_id=e.execution_id, workflow=e.workflow, step_index=step.index,
-                          step_name=step.name, attempt=attempt, data=run.data)
+                          step_name=step.name, attempt=attempt, data=run.data, _tokens=run.callback_token)
         body = run_body(self.fn, ctx, run.timeout_s, monotonic_ms)
         run.metric("StepDuration", "Milliseconds", body.duration_ms)
         if body.ok:

@@ -13,16 +13,43 @@ from typing import Any
 
 from ..clock import UTC, format_ts, parse_ts
 from ..errors import CorruptStateError
-from ..model import CorruptRecord, ErrorInfo, Execution, OperationRecord, StepRecord
+from ..model import Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, OperationRecord, StepRecord
 
 TTL_ATTR = "expires_at"
 INPUT_ATTR = "input"
 STEP_PREFIX = "STEP#"
 OP_PREFIX = "OP#"
+EVENT_PREFIX = "EVT#"
+COMPENSATION_SUFFIX = "#compensation"
 
 
-def step_sort_key(index: int, name: str) -> str:
-    return f"STEP#{index:03d}#{name}"
+def step_sort_key(index: int, name: str, kind: str = "task") -> str:
+    """A step's history key; a compensation's record sits right after the record of the step it undoes."""
+    return f"STEP#{index:03d}#{name}" + (COMPENSATION_SUFFIX if kind == "compensation" else "")
+
+
+def record_sort_key(r: StepRecord) -> str:
+    return step_sort_key(r.step_index, r.name, r.kind)
+
+
+def event_sort_key(name: str, event_id: str) -> str:
+    return f"{EVENT_PREFIX}{name}#{event_id}"
+
+
+def event_to_attrs(r: EventRecord) -> dict[str, Any]:
+    attrs = {"name": r.name, "event_id": r.event_id, "data": json.dumps(r.data, separators=(",", ":"), sort_keys=True),
+             "sent_at": format_ts(r.sent_at)}
+    if r.by is not None:
+        attrs["by"] = r.by
+    return attrs
+
+
+def event_from_attrs(sort_key: str, attrs: dict[str, Any]) -> EventRecord | CorruptRecord:
+    try:
+        return EventRecord(name=attrs["name"], event_id=attrs["event_id"], data=json.loads(attrs["data"]),
+                           sent_at=parse_ts(attrs["sent_at"]), by=attrs.get("by"))
+    except Exception as exc:
+        return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
 
 
 def _epoch(when: dt.datetime) -> int:
@@ -54,6 +81,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "redrives": e.redrives,
         "list_status": list_status(e),
     }
+    if e.compensating:
+        attrs["compensating"] = True
     optional = {
         "next_wake_at": None if e.next_wake_at is None else format_ts(e.next_wake_at),
         "timer": None if e.timer is None else e.timer.value,
@@ -65,6 +94,9 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "finalize_by": None if e.finalize_by is None else format_ts(e.finalize_by),
         "cancelled_by": e.cancelled_by,
         "cancel_reason": e.cancel_reason,
+        "failed_step": e.failed_step,
+        "compensated": e.compensated,
+        "compensation_error": _error_text(e.compensation_error),
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
     return attrs
@@ -98,12 +130,17 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             cancelled_by=attrs.get("cancelled_by"),
             cancel_reason=attrs.get("cancel_reason"),
             redrives=_int(attrs.get("redrives", 0)),
+            compensating=bool(attrs.get("compensating", False)),
+            failed_step=_int(attrs["failed_step"]) if "failed_step" in attrs else None,
+            compensated=bool(attrs["compensated"]) if "compensated" in attrs else None,
+            compensation_error=(ErrorInfo.model_validate_json(attrs["compensation_error"])
+                                if "compensation_error" in attrs else None),
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
         raise CorruptStateError(execution_id, f"{type(exc).__name__}: {exc}", attrs) from exc
 
 
-START_ATTRS = ("idempotency_token", "started_by")
+START_ATTRS = ("idempotency_token", "started_by", "callback_secret")
 """Written once, at start, beside the input (``#INPUT``) rather than on the execution item, which every
 step rewrites: a long token or caller ARN must not push that item past 1 KB (two write units)."""
 
@@ -145,6 +182,10 @@ def operation_from_attrs(sort_key: str, attrs: dict[str, Any]) -> OperationRecor
 def step_to_attrs(r: StepRecord) -> dict[str, Any]:
     attrs: dict[str, Any] = {"step_index": r.step_index, "name": r.name, "status": r.status.value,
                              "attempts": r.attempts, "is_final": r.is_final, "written_version": r.version}
+    if r.kind != "task":
+        attrs["kind"] = r.kind
+    if r.event_id is not None:
+        attrs["event_id"] = r.event_id
     optional = {
         "started_at": None if r.started_at is None else format_ts(r.started_at),
         "finished_at": None if r.finished_at is None else format_ts(r.finished_at),
@@ -170,6 +211,8 @@ def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | Corrup
             is_final=bool(attrs.get("is_final", False)),
             expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None,
             version=_int(attrs.get("written_version", 0)),
+            kind=_str(attrs.get("kind", "task")),
+            event_id=attrs.get("event_id"),
         )
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
@@ -190,3 +233,70 @@ def _str(value: Any) -> str:
         raise TypeError(f"expected a string, got {type(value).__name__}")
     return value
 
+
+
+# -- parallel and map steps: branch items (their own partition) and the join item ----------------
+JOIN_PREFIX = "JOIN#"
+BRANCH_PREFIX = "B#"
+
+
+def join_sort_key(step_index: int) -> str:
+    return f"{JOIN_PREFIX}{step_index:03d}"
+
+
+def branch_partition_suffix(step_index: int) -> str:
+    """Appended to the execution's partition key: ``EXEC#<id>#S<nnn>`` holds that step's branches."""
+    return f"#S{step_index:03d}"
+
+
+def branch_sort_key(branch: int) -> str:
+    return f"{BRANCH_PREFIX}{branch:05d}"
+
+
+def join_to_attrs(j: Join) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"step_index": j.step_index, "total": j.total, "done": j.done,
+                             "generation": j.generation, "max_concurrency": j.max_concurrency,
+                             "started_at": format_ts(j.started_at)}
+    if j.expires_at is not None:
+        attrs[TTL_ATTR] = _epoch(j.expires_at)
+    return attrs
+
+
+def join_from_attrs(attrs: dict[str, Any]) -> Join:
+    """Raises ValueError (or TypeError) for an unreadable item."""
+    return Join(step_index=_int(attrs["step_index"]), total=_int(attrs["total"]), done=_int(attrs.get("done", 0)),
+                generation=_int(attrs["generation"]), max_concurrency=_int(attrs["max_concurrency"]),
+                started_at=parse_ts(attrs["started_at"]),
+                expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None)
+
+
+def branch_to_attrs(b: Branch) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"step_index": b.step_index, "branch": b.branch, "status": b.status.value,
+                             "version": b.version, "generation": b.generation, "attempt": b.attempt,
+                             "updated_at": format_ts(b.updated_at)}
+    optional = {
+        "next_wake_at": None if b.next_wake_at is None else format_ts(b.next_wake_at),
+        "attempt_started_at": None if b.attempt_started_at is None else format_ts(b.attempt_started_at),
+        "finished_at": None if b.finished_at is None else format_ts(b.finished_at),
+        "result": b.result_blob,
+        "error": _error_text(b.error),
+        TTL_ATTR: None if b.expires_at is None else _epoch(b.expires_at),
+    }
+    attrs.update({k: v for k, v in optional.items() if v is not None})
+    return attrs
+
+
+def branch_from_attrs(sort_key: str, attrs: dict[str, Any]) -> Branch | CorruptRecord:
+    try:
+        return Branch(
+            step_index=_int(attrs["step_index"]), branch=_int(attrs["branch"]), status=attrs["status"],
+            version=_int(attrs["version"]), generation=_int(attrs["generation"]), attempt=_int(attrs.get("attempt", 0)),
+            updated_at=parse_ts(attrs["updated_at"]),
+            next_wake_at=_ts(attrs, "next_wake_at"), attempt_started_at=_ts(attrs, "attempt_started_at"),
+            finished_at=_ts(attrs, "finished_at"),
+            result_blob=_str(attrs["result"]) if "result" in attrs else None,
+            error=ErrorInfo.model_validate_json(attrs["error"]) if "error" in attrs else None,
+            expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None,
+        )
+    except Exception as exc:
+        return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")

@@ -37,7 +37,7 @@ from ..errors import (
     StorageError,
     TransitionConflictError,
 )
-from ..model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord
+from ..model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord
 from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
 from ..sharding import shard_of
 from ._items import (
@@ -54,7 +54,12 @@ from ._items import (
     operation_to_attrs,
     start_attrs,
     step_from_attrs,
+    record_sort_key,
     step_sort_key,
+    EVENT_PREFIX,
+    event_from_attrs,
+    event_sort_key,
+    event_to_attrs,
     step_to_attrs,
     with_start_attrs,
 )
@@ -182,7 +187,8 @@ class DynamoStore:
         return None if item is None else self._decode_meta(execution_id, item)
 
     def load_state(self, execution_id: str) -> ExecutionState | None:
-        meta, input_blob, records, operations, started = None, "", [], [], {}
+        meta, input_blob, records, operations, events, started = None, "", [], [], [], {}
+        joins: dict[int, Any] = {}
         for page in self._query_execution(execution_id, None):
             for item in page:
                 sk = item.get("SK", {}).get("S", "?")
@@ -195,9 +201,13 @@ class DynamoStore:
                     records.append(self._decode_step(sk, item))
                 elif sk.startswith(OP_PREFIX):
                     operations.append(self._decode_operation(sk, item))
+                elif sk.startswith(EVENT_PREFIX):
+                    events.append(self._decode_event(sk, item))
+                elif sk.startswith("JOIN#") and (join := _branches().decode_join(item)) is not None:
+                    joins[join.step_index] = join
         if meta is None:
             return None
-        return ExecutionState(with_start_attrs(meta, started), input_blob, records, operations)
+        return ExecutionState(with_start_attrs(meta, started), input_blob, records, operations, events, joins=joins)
 
     def commit(self, transition: Transition) -> None:
         new = transition.new
@@ -227,7 +237,7 @@ class DynamoStore:
             ) from None
 
     def put_step(self, execution_id: str, record: StepRecord) -> None:
-        sk = step_sort_key(record.step_index, record.name)
+        sk = record_sort_key(record)
         token = uuid.uuid4().hex
         try:
             with _translated("PutItem"):
@@ -255,10 +265,11 @@ class DynamoStore:
                     Key=self._key(execution_id, META_SK),
                     UpdateExpression="SET #status = :failed, #error = :error, updated_at = :now, #ttl = :ttl, "
                     "finalized = :true REMOVE next_wake_at, #timer, index_at, finalize_by, GSI1PK, GSI1SK",
-                    ConditionExpression="attribute_exists(PK) AND NOT (#status IN (:completed, :failed))",
+                    ConditionExpression="attribute_exists(PK) AND NOT (#status IN (:completed, :failed, :cfailed))",
                     ExpressionAttributeNames={"#status": "status", "#error": "error", "#ttl": TTL_ATTR, "#timer": "timer"},
                     ExpressionAttributeValues=_to_item({
                         ":failed": Status.FAILED.value, ":completed": Status.COMPLETED.value,
+                        ":cfailed": Status.COMPENSATION_FAILED.value,
                         ":error": error.model_dump_json(), ":now": format_ts(now), ":ttl": _epoch(expires_at),
                         ":true": True,
                     }),
@@ -355,6 +366,30 @@ class DynamoStore:
         return [self._decode_operation(item.get("SK", {}).get("S", "?"), item)
                 for page in self._query_execution(execution_id, OP_PREFIX) for item in page]
 
+    def put_event(self, execution_id: str, record: EventRecord) -> bool:
+        """Keep an event until a wait consumes it; False (nothing written) when its id was sent before."""
+        try:
+            with _translated("PutItem"):
+                self.client.put_item(TableName=self.table, Item=_to_item({
+                    **event_to_attrs(record), "PK": _pk(execution_id), "SK": event_sort_key(record.name, record.event_id)}),
+                    ConditionExpression="attribute_not_exists(PK)", **self._capacity)
+        except _ConditionFailed:
+            return False
+        return True
+
+    def list_events(self, execution_id: str, name: str | None = None) -> list[EventRecord | CorruptRecord]:
+        prefix = EVENT_PREFIX if name is None else event_sort_key(name, "")
+        return [self._decode_event(item.get("SK", {}).get("S", "?"), item)
+                for page in self._query_execution(execution_id, prefix) for item in page]
+
+    @staticmethod
+    def _decode_event(sk: str, item: dict[str, Any]) -> EventRecord | CorruptRecord:
+        try:
+            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
+        except Exception as exc:
+            return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
+        return event_from_attrs(sk, attrs)
+
     @staticmethod
     def valid_list_cursor(cursor: Any) -> bool:
         """A list index key as DynamoDB returns it: the table and index keys, each a string."""
@@ -422,6 +457,35 @@ class DynamoStore:
             for item in resp.get("Items", [])
         ]
         return DuePage(items=items, cursor=resp.get("LastEvaluatedKey"), read_count=int(resp.get("ScannedCount", 0)))
+
+    # -- parallel and map steps (``storage/_branches.py``) --------------------------------------
+    def put_join(self, execution_id: str, join: Any) -> bool:
+        return _branches().put_join(self, execution_id, join)
+
+    def get_join(self, execution_id: str, step_index: int) -> Any | None:
+        return _branches().get_join(self, execution_id, step_index)
+
+    def create_branch(self, execution_id: str, branch: Any) -> None:
+        _branches().create_branch(self, execution_id, branch)
+
+    def get_branch(self, execution_id: str, step_index: int, branch: int) -> Any | None:
+        return _branches().get_branch(self, execution_id, step_index, branch)
+
+    def update_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
+        _branches().update_branch(self, execution_id, branch, expected_version)
+
+    def complete_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
+        _branches().complete_branch(self, execution_id, branch, expected_version)
+
+    def branches(self, execution_id: str, step_index: int) -> list[Any]:
+        return _branches().branches(self, execution_id, step_index)
+
+
+def _branches():
+    """The branch and join items' module (it imports this one's helpers, so it loads on first use)."""
+    from . import _branches as module
+
+    return module
 
 
 __all__ = ["DynamoStore", "CorruptStateError"]

@@ -12,11 +12,17 @@ import datetime as dt
 from typing import Any
 
 from ..clock import format_ts, parse_ts
-from ..errors import ExecutionExistsError, ExecutionNotFoundError, StepSupersededError, TransitionConflictError
-from ..model import CorruptRecord, ErrorInfo, Execution, ExecutionState, ListEntry, OperationRecord, StepRecord, StepStatus
+from ..errors import BranchConflictError, ExecutionExistsError, ExecutionNotFoundError, StepSupersededError, TransitionConflictError
+from ..model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, StepRecord, StepStatus
 from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
 from ..sharding import shard_of
+from ..model import Branch, Join
 from ._items import (
+    branch_from_attrs,
+    branch_sort_key,
+    branch_to_attrs,
+    join_from_attrs,
+    join_to_attrs,
     TTL_ATTR,
     _epoch,
     execution_from_attrs,
@@ -26,12 +32,16 @@ from ._items import (
     operation_to_attrs,
     start_attrs,
     step_from_attrs,
+    record_sort_key,
     step_sort_key,
+    event_from_attrs,
+    event_sort_key,
+    event_to_attrs,
     step_to_attrs,
     with_start_attrs,
 )
 
-_TERMINAL = ("COMPLETED", "FAILED")
+_TERMINAL = ("COMPLETED", "FAILED", "COMPENSATION_FAILED")
 
 
 class MemoryStore:
@@ -43,6 +53,10 @@ class MemoryStore:
         """What the ``#INPUT`` item holds beside the input (the token, who started it)."""
         self.steps: dict[str, dict[str, dict[str, Any]]] = {}
         self.ops: dict[str, dict[str, dict[str, Any]]] = {}
+        self.events: dict[str, dict[str, dict[str, Any]]] = {}
+        self.joins: dict[str, dict[int, dict[str, Any]]] = {}
+        self.branch_items: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
+        """A fan-out step's branches, by (execution, step): their own partition on DynamoDB."""
         self.calls: dict[str, int] = {}
 
     def _count(self, op: str) -> None:
@@ -73,7 +87,8 @@ class MemoryStore:
             return None
         execution = with_start_attrs(execution_from_attrs(execution_id, dict(attrs)), self.starts.get(execution_id, {}))
         return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id),
-                              self._operations(execution_id))
+                              self._operations(execution_id), self._events(execution_id),
+                              joins=self._joins(execution_id))
 
     def commit(self, transition: Transition) -> None:
         self._count("commit")
@@ -92,7 +107,7 @@ class MemoryStore:
         self._count("put_step")
         if execution_id not in self.metas:
             raise ExecutionNotFoundError(execution_id)
-        key = step_sort_key(record.step_index, record.name)
+        key = record_sort_key(record)
         items = self.steps.setdefault(execution_id, {})
         old = items.get(key)
         if old is not None and isinstance(old.get("written_version"), int) and old["written_version"] >= record.version:
@@ -170,6 +185,25 @@ class MemoryStore:
         self._count("operations")
         return self._operations(execution_id)
 
+    def put_event(self, execution_id: str, record: EventRecord) -> bool:
+        self._count("put_event")
+        if execution_id not in self.metas:
+            raise ExecutionNotFoundError(execution_id)
+        items = self.events.setdefault(execution_id, {})
+        key = event_sort_key(record.name, record.event_id)
+        if key in items:
+            return False
+        items[key] = event_to_attrs(record)
+        return True
+
+    def list_events(self, execution_id: str, name: str | None = None) -> list[EventRecord | CorruptRecord]:
+        self._count("list_events")
+        return [e for e in self._events(execution_id) if name is None or getattr(e, "name", name) == name]
+
+    def _events(self, execution_id: str) -> list[EventRecord | CorruptRecord]:
+        items = self.events.get(execution_id, {})
+        return [event_from_attrs(k, dict(items[k])) for k in sorted(items)]
+
     def _operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
         items = self.ops.get(execution_id, {})
         return [operation_from_attrs(k, dict(items[k])) for k in sorted(items)]
@@ -205,6 +239,74 @@ class MemoryStore:
     def due_ids(self) -> set[str]:
         """Executions the due index holds (the GSI is sparse: only live items carry a key)."""
         return {eid for eid, attrs in self.metas.items() if isinstance(_due_key(attrs), str)}
+
+
+    # -- parallel and map steps ---------------------------------------------------------------
+    def _joins(self, execution_id: str) -> dict[int, Join]:
+        out = {}
+        for index, attrs in self.joins.get(execution_id, {}).items():
+            try:
+                out[index] = join_from_attrs(dict(attrs))
+            except Exception:  # unreadable: the fan-out begins again (a new generation keeps what succeeded)
+                continue
+        return out
+
+    def put_join(self, execution_id: str, join: Join) -> bool:
+        self._count("put_join")
+        if execution_id not in self.metas:
+            raise ExecutionNotFoundError(execution_id)
+        joins = self.joins.setdefault(execution_id, {})
+        if joins.get(join.step_index, {}).get("generation") == join.generation:
+            return False
+        joins[join.step_index] = join_to_attrs(join)
+        return True
+
+    def get_join(self, execution_id: str, step_index: int) -> Join | None:
+        self._count("get_join")
+        return self._joins(execution_id).get(step_index)
+
+    def _branch(self, execution_id: str, step_index: int, branch: int) -> Branch | CorruptRecord | None:
+        attrs = self.branch_items.get((execution_id, step_index), {}).get(branch)
+        return None if attrs is None else branch_from_attrs(branch_sort_key(branch), dict(attrs))
+
+    def create_branch(self, execution_id: str, branch: Branch) -> None:
+        self._count("create_branch")
+        items = self.branch_items.setdefault((execution_id, branch.step_index), {})
+        if branch.branch in items:
+            raise BranchConflictError(execution_id, branch.step_index, branch.branch, None,
+                                      self._branch(execution_id, branch.step_index, branch.branch))
+        items[branch.branch] = branch_to_attrs(branch)
+
+    def get_branch(self, execution_id: str, step_index: int, branch: int) -> Branch | CorruptRecord | None:
+        self._count("get_branch")
+        return self._branch(execution_id, step_index, branch)
+
+    def _check_branch(self, execution_id: str, branch: Branch, expected_version: int) -> dict[int, dict[str, Any]]:
+        items = self.branch_items.get((execution_id, branch.step_index), {})
+        stored = items.get(branch.branch)
+        if stored is None or stored.get("version") != expected_version:
+            raise BranchConflictError(execution_id, branch.step_index, branch.branch, expected_version,
+                                      self._branch(execution_id, branch.step_index, branch.branch))
+        return items
+
+    def update_branch(self, execution_id: str, branch: Branch, expected_version: int) -> None:
+        self._count("update_branch")
+        self._check_branch(execution_id, branch, expected_version)[branch.branch] = branch_to_attrs(branch)
+
+    def complete_branch(self, execution_id: str, branch: Branch, expected_version: int) -> None:
+        self._count("complete_branch")
+        items = self._check_branch(execution_id, branch, expected_version)
+        join = self.joins.get(execution_id, {}).get(branch.step_index)
+        if join is None or join.get("generation") != branch.generation:
+            raise BranchConflictError(execution_id, branch.step_index, branch.branch, expected_version,
+                                      self._branch(execution_id, branch.step_index, branch.branch))
+        items[branch.branch] = branch_to_attrs(branch)
+        join["done"] = join.get("done", 0) + 1
+
+    def branches(self, execution_id: str, step_index: int) -> list[Branch | CorruptRecord]:
+        self._count("branches")
+        items = self.branch_items.get((execution_id, step_index), {})
+        return [branch_from_attrs(branch_sort_key(b), dict(items[b])) for b in sorted(items)]
 
 
 def _due_key(attrs: dict[str, Any]) -> str | None:

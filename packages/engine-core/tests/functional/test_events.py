@@ -1,0 +1,219 @@
+"""wait_for_event: WAITING until an event arrives (early ones are kept), applied once per event id,
+timeouts under the retry policy or a default, and single-use callback tokens. Engine + memory store +
+manual clock; every check counts what really happened (body runs, records, messages)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from engine_core import RegistrationError, Registry, RetryPolicy, Status, StepStatus, wait_for_event, workflow
+from engine_core.errors import CallbackNotFoundError, ExecutionStateConflictError, InvalidRequestError
+from engine_core.testing import LocalRunner
+
+
+def make(**wait_kwargs):
+    registry = Registry()
+    runs = {"before": 0, "after": 0}
+    tokens = []
+
+    def before(ctx):
+        runs["before"] += 1
+        tokens.append(ctx.callback_token("approved"))
+        return {"asked": True}
+
+    def after(ctx):
+        runs["after"] += 1
+        return {"approved_by": ctx.get("approver"), "note": ctx.get("note")}
+
+    @workflow("approval_flow", registry=registry)
+    class ApprovalFlow:
+        steps = [before, wait_for_event("approved", **wait_kwargs), after]
+
+    return LocalRunner(registry), runs, tokens
+
+
+def test_wait_for_event_when_the_event_arrives_merges_it_and_runs_on_once():
+    runner, runs, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    # given
+    waiting = runner.run_until(eid, "WAITING")
+    assert waiting.next_wake_at == waiting.updated_at + dt.timedelta(hours=1)
+    assert runner.store.due_ids() == {eid}  # costs nothing, but the timeout keeps it in the due index
+    # when
+    outcome = runner.send_event(eid, "approved", {"approver": "ana"}, event_id="evt-1")
+    done = runner.run_until_done(eid)
+    # then
+    assert outcome == "delivered"
+    assert done.status is Status.COMPLETED
+    assert runs == {"before": 1, "after": 1}
+    assert runner.context(eid)["approved_by"] == "ana"
+    wait_record = [r for r in runner.history(eid) if r.kind == "event"]
+    assert len(wait_record) == 1 and wait_record[0].event_id == "evt-1"
+
+
+def test_wait_for_event_sent_before_the_wait_is_kept_and_consumed_when_it_arrives():
+    runner, runs, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    # when: the event comes before the first step even ran
+    assert runner.send_event(eid, "approved", {"approver": "early"}) == "buffered"
+    done = runner.run_until_done(eid)
+    # then: no WAITING at all; the kept event was consumed
+    assert done.status is Status.COMPLETED
+    assert runner.context(eid)["approver"] == "early"
+    assert runs["after"] == 1
+
+
+def test_wait_for_event_sent_twice_with_the_same_id_is_applied_once():
+    runner, runs, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    # when
+    first = runner.send_event(eid, "approved", {"approver": "ana"}, event_id="same")
+    again = runner.send_event(eid, "approved", {"approver": "bob"}, event_id="same")
+    runner.run_until_done(eid)
+    # then
+    assert (first, again) == ("delivered", "duplicate")
+    assert runner.context(eid)["approver"] == "ana"
+    assert len(runner.store.events[eid]) == 1
+    assert runs["after"] == 1
+
+
+def test_wait_for_event_racing_the_wait_commit_is_never_lost():
+    """The sender reads the execution before it is WAITING (so does not wake it); the wait's second
+    look after its commit finds the event."""
+    runner, runs, _ = make(timeout=7200)
+    eid = runner.start("approval_flow", {})
+    store = runner.store
+    original = store.list_events
+    sent = []
+
+    def send_between_commit_and_look(execution_id, name=None):
+        if not sent:
+            sent.append(True)
+            # the event lands after the wait read the state but before its second look
+            from engine_core.model import EventRecord
+            store.put_event(execution_id, EventRecord(name="approved", event_id="racer", data={"approver": "r"},
+                                                      sent_at=runner.clock.now()))
+        return original(execution_id, name)
+
+    store.list_events = send_between_commit_and_look
+    # when
+    done = runner.run_until_done(eid)
+    # then: completed without waiting two hours for the timeout
+    assert done.status is Status.COMPLETED
+    assert done.updated_at - done.created_at < dt.timedelta(minutes=5)
+    assert runner.context(eid)["approver"] == "r"
+
+
+def test_wait_for_event_timeout_without_a_default_fails_the_step():
+    runner, runs, _ = make(timeout=600)
+    eid = runner.start("approval_flow", {})
+    # when
+    done = runner.run_until_done(eid)
+    # then
+    assert done.status is Status.FAILED
+    assert done.error.code == "event_timeout"
+    assert runs["after"] == 0
+
+
+def test_wait_for_event_timeout_is_retried_by_waiting_again_under_its_retry_policy():
+    runner, runs, _ = make(timeout=600, retry=RetryPolicy(max_attempts=3, base=1))
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    # when: two timeouts pass, then the event comes during the third wait
+    for _ in range(2):
+        runner.clock.advance(601)
+        runner.sweeper.sweep()
+        runner.run_until(eid, "WAITING")
+    assert runner.engine.get(eid).attempt == 3
+    runner.send_event(eid, "approved", {"approver": "late"})
+    done = runner.run_until_done(eid)
+    # then
+    assert done.status is Status.COMPLETED
+    failed = [r for r in runner.store._records(eid) if r.status is StepStatus.FAILED]
+    assert failed == [] or all(r.kind == "event" for r in failed)
+
+
+def test_wait_for_event_timeout_with_a_default_takes_it():
+    runner, runs, _ = make(timeout=60, default={"approver": "nobody", "note": "auto"})
+    eid = runner.start("approval_flow", {})
+    # when
+    done = runner.run_until_done(eid)
+    # then
+    assert done.status is Status.COMPLETED
+    assert runner.context(eid)["approved_by"] == "nobody"
+
+
+def test_callback_token_completes_its_wait_once_and_forged_tokens_are_not_found():
+    runner, runs, tokens = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    token = tokens[0]
+    # when
+    sent = runner.engine.operator.complete_callback(token, {"approver": "partner"}, "local")
+    with pytest.raises(ExecutionStateConflictError) as used:
+        runner.engine.operator.complete_callback(token, {"approver": "again"}, "local")
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    with pytest.raises(CallbackNotFoundError):
+        runner.engine.operator.complete_callback(forged, {}, "local")
+    with pytest.raises(CallbackNotFoundError):
+        runner.engine.operator.complete_callback("not-a-token", {}, "local")
+    done = runner.run_until_done(eid)
+    # then
+    assert sent.outcome == "delivered"
+    assert used.value.code == "callback_used"
+    assert done.status is Status.COMPLETED
+    assert runner.context(eid)["approver"] == "partner"
+    assert runs["after"] == 1
+
+
+def test_send_event_refusals_write_nothing():
+    runner, runs, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    # then
+    with pytest.raises(ExecutionStateConflictError) as unknown:
+        runner.send_event(eid, "shipped", {})
+    assert unknown.value.code == "unknown_event"
+    with pytest.raises(InvalidRequestError):
+        runner.engine.operator.send_event(eid, "approved", [1, 2], "local")
+    with pytest.raises(InvalidRequestError):
+        runner.engine.operator.send_event(eid, "bad name", {}, "local")
+    assert eid not in runner.store.events
+    runner.engine.operator.cancel(eid, "ops")
+    with pytest.raises(ExecutionStateConflictError) as ended:
+        runner.send_event(eid, "approved", {})
+    assert ended.value.code == "execution_ended"
+
+
+def test_wake_of_a_waiting_execution_times_its_wait_out_now():
+    runner, runs, _ = make(timeout=86400, default={"approver": "skipped"})
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    # when
+    runner.engine.operator.wake(eid, "ops")
+    done = runner.run_until_done(eid)
+    # then
+    assert done.status is Status.COMPLETED
+    assert runner.context(eid)["approver"] == "skipped"
+    assert done.updated_at - done.created_at < dt.timedelta(hours=1)
+
+
+def first(ctx):
+    return None
+
+
+def last(ctx):
+    return None
+
+
+@pytest.mark.parametrize("event, kwargs, problem", [
+    ("has space", {}, "event name"), ("ok", {"default": [1]}, "default must be a dict"),
+    ("ok", {"timeout": 0}, "timeout must be between"),
+])
+def test_wait_for_event_registration_refuses_bad_names_and_defaults(event, kwargs, problem):
+    with pytest.raises(RegistrationError, match=problem):
+        @workflow("bad_wait", registry=Registry())
+        class Bad:
+            steps = [first, wait_for_event(event, **kwargs), last]
