@@ -2,7 +2,8 @@
 #
 #   make bench        build the zips (make build / build-local), run every section, write
 #                     docs/benchmarks.md and docs/bench/*.png (a few minutes; progress is printed)
-#   make test-bench   the bench's own unit tests (capacity-unit and price arithmetic; seconds)
+#   make test-bench   the bench's own unit tests (capacity-unit and price arithmetic, and that the
+#                     report's verdicts follow the data; seconds)
 #
 # One section alone: .venv/bin/python -m bench --only steps   (sections: steps, sweep, overhead,
 # coldstart, local; the report is rebuilt from the cached results of the others in bench/.results/).
@@ -23,7 +24,7 @@ bench: bench-deps ## Measure requests, capacity units, dollars, sweeper, engine 
 	@$(MAKE) --no-print-directory $(BENCH_LOCAL_PREREQS)
 	$(PY) -m bench $(BENCH_ARGS)
 
-test-bench: venv ## Unit tests of the bench's arithmetic (capacity units from item sizes, prices)
+test-bench: venv ## Unit tests of the bench's arithmetic (capacity units, prices) and of its report's verdicts
 	$(PY) -m pytest $(PYTEST_ARGS) bench/tests
 
 TEST_TARGETS += test-bench

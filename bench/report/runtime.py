@@ -1,0 +1,205 @@
+"""The sections measured around the step: the local runtime, the sweeper, engine CPU and cold start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..analysis import TARGET_IMPORT_MS
+from . import findings
+from ._fmt import Write, and_join, api_table, calls, cmd, fmt, met, usd
+
+
+def local_section(w: Write, local: dict[str, Any], steps: dict[str, Any] | None) -> None:
+    w("## Through the local runtime\n")
+    if local.get("status") != "measured":
+        w(f"**Pending.** {local.get('reason', '')}\n")
+        return
+    n = local["steps_per_execution"]
+    w(f"Command: {cmd('local')} (starts moto, applies `terraform/envs/local`, runs the `dist/local` zips; "
+      f"the stack took {local['stack_seconds']:.0f} s in all).\n")
+    w("The deployed functions run in their own isolated processes (packages/local-runtime), so the bench counts "
+      "where every request lands: moto's request recorder. Requests whose User-Agent carries "
+      "`exec-env/AWS_Lambda_*` come from a function process; the rest are the runtime's SQS poller (the event "
+      "source mapping) or the bench's own status reads (tagged `loom-bench`, excluded). The recorder keeps no "
+      "responses, so the poller's non-empty receives are its batch count and the rest are idle long polls "
+      f"(excluded, a fixed cost). Workload: `{local['workflow']}` from workflows-examples, {n} steps (the zips "
+      f"carry only installed workflow packages); median of {local['repeats']} executions after a warm-up one, per "
+      f"execution. The first column is what the in-process bench predicts for a {n}-step execution ({n} x per "
+      "step + once per execution, 100 B results).\n")
+    predicted = findings.predicted_local(steps, n) if steps else None
+    cols = [(f"in-process prediction, {n} steps", predicted)] if predicted else []
+    for name, run in local["runs"].items():
+        cols.append((f"local runtime: {name}", {**run, "sqs_billed": float("nan")}))
+    burst = local["burst"]
+    cols.append((f"local runtime: {burst['executions']} in flight, per execution",
+                 {**burst["per_execution"], "sqs_billed": float("nan")}))
+    api_table(w, cols)
+    w("")
+    happy = findings.happy_run(local)
+    if predicted:
+        same = findings.matches_prediction(predicted, happy)
+        w(f"- Happy path: {fmt(happy['aws_requests'] / n)} DynamoDB + SQS requests per step all-in for this "
+          f"{n}-step workflow (start and completion included); "
+          + ("the same, API by API, as the in-process prediction: the in-process model is what the deployed "
+             "functions do." if same else "**differs** from the in-process prediction (see the table)."))
+    w(f"- Throughput: {local['steps_per_second']:.1f} steps/s with {burst['executions']} executions started at "
+      f"once ({burst['executions'] * n} steps in {burst['wall_s']:.1f} s, {local['worker_concurrency']} worker "
+      f"processes, {burst['batches']} worker batches). A single execution took "
+      f"{local['single_execution_wall_s']:.2f} s start to COMPLETED. This measures the local runtime (process "
+      "pipes, moto's HTTP server with DynamoDB serialised), not AWS.")
+    invokes = burst["per_execution"]["requests"].get("lambda:Invoke", 0)
+    single = happy["requests"].get("lambda:Invoke", 0)
+    if findings.invocations_are_batches_plus_starts(local):
+        how = (f"{fmt(invokes)} per execution in flight: its share of the {burst['batches']} worker batches plus its "
+               "one control-plane start")
+    else:
+        how = f"{fmt(invokes)} per execution in flight, against {burst['batches']} worker batches"
+    w(f"- Lambda invocations (lambda:Invoke): {fmt(single)} for one execution alone, {how}.\n")
+
+
+def sweeper_section(w: Write, sweep: dict[str, Any]) -> None:
+    s = findings.sweep(sweep)
+    w("## Sweeper cost against table size\n")
+    w(f"Command: {cmd('sweep')}. Figure: `docs/bench/sweeper.png`.\n")
+    w("DynamoStore on moto with the design's sparse, KEYS_ONLY GSI1. Sleeping executions (waking tomorrow) and "
+      "due ones (woke a minute ago) are seeded with BatchWriteItem in the store's own item shape; then one "
+      "`Sweeper.sweep()` runs on the wire. *Index items read* is `DuePage.read_count` (DynamoDB's ScannedCount), "
+      "summed over the tick. Each count is the median of the sweeps run (re-seeding the due work each time); all "
+      f"runs agreed: {'yes' if s.runs_identical else 'no'}.\n")
+    w("| Sleeping executions | Due | Shards | Query calls | Index items read | Read units (Queries) | Re-driven | "
+      "Requests per re-drive |")
+    w("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    seen = set()
+    for key in ("by_table_size", "by_due", "by_shards"):
+        for r in sweep[key]:
+            ident = (r["sleeping"], r["due"], r["shards"])
+            if ident in seen:
+                continue
+            seen.add(ident)
+            per = (r["get_items"] + r["put_items"] + r["sends"]) / max(1, r["redriven"])
+            w(f"| {fmt(r['sleeping'])} | {fmt(r['due'])} | {r['shards']} | {fmt(r['queries'])} | "
+              f"{fmt(r['index_items_read'])} | {fmt(r['query_rcu'])} | {fmt(r['redriven'])} | {fmt(per)} |")
+    w("")
+    seeds = sweep.get("seed", [])
+    if seeds:
+        w("Seeding time on moto in-process (BatchWriteItem, 25 items a call): " + "; ".join(
+            f"{fmt(x['items'])} items in {x['seconds']:.1f} s ({x['shards']} shard(s))" for x in seeds) + ".\n")
+    size = ("do not change with the table's size" if s.flat_in_table_size
+            else "**change with the table's size**")
+    due = "equal the due executions" if s.follows_due else "**differ from the due executions**"
+    why = (" Only live executions carry GSI1 keys, and the Query's key condition (`GSI1SK <= now`) stops at the "
+           "first future wake time." if s.ok else "")
+    w(f"**Against the target (reads proportional to due work): {met(s.ok)}.** Index items read {size} and {due}."
+      f"{why} Query calls: {fmt(s.queries_per_shard)} per shard per tick, and {fmt(s.extra_queries_at_most_due)} "
+      f"more at {fmt(s.most_due)} due. Shards cost a fixed {fmt(s.rcu_per_shard)} read units each per tick: "
+      f"{s.most_shards} shards are {fmt(s.rcu_per_tick_at_most_shards)} read units a minute, "
+      f"{usd(s.usd_per_month_at_most_shards)} a month on demand. Each re-drive is {calls(s.per_redrive)}.\n")
+    w("moto note: moto 5.2.1 sorts the whole table on every Query; the bench swaps in an equivalent sort key for "
+      "its own run (`bench/world.py:quick_moto_sort`, same order, same ScannedCount) so the 16-shard case takes "
+      "seconds, not minutes.\n")
+
+
+def overhead_section(w: Write, overhead: dict[str, Any], local: dict[str, Any] | None) -> None:
+    w("## Engine overhead\n")
+    w(f"Command: {cmd('overhead')}.\n")
+    w(f"CPU time (`time.process_time`) of engine-core on the memory store with a manual clock: the worker's "
+      f"loop (take message, `Engine.process`, ack) over one {overhead['steps']:,}-step execution (LOOM_MAX_STEPS "
+      f"caps executions at 1,000), median of {overhead['repeats']} runs. No AWS calls and no DynamoDB JSON: the "
+      "floor under a worker invocation's billed duration.\n")
+    w(f"| Step result | {overhead['steps']:,}-step execution, CPU | per step transition, CPU | runs (ms) |")
+    w("|---|---:|---:|---|")
+    for size, r in overhead["sizes"].items():
+        w(f"| {int(size):,} B | {r['execution_cpu_ms']:.0f} ms | {r['per_transition_cpu_us']:.0f} us | "
+          f"{', '.join(str(x) for x in r['cpu_ms_runs'])} |")
+    w("")
+    per = {int(size): r["per_transition_cpu_us"] for size, r in overhead["sizes"].items()}
+    if len(per) > 1:
+        low, high = min(per), max(per)
+        w(f"From {low:,} B to {high:,} B results the engine's CPU per step grows "
+          f"{findings.ratio(per[high], per[low]):.2f}x ({per[low]:.0f} to {per[high]:.0f} us); the target is "
+          f"{findings.TARGET_CPU_US:g} us (*The step path v2 against v1*).\n")
+    if not local or local.get("status") != "measured":
+        w("Steps per second through the local runtime: **pending** (see *Through the local runtime*).\n")
+    elif local.get("steps_per_second"):
+        w(f"Steps per second through the local runtime: {local['steps_per_second']:.1f}, with "
+          f"{local['burst']['executions']} executions started at once (see *Through the local runtime*).\n")
+
+
+def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
+    w("## Cold start\n")
+    w(f"Command: {cmd('coldstart')} (zips from `make build` / `make build-local`). Figure: `docs/bench/import_time.png`.\n")
+    w(f"`python -X importtime -c \"import <handler>\"` in a clean subprocess with a function's environment "
+      f"(LOOM_*, POWERTOOLS_*, region, dummy credentials), cumulative time of the handler's own import line, "
+      f"median of {cold['runs']} interleaved rounds; Python {cold['python']} (this machine; Lambda runs 3.12). "
+      "Zip columns: the unpacked `dist/local` zip alone on `sys.path` (`python -I -B`, boto3 from the "
+      "environment as Lambda's runtime provides it).\n")
+    w("| Function | Handler module | Dev venv import (min) | Process wall (interpreter incl.) | `dist/local` zip, sources "
+      "only | same, bytecode compiled ahead | Largest self times (dev venv) |")
+    w("|---|---|---:|---:|---:|---:|---|")
+    for function, r in cold["venv"].items():
+        z = cold.get("local_zip", {}).get(function, {})
+        if not r.get("ok"):
+            w(f"| {function} | `{r['module']}` | fails: {r.get('error', '?')} | | | | |")
+            continue
+        parts = ", ".join(f"{name} {ms:.0f} ms" for name, ms in r.get("by_package_ms", [])[:4])
+        zs = f"{z['import_ms']:.0f} ms" if z.get("ok") else ("-" if not z else f"fails: {z.get('error')}")
+        zc = f"{z['precompiled_import_ms']:.0f} ms" if z.get("precompiled_import_ms") else "-"
+        low = f" ({r['import_ms_min']:.0f})" if r.get("import_ms_min") else ""
+        w(f"| {function} | `{r['module']}` | {r['import_ms']:.0f} ms{low} | {r['process_wall_ms']:.0f} ms | {zs} | {zc} | {parts} |")
+    w("")
+    w("| Zip | Size | Unpacked | Files |")
+    w("|---|---:|---:|---:|")
+    for kind in ("lambda", "local"):
+        for z in cold["zips"].get(kind, []):
+            w(f"| `{z['zip']}` | {z['bytes'] / 1e6:.2f} MB | {z['unpacked_bytes'] / 1e6:.1f} MB | {z['files']} |")
+    if not cold["zips"].get("lambda") and not cold["zips"].get("local"):
+        w("| (no zips: `make build` / `make build-local` did not run) | | | |")
+    w("")
+    c = findings.cold_start(cold)
+    missed = [x.subject for x in c.checks if not x.ok]
+    if not c.checks:
+        result = "no handler imported"
+    elif missed:
+        result = f"missed by {and_join(missed)}" if len(missed) < len(c.checks) else "missed by every handler"
+    else:
+        result = "met by every handler"
+    parts = []
+    if c.floor_ms:
+        parts.append(f"`import boto3` plus creating the clients a handler creates at import takes {c.floor_ms:.0f} ms "
+                     f"on its own here (median, same environment): {'over' if c.floor_over_budget else 'under'} "
+                     "the budget by itself")
+    if c.largest_self:
+        parts.append("the largest self time is " + and_join(f"{pkg} in the {f} ({ms:.0f} ms)"
+                                                            for f, pkg, ms in c.largest_self))
+    if c.compiled_saving_ms is not None:
+        parts.append(f"bytecode compiled ahead {'saves' if c.compiled_saving_ms > 0 else 'costs'} "
+                     f"{abs(c.compiled_saving_ms):.0f} ms per zip import on average against sources only (Lambda's "
+                     "code directory is read-only, so a zip without bytecode compiles it on every cold start)")
+    w(f"**Against the target (handler import under {TARGET_IMPORT_MS:g} ms on this machine): {result}.** "
+      + ("; ".join(parts) + "." if parts else "") + "\n")
+    if missed:
+        w("What would cut it, cheapest first: ship compiled `__pycache__` for python3.12 in the zips; create the "
+          "boto3 clients on the first invocation rather than at import (the init phase is billed the same, so "
+          "this moves the cost unless paired with provisioned concurrency or SnapStart); import the Powertools "
+          "utilities each handler uses, not the package root. Lambda's runtime ships boto3 with bytecode, so the "
+          "floor there is lower than in this venv. This machine is shared (2 cores): the rounds are interleaved "
+          "so load hits every column alike, and the minimum is kept beside the median.\n")
+
+
+def method(w: Write) -> None:
+    w("## Method and caveats\n")
+    w("- Capacity rules (`bench/capacity.py`, checked against the DynamoDB Developer Guide: *DynamoDB item sizes "
+      "and formats*, *read and write operations*, *transactions: capacity management*, *GSI provisioned "
+      "throughput*): item size = attribute names + values; 1 write unit per started KB of the larger of the item "
+      "before and after; a refused conditional write still costs, sized on the existing item; reads 1 unit per "
+      "started 4 KB (half for eventually consistent; a Query sums the items it examined); transactions x2; a "
+      "GSI costs 1 write to add or remove an item and 2 when its key changes, KEYS_ONLY entries are < 1 KB. "
+      "Whether index writes caused by a transaction are doubled is not stated by AWS; they are counted once.\n"
+      "- Requests are counted in the client (botocore events), so SDK retries would show as `RetryAttempts` "
+      "(none occurred on moto). The side client that reads item sizes is not instrumented.\n"
+      "- The in-process run uses the real `Engine`, `DynamoStore`, `SqsQueue`, and the control plane's "
+      "`Engine.start`, but not the Lambda handlers; Lambda invocations are counted by the bench's poller. The "
+      "local-runtime section (when measured) runs the deployed zips.\n"
+      "- Dollar figures exclude data transfer, CloudWatch Logs/metrics, DynamoDB storage and the free tiers.\n"
+      "- Every verdict and comparison in this report is computed from the results (`bench/report/findings.py`); "
+      "`bench/tests/test_report.py` checks that altered results change the words.\n")
