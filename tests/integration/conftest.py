@@ -130,6 +130,13 @@ class Loom:
         lines = [json.loads(line) for line in self.ledger.read_text().splitlines() if line.strip()]
         return [c for c in lines if c["idempotency_key"].startswith(key_prefix)]
 
+    def refunds(self, key_prefix: str) -> list[dict[str, Any]]:
+        path = self.ledger.with_suffix(self.ledger.suffix + ".refunds")
+        if not path.exists():
+            return []
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [r for r in lines if r["idempotency_key"].startswith(key_prefix)]
+
     def dlq_notices(self, eid: str) -> list[dict[str, Any]]:
         """Failure notices for ``eid`` on the DLQ (received with a long visibility, so each counts once)."""
         found: list[dict[str, Any]] = []

@@ -283,8 +283,9 @@ class Operator:
         except (callbacks.InvalidCallbackTokenError, ExecutionNotFoundError, UnknownWorkflowError, IndexError,
                 ValueError):
             raise CallbackNotFoundError() from None
-        sent = self.send_event(execution_id, kind.event, data, by, event_id=callbacks.event_id(step_index))
-        if sent.outcome == "duplicate":
+        used = callbacks.event_id(step_index)
+        if any(getattr(ev, "event_id", None) == used for ev in state.events) or \
+                (sent := self.send_event(execution_id, kind.event, data, by, event_id=used)).outcome == "duplicate":
             raise ExecutionStateConflictError(
                 "callback_used", "this callback token was used already; a token completes its wait once",
                 state.execution.status.value)

@@ -136,7 +136,8 @@ class FaultHook:
             ctx = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
             info = {"execution_id": getattr(ctx, "execution_id", None), "workflow": getattr(ctx, "workflow", None),
                     "step": getattr(ctx, "step_index", None), "step_name": getattr(ctx, "step_name", None),
-                    "attempt": getattr(ctx, "attempt", None)}
+                    "attempt": getattr(ctx, "attempt", None), "branch": getattr(ctx, "branch", None),
+                    "compensation": bool(getattr(ctx, "compensating", False))}
             arms, self._body_arms = self._body_arms, []
             for arm in arms:
                 if self._matches(arm, info) and self._claim(arm):

@@ -8,7 +8,8 @@ Layout of the control directory the local runtime hands to every function proces
 
 Points: the engine's (``engine_core.faults.POINTS``) and two inside a step body, ``step.enter`` and
 ``step.return``. ``match`` keys are compared with what the point reports: ``execution_id``, ``step``
-(the index) and ``attempt`` everywhere; ``workflow`` and ``step_name`` in the body points too.
+(the index) and ``attempt`` everywhere; ``workflow`` and ``step_name`` in the body points too, and
+``branch`` (a parallel or map branch, else None) and ``compensation`` (True in a compensation body).
 """
 
 from __future__ import annotations
