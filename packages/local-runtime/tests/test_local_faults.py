@@ -87,7 +87,8 @@ def test_step_return_kills_after_the_body_ran(make_function, faults, read_out):
     outcomes = [r for r in read_out() if r["kind"] == "outcome"]
     assert len(outcomes) == 1  # the engine never saw the charge's result
     (fired,) = faults.fired(arm)
-    assert fired.info == {"execution_id": "e", "workflow": "tiny", "step": 1, "step_name": "charge", "attempt": 1}
+    assert fired.info == {"execution_id": "e", "workflow": "tiny", "step": 1, "step_name": "charge", "attempt": 1,
+                          "branch": None, "compensation": False}
 
 
 def test_step_enter_raise_fails_the_body_before_its_first_line(make_function, faults, read_out):
@@ -128,7 +129,8 @@ def test_the_engine_and_the_runtime_agree_on_the_point_names():
 
     from loom_local import faults as local_faults
 
-    assert set(local_faults.ENGINE_POINTS) == set(engine_faults.POINTS)
+    assert local_faults.POINTS is engine_faults.POINTS
+    assert set(engine_faults.BODY_POINTS) == {"step.enter", "step.return"} <= set(engine_faults.POINTS)
 
 
 def _state(pid: int) -> str:

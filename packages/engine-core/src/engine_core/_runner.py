@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from . import faults
 from .context import StepContext
 from .errors import PermanentStepError
 
@@ -70,9 +71,14 @@ def _deadline(seconds: float):
 
 def run_body(fn: Callable[[StepContext], Any], ctx: StepContext, timeout_s: float, now_ms: Callable[[], float]) -> BodyOutcome:
     started = now_ms()
+    where = {"execution_id": ctx.execution_id, "workflow": ctx.workflow, "step": ctx.step_index,
+             "step_name": ctx.step_name, "attempt": ctx.attempt, "branch": ctx.branch,
+             "compensation": ctx.compensating}
     try:
         with _deadline(timeout_s):
+            faults.point("step.enter", **where)  # a raise here is the body's own failure
             result = fn(ctx)
+            faults.point("step.return", **where)
     except PermanentStepError as exc:
         return _failed("permanent_error", exc, False, now_ms() - started)
     except StepTimeoutError as exc:

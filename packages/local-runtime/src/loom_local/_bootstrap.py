@@ -15,9 +15,8 @@ from a control directory that the test (or the demo) writes, claims one atomical
 count of N kills exactly N times across all processes), records that it fired, then acts on its own
 process: ``kill`` (SIGKILL), ``stop`` (SIGSTOP, until someone sends SIGCONT) or ``raise``.
 
-Besides the engine's named points it offers two inside the step body itself, for a workflow that
-cannot be changed: ``step.enter`` (as the step function is called, before its first line) and
-``step.return`` (as it returns: its side effects are done, the engine has not seen the result).
+The points, the two around every step body included (``step.enter``, ``step.return``), are the
+engine's own (``engine_core.faults.POINTS``): the engine reports each with what identifies it.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ import time
 import traceback
 
 # --- crash points -----------------------------------------------------------------------------------
-BODY_POINTS = ("step.enter", "step.return")
 _ARMED, _CLAIMED, _FIRED = "armed", "claimed", "fired"
 
 
@@ -45,9 +43,6 @@ class InjectedFault(RuntimeError):
 class FaultHook:
     def __init__(self, control_dir: str, function_name: str):
         self.dir, self.function = control_dir, function_name
-        self._body_arms: list[dict] = []
-        self._return_frame = None
-        self._return_arm: dict | None = None
 
     # Arms live as files: armed/<id>.json. Listing a small directory costs microseconds.
     def _arms(self, points: tuple[str, ...]) -> list[dict]:
@@ -103,58 +98,12 @@ class FaultHook:
         elif action == "raise":
             raise InjectedFault(arm.get("message") or f"fault injected at {arm['point']} by the local runtime")
 
-    # The engine calls this at each named point.
+    # The engine calls this at each named point (engine_core.faults.POINTS), the body points included.
     def __call__(self, name: str, info: dict) -> None:
         for arm in self._arms((name,)):
             if self._matches(arm, info) and self._claim(arm):
                 self._fire(arm, dict(info))
                 return
-        if name == "worker.after_claim":
-            # The step body is next. Watch for it only if a body arm could match this step.
-            body = [a for a in self._arms(BODY_POINTS) if self._matches(a, info, ("execution_id", "step", "attempt"))]
-            self._body_arms, self._return_frame, self._return_arm = body, None, None
-            sys.setprofile(self._profile if body else None)
-
-    # -- inside the step body: a profile function sees the call into, and the return from, its frame --
-    @staticmethod
-    def _is_step_body(frame) -> bool:
-        caller = frame.f_back
-        if caller is None or caller.f_code.co_name != "run_body":
-            return False
-        if caller.f_globals.get("__name__") != "engine_core._runner":
-            return False
-        # run_body(fn, ctx, ...) calls other things too (its clock, its deadline); the body is fn.
-        fn = caller.f_locals.get("fn")
-        for candidate in (fn, getattr(fn, "__func__", None), getattr(getattr(fn, "__call__", None), "__func__", None)):
-            if getattr(candidate, "__code__", None) is frame.f_code:
-                return True
-        return False
-
-    def _profile(self, frame, event, arg):
-        if event == "call" and self._return_frame is None and self._is_step_body(frame):
-            code = frame.f_code
-            ctx = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
-            info = {"execution_id": getattr(ctx, "execution_id", None), "workflow": getattr(ctx, "workflow", None),
-                    "step": getattr(ctx, "step_index", None), "step_name": getattr(ctx, "step_name", None),
-                    "attempt": getattr(ctx, "attempt", None), "branch": getattr(ctx, "branch", None),
-                    "compensation": bool(getattr(ctx, "compensating", False))}
-            arms, self._body_arms = self._body_arms, []
-            for arm in arms:
-                if self._matches(arm, info) and self._claim(arm):
-                    if arm["point"] == "step.enter":
-                        sys.setprofile(None)
-                        self._fire(arm, info)
-                        return
-                    self._return_frame, self._return_arm = frame, {**arm, "_info": info}
-                    return
-            sys.setprofile(None)
-        elif event == "return" and frame is self._return_frame:
-            arm, self._return_frame, self._return_arm = self._return_arm, None, None
-            sys.setprofile(None)
-            info = arm.pop("_info")
-            if arm.get("action") == "raise":
-                arm = {**arm, "action": "kill"}  # a return cannot be turned into a raise; never armed so
-            self._fire(arm, info)
 
 
 # --- the Lambda context object -------------------------------------------------------------------------

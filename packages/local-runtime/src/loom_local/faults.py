@@ -22,16 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ENGINE_POINTS = (
-    "worker.after_claim",
-    "worker.after_record",
-    "worker.after_checkpoint",
-    "worker.after_enqueue",
-    "control.after_create",
-    "sweeper.after_claim",
-)
-BODY_POINTS = ("step.enter", "step.return")
-POINTS = ENGINE_POINTS + BODY_POINTS
+from engine_core.faults import BODY_POINTS, ENGINE_POINTS, POINTS  # the one list (the engine's)
 ACTIONS = ("kill", "stop", "raise")
 
 
