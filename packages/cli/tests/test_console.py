@@ -113,6 +113,20 @@ def test_timeline_shows_attempts_errors_in_full_retries_and_marks(console, contr
     assert f'data-sse="/sse/executions/{EID}"' in html
 
 
+def test_a_sleeping_execution_sleeps_in_its_sleep_step_and_the_next_one_waits(console, control_plane):
+    # given: as the engine records it: the sleep step settled with its wake_at, current_step is the next one
+    control_plane.add(execution_doc("s1", status="SLEEPING", step=3, timer="sleep",
+                                    next_wake_at="2999-01-01T00:00:00.000000Z"),
+                      steps=[{"step_index": i, "name": n, "status": "SUCCEEDED", "attempts": 1, "started_at": T0,
+                              "finished_at": T0, "result": {"wake_at": "2999-01-01T00:00:00.000000Z"} if i == 2 else {},
+                              "error": None, "final": False}
+                             for i, n in enumerate(["reserve_inventory", "charge_payment", "wait_for_carrier_pickup"])])
+    _, html = get(console, "/executions/s1")
+    assert 'class="step t-sleeping k-sleep" data-step="2"' in html and "left</time> (until 2999-01-01" in html
+    assert 'class="step t-pending k-step" data-step="3"' in html and "runs when the sleep ends" in html
+    assert 'data-action="wake"' in html
+
+
 def test_timeline_renders_waits_compensation_and_branches_when_present(console, control_plane):
     control_plane.add(execution_doc("w1", status="WAITING", step=2,
                                     waiting_for={"event": "pickup_confirmed", "timeout_at": "2999-01-01T00:00:00Z"}))

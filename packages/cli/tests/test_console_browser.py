@@ -50,7 +50,11 @@ def test_start_from_the_generated_form_then_watch_wake_and_cancel_live(page, con
     eid = "00000000-0000-4000-8000-000000000001"
     page.wait_for_selector('#execution .badge.s-running')
     # live: the execution goes to sleep, and the page shows it without a reload
-    control_plane.update(eid, status="SLEEPING", current_step=2, timer="sleep", next_wake_at="2999-01-01T00:00:00.000000Z")
+    control_plane.update(eid, status="SLEEPING", current_step=3, timer="sleep", next_wake_at="2999-01-01T00:00:00.000000Z",
+                         steps=[{"step_index": 2, "name": "wait_for_carrier_pickup", "status": "SUCCEEDED",
+                                 "attempts": 1, "started_at": "2026-01-02T00:00:00.000000Z",
+                                 "finished_at": "2026-01-02T00:00:00.000000Z", "result": {"wake_at": "2999-01-01T00:00:00.000000Z"},
+                                 "error": None, "final": False}])
     page.wait_for_selector('li.t-sleeping[data-step="2"]')
     assert re.search(r"\d+ d \d+ h left", page.inner_text('li[data-step="2"]'))
     page.click('button[data-action="wake"]')

@@ -338,10 +338,11 @@ def timeline(e: dict, records: list[dict], wf: dict | None, now: dt.datetime | N
         else:
             main[r["step_index"]] = r
     count = max([len(planned), e.get("step_count") or 0, *(i + 1 for i in main), *(i + 1 for i in branches)])
+    sleeping = _sleeping_index(e, planned, main)
     items = []
     for index in range(count):
         spec = planned[index] if index < len(planned) else {}
-        items.append(_step_item(e, index, spec, main.get(index), branches.get(index, []), now))
+        items.append(_step_item(e, index, spec, main.get(index), branches.get(index, []), sleeping, now))
     for r in corrupt:
         items.append(f'<li class="step t-failed"><div class="row"><span class="name">corrupt record '
                      f'{esc(r.get("sort_key"))}</span></div><pre class="error">{esc(r.get("detail"))}</pre></li>')
@@ -352,14 +353,31 @@ def timeline(e: dict, records: list[dict], wf: dict | None, now: dt.datetime | N
     return out
 
 
-def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[dict], now) -> str:
+def _is_sleep(spec: dict, r: dict | None) -> bool:
+    return spec.get("kind") == "sleep" or bool(r and isinstance(r.get("result"), dict) and "wake_at" in r["result"])
+
+
+def _sleeping_index(e: dict, planned: list[dict], main: dict[int, dict]) -> int | None:
+    """Which step a SLEEPING execution sleeps in: a sleep step records its wake_at and the execution then
+    waits at the step after it (``current_step``), so it is the one before, when that is a sleep."""
+    if e.get("status") != "SLEEPING" or e.get("current_step") is None:
+        return None
+    before = e["current_step"] - 1
+    if before >= 0 and _is_sleep(planned[before] if before < len(planned) else {}, main.get(before)):
+        return before
+    return e["current_step"]
+
+
+def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[dict], sleeping: int | None,
+               now) -> str:
     status, current = e.get("status"), e.get("current_step")
-    kind = spec.get("kind") or ("sleep" if r and isinstance(r.get("result"), dict) and "wake_at" in r["result"]
-                                else "step")
+    kind = spec.get("kind") or ("sleep" if _is_sleep(spec, r) else "step")
     name = (r or {}).get("name") or spec.get("name") or f"step {index}"
     is_current = index == current and status not in ("COMPLETED",)
     notes = []
-    if r is not None:
+    if r is not None and is_current and status in LIVE and r.get("status") == "FAILED":
+        state = "running"  # the next attempt after a failed one; the record keeps the failure until it settles
+    elif r is not None:
         state = {"SUCCEEDED": "done", "FAILED": "failed", "RUNNING": "running"}.get(r.get("status"), "running")
     elif is_current and status in LIVE:
         state = "running"
@@ -367,9 +385,12 @@ def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[d
         state = "stopped"
     else:
         state = "pending" if status in LIVE else "skipped"
-    if is_current and status == "SLEEPING" and e.get("next_wake_at"):
+    if index == sleeping and e.get("next_wake_at"):
         state = "sleeping"
         notes.append(f'sleeping, {time_tag(e["next_wake_at"], "left", now)} (until {esc(e["next_wake_at"])})')
+    elif is_current and status == "SLEEPING":
+        state = "pending"
+        notes.append("runs when the sleep ends")
     elif is_current and status == "WAITING":
         state = "waiting"
         w = e.get("waiting_for") or {}
@@ -379,7 +400,7 @@ def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[d
         state = "retrying"
         notes.append(f'attempt {esc(e.get("attempt") or (r or {}).get("attempts") or "?")} failed; next attempt '
                      f'{time_tag(e["next_wake_at"], "left", now)}')
-    elif is_current and status == "RUNNING" and r is None:
+    elif is_current and status == "RUNNING" and (r is None or r.get("status") != "SUCCEEDED"):
         notes.append("running" + (f', attempt {esc(e["attempt"])}' if e.get("attempt") else ""))
     if kind == "sleep" and spec.get("sleep_s") is not None:
         notes.append(f'sleep {span(float(spec["sleep_s"]))}')
@@ -393,7 +414,7 @@ def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[d
     body = ""
     if r is not None:
         if r.get("error"):
-            label = "last attempt's error" if r.get("status") == "SUCCEEDED" else "error"
+            label = "error" if state == "failed" else "a failed attempt's error"
             body += f'<div class="errlabel">{label}</div>{_error_block(r["error"])}'
         if r.get("corrupt"):
             body += f'<pre class="error">CORRUPT: {esc(r.get("detail"))}</pre>'

@@ -1,0 +1,199 @@
+"""`loom console` in headless Chromium against the deployed functions of the session's local stack.
+
+The journeys of issue 14: start order_fulfillment from the form generated from its input schema and
+watch its timeline advance live (no reload) through retries and a durable sleep skipped with Wake; cancel
+an execution; redrive a failed fragile_import after fixing its feed; a refusal shown as the API's error.
+Screenshots of the list and the timeline go to a temporary directory, or to $LOOM_CONSOLE_SCREENSHOTS
+(`make console-screenshots` refreshes docs/console/ that way).
+
+Chromium is Debian's (/usr/bin/chromium, installed by .ci/run); without it these tests fail, never skip.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from loom_cli.client import Client
+from loom_cli.console import Console
+
+CHROMIUM = os.environ.get("LOOM_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ORDER = {"order_id": "o-console", "amount_cents": 4200, "items": [{"sku": "loom-mug", "qty": 2}],
+         "email": "ada@example.com"}
+
+
+@pytest.fixture(scope="module")
+def console(loom):
+    c = Console(Client.create(loom.url, sign=False), interval_s=0.25).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.fail(f"the console's browser tests need Chromium at {CHROMIUM} (LOOM_CHROMIUM overrides it): "
+                    "apt-get install -y chromium (.ci/run does this)", pytrace=False)
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="loom-chromium-")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True, args=ARGS,
+                                                       viewport={"width": 1366, "height": 900})
+        context.set_default_timeout(30_000)
+        yield context
+        context.close()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def page(browser, console):
+    page = browser.new_page()
+    page.base = console.url.rstrip("/")
+    yield page
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    target = os.environ.get("LOOM_CONSOLE_SCREENSHOTS")
+    path = Path(target) if target else tmp_path_factory.mktemp("console-screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def confirm(page, title: str) -> None:
+    page.wait_for_selector("#confirm[open]")
+    assert title in page.inner_text("#confirm-title")
+    page.click("#confirm-yes")
+
+
+def watch(page, until, timeout_s: float = 60.0, text: str = "") -> list[tuple]:
+    """Sample what the page shows (status badge, each step's state, whether the timeline shows ``text``)
+    until ``until(sample)``; returns every distinct sample."""
+    seen: list[tuple] = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        sample = page.evaluate("""(text) => [
+            (document.querySelector('#execution .head .badge') || {}).textContent || '',
+            Array.from(document.querySelectorAll('#timeline > li.step')).map(li =>
+                li.className.match(/t-(\\w+)/)[1]).join(','),
+            !!text && (document.querySelector('#timeline') || {innerText: ''}).innerText.includes(text)]""", text)
+        if not seen or seen[-1] != tuple(sample):
+            seen.append(tuple(sample))
+        if until(sample):
+            return seen
+        time.sleep(0.1)
+    raise AssertionError(f"the page did not get there in {timeout_s:g} s; it showed: {seen}")
+
+
+def test_start_from_the_form_and_watch_retries_and_a_woken_sleep_live(loom, page, shots):
+    # given: the order's id, known before the start (the form takes an idempotency token), and its
+    # charge failing three times (each attempt's body raises), so the timeline has retries to show
+    token, eid = loom.new_token("console")
+    loom.faults.arm("step.enter", action="raise", match={"execution_id": eid, "step_name": "charge_payment"},
+                    count=3, message="card network timed out (injected by the test)")
+    page.goto(page.base + "/workflows/order_fulfillment/start")
+    page.fill("#in-order_id", ORDER["order_id"])
+    page.fill("#in-amount_cents", str(ORDER["amount_cents"]))
+    page.fill("#in-items", '[{"sku": "loom-mug", "qty": 2}]')
+    page.fill("#in-email", ORDER["email"])
+    page.fill("#in-token", token)
+    # when: started from the form, confirmed
+    page.click("#start-submit")
+    confirm(page, "Start order_fulfillment?")
+    page.wait_for_url(re.compile(f"/executions/{eid}$"))
+    page.evaluate("window.__no_reload = true")
+    # then: the timeline advances by itself through the retries into the 20 s sleep
+    seen = watch(page, lambda s: s[1].split(",")[2] == "sleeping", text="card network timed out (injected by the test)")
+    assert "retrying" in [s[1].split(",")[1] for s in seen], seen      # the backoff, with its countdown
+    assert any(s[2] for s in seen), seen                               # each failed attempt's error, in full
+    assert "4 attempts (retried)" in page.inner_text('#timeline li[data-step="1"]')
+    assert re.search(r"\d+ s left", page.inner_text('#timeline li[data-step="2"]'))
+    assert page.inner_text("#execution .head .badge") == "SLEEPING"
+    page.screenshot(path=str(shots / "timeline.png"), full_page=True)
+    # when: woken from the page
+    page.click('button[data-action="wake"]')
+    confirm(page, "Wake it now?")
+    page.wait_for_selector("#banner.ok")
+    # then: it completes well before the sleep would have ended, shown live, never reloaded
+    woke = time.monotonic()
+    watch(page, lambda s: s[0] == "COMPLETED", timeout_s=30)
+    assert time.monotonic() - woke < 18
+    assert page.evaluate("window.__no_reload") is True
+    assert page.locator("#timeline li.t-done").count() == 5
+    assert "wake by local" in page.inner_text("ul.ops")
+    e = loom.execution(eid)
+    assert e["status"] == "COMPLETED" and e["context"]["order_id"] == "o-console"
+    assert e["context"]["items"] == ORDER["items"] and e["context"]["amount_cents"] == 4200
+    # and the list shows it, newest first
+    page.goto(page.base + "/?workflow=order_fulfillment")
+    page.wait_for_selector(f'tr[data-id="{eid}"]', timeout=30_000)
+    page.screenshot(path=str(shots / "list.png"), full_page=True)
+
+
+def test_cancel_from_the_page_and_a_refused_wake_shows_the_api_error(loom, page):
+    # given: two orders asleep in their carrier-pickup wait
+    ids = []
+    for label in ("console-cancel", "console-refused"):
+        token, eid = loom.new_token(label)
+        loom.start("order_fulfillment", {**ORDER, "order_id": f"o-{label}"}, token)
+        ids.append(eid)
+    for eid in ids:
+        loom.wait(eid, until=("SLEEPING",))
+    cancel_id, refused_id = ids
+    # when: one is cancelled from its page, with a reason
+    page.goto(page.base + f"/executions/{cancel_id}")
+    page.click('button[data-action="cancel"]')
+    page.fill("#act-reason", "customer called")
+    confirm(page, "Cancel this execution?")
+    # then
+    watch(page, lambda s: s[0] == "CANCELLED", timeout_s=20)
+    assert "customer called" in page.inner_text(".facts")
+    assert not page.is_visible('button[data-action="cancel"]')
+    e = loom.execution(cancel_id)
+    assert (e["status"], e["cancel_reason"], e["cancelled_by"]) == ("CANCELLED", "customer called", "local")
+    # when: the other is woken from its page, but someone cancels it while the dialog is open
+    page.goto(page.base + f"/executions/{refused_id}")
+    page.click('button[data-action="wake"]')
+    page.wait_for_selector("#confirm[open]")
+    loom.api.request("POST", f"/executions/{refused_id}/cancel", {"reason": "ops, from a terminal"})
+    page.click("#confirm-yes")
+    # then: the API's refusal is shown as it came, code and message
+    page.wait_for_selector("#confirm-error:not([hidden])")
+    assert "execution_ended (HTTP 409)" in page.inner_text("#confirm-error")
+    page.click("#confirm-back")
+    watch(page, lambda s: s[0] == "CANCELLED", timeout_s=20)
+    assert loom.execution(refused_id)["status"] == "CANCELLED"
+
+
+def test_redrive_a_failed_import_from_its_page_after_the_fix(loom, page):
+    # given: tonight's import, woken early into its poison row: FAILED
+    token, eid = loom.new_token("console-3am")
+    feed = f"payroll-{eid[:8]}"
+    loom.start("fragile_import", {"feed": feed}, token)
+    loom.wait(eid, until=("SLEEPING",))
+    loom.api.request("POST", f"/executions/{eid}/wake")
+    assert loom.wait(eid)["status"] == "FAILED"
+    page.goto(page.base + f"/executions/{eid}")
+    head = page.inner_text("#execution")
+    assert "permanent_error" in head and feed in head          # the error in full
+    assert page.locator('#timeline li[data-step="2"].t-failed').count() == 1
+    # when: the feed is fixed and the execution redriven from its page
+    (loom.fixes / feed).touch()
+    page.click('button[data-action="redrive"]')
+    confirm(page, "Redrive from the failed step?")
+    # then: it runs again under the same id, live, to COMPLETED, with the redrive marked
+    watch(page, lambda s: s[0] == "COMPLETED", timeout_s=60)
+    assert "redriven ×1" in page.inner_text("#execution .head")
+    assert "after import_rows failed" in page.inner_text("ul.ops")
+    e = loom.execution(eid)
+    assert (e["status"], e["redrives"]) == ("COMPLETED", 1)
