@@ -72,10 +72,6 @@ def difference(more: dict[str, float], less: dict[str, float]) -> dict[str, floa
     return {api: n - less.get(api, 0) for api, n in sorted(more.items()) if n - less.get(api, 0) > _EPS}
 
 
-def sizes(steps: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return steps["sizes"]
-
-
 def reference_size(steps: dict[str, Any]) -> str:
     """The size the prose describes: 1 KB when measured, else the first one."""
     return "1 KB" if "1 KB" in steps["sizes"] else next(iter(steps["sizes"]))

@@ -91,7 +91,8 @@ def sweeper_section(w: Write, sweep: dict[str, Any]) -> None:
            "first future wake time." if s.ok else "")
     w(f"**Against the target (reads proportional to due work): {met(s.ok)}.** Index items read {size} and {due}."
       f"{why} Query calls: {fmt(s.queries_per_shard)} per shard per tick, and {fmt(s.extra_queries_at_most_due)} "
-      f"more at {fmt(s.most_due)} due. Shards cost a fixed {fmt(s.rcu_per_shard)} read units each per tick: "
+      f"more at {fmt(s.most_due)} due. Shards cost a fixed {fmt(s.rcu_per_shard)} "
+      f"read unit{'' if s.rcu_per_shard == 1 else 's'} each per tick: "
       f"{s.most_shards} shards are {fmt(s.rcu_per_tick_at_most_shards)} read units a minute, "
       f"{usd(s.usd_per_month_at_most_shards)} a month on demand. Each re-drive is {calls(s.per_redrive)}.\n")
     w("moto note: moto 5.2.1 sorts the whole table on every Query; the bench swaps in an equivalent sort key for "
