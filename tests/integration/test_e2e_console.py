@@ -116,7 +116,8 @@ def test_start_from_the_form_and_watch_retries_and_a_woken_sleep_live(loom, page
     seen = watch(page, lambda s: s[1].split(",")[2] == "sleeping", text="card network timed out (injected by the test)")
     assert "retrying" in [s[1].split(",")[1] for s in seen], seen      # the backoff, with its countdown
     assert any(s[2] for s in seen), seen                               # each failed attempt's error, in full
-    assert "4 attempts (retried)" in page.inner_text('#timeline li[data-step="1"]')
+    step1 = page.inner_text('#timeline li[data-step="1"]')
+    assert "4 attempts (retried)" in step1 and "attempt 1 failed:" in step1 and "injected by the test" in step1, step1
     assert re.search(r"\d+ s left", page.inner_text('#timeline li[data-step="2"]'))
     assert page.inner_text("#execution .head .badge") == "SLEEPING"
     page.screenshot(path=str(shots / "timeline.png"), full_page=True)
@@ -134,10 +135,9 @@ def test_start_from_the_form_and_watch_retries_and_a_woken_sleep_live(loom, page
     e = loom.execution(eid)
     assert e["status"] == "COMPLETED" and e["context"]["order_id"] == "o-console"
     assert e["context"]["items"] == ORDER["items"] and e["context"]["amount_cents"] == 4200
-    # and the list shows it, newest first
+    # and the list shows it
     page.goto(page.base + "/?workflow=order_fulfillment")
     page.wait_for_selector(f'tr[data-id="{eid}"]', timeout=30_000)
-    page.screenshot(path=str(shots / "list.png"), full_page=True)
 
 
 def test_cancel_from_the_page_and_a_refused_wake_shows_the_api_error(loom, page):
@@ -175,7 +175,7 @@ def test_cancel_from_the_page_and_a_refused_wake_shows_the_api_error(loom, page)
     assert loom.execution(refused_id)["status"] == "CANCELLED"
 
 
-def test_redrive_a_failed_import_from_its_page_after_the_fix(loom, page):
+def test_redrive_a_failed_import_from_its_page_after_the_fix(loom, page, shots):
     # given: tonight's import, woken early into its poison row: FAILED
     token, eid = loom.new_token("console-3am")
     feed = f"payroll-{eid[:8]}"
@@ -197,3 +197,8 @@ def test_redrive_a_failed_import_from_its_page_after_the_fix(loom, page):
     assert "after import_rows failed" in page.inner_text("ul.ops")
     e = loom.execution(eid)
     assert (e["status"], e["redrives"]) == ("COMPLETED", 1)
+    # the list of everything this session ran, newest first (the index shows an end a moment later)
+    page.goto(page.base + "/")
+    page.wait_for_selector(f'tr[data-id="{eid}"]')
+    assert page.locator("table.executions tbody tr").first.get_attribute("data-id") == eid
+    page.screenshot(path=str(shots / "list.png"), full_page=True)

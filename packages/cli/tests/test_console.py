@@ -229,6 +229,24 @@ def test_the_live_view_pushes_the_timeline_when_the_execution_changes(console, c
     resp.close()
 
 
+def test_the_live_view_keeps_each_failed_attempts_error_after_the_step_succeeds(console, control_plane):
+    # given: a step failing its first attempt (its record keeps only the latest error, and none on success)
+    record = {"step_index": 0, "name": "reserve_inventory", "status": "FAILED", "attempts": 1, "started_at": T0,
+              "finished_at": T0, "result": None, "error": {"code": "step_error", "message": "TimeoutError: slow"},
+              "final": False}
+    control_plane.add(execution_doc(EID, timer="retry", next_wake_at="2999-01-01T00:00:00.000000Z"), steps=[record])
+    resp = urllib.request.urlopen(console.url + f"sse/executions/{EID}", timeout=10)
+    read_events(resp, 1)
+    # when: the next attempt succeeds
+    control_plane.update(EID, current_step=1, timer="lease",
+                         steps=[{**record, "status": "SUCCEEDED", "attempts": 2, "error": None, "result": {"ok": 1}}])
+    (update,) = read_events(resp, 1)
+    # then: the page still shows what the first attempt died of
+    assert "2 attempts (retried)" in update[1]["html"]
+    assert "attempt 1 failed: <b>step_error</b>: TimeoutError: slow" in update[1]["html"]
+    resp.close()
+
+
 def test_the_list_stream_pushes_new_executions(console, control_plane):
     resp = urllib.request.urlopen(console.url + "sse/list?workflow=order_fulfillment", timeout=10)
     (first,) = read_events(resp, 1)

@@ -278,8 +278,13 @@ def _json_block(value: Any, label: str = "result") -> str:
     return f'<details class="result"><summary>{esc(label)} ({len(text):,} characters)</summary><pre>{esc(text)}</pre></details>'
 
 
-def execution_fragment(e: dict, history: dict, wf: dict | None, now: dt.datetime | None = None) -> str:
-    """The part of the execution page that live updates replace: header, actions, timeline, operations."""
+def execution_fragment(e: dict, history: dict, wf: dict | None, now: dt.datetime | None = None,
+                       failures: dict[tuple[int, int], dict] | None = None) -> str:
+    """The part of the execution page that live updates replace: header, actions, timeline, operations.
+
+    ``failures`` are the failed attempts the live view saw, ``(step_index, attempt) -> error``: a step's
+    record keeps only its latest error, and a step that succeeds after retries keeps none.
+    """
     status = e.get("status")
     marks = []
     if e.get("redrives"):
@@ -304,7 +309,7 @@ def execution_fragment(e: dict, history: dict, wf: dict | None, now: dt.datetime
 <dl class="facts">{dl}</dl>{_error_block(e.get("error"), "error big") if status not in LIVE else ""}"""
     context = _json_block(e.get("context"), "context") if e.get("context") is not None else ""
     ops = operations_list(history.get("operations", []), now)
-    return (f'{head}<h2>Timeline</h2>{timeline(e, history.get("steps", []), wf, now)}'
+    return (f'{head}<h2>Timeline</h2>{timeline(e, history.get("steps", []), wf, now, failures)}'
             f'{"<h2>Context</h2>" + context if context else ""}{ops}')
 
 
@@ -323,7 +328,8 @@ def _duration(r: dict) -> str:
     return span((end - start).total_seconds()) if start and end else ""
 
 
-def timeline(e: dict, records: list[dict], wf: dict | None, now: dt.datetime | None = None) -> str:
+def timeline(e: dict, records: list[dict], wf: dict | None, now: dt.datetime | None = None,
+             failures: dict[tuple[int, int], dict] | None = None) -> str:
     planned = (wf or {}).get("steps") or []
     main: dict[int, dict] = {}
     branches: dict[int, list[dict]] = {}
@@ -342,7 +348,8 @@ def timeline(e: dict, records: list[dict], wf: dict | None, now: dt.datetime | N
     items = []
     for index in range(count):
         spec = planned[index] if index < len(planned) else {}
-        items.append(_step_item(e, index, spec, main.get(index), branches.get(index, []), sleeping, now))
+        seen = sorted((a, err) for (i, a), err in (failures or {}).items() if i == index)
+        items.append(_step_item(e, index, spec, main.get(index), branches.get(index, []), sleeping, now, seen))
     for r in corrupt:
         items.append(f'<li class="step t-failed"><div class="row"><span class="name">corrupt record '
                      f'{esc(r.get("sort_key"))}</span></div><pre class="error">{esc(r.get("detail"))}</pre></li>')
@@ -369,7 +376,7 @@ def _sleeping_index(e: dict, planned: list[dict], main: dict[int, dict]) -> int 
 
 
 def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[dict], sleeping: int | None,
-               now) -> str:
+               now, seen: list[tuple[int, dict]] = ()) -> str:
     status, current = e.get("status"), e.get("current_step")
     kind = spec.get("kind") or ("sleep" if _is_sleep(spec, r) else "step")
     name = (r or {}).get("name") or spec.get("name") or f"step {index}"
@@ -412,6 +419,12 @@ def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[d
     if r is not None and r.get("started_at"):
         notes.append(f'started {time_tag(r["started_at"], now=now)}')
     body = ""
+    shown = (r.get("attempts"), r.get("error")) if r is not None and r.get("error") else None
+    earlier = [(a, err) for a, err in seen if (a, err) != shown]
+    if earlier:
+        rows = "".join(f'<li>attempt {esc(a)} failed: <b>{esc(err.get("code"))}</b>: {esc(err.get("message"))}</li>'
+                       for a, err in earlier)
+        body += f'<ul class="attempts" title="failed attempts seen by this page">{rows}</ul>'
     if r is not None:
         if r.get("error"):
             label = "error" if state == "failed" else "a failed attempt's error"

@@ -199,11 +199,17 @@ class _Handler(BaseHTTPRequestHandler):
         c = self.console
         if len(parts) == 2 and parts[0] == "executions":
             eid = parts[1]
+            failures: dict[tuple[int, int], dict] = {}
 
             def poll() -> tuple[Any, str, bool]:
                 e, history = c.execution_docs(eid)
-                html = pages.execution_fragment(e, history, c.workflow(e.get("workflow")))
-                return (e, history), json.dumps({"html": html, "status": e.get("status")}), \
+                for r in history.get("steps", []):
+                    # a failed attempt's record, before the next attempt replaces it: kept for the page
+                    if r.get("status") == "FAILED" and r.get("error") and "step_index" in r \
+                            and r.get("branch") is None and r.get("kind") != "compensation":
+                        failures.setdefault((r["step_index"], r.get("attempts") or 0), r["error"])
+                html = pages.execution_fragment(e, history, c.workflow(e.get("workflow")), failures=failures)
+                return (e, history, len(failures)), json.dumps({"html": html, "status": e.get("status")}), \
                     e.get("status") in pages.ENDED
         elif parts == ["list"]:
             q = pages.list_query(query.get("workflow"), query.get("status"), None, 20)
