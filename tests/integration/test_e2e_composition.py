@@ -59,7 +59,7 @@ def test_a_saga_whose_refund_is_killed_mid_body_refunds_once_and_ends_compensate
     arm = loom.faults.arm("step.return", action="kill",
                           match={"execution_id": eid, "step": 1, "compensation": True, "attempt": 1})
     order = {"order_id": "o-saga", "amount_cents": 700, "items": [{"sku": "undeliverable", "qty": 1}]}
-    loom.start("order_fulfillment", order, token)
+    loom.start("order_saga", order, token)
     loom.wait(eid, until=("SLEEPING",))
     loom.api.request("POST", f"/executions/{eid}/wake")  # skip the carrier pickup wait
     (fired,) = loom.faults.wait_fired(arm, timeout_s=60)

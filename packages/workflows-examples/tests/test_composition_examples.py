@@ -18,9 +18,9 @@ def _clean_ledger():
     LEDGER.reset()
 
 
-def test_order_fulfillment_when_shipping_fails_for_good_refunds_the_charge_once():
+def test_order_saga_when_shipping_fails_for_good_refunds_the_charge_once():
     runner = LocalRunner(REGISTRY)
-    eid = runner.start("order_fulfillment", {**ORDER, "items": [{"sku": "undeliverable", "qty": 1}]})
+    eid = runner.start("order_saga", {**ORDER, "items": [{"sku": "undeliverable", "qty": 1}]})
     # when
     done = runner.run_until_done(eid)
     # then
@@ -31,11 +31,24 @@ def test_order_fulfillment_when_shipping_fails_for_good_refunds_the_charge_once(
     assert refunds[0].idempotency_key == f"{eid}:1"
 
 
-def test_order_fulfillment_that_ships_refunds_nothing():
+def test_order_saga_that_ships_refunds_nothing():
     runner = LocalRunner(REGISTRY)
-    eid = runner.start("order_fulfillment", ORDER)
+    eid = runner.start("order_saga", ORDER)
     assert runner.run_until_done(eid).status is Status.COMPLETED
     assert len(LEDGER.charges()) == 1 and LEDGER.refunds() == []
+
+
+def test_order_saga_cancelled_while_waiting_for_the_carrier_refunds_and_ends_cancelled():
+    runner = LocalRunner(REGISTRY)
+    eid = runner.start("order_saga", ORDER)
+    runner.run_until(eid, "SLEEPING")
+    # when
+    compensating = runner.engine.operator.cancel(eid, "ops", "customer called")
+    done = runner.run_until_done(eid)
+    # then
+    assert compensating.compensating is True
+    assert (done.status, done.compensated, done.cancel_reason) == (Status.CANCELLED, True, "customer called")
+    assert len(LEDGER.refunds()) == 1
 
 
 def test_expense_approval_waits_and_pays_on_the_callback():

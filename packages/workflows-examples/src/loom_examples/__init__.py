@@ -10,13 +10,16 @@ entry point names this module, and importing it registers every workflow below.
 - ``defaults_tour``: sets nothing (no timeout, no retry policy), so the defaults run end to end.
 - ``fragile_import``: sleeps two hours, then fails (PermanentStepError) until its feed is fixed; the
   execution to find, wake, fix and redrive.
+- ``order_saga``: order_fulfillment as a saga: the charge is refunded if shipping fails for good or
+  the order is cancelled.
 - ``expense_approval``: waits (WAITING) for an ``approved`` event or its callback token.
+- ``batch_resize``: maps over 100 images, at most 10 at a time (a parallel/map step), then reports.
 """
 
-from . import approval, defaults, fragile_import, greeting, orders, poison
+from . import approval, batch, defaults, fragile_import, greeting, orders, poison
 from .ledger import LEDGER, Charge, PaymentLedger
 
 __version__ = "0.2.0"
 
-__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "approval", "defaults", "fragile_import", "greeting", "orders",
+__all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "approval", "batch", "defaults", "fragile_import", "greeting", "orders",
            "poison"]

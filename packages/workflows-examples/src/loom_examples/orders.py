@@ -1,6 +1,8 @@
-"""``order_fulfillment``: reserve inventory, charge, wait for the carrier, ship, notify; a saga: if
-shipping fails for good (an item with sku ``undeliverable``) or the order is cancelled after the
-charge, ``refund_payment`` undoes the charge and the execution ends with ``compensated: true``.
+"""``order_fulfillment``: reserve inventory, charge, wait for the carrier, ship, notify.
+
+``order_saga`` is the same order as a saga: if shipping fails for good (an item with sku
+``undeliverable``) or the order is cancelled after the charge, ``refund_payment`` undoes the charge
+and the execution ends with ``compensated: true``.
 
 Input (``OrderInput``, validated at start): ``{"order_id": str, "amount_cents": int > 0,
 "items": [{"sku": str, "qty": int > 0}, ...], "email": str}``; ``items`` and ``email`` are optional,
@@ -98,7 +100,23 @@ def notify_customer(ctx: StepContext) -> dict[str, Any]:
 class OrderFulfillment:
     steps = [
         reserve_inventory,
-        step(charge_payment, compensate=refund_payment),   # undone if a later step fails for good
+        charge_payment,
+        sleep(seconds=CARRIER_PICKUP_WAIT_S, name="wait_for_carrier_pickup"),
+        ship_order,
+        notify_customer,
+    ]
+    retry = RetryPolicy(max_attempts=5, base=1.0, max_delay=30.0)
+    step_timeout_s = 10
+    input_model = OrderInput
+
+
+@workflow("order_saga")
+class OrderSaga:
+    """order_fulfillment with a refund compensation on the charge."""
+
+    steps = [
+        reserve_inventory,
+        step(charge_payment, compensate=refund_payment),   # undone if a later step fails for good, or on cancel
         sleep(seconds=CARRIER_PICKUP_WAIT_S, name="wait_for_carrier_pickup"),
         ship_order,
         notify_customer,
