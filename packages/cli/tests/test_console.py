@@ -187,6 +187,32 @@ def test_api_forwarding_needs_the_page_token_and_passes_refusals_through(console
     assert status == 200 and listing["executions"][0]["execution_id"] == EID
 
 
+def test_against_a_deployment_the_console_signs_and_the_browser_never_sees_credentials(control_plane, monkeypatch):
+    # given: a console whose client signs (as for a Function URL), credentials from the environment
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    signed = Console(Client.create(control_plane.url, sign=True, region="eu-west-1"), interval_s=0.1).start()
+    try:
+        retrying_order(control_plane)
+        # when: a page, an /api call and the live view, as the browser makes them (unsigned)
+        status, html = get(signed, f"/executions/{EID}")
+        api_status, _ = api(signed, "POST", f"/executions/{EID}/cancel", {"reason": "signed"})
+        resp = urllib.request.urlopen(signed.url + f"sse/executions/{EID}", timeout=10)
+        (event,) = read_events(resp, 1)
+        resp.close()
+    finally:
+        signed.stop()
+    # then: every request that reached the API was SigV4-signed; nothing the browser got holds a credential
+    assert (status, api_status) == (200, 200)
+    assert control_plane.requests and all(
+        {k.lower(): v for k, v in r["headers"].items()}["authorization"].startswith(
+            "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/") for r in control_plane.requests)
+    for text in (html, json.dumps(event)):
+        assert "AKIDEXAMPLE" not in text and "EXAMPLEKEY" not in text
+
+
 def test_requests_naming_another_host_are_refused(console):
     # a DNS-rebinding page reaches 127.0.0.1 under its own name: the Host header gives it away
     status, body = get(console, "/", headers={"host": "evil.example:80"})

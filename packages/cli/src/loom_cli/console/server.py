@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Any
 
 from ..client import ApiError, CliError, Client
-from . import pages
+from . import forms, pages
 
 MAX_BODY_BYTES = 1 << 20
 STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
@@ -147,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
                 wf = c.workflow(parts[1])
                 if wf is None:
                     return self._error_page(404, "unknown_workflow", f"no workflow named {parts[1]!r}")
-                return self._send_html(200, pages.start_form(wf, token))
+                return self._send_html(200, forms.start_form(wf, token))
             if len(parts) == 2 and parts[0] == "executions":
                 e, history = c.execution_docs(parts[1])
                 return self._send_html(200, pages.execution_page(e, history, c.workflow(e.get("workflow")), token))

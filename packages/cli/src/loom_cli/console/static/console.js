@@ -134,8 +134,9 @@
         await api("POST", "/executions/" + encodeURIComponent(id) + "/wake");
         return "Woken: the step runs now.";
       }),
-    redrive: (id) => confirmAction("Redrive from the failed step?",
-      "<p>It resumes from its failed step with fresh attempts, under the same id. Fix the cause first.</p>",
+    redrive: (id, button) => confirmAction("Redrive from the failed step?",
+      "<p>It resumes from its failed step (" + esc(button.dataset.step || "?") + ") with fresh attempts, under the same id. " +
+      "Fix the cause first.</p>",
       async () => {
         const e = await api("POST", "/executions/" + encodeURIComponent(id) + "/redrive");
         return "Redriven (redrive " + esc(e.redrives) + "): " + esc(e.status) + ".";
