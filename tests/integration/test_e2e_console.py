@@ -117,7 +117,8 @@ def test_start_from_the_form_and_watch_retries_and_a_woken_sleep_live(loom, page
     assert "retrying" in [s[1].split(",")[1] for s in seen], seen      # the backoff, with its countdown
     assert any(s[2] for s in seen), seen                               # each failed attempt's error, in full
     step1 = page.inner_text('#timeline li[data-step="1"]')
-    assert "4 attempts (retried)" in step1 and "attempt 1 failed:" in step1 and "injected by the test" in step1, step1
+    assert "4 attempts (retried)" in step1, step1
+    assert re.search(r"attempt [123] failed: .*injected by the test", step1), step1  # kept by the live view
     assert re.search(r"\d+ s left", page.inner_text('#timeline li[data-step="2"]'))
     assert page.inner_text("#execution .head .badge") == "SLEEPING"
     page.screenshot(path=str(shots / "timeline.png"), full_page=True)

@@ -253,6 +253,10 @@ def test_the_live_view_pushes_the_timeline_when_the_execution_changes(console, c
     (third,) = read_events(resp, 1)
     assert third[1]["status"] == "COMPLETED" and "data-action" not in third[1]["html"]
     resp.close()
+    # the history is read only when the execution changed (three times), not on every poll
+    polls = [r["path"] for r in control_plane.requests if r["path"].startswith(f"/executions/{EID}")]
+    assert polls.count(f"/executions/{EID}") >= 3
+    assert len([p for p in polls if "/history" in p]) == 3
 
 
 def test_the_live_view_keeps_each_failed_attempts_error_after_the_step_succeeds(console, control_plane):

@@ -104,3 +104,14 @@ def test_refusals_come_back_as_tool_errors_with_the_api_code_and_message(control
     assert bad_limit.is_error and "invalid_arguments" in bad_limit.content[0].text
     assert no_event.is_error and "'event' is a required property" in no_event.content[0].text
     assert not [r for r in control_plane.requests if "limit=0" in r["path"]]
+
+
+def test_only_loom_mcp_imports_the_sdk():
+    # the CLI and the console stay on the standard library and botocore; `mcp` loads for `loom mcp` alone
+    import subprocess
+
+    code = ("import sys, loom_cli.main, loom_cli.console, loom_cli.console.server; "
+            "from loom_cli.main import _parser; _parser().parse_args(['console']); "
+            "print(sorted(m for m in ('mcp', 'anyio', 'starlette', 'playwright') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -200,9 +200,16 @@ class _Handler(BaseHTTPRequestHandler):
         if len(parts) == 2 and parts[0] == "executions":
             eid = parts[1]
             failures: dict[tuple[int, int], dict] = {}
+            last: dict[str, Any] = {}
 
             def poll() -> tuple[Any, str, bool]:
-                e, history = c.execution_docs(eid)
+                _, e = c.client.request("GET", f"/executions/{urllib.parse.quote(eid, safe='')}")
+                if e != last.get("execution"):
+                    # the engine writes the execution with every history record: unchanged, no history read
+                    from ..main import full_history
+
+                    last.update(execution=e, history=full_history(c.client, eid))
+                history = last["history"]
                 for r in history.get("steps", []):
                     # a failed attempt's record, before the next attempt replaces it: kept for the page
                     if r.get("status") == "FAILED" and r.get("error") and "step_index" in r \
