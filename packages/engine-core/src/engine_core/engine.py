@@ -69,7 +69,8 @@ class Outcome:
 
     kind: str
     """advanced, completed, failed, retry_scheduled, slept, early, stale, duplicate, conflict, superseded,
-    missing, terminal, corrupt, exhausted (a chain step); ``chained`` is internal."""
+    missing, terminal, corrupt, exhausted (a chain step); for parallel and map steps also fanned_out,
+    reconciled and branch_succeeded; ``chained`` is internal."""
     execution_id: str
     step: int | None = None
     detail: str = ""
@@ -94,7 +95,8 @@ def check_fits(registry: Registry, settings: EngineSettings) -> None:
     for wf in registry.all():
         for s in wf.steps:
             timeout = wf.timeout_for(s.index) or settings.default_step_timeout_s
-            if s.kind.needs_invocation_time() and timeout is not None and timeout + margin > settings.function_timeout_s:
+            runs_bodies = s.kind.needs_invocation_time() or s.kind.kind == "fanout"  # its branches run the step's budget
+            if runs_bodies and timeout is not None and timeout + margin > settings.function_timeout_s:
                 problems.append(f"workflow {wf.name!r} step {s.name!r} has a {timeout:g} s budget; with the "
                                 f"{margin:g} s margin it needs {timeout + margin:g} s")
     if problems:

@@ -8,6 +8,7 @@ from . import codec
 from .clock import format_ts
 from .engine import rebuild_context
 from .model import CorruptRecord, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord, StepStatus
+from .model import Branch
 from .registry import Registry
 
 
@@ -64,6 +65,9 @@ def execution_view(state: ExecutionState, registry: Registry | None = None) -> d
     }
     if context_error:
         view["context_error"] = context_error
+    join = state.joins.get(e.current_step)
+    if join is not None and not e.status.is_terminal and not e.compensating:  # a parallel or map step fanning out
+        view["fanout"] = {"branches": join.total, "succeeded": join.done, "max_concurrency": join.max_concurrency}
     if registry is not None and e.workflow in registry:
         wf = registry.get(e.workflow)
         view["step_count"] = len(wf.steps)
@@ -97,7 +101,7 @@ def events_view(events: list[Any], records: list[Any]) -> list[dict[str, Any]]:
 
 
 def record_view(r: StepRecord | CorruptRecord) -> dict[str, Any]:
-    if type(r).__name__ == "Branch":  # a parallel or map step's branch, listed after its step
+    if isinstance(r, Branch):  # a parallel or map step's branch, listed after its step
         return branch_view(r)
     if isinstance(r, CorruptRecord):
         return {"corrupt": True, "sort_key": r.sort_key, "detail": r.detail}
@@ -139,7 +143,7 @@ BRANCH_RESULT_SHOWN_BYTES = 2048
 """A branch's result is shown in the history up to this size (the step's own record holds them all)."""
 
 
-def branch_view(b: Any) -> dict[str, Any]:
+def branch_view(b: Branch) -> dict[str, Any]:
     """One branch of a parallel or map step (``model.Branch``), as a history record: ``kind: "branch"``."""
     result: Any = None
     extra: dict[str, Any] = {}

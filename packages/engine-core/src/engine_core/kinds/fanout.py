@@ -35,7 +35,7 @@ from .._runner import BodyOutcome, run_body, truncate
 from ..clock import monotonic_ms
 from ..context import StepContext
 from ..errors import BranchConflictError, NonSerializableResultError, ResultTooLargeError
-from ..model import Branch, BranchStatus, ErrorInfo, Join, StepMessage, StepRecord, StepStatus
+from ..model import Branch, BranchStatus, ErrorInfo, Join, Status, StepMessage, StepRecord, StepStatus
 from ..retries import backoff_s
 
 if TYPE_CHECKING:
@@ -160,6 +160,7 @@ class _FanOut:
         if outcome is not None:
             return outcome  # a copy of this delivery began first; it sends the messages
         self.run.execution = self.e = new
+        faults.point("worker.after_checkpoint", execution_id=self.eid, step=self.index, fanout=True)
         for b in launched:
             if b is not None and b.status is BranchStatus.PENDING:
                 send_branch(self.life, self.e, b)
@@ -293,7 +294,7 @@ def process_branch(engine: Engine, state: ExecutionState, message: StepMessage,
     def stale(why: str) -> Outcome:
         return Outcome("stale", eid, index, f"branch {b}: {why}")
 
-    if e.compensating or e.current_step != index or e.status.value != "RUNNING":
+    if e.compensating or e.current_step != index or e.status is not Status.RUNNING:
         return stale(f"the execution is at step {e.current_step} ({e.status.value})")
     wf, problem = engine._definition(e)
     if problem is not None or index >= len(wf.steps) or not isinstance(wf.steps[index].kind, FanOutKind):
@@ -309,10 +310,17 @@ def process_branch(engine: Engine, state: ExecutionState, message: StepMessage,
     if not isinstance(branch, Branch):
         return stale("missing or unreadable")
     fan = _FanOut(run, kind)
+    if not fan.of_run(branch):
+        return stale("written by an earlier run under this id")
+    if e.attempt < 1:  # redriven, and the new generation has not begun: it decides what runs again
+        return stale("the fan-out has not begun in this generation")
     if branch.status is BranchStatus.SUCCEEDED:
         return _after_completion(fan, join, branch)  # a crash may have come between its completion and this
     if branch.version != message.branch_version or branch.status in (BranchStatus.RUNNING, BranchStatus.FAILED):
         return stale(f"it is at v{branch.version} {branch.status.value}")
+    if branch.generation != join.generation:
+        # Redriven since: an older generation's message must not spend fresh attempts or fail the step again.
+        return stale(f"of generation {branch.generation}, not the fan-out's current one")
     now = run.now()
     if branch.status is BranchStatus.RETRY and branch.next_wake_at is not None:
         wait_s = (branch.next_wake_at - now).total_seconds()
@@ -326,13 +334,12 @@ def process_branch(engine: Engine, state: ExecutionState, message: StepMessage,
     run._check_time(timeout)  # before any write: a claimed-then-abandoned branch would hold its lane
     policy = wf.policy_for(index)
     if branch.attempt >= policy.max_attempts:
-        return _branch_failed(fan, branch, ErrorInfo(
-            code="attempts_exhausted", step_index=index, step_name=wf.steps[index].name,
-            message=f"branch {b}: started {branch.attempt} times without finishing {policy.max_attempts} attempts "
-                    "cleanly: earlier attempts crashed or ran past the timeout"))
+        return _branch_failed(fan, branch, run._error("attempts_exhausted", (
+            f"branch {b}: started {branch.attempt} times without finishing {policy.max_attempts} attempts cleanly: "
+            "earlier attempts crashed or ran past the timeout")))
     deadline = run._deadline()
-    claimed = branch.model_copy(update={"updated_at": now,
-        "status": BranchStatus.RUNNING, "version": branch.version + 1, "attempt": branch.attempt + 1,
+    claimed = branch.model_copy(update={
+        "status": BranchStatus.RUNNING, "version": branch.version + 1, "attempt": branch.attempt + 1, "updated_at": now,
         "attempt_started_at": now, "next_wake_at": transitions.claim_expiry(now, timeout, engine.life.margin_s, deadline)})
     try:
         engine.store.update_branch(eid, claimed, branch.version)
@@ -377,8 +384,9 @@ def _after_completion(fan: _FanOut, join: Join, done: Branch) -> Outcome:
     from ..engine import Outcome
 
     if done.generation == join.generation:
-        nxt, wrote = fan.launch(done.branch + join.max_concurrency, join)
-        if wrote and nxt is not None:
+        nxt, _ = fan.launch(done.branch + join.max_concurrency, join)
+        if nxt is not None and nxt.status is BranchStatus.PENDING:
+            # Sent again when a crash came between its launch and its message: a copy is stale at its claim.
             send_branch(fan.life, fan.e, nxt)
     counted = fan.store.get_join(fan.eid, fan.index)
     if counted is None or counted.generation != join.generation or counted.done < counted.total:

@@ -42,7 +42,7 @@ class WaitKind:
         return False
 
     def run(self, run: StepRun) -> Outcome:
-        event = pending(run.records, run.events, self.event)
+        event = pending(run.records, run.events, self.event, run.step.index)
         if event is not None:
             return self._consume(run, event)
         if run.execution.attempt > 0:
@@ -64,7 +64,7 @@ class WaitKind:
         if outcome is not None:
             return outcome
         run.execution = new
-        late = pending(run.records, run.life.store.list_events(e.execution_id, self.event), self.event)
+        late = pending(run.records, run.life.store.list_events(e.execution_id, self.event), self.event, run.step.index)
         if late is not None:
             return self._consume(run, late)
         run.log("waiting for an event", event=self.event, timeout_at=timeout_at.isoformat())
@@ -106,8 +106,10 @@ class WaitKind:
         return self._wait(run)
 
 
-def pending(records: list[Any], events: list[Any], name: str) -> EventRecord | None:
-    """The oldest event of ``name`` that no wait step has consumed yet."""
-    consumed = {r.event_id for r in records if isinstance(r, StepRecord) and r.event_id}
+def pending(records: list[Any], events: list[Any], name: str, step: int | None = None) -> EventRecord | None:
+    """The oldest event of ``name`` that no wait step has consumed yet. The record of ``step`` (the wait
+    asking) does not count: it exists only when an earlier delivery of this wait recorded its event and
+    died (or lost its commit) before advancing, and that event is still this wait's to consume."""
+    consumed = {r.event_id for r in records if isinstance(r, StepRecord) and r.event_id and r.step_index != step}
     found = [ev for ev in events if isinstance(ev, EventRecord) and ev.name == name and ev.event_id not in consumed]
     return min(found, key=lambda ev: (ev.sent_at, ev.event_id)) if found else None
