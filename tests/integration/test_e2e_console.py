@@ -104,10 +104,18 @@ def test_start_from_the_form_and_watch_retries_and_a_woken_sleep_live(loom, page
     page.goto(page.base + "/workflows/order_fulfillment/start")
     page.fill("#in-order_id", ORDER["order_id"])
     page.fill("#in-amount_cents", str(ORDER["amount_cents"]))
-    page.fill("#in-items", '[{"sku": "loom-mug", "qty": 2}]')
     page.fill("#in-email", ORDER["email"])
     page.fill("#in-token", token)
-    # when: started from the form, confirmed
+    # a start the input model refuses (qty 0) is shown as the API answered, each field's problem listed
+    page.fill("#in-items", '[{"sku": "loom-mug", "qty": 0}]')
+    page.click("#start-submit")
+    confirm(page, "Start order_fulfillment?")
+    page.wait_for_selector("#confirm-error:not([hidden])")
+    refused = page.inner_text("#confirm-error")
+    assert "invalid_input (HTTP 400)" in refused and "items.0.qty: " in refused, refused
+    page.click("#confirm-back")
+    # when: fixed, started from the form, confirmed
+    page.fill("#in-items", '[{"sku": "loom-mug", "qty": 2}]')
     page.click("#start-submit")
     confirm(page, "Start order_fulfillment?")
     page.wait_for_url(re.compile(f"/executions/{eid}$"))

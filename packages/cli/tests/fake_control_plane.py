@@ -62,6 +62,8 @@ class FakeControlPlane:
         self.events: list[dict] = []
         self.url = ""
         self.counter = 0
+        self.refusal: tuple[int, dict] | None = None
+        """When set, what POST /executions answers."""
 
     def add(self, doc: dict, steps: list[dict] | None = None, operations: list[dict] | None = None) -> dict:
         with self.lock:
@@ -135,6 +137,8 @@ class FakeControlPlane:
             return 405, {"error": "method_not_allowed", "message": f"{method} {path}"}
 
     def _start(self, body) -> tuple[int, dict]:
+        if self.refusal is not None:
+            return self.refusal
         wf = next((w for w in WORKFLOWS["workflows"] if w["name"] == (body or {}).get("workflow")), None)
         if wf is None:
             return 404, {"error": "unknown_workflow", "message": f"no workflow named {(body or {}).get('workflow')!r}"}
@@ -142,7 +146,7 @@ class FakeControlPlane:
         missing = [r for r in schema.get("required", []) if r not in body.get("input", {})]
         if missing:
             return 400, {"error": "invalid_input", "message": f"input for workflow {wf['name']!r} is invalid",
-                         "problems": [{"loc": [m], "msg": "Field required"} for m in missing]}
+                         "problems": [{"field": m, "problem": "Field required", "type": "missing"} for m in missing]}
         self.counter += 1
         eid = f"00000000-0000-4000-8000-{self.counter:012d}"
         doc = execution_doc(eid, wf["name"], created_at=f"2026-01-02T00:00:{self.counter:02d}.000000Z",

@@ -180,7 +180,7 @@ def test_api_forwarding_needs_the_page_token_and_passes_refusals_through(console
     assert status == 409 and err == {"error": "execution_ended", "message": f"execution {EID} is CANCELLED",
                                      "execution_status": "CANCELLED"}
     status, err = api(console, "POST", "/executions", {"workflow": "order_fulfillment", "input": {"order_id": "o"}})
-    assert status == 400 and err["error"] == "invalid_input" and err["problems"][0]["loc"] == ["amount_cents"]
+    assert status == 400 and err["error"] == "invalid_input" and err["problems"][0]["field"] == "amount_cents"
     status, r = api(console, "POST", f"/executions/{EID}/events/go", {"data": {}})
     assert status == 409
     status, listing = api(console, "GET", "/executions?limit=5")

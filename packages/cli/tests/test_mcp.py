@@ -98,8 +98,8 @@ def test_refusals_come_back_as_tool_errors_with_the_api_code_and_message(control
     assert redrive.is_error and redrive.content[0].text == "not_failed (HTTP 409): execution done-1 is COMPLETED"
     assert redrive.structured_content["execution_status"] == "COMPLETED"
     assert missing.is_error and missing.structured_content["error"] == "execution_not_found"
-    assert invalid.is_error and invalid.structured_content["problems"] == [{"loc": ["amount_cents"],
-                                                                           "msg": "Field required"}]
+    assert invalid.is_error and invalid.structured_content["problems"] == [
+        {"field": "amount_cents", "problem": "Field required", "type": "missing"}]
     # arguments outside the tool's schema are refused before any request
     assert bad_limit.is_error and "invalid_arguments" in bad_limit.content[0].text
     assert no_event.is_error and "'event' is a required property" in no_event.content[0].text

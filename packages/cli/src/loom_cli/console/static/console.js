@@ -44,8 +44,9 @@
     let text = "<b>" + esc(d.error || "error") + "</b> (HTTP " + esc(err.status) + "): " + esc(d.message || err.message);
     if (d.execution_status) text += " · the execution is " + esc(d.execution_status);
     if (Array.isArray(d.problems) && d.problems.length) {
-      text += "<ul>" + d.problems.map((p) => "<li>" + esc(typeof p === "string" ? p :
-        ((p.loc || p.field || []).toString() + ": " + (p.msg || p.message || JSON.stringify(p)))) + "</li>").join("") + "</ul>";
+      // invalid_input: {"field", "problem", "type"} per field
+      text += '<ul class="problems">' + d.problems.map((p) => "<li>" + esc(typeof p === "string" ? p :
+        (p.field || "(input)") + ": " + (p.problem || p.message || JSON.stringify(p))) + "</li>").join("") + "</ul>";
     }
     return text;
   }
