@@ -5,7 +5,7 @@ refunds once. Real processes, real kills, read back through the Function URL as 
 from __future__ import annotations
 
 import pytest
-from e2e_support import wait_for
+from e2e_support import ts, wait_for
 
 from loom_cli.client import ApiError
 
@@ -77,3 +77,43 @@ def test_a_saga_whose_refund_is_killed_mid_body_refunds_once_and_ends_compensate
     assert [(s["name"], s["status"], s["attempts"]) for s in compensations] == [("charge_payment", "SUCCEEDED", 2)]
     notices = wait_for(lambda: loom.dlq_notices(eid), "the failure notice")
     assert notices[0]["compensated"] is True
+
+
+def _max_overlap(intervals: list[tuple[str, str]]) -> int:
+    """The most intervals open at one instant (a start at the same instant as an end does not overlap)."""
+    points = sorted([(ts(a), 1) for a, _ in intervals] + [(ts(b), -1) for _, b in intervals])
+    most = now = 0
+    for _, delta in points:
+        now += delta
+        most = max(most, now)
+    return most
+
+
+def test_a_map_over_100_items_ten_at_a_time_survives_a_sigkill_inside_a_branch(loom):
+    token, eid = loom.new_token("batch-kill")
+    # branch 17's first attempt is killed after its body ran (its side effect done, nothing recorded)
+    arm = loom.faults.arm("step.return", action="kill", match={"execution_id": eid, "branch": 17, "attempt": 1})
+    loom.start("batch_resize", {"count": 100, "flaky_every": 25}, token)
+    (fired,) = loom.faults.wait_fired(arm, timeout_s=120)
+    assert (fired.info["step"], fired.info["branch"]) == (1, 17)
+    crash = wait_for(lambda: [c for c in loom.events.of("crashed") if c.get("pid") == fired.pid], "the crash report")
+    assert "SIGKILL" in crash[0]["error"]["errorMessage"]
+    # when: the killed branch's claim runs out, the parent's lease brings the sweeper, which re-drives it
+    done = loom.wait(eid, timeout_s=240)
+    # then: fanned in once, every branch once and in order, the killed one on its second attempt
+    assert done["status"] == "COMPLETED", done
+    results = done["context"]["resize_images"]
+    assert [r["source"] for r in results] == [f"uploads/img-{i:04d}.jpg" for i in range(100)]
+    assert done["context"]["resized"] == 100
+    _, history = loom.api.request("GET", f"/executions/{eid}/history?limit=100")
+    steps = [s for s in history["steps"] if s.get("kind") != "branch"]
+    branches = [s for s in history["steps"] if s.get("kind") == "branch"]
+    assert [(s["name"], s["kind"], s["status"]) for s in steps] == [
+        ("list_images", "task", "SUCCEEDED"), ("resize_images", "fanout", "SUCCEEDED"), ("summarize", "task", "SUCCEEDED")]
+    assert [b["branch"] for b in branches] == list(range(100))
+    assert all(b["status"] == "SUCCEEDED" for b in branches)
+    attempts = {b["branch"]: b["attempts"] for b in branches}
+    assert attempts[17] == 2 and all(attempts[i] == 2 for i in (0, 25, 50, 75))  # flaky_every=25 retried once
+    assert sum(attempts.values()) == 100 + 5
+    # never more than ten branch attempts running at once (the recorded successful attempts)
+    assert _max_overlap([(b["started_at"], b["finished_at"]) for b in branches]) <= 10
