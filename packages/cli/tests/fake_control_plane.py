@@ -37,6 +37,16 @@ ORDER_STEPS = [
 WORKFLOWS = {"workflows": [
     {"name": "order_fulfillment", "fingerprint": "f1", "retry": {"max_attempts": 5, "base": 1.0, "max_delay": 30.0},
      "step_timeout_s": 10, "input_schema": ORDER_SCHEMA, "steps": ORDER_STEPS},
+    {"name": "expense_approval", "fingerprint": "f3", "retry": {"max_attempts": 5, "base": 2.0, "max_delay": 900.0},
+     "step_timeout_s": 10, "input_schema": None, "steps": [
+         {"index": 0, "name": "request_approval", "kind": "step"},
+         {"index": 1, "name": "approved", "kind": "wait_for_event", "event": "approved", "timeout_s": 86400},
+         {"index": 2, "name": "settle_expense", "kind": "step", "compensate": "refund"}]},
+    {"name": "batch_resize", "fingerprint": "f4", "retry": {"max_attempts": 5, "base": 2.0, "max_delay": 900.0},
+     "step_timeout_s": 10, "input_schema": None, "steps": [
+         {"index": 0, "name": "list_images", "kind": "step"},
+         {"index": 1, "name": "resize_images", "kind": "map", "over": "images", "max_concurrency": 10},
+         {"index": 2, "name": "summarize", "kind": "step"}]},
     {"name": "free_form", "fingerprint": "f2", "retry": {"max_attempts": 3, "base": 2.0, "max_delay": 60.0},
      "step_timeout_s": None, "input_schema": None, "steps": [{"index": 0, "name": "only", "kind": "step"}]},
 ]}
@@ -98,8 +108,11 @@ class FakeControlPlane:
                 return 200, copy.deepcopy(e)
             if parts[2:] == ["history"]:
                 h = self.histories[parts[1]]
+                mine = [{"event": x["event"], "event_id": x["event_id"], "sent_at": "2026-01-01T00:00:00.000000Z",
+                         "by": "local", "data": x["data"], "consumed_by_step": None}
+                        for x in self.events if x["execution_id"] == parts[1]]
                 return 200, {"execution_id": parts[1], "steps": copy.deepcopy(h["steps"]),
-                             "operations": copy.deepcopy(h["operations"]), "next_token": None}
+                             "operations": copy.deepcopy(h["operations"]), "events": mine, "next_token": None}
             ended = {"error": "execution_ended", "message": f"execution {parts[1]} is {e['status']}",
                      "execution_status": e["status"]}
             if parts[2:] == ["cancel"] and method == "POST":

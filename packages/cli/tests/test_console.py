@@ -148,6 +148,37 @@ def test_timeline_renders_waits_compensation_and_branches_when_present(console, 
     assert 'data-action="cancel"' not in html
 
 
+def test_timeline_shows_waits_fan_outs_undo_steps_events_and_a_failed_compensation(console, control_plane):
+    # given: an approval waiting for its event, with an event already sent to it
+    control_plane.add(execution_doc("a1", workflow="expense_approval", status="WAITING", step=1,
+                                    waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00.000000Z"}))
+    control_plane.events.append({"execution_id": "a1", "event": "approved", "event_id": "mail-9", "data": {"ok": True}})
+    _, html = get(console, "/executions/a1")
+    assert 'class="step t-waiting k-wait_for_event" data-step="1"' in html and "times out <time" in html
+    assert "undo: refund" in html and "waits for event" not in html.split('data-step="1"')[1].split("</li>")[0]
+    assert "<h2>Events</h2>" in html and "mail-9" in html and "kept until a wait for it" in html
+    # a map fanning out: its progress, and its many branches collapsed (opened when one failed)
+    branches = [{"step_index": 1, "branch": i, "kind": "branch", "status": "FAILED" if i == 7 else "SUCCEEDED",
+                 "attempts": 1, "started_at": T0, "finished_at": T0, "next_wake_at": None, "result": {"n": i},
+                 "error": {"code": "step_error", "message": "throttled"} if i == 7 else None, "generation": 0}
+                for i in range(12)]
+    control_plane.add(execution_doc("m1", workflow="batch_resize", step=1,
+                                    fanout={"branches": 12, "succeeded": 11, "max_concurrency": 10}), steps=branches)
+    _, html = get(console, "/executions/m1")
+    assert "11/12 branches done, at most 10 at once" in html and "map over <code>images</code>" in html
+    assert '<details class="branches" open><summary>12 branches: 11 done, 1 failed</summary>' in html
+    assert "throttled" in html
+    # a failed compensation: where it failed and why the undo did not finish
+    control_plane.add(execution_doc("c2", workflow="expense_approval", status="COMPENSATION_FAILED", step=3,
+                                    failed_step=2, compensated=False,
+                                    error={"code": "permanent_error", "message": "card declined"},
+                                    compensation_error={"code": "step_error", "message": "refund API down"}))
+    _, html = get(console, "/executions/c2")
+    assert 'class="badge s-compensation_failed"' in html and "compensation failed" in html
+    assert "refund API down" in html and 'class="step t-stopped k-step" data-step="2"' in html
+    assert 'data-action="redrive"' in html
+
+
 def test_start_form_is_generated_from_the_input_schema(console, control_plane):
     status, html = get(console, "/workflows/order_fulfillment/start")
     assert status == 200

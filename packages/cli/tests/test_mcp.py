@@ -6,10 +6,8 @@ import os
 import sys
 
 import anyio
-import pytest
 from fake_control_plane import execution_doc
 
-import mcp  # noqa: E402  (a dev dependency, requirements-dev.txt: a missing SDK fails here, never skips)
 
 TOOLS = {"list_workflows", "start_execution", "get_execution", "get_history", "list_executions", "send_event",
          "cancel_execution", "redrive_execution", "wake_execution"}
@@ -70,7 +68,8 @@ def test_an_agent_starts_inspects_signals_and_cancels_an_execution(control_plane
     assert schemas["order_fulfillment"]["required"] == ["order_id", "amount_cents"]
     assert out["start"].structured_content["created"] is True
     assert out["status"].structured_content["status"] == "RUNNING"
-    assert out["history"].structured_content == {"execution_id": eid, "steps": [], "operations": [], "next_token": None}
+    assert out["history"].structured_content == {"execution_id": eid, "steps": [], "operations": [], "events": [],
+                                                 "next_token": None}
     assert [x["execution_id"] for x in out["list"].structured_content["executions"]] == [eid]
     assert out["send"].structured_content == {"execution_id": eid, "event": "approved", "event_id": "e-1",
                                               "outcome": "buffered"}

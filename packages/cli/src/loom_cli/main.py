@@ -241,8 +241,11 @@ def full_history(client: Client, execution_id: str) -> dict[str, Any]:
         _, page = client.request("GET", f"{path}?{urllib.parse.urlencode({'limit': PAGE_MAX, 'next_token': token})}")
         steps += page.get("steps", [])
         token = page.get("next_token")
-    return {"execution_id": first.get("execution_id", execution_id), "steps": steps, "operations": operations,
-            "next_token": None}
+    whole = {"execution_id": first.get("execution_id", execution_id), "steps": steps, "operations": operations,
+             "next_token": None}
+    if "events" in first:  # the events sent to it, with the first page (issue 12)
+        whole["events"] = first["events"]
+    return whole
 
 
 def cmd_list(client: Client, args) -> int:

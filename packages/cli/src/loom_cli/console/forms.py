@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .pages import esc, page
+from ._html import esc
+from .pages import page
 
 
 def _resolve(schema: dict, root: dict) -> dict:
