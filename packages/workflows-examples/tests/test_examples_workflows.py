@@ -9,7 +9,7 @@ import pytest
 
 import loom_examples
 from engine_core import REGISTRY, InvalidInputError, StepContext, Status, StepStatus
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import LocalRunner
 from loom_examples import LEDGER, PaymentLedger, orders
 from loom_examples.ledger import IdempotencyKeyReusedError
@@ -157,10 +157,10 @@ def test_flaky_greeting_when_failures_exceed_attempts_is_refused_at_start():
 
 
 def test_every_example_but_the_defaults_tour_declares_an_input_model_and_publishes_its_schema():
-    described = {wf.name: wf.describe() for wf in REGISTRY.all() if wf.source.startswith("loom_examples.")}
-    assert described["defaults_tour"]["input_schema"] is None  # it sets nothing, on purpose
-    assert [name for name, d in described.items() if name != "defaults_tour" and not d["input_schema"]] == []
-    assert described["order_fulfillment"]["input_schema"]["required"] == ["order_id", "amount_cents"]
+    schemas = {wf.name: wf.input_schema() for wf in REGISTRY.all() if wf.source.startswith("loom_examples.")}
+    assert schemas["defaults_tour"] is None  # it sets nothing, on purpose
+    assert [name for name, schema in schemas.items() if name != "defaults_tour" and not schema] == []
+    assert schemas["order_fulfillment"]["required"] == ["order_id", "amount_cents"]
 
 
 def test_poison_pill_when_run_fails_after_max_attempts_with_one_dead_letter():

@@ -195,9 +195,7 @@ class Engine(UsesLifecycle):
 
     def context(self, execution_id: str) -> dict[str, Any]:
         """The execution's context as its next step would see it (input merged with the results so far)."""
-        state = self.state(execution_id)
-        e = state.execution
-        return rebuild_context(state.input_blob, state.records, self.registry.get(e.workflow), e.current_step)
+        return context_of(self.state(execution_id), self.registry)
 
     def history(self, execution_id: str):
         e = self.get(execution_id)
@@ -328,6 +326,22 @@ def _uuid(execution_id: Any) -> str:
         return str(uuid.UUID(execution_id))
     except (ValueError, AttributeError, TypeError):
         raise ExecutionNotFoundError(str(execution_id)) from None
+
+
+def context_of(state: ExecutionState, registry: Registry | None) -> dict[str, Any]:
+    """The context as the execution's next step (or, while compensating and after, its failed step)
+    saw it. Under a definition that is not deployed here (or changed), every settled task result in
+    order: what a status read can still show. Raises when a record it needs is unreadable."""
+    e = state.execution
+    upto = e.failed_step if e.failed_step is not None else e.current_step
+    if registry is not None and e.workflow in registry and registry.get(e.workflow).fingerprint == e.fingerprint:
+        return rebuild_context(state.input_blob, state.records, registry.get(e.workflow), upto)
+    data = codec.decode(state.input_blob)
+    for r in state.records:
+        if isinstance(r, StepRecord) and r.step_index < upto and r.status is StepStatus.SUCCEEDED \
+                and r.result_blob is not None and r.kind != "compensation":
+            data.update(codec.decode(r.result_blob))
+    return data
 
 
 def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: int) -> dict[str, Any]:
@@ -678,5 +692,5 @@ class StepRun:
         return self._advance(record)
 
 
-__all__ = ["Engine", "InvalidInputError", "Outcome", "StartResult", "StepRun", "check_fits", "failure_notice",
-           "rebuild_context"]
+__all__ = ["Engine", "InvalidInputError", "Outcome", "StartResult", "StepRun", "check_fits", "context_of",
+           "failure_notice", "rebuild_context"]

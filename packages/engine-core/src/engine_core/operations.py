@@ -125,14 +125,15 @@ class Operator:
         operations = self.operations(e) if next_token is None else []
         return records, operations, (encode_token(page.after) if page.after else None)
 
-    def events(self, execution_id: str) -> list[dict[str, Any]]:
-        """Events sent to the execution, each with the step that consumed it (None: still kept)."""
-        from .views import events_view
-
+    def events(self, execution_id: str) -> tuple[list[Any], dict[str, int]]:
+        """Events sent to the execution (EventRecord or CorruptRecord, in key order), and which wait step
+        consumed each (by event id; an event not in it is still kept for a wait)."""
         e = self.engine.get(execution_id)
         events = [ev for ev in self.life.store.list_events(e.execution_id)
                   if not isinstance(ev, EventRecord) or ev.sent_at >= e.created_at]
-        return events_view(events, self.engine.history(e.execution_id))
+        consumed = {r.event_id: r.step_index for r in self.engine.history(e.execution_id)
+                    if isinstance(r, StepRecord) and r.event_id}
+        return events, consumed
 
     def operations(self, e: Execution) -> list:
         return [op for op in self.life.store.operations(e.execution_id)

@@ -193,27 +193,6 @@ class WorkflowDef:
         """The step's own budget, else the workflow's; None means the engine's default."""
         return self.steps[index].timeout_s or self.step_timeout_s
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "fingerprint": self.fingerprint,
-            "retry": self.retry.model_dump(),
-            "step_timeout_s": self.step_timeout_s,
-            "input_schema": self.input_schema(),
-            "steps": [
-                {
-                    "index": s.index,
-                    "name": s.name,
-                    "kind": {"sleep": "sleep", "task": "step"}.get(s.kind.kind, s.kind.kind),
-                    **s.kind.describe(),
-                    **({"retry": s.retry.model_dump()} if s.retry else {}),
-                    **({"timeout_s": s.timeout_s} if s.timeout_s else {}),
-                    **({"compensate": getattr(s.compensate, "__name__", "compensate")} if s.compensate else {}),
-                }
-                for s in self.steps
-            ],
-        }
-
 
 @dataclass
 class Registry:

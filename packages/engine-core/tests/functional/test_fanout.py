@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from engine_core import codec
 from engine_core import (
     Engine,
     EngineSettings,
@@ -34,7 +35,7 @@ from engine_core import (
 )
 from engine_core.model import Branch, BranchStatus
 from engine_core.registry import build_workflow
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import FakeQueue
 
 UTC = dt.timezone.utc
@@ -514,36 +515,33 @@ def test_parallel_on_the_dynamodb_store_completes_once_with_results_in_order(reg
 # -- history -------------------------------------------------------------------------------------------------
 
 def test_history_lists_each_branch_after_its_step_while_it_fans_out_and_after_the_fan_in(registry):
-    from engine_core import views
-
     bodies = Bodies()
     registry.register(build_workflow("hist", [bodies.make("first", value=lambda c: {"xs": [1, 2, 3]}),
                                               map_(bodies.make("m", fail={1: 1}), over="xs", name="fan")],
                                      retry=QUICK))
     h = Harness(registry)
     eid = h.start("hist")
+
+    def shown(records):
+        return [(getattr(r, "name", None), getattr(r, "branch", None), getattr(r, "kind", "branch")) for r in records]
+
     # given: the fan-out began; branch 0 ran, nothing else yet
     for m in h.fake.receive(1):
         h.engine.process(m.body)
         h.fake.ack(m)
     steps, _, _ = h.engine.operator.history_page(eid)
-    shown = [views.record_view(r) for r in steps]
-    assert [(v.get("name"), v.get("branch"), v["kind"]) for v in shown] == [
-        ("first", None, "task"), (None, 0, "branch"), (None, 1, "branch"), (None, 2, "branch")]
-    assert {v["status"] for v in shown[1:]} == {"PENDING"}
+    assert shown(steps) == [("first", None, "task"), (None, 0, "branch"), (None, 1, "branch"), (None, 2, "branch")]
+    assert {r.status.value for r in steps[1:]} == {"PENDING"}
     # when: it completes
     h.drive(eid)
     steps, _, _ = h.engine.operator.history_page(eid)
-    shown = [views.record_view(r) for r in steps]
     # then: the step's record, then its branches with their attempts and results
-    assert [(v.get("name"), v.get("branch"), v["kind"]) for v in shown] == [
-        ("first", None, "task"), ("fan", None, "fanout"), (None, 0, "branch"), (None, 1, "branch"), (None, 2, "branch")]
-    assert shown[1]["result"] == {"fan": [1, 2, 3]}
-    assert [(v["status"], v["attempts"], v["result"]) for v in shown[2:]] == [
+    assert shown(steps) == [("first", None, "task"), ("fan", None, "fanout"), (None, 0, "branch"), (None, 1, "branch"),
+                            (None, 2, "branch")]
+    assert codec.decode(steps[1].result_blob) == {"fan": [1, 2, 3]}
+    assert [(r.status.value, r.attempt, codec.decode(r.result_blob)) for r in steps[2:]] == [
         ("SUCCEEDED", 1, 1), ("SUCCEEDED", 2, 2), ("SUCCEEDED", 1, 3)]
 
-
-# -- guards ---------------------------------------------------------------------------------------------------
 
 def test_check_fits_refuses_a_fan_out_whose_branch_budget_cannot_fit_the_worker_timeout(registry):
     from engine_core import ConfigurationError, check_fits
@@ -609,9 +607,7 @@ def test_a_token_reused_after_its_execution_expired_runs_every_branch_again(regi
     assert bodies.runs == Counter({("m", 0): 2, ("m", 1): 2}) and h.store.fan_ins == 2
 
 
-def test_execution_view_while_fanning_out_shows_how_many_branches_succeeded(registry):
-    from engine_core import views
-
+def test_state_while_fanning_out_holds_how_many_branches_succeeded(registry):
     bodies = Bodies()
     registry.register(build_workflow("progress", [map_(bodies.make("m"), over="xs", max_concurrency=2)]))
     h = Harness(registry)
@@ -620,10 +616,10 @@ def test_execution_view_while_fanning_out_shows_how_many_branches_succeeded(regi
         for m in h.fake.receive(10):
             h.engine.process(m.body)
             h.fake.ack(m)
-    view = views.execution_view(h.engine.state(eid), registry)
-    assert view["fanout"] == {"branches": 3, "succeeded": 2, "max_concurrency": 2}
+    join = h.engine.state(eid).joins[0]
+    assert (join.total, join.done, join.max_concurrency) == (3, 2, 2)
     h.drive(eid)
-    assert "fanout" not in views.execution_view(h.engine.state(eid), registry)
+    assert h.engine.state(eid).execution.status is Status.COMPLETED
 
 
 def test_a_crash_after_the_fan_out_commit_before_any_branch_message_is_healed_by_the_reconcile(registry):

@@ -62,10 +62,10 @@ def test_a_workflow_without_a_model_takes_any_object_as_before():
 
 def test_describe_publishes_the_input_json_schema():
     runner = make()
-    schema = runner.engine.registry.get("typed_order").describe()["input_schema"]
+    schema = runner.engine.registry.get("typed_order").input_schema()
     assert schema["required"] == ["order_id", "amount_cents"]
     assert schema["properties"]["amount_cents"] == {"exclusiveMinimum": 0, "title": "Amount Cents", "type": "integer"}
-    assert runner.engine.registry.get("untyped").describe()["input_schema"] is None
+    assert runner.engine.registry.get("untyped").input_schema() is None
 
 
 def test_an_input_model_that_is_not_a_pydantic_model_is_refused_at_registration():

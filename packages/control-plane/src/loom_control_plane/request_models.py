@@ -1,8 +1,6 @@
-"""Request and response shapes of the control-plane API, and how a request body becomes a request.
-
-Every rejection is an :class:`ApiError` carrying the HTTP status, a stable code and a message that
-says what was wrong and what to do. Validation happens before anything is written or sent.
-"""
+"""How a request becomes a request: the body and query-string models of every route, and the parsers
+that check them. Every rejection is an :class:`~.errors.ApiError` that says what was wrong and what to
+do; validation happens before anything is written or sent. Reply shapes are in ``responses.py``."""
 
 from __future__ import annotations
 
@@ -16,51 +14,17 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from engine_core import (
-    ExecutionNotFoundError,
-    IdempotencyConflictError,
-    InvalidInputError,
-    NonSerializableResultError,
-    ResultTooLargeError,
-    UnknownWorkflowError,
-)
-from engine_core.clock import format_ts
-from engine_core.errors import CallbackNotFoundError, ExecutionStateConflictError, InvalidRequestError
-from engine_core.model import CorruptRecord
+from engine_core.errors import InvalidRequestError
 from engine_core.operations import decode_token
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, field_validator
+from engine_core.registry import WORKFLOW_NAME_RE
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
+
+from .errors import ApiError
 
 MAX_BODY_BYTES = 256 * 1024
 """Largest accepted request body. Far below the Function URL's 6 MB and the 400 KB DynamoDB item."""
-# Anchored with \A and \Z and used with fullmatch: `$` also matches before a trailing "\n".
-_WORKFLOW_NAME = re.compile(r"\A[A-Za-z0-9_.-]{1,128}\Z")
+_WORKFLOW_NAME = WORKFLOW_NAME_RE  # the registry's own pattern (anchored \A...\Z, used with fullmatch)
 _TOKEN_MAX = 128
-
-
-class ApiError(Exception):
-    """A request the API refuses, with the response it gets."""
-
-    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
-                 execution_status: str | None = None, problems: list[dict[str, str]] | None = None):
-        super().__init__(message)
-        self.status, self.code, self.message, self.headers = status, code, message, headers or {}
-        self.execution_status, self.problems = execution_status, problems
-
-    def body(self) -> dict[str, Any]:
-        return ErrorBody(error=self.code, message=self.message, execution_status=self.execution_status,
-                         problems=self.problems).model_dump(exclude_none=True)
-
-
-class ErrorBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    error: StrictStr
-    """Stable, machine-readable code: invalid_json, invalid_request, unknown_workflow, ..."""
-    message: StrictStr
-    execution_status: StrictStr | None = None
-    """On a 409 from cancel, redrive or wake: the execution's status now (RUNNING, FAILED, ...)."""
-    problems: list[dict[str, StrictStr]] | None = None
-    """On a 400 ``invalid_input``: each field the workflow's input model refused (field, problem, type)."""
 
 
 class StartExecutionRequest(BaseModel):
@@ -88,35 +52,6 @@ class StartExecutionRequest(BaseModel):
         if value is not None and not (1 <= len(value) <= _TOKEN_MAX and value.isprintable()):
             raise ValueError(f"must be 1-{_TOKEN_MAX} printable characters (no control characters)")
         return value
-
-
-class Links(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    self_: StrictStr = Field(alias="self")
-    history: StrictStr
-
-
-class ExecutionStarted(BaseModel):
-    """Reply to ``POST /executions``: 202 when this request created the execution, 200 when it existed."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    execution_id: StrictStr
-    workflow: StrictStr
-    status: StrictStr
-    current_step: StrictInt
-    created: StrictBool
-    links: Links
-
-    @classmethod
-    def of(cls, execution_id: str, workflow: str, status: str, current_step: int, created: bool) -> ExecutionStarted:
-        base = f"/executions/{execution_id}"
-        return cls(execution_id=execution_id, workflow=workflow, status=status, current_step=current_step,
-                   created=created, links=Links(self_=base, history=f"{base}/history"))
-
-    def body(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True)
 
 
 def parse_start_request(body: str | None, is_base64_encoded: bool) -> StartExecutionRequest:
@@ -245,38 +180,6 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(problems) + "; fix the request body and send it again"
 
 
-def error_for(exc: Exception) -> ApiError | None:
-    """The API error an engine exception stands for; None for anything unexpected (a 500)."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, UnknownWorkflowError):
-        return ApiError(404, "unknown_workflow", f"{exc}; GET /workflows lists them")
-    if isinstance(exc, ExecutionNotFoundError):
-        return ApiError(404, "execution_not_found", (
-            f"{exc}; use the execution_id returned by POST /executions"))
-    if isinstance(exc, IdempotencyConflictError):
-        return ApiError(409, "idempotency_conflict", str(exc))
-    if isinstance(exc, ResultTooLargeError):
-        return ApiError(413, "input_too_large", str(exc))
-    if isinstance(exc, NonSerializableResultError):
-        # The engine words it for step results; at start the value is the request's input.
-        detail = str(exc).partition(" cannot be stored: ")[2] or str(exc)
-        return ApiError(400, "invalid_request", (
-            f"value at {exc.path} cannot be stored: {detail}; fix the request body and send it again"))
-    if isinstance(exc, InvalidInputError):
-        if exc.problems:  # the workflow's input_model refused it: name every field
-            return ApiError(400, "invalid_input", f"{exc}; GET /workflows shows the input's JSON Schema",
-                            problems=exc.problems)
-        return ApiError(400, "invalid_request", f"{exc}; fix the request body and send it again")
-    if isinstance(exc, CallbackNotFoundError):
-        return ApiError(404, "callback_not_found", str(exc))
-    if isinstance(exc, ExecutionStateConflictError):
-        return ApiError(409, exc.code, str(exc), execution_status=exc.status)
-    if isinstance(exc, InvalidRequestError):
-        return ApiError(400, "invalid_request", str(exc))
-    return None
-
-
 # -- operator routes: list, cancel, redrive, wake, history pages ------------------------------------
 LIST_LIMIT_DEFAULT, HISTORY_LIMIT_DEFAULT, PAGE_MAX = 20, 50, 100
 LIST_STATUSES = ("LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
@@ -314,9 +217,9 @@ def parse_list_query(params: dict[str, str] | None) -> ListQuery:
     status = p.get("status")
     if status is not None:
         status = status.upper()
-        if status in ("RUNNING", "SLEEPING"):
+        if status in ("RUNNING", "SLEEPING", "WAITING"):
             raise _bad("status", f"cannot be {status}: the list index tells live executions from ended ones only; "
-                       "use status=LIVE (running or sleeping) and GET /executions/{id} for which")
+                       "use status=LIVE (running, sleeping or waiting) and GET /executions/{id} for which")
         if status not in LIST_STATUSES:
             raise _bad("status", f"must be one of {', '.join(LIST_STATUSES)}")
     after, before = _time(p, "started_after"), _time(p, "started_before")
@@ -508,15 +411,3 @@ def caller_identity(request_context: dict[str, Any] | None) -> str:
         if isinstance(value, str) and value:
             return value[:512]
     return "local"
-
-
-def list_entry_view(entry: Any) -> dict[str, Any]:
-    return {"execution_id": entry.execution_id, "workflow": entry.workflow, "status": entry.status,
-            "created_at": format_ts(entry.created_at)}
-
-
-def operation_view(record: Any) -> dict[str, Any]:
-    if isinstance(record, CorruptRecord):
-        return {"corrupt": True, "sort_key": record.sort_key, "detail": record.detail}
-    return {"op": record.op, "by": record.by, "at": format_ts(record.at), "version": record.version,
-            "reason": record.reason, "detail": record.detail}

@@ -1,0 +1,335 @@
+"""Every reply shape of the control-plane API, as pydantic models, and how each is built from the engine's
+domain objects. This is the one home of the API's documents: the engine returns executions, records and
+events; what the JSON looks like is decided here (README.md's API table documents it).
+
+A model's optional fields that only some replies carry (``context_error``, ``step_count``, ...) are left
+unset, and ``dump`` leaves unset fields out, so a reply never carries a key that does not apply.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine_core import codec
+from engine_core.clock import format_ts
+from engine_core.engine import context_of
+from engine_core.model import (
+    Branch,
+    CorruptRecord,
+    ErrorInfo,
+    EventRecord,
+    Execution,
+    ExecutionState,
+    ListEntry,
+    OperationRecord,
+    Status,
+    StepRecord,
+)
+from engine_core.registry import Registry, WorkflowDef
+from pydantic import BaseModel, ConfigDict, Field
+
+BRANCH_RESULT_SHOWN_BYTES = 2048
+"""A branch's result is shown in the history up to this size (the step's own record holds them all)."""
+
+
+def _ts(value) -> str | None:
+    return None if value is None else format_ts(value)
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# -- errors ---------------------------------------------------------------------------------------------
+class ErrorBody(_Reply):
+    error: str
+    """Stable, machine-readable code: invalid_json, invalid_request, unknown_workflow, ..."""
+    message: str
+    execution_status: str | None = None
+    """On a 409 from cancel, redrive, wake or an event: the execution's status now (RUNNING, FAILED, ...)."""
+    problems: list[dict[str, str]] | None = None
+    """On a 400 ``invalid_input``: each field the workflow's input model refused (field, problem, type)."""
+
+
+# -- start ----------------------------------------------------------------------------------------------
+class Links(_Reply):
+    self_: str = Field(alias="self")
+    history: str
+
+
+class ExecutionStarted(_Reply):
+    """Reply to ``POST /executions``: 202 when this request created the execution, 200 when it existed."""
+
+    execution_id: str
+    workflow: str
+    status: str
+    current_step: int
+    created: bool
+    links: Links
+
+    @classmethod
+    def of(cls, e: Execution, created: bool) -> ExecutionStarted:
+        base = f"/executions/{e.execution_id}"
+        return cls(execution_id=e.execution_id, workflow=e.workflow, status=e.status.value,
+                   current_step=e.current_step, created=created, links=Links(self_=base, history=f"{base}/history"))
+
+
+# -- an execution ---------------------------------------------------------------------------------------
+class WaitingFor(_Reply):
+    event: str | None
+    timeout_at: str | None
+
+
+class FanOutProgress(_Reply):
+    branches: int
+    succeeded: int
+    max_concurrency: int | None
+
+
+class ExecutionView(_Reply):
+    """``GET /executions/{id}`` (and the execution cancel, redrive and wake answer with)."""
+
+    execution_id: str
+    workflow: str
+    status: str
+    current_step: int
+    version: int
+    context: Any
+    """The start input merged with every completed step's result, rebuilt as the worker does."""
+    error: ErrorInfo | None
+    next_wake_at: str | None
+    timer: str | None
+    total_attempts: int
+    attempt: int
+    attempt_started_at: str | None
+    started_by: str | None
+    cancelled_by: str | None
+    cancel_reason: str | None
+    redrives: int
+    waiting_for: WaitingFor | None
+    """While WAITING: the event it waits for and when the wait times out."""
+    compensating: bool
+    compensated: bool | None
+    failed_step: int | None
+    compensation_error: ErrorInfo | None
+    created_at: str | None
+    updated_at: str | None
+    expires_at: str | None
+    context_error: str | None = None
+    """Only when the stored context cannot be read (shown, flagged: a status read never fails on bad data)."""
+    fanout: FanOutProgress | None = None
+    """Only while a parallel or map step fans out."""
+    step_count: int | None = None
+    """Only when the workflow is deployed here."""
+    current_step_name: str | None = None
+
+    @classmethod
+    def of(cls, state: ExecutionState, registry: Registry | None = None) -> ExecutionView:
+        e = state.execution
+        extra: dict[str, Any] = {}
+        try:
+            context: Any = codec.to_plain(context_of(state, registry))
+        except Exception as exc:
+            context, extra["context_error"] = None, f"stored context is unreadable: {exc}"
+        join = state.joins.get(e.current_step)
+        if join is not None and not e.status.is_terminal and not e.compensating:
+            extra["fanout"] = FanOutProgress(branches=join.total, succeeded=join.done,
+                                             max_concurrency=join.max_concurrency)
+        wf = registry.get(e.workflow) if registry is not None and e.workflow in registry else None
+        if wf is not None:
+            extra["step_count"] = len(wf.steps)
+            extra["current_step_name"] = wf.steps[e.current_step].name if e.current_step < len(wf.steps) else None
+        return cls(
+            execution_id=e.execution_id, workflow=e.workflow, status=e.status.value, current_step=e.current_step,
+            version=e.version, context=context, error=e.error, next_wake_at=_ts(e.next_wake_at),
+            timer=None if e.timer is None else e.timer.value, total_attempts=e.total_attempts, attempt=e.attempt,
+            attempt_started_at=_ts(e.attempt_started_at), started_by=e.started_by, cancelled_by=e.cancelled_by,
+            cancel_reason=e.cancel_reason, redrives=e.redrives, waiting_for=_waiting_for(e, wf),
+            compensating=e.compensating, compensated=e.compensated, failed_step=e.failed_step,
+            compensation_error=e.compensation_error, created_at=_ts(e.created_at), updated_at=_ts(e.updated_at),
+            expires_at=_ts(e.expires_at), **extra)
+
+
+def _waiting_for(e: Execution, wf: WorkflowDef | None) -> WaitingFor | None:
+    if e.status is not Status.WAITING:
+        return None
+    event = None
+    if wf is not None and e.current_step < len(wf.steps):
+        event = getattr(wf.steps[e.current_step].kind, "event", None)
+    return WaitingFor(event=event, timeout_at=_ts(e.next_wake_at))
+
+
+# -- history ----------------------------------------------------------------------------------------------
+class CorruptView(_Reply):
+    corrupt: bool
+    sort_key: str
+    detail: str
+
+
+class StepRecordView(_Reply):
+    step_index: int
+    name: str
+    status: str
+    attempts: int
+    started_at: str | None
+    finished_at: str | None
+    result: Any
+    error: ErrorInfo | None
+    final: bool
+    kind: str
+    """task, sleep, event (a wait that ended), fanout (a parallel or map step's fan-in) or compensation."""
+    event_id: str | None = None
+    """For a wait: the event it consumed."""
+    corrupt: bool | None = None
+    detail: str | None = None
+
+
+class BranchView(_Reply):
+    """One branch of a parallel or map step, listed after its step's record: ``kind: "branch"``."""
+
+    step_index: int
+    branch: int
+    kind: str
+    """Always ``branch``."""
+    status: str
+    attempts: int
+    started_at: str | None
+    finished_at: str | None
+    next_wake_at: str | None
+    result: Any
+    error: ErrorInfo | None
+    generation: int
+    result_omitted: bool | None = None
+    """The result is over ``BRANCH_RESULT_SHOWN_BYTES`` (the fan-in record holds every result)."""
+    corrupt: bool | None = None
+    detail: str | None = None
+
+
+def record_view(r: StepRecord | Branch | CorruptRecord) -> dict[str, Any]:
+    if isinstance(r, CorruptRecord):
+        return dump(CorruptView(corrupt=True, sort_key=r.sort_key, detail=r.detail))
+    if isinstance(r, Branch):
+        return dump(_branch_view(r))
+    result: Any = None
+    flagged: dict[str, Any] = {}
+    if r.result_blob is not None:
+        try:
+            result = codec.to_plain(codec.decode(r.result_blob))
+        except Exception as exc:
+            flagged = {"corrupt": True, "detail": f"stored result is unreadable: {exc}"}
+    extra = {"event_id": r.event_id} if r.event_id else {}
+    return dump(StepRecordView(step_index=r.step_index, name=r.name, status=r.status.value, attempts=r.attempts,
+                               started_at=_ts(r.started_at), finished_at=_ts(r.finished_at), result=result,
+                               error=r.error, final=r.is_final, kind=r.kind, **extra, **flagged))
+
+
+def _branch_view(b: Branch) -> BranchView:
+    result: Any = None
+    extra: dict[str, Any] = {}
+    if b.result_blob is not None:
+        if len(b.result_blob.encode("utf-8")) > BRANCH_RESULT_SHOWN_BYTES:
+            extra["result_omitted"] = True
+        else:
+            try:
+                result = codec.to_plain(codec.decode(b.result_blob))
+            except Exception as exc:
+                extra = {"corrupt": True, "detail": f"stored result is unreadable: {exc}"}
+    return BranchView(step_index=b.step_index, branch=b.branch, kind="branch", status=b.status.value, attempts=b.attempt,
+                      started_at=_ts(b.attempt_started_at), finished_at=_ts(b.finished_at),
+                      next_wake_at=_ts(b.next_wake_at) if b.status.is_open else None, result=result, error=b.error,
+                      generation=b.generation, **extra)
+
+
+class OperationView(_Reply):
+    op: str
+    by: str
+    at: str | None
+    version: int
+    reason: str | None
+    detail: dict[str, Any]
+
+
+def operation_view(r: OperationRecord | CorruptRecord) -> dict[str, Any]:
+    if isinstance(r, CorruptRecord):
+        return dump(CorruptView(corrupt=True, sort_key=r.sort_key, detail=r.detail))
+    return dump(OperationView(op=r.op, by=r.by, at=_ts(r.at), version=r.version, reason=r.reason, detail=r.detail))
+
+
+class EventView(_Reply):
+    event: str
+    event_id: str
+    sent_at: str | None
+    by: str | None
+    data: dict[str, Any]
+    consumed_by_step: int | None
+    """The wait step that consumed it; None while it is kept for a wait."""
+
+
+def event_view(r: EventRecord | CorruptRecord, consumed_by: dict[str, int]) -> dict[str, Any]:
+    if isinstance(r, CorruptRecord):
+        return dump(CorruptView(corrupt=True, sort_key=r.sort_key, detail=r.detail))
+    return dump(EventView(event=r.name, event_id=r.event_id, sent_at=_ts(r.sent_at), by=r.by, data=r.data,
+                          consumed_by_step=consumed_by.get(r.event_id)))
+
+
+def history_reply(execution_id: str, records: list, operations: list, next_token: str | None,
+                  events: tuple[list, dict[str, int]] | None) -> dict[str, Any]:
+    """``GET /executions/{id}/history``: a page of step records (branches after their step), and with
+    the first page every operator action and every event sent."""
+    reply: dict[str, Any] = {"execution_id": execution_id, "steps": [record_view(r) for r in records],
+                             "operations": [operation_view(r) for r in operations], "next_token": next_token}
+    if events is not None:
+        sent, consumed = events
+        reply["events"] = [event_view(ev, consumed) for ev in sent]
+    return reply
+
+
+# -- lists, events, workflows -----------------------------------------------------------------------------
+class ListEntryView(_Reply):
+    execution_id: str
+    workflow: str
+    status: str
+    """LIVE (running, sleeping or waiting), or the terminal status."""
+    created_at: str | None
+
+
+class ListReply(_Reply):
+    executions: list[ListEntryView]
+    next_token: str | None
+
+    @classmethod
+    def of(cls, entries: list[ListEntry], next_token: str | None) -> ListReply:
+        return cls(executions=[ListEntryView(execution_id=x.execution_id, workflow=x.workflow, status=x.status,
+                                             created_at=_ts(x.created_at)) for x in entries], next_token=next_token)
+
+
+class EventSentView(_Reply):
+    """Reply to ``POST /executions/{id}/events/{name}`` and ``POST /callbacks/{token}``."""
+
+    execution_id: str
+    event: str
+    event_id: str
+    outcome: str
+    """delivered (it was waiting and resumes now), buffered (kept for its wait) or duplicate (sent before)."""
+
+
+def workflow_view(wf: WorkflowDef) -> dict[str, Any]:
+    """One workflow of ``GET /workflows``: its steps (each kind adds what it is), policies and input schema."""
+    steps = []
+    for s in wf.steps:
+        view: dict[str, Any] = {"index": s.index, "name": s.name,
+                                "kind": {"sleep": "sleep", "task": "step"}.get(s.kind.kind, s.kind.kind),
+                                **s.kind.describe()}
+        if s.retry:
+            view["retry"] = s.retry.model_dump()
+        if s.timeout_s:
+            view["timeout_s"] = s.timeout_s
+        if s.compensate:
+            view["compensate"] = getattr(s.compensate, "__name__", "compensate")
+        steps.append(view)
+    return {"name": wf.name, "fingerprint": wf.fingerprint, "retry": wf.retry.model_dump(),
+            "step_timeout_s": wf.step_timeout_s, "input_schema": wf.input_schema(), "steps": steps}
