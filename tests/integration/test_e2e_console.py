@@ -211,3 +211,27 @@ def test_redrive_a_failed_import_from_its_page_after_the_fix(loom, page, shots):
     page.wait_for_selector(f'tr[data-id="{eid}"]')
     assert page.locator("table.executions tbody tr").first.get_attribute("data-id") == eid
     page.screenshot(path=str(shots / "list.png"), full_page=True)
+
+
+def test_send_an_event_from_the_page_to_a_waiting_approval(loom, page):
+    # given: an expense approval waiting for its "approved" event
+    token, eid = loom.new_token("console-send")
+    loom.start("expense_approval", {"expense_id": "x-console", "amount_cents": 990}, token)
+    loom.wait(eid, until=("WAITING",))
+    page.goto(page.base + f"/executions/{eid}")
+    assert page.locator('#timeline li.t-waiting[data-step="1"]').count() == 1
+    assert "waiting for event approved" in page.inner_text('#timeline li[data-step="1"]')
+    # when: the answer is sent from the dialog (the event's name is filled in from what it waits for)
+    page.click('button[data-action="send"]')
+    assert page.input_value("#act-event") == "approved"
+    page.fill("#act-data", '{"approved": true, "approver": "ana"}')
+    page.fill("#act-event-id", f"console-{eid[:8]}")
+    confirm(page, "Send an event")
+    page.wait_for_selector("#banner.ok")
+    assert "delivered" in page.inner_text("#banner")
+    # then: it resumes and completes, live, and the event is listed with the step that consumed it
+    watch(page, lambda s: s[0] == "COMPLETED", timeout_s=30)
+    events = page.inner_text("ul.events")
+    assert f"console-{eid[:8]}" in events and "consumed by step 1" in events
+    assert loom.execution(eid)["context"]["decision"] == "paid"
+

@@ -35,6 +35,7 @@ def test_an_agent_lists_starts_watches_cancels_and_redrives_through_mcp(loom):
     greet_token, greet_id = loom.new_token("mcp-greet")
     order_token, order_id = loom.new_token("mcp-order")
     import_token, import_id = loom.new_token("mcp-import")
+    expense_token, expense_id = loom.new_token("mcp-expense")
     feed = f"payroll-{import_id[:8]}"
 
     async def body(client):
@@ -59,6 +60,13 @@ def test_an_agent_lists_starts_watches_cancels_and_redrives_through_mcp(loom):
         out["event_refused"] = await client.call_tool("send_event", {"execution_id": order_id, "event": "pickup"})
         out["bad_input"] = await client.call_tool("start_execution", {"workflow": "order_fulfillment",
                                                                       "input": {"order_id": ""}})
+        # an approval waiting for its answer, which the agent sends
+        await client.call_tool("start_execution", {"workflow": "expense_approval", "idempotency_token": expense_token,
+                                                   "input": {"expense_id": "x-mcp", "amount_cents": 120}})
+        out["waiting"] = await until(client, expense_id, ("WAITING",))
+        out["sent"] = await client.call_tool("send_event", {"execution_id": expense_id, "event": "approved",
+                                                            "data": {"approved": False}, "event_id": "mcp-1"})
+        out["answered"] = await until(client, expense_id, ("COMPLETED", "FAILED"))
         # the 3 a.m. import: woken, failed, fixed, redriven
         await client.call_tool("start_execution", {"workflow": "fragile_import", "input": {"feed": feed},
                                                    "idempotency_token": import_token})
@@ -84,9 +92,11 @@ def test_an_agent_lists_starts_watches_cancels_and_redrives_through_mcp(loom):
     refused = out["refused"]
     assert refused.is_error and refused.content[0].text.startswith("not_failed (HTTP 409): ")
     assert refused.structured_content["execution_status"] == "CANCELLED"
-    # the event route (issue 12) refuses an ended execution; until it is deployed there is no such route
-    assert out["event_refused"].is_error
-    assert out["event_refused"].structured_content["error"] in ("execution_ended", "not_found")
+    assert out["event_refused"].is_error and out["event_refused"].structured_content["error"] == "execution_ended"
+    assert out["waiting"]["status"] == "WAITING" and out["waiting"]["waiting_for"]["event"] == "approved"
+    assert not out["sent"].is_error and out["sent"].structured_content == {
+        "execution_id": expense_id, "event": "approved", "event_id": "mcp-1", "outcome": "delivered"}
+    assert (out["answered"]["status"], out["answered"]["context"]["decision"]) == ("COMPLETED", "declined")
     assert out["bad_input"].is_error and out["bad_input"].structured_content["error"] == "invalid_input"
     assert out["bad_input"].structured_content["problems"]
     assert out["failed"]["status"] == "FAILED" and out["failed"]["error"]["code"] == "permanent_error"
