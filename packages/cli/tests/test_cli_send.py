@@ -69,3 +69,29 @@ def test_help_lists_every_command(capsys):
     for command in ("start", "status", "history", "watch", "list", "cancel", "redrive", "wake", "send", "workflows",
                     "console", "mcp", "dlq"):
         assert f"    {command} " in out or f"    {command}\n" in out, command
+
+
+def test_status_watch_and_history_show_waits_events_and_compensation(waiting, capsys):
+    # given: the execution waits for "approved", and an event was sent to it
+    assert main(["--url", waiting.url, "send", EID, "approved", "--event-id", "mail-3"]) == 0
+    # then: status names the wait, history lists the event
+    assert main(["--url", waiting.url, "status", EID]) == 0
+    assert "event approved (no timeout)" in capsys.readouterr().out
+    assert main(["--url", waiting.url, "history", EID]) == 0
+    out = capsys.readouterr().out
+    assert "mail-3" in out and "kept for a wait" in out
+    # and a failed compensation ends a watch with exit 1 and both errors on its line
+    waiting.update(EID, status="COMPENSATION_FAILED", waiting_for=None, failed_step=2,
+                   error={"code": "permanent_error", "message": "card declined"},
+                   compensation_error={"code": "step_error", "message": "refund API down"})
+    assert main(["--url", waiting.url, "watch", EID, "--interval", "0.01"]) == 1
+    out = capsys.readouterr().out
+    assert "permanent_error: card declined; compensation failed: step_error: refund API down" in out
+
+
+def test_watch_prints_a_wait_once_with_its_timeout():
+    from loom_cli.main import progress_line
+
+    line = progress_line({"status": "WAITING", "current_step": 1, "step_count": 3, "current_step_name": "approved",
+                          "waiting_for": {"event": "approved", "timeout_at": "2999-01-01T00:00:00.000000Z"}})
+    assert line.startswith("WAITING   step 1/3 approved  waiting for event approved, ") and "left (until 2999" in line

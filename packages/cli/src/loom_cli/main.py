@@ -1,7 +1,7 @@
 """``loom``: start, watch, find, cancel, redrive, wake, signal and inspect executions; ``loom console`` (a web
 console) and ``loom mcp`` (tools for agents) on the same API.
 
-Exit status: 0 success; 1 the watched execution FAILED or was CANCELLED; 2 bad usage or
+Exit status: 0 success; 1 the watched execution FAILED, was CANCELLED or its compensation failed; 2 bad usage or
 configuration; 3 the API refused the request (its error code and message are printed); 4 the
 control plane could not be reached or answered badly.
 """
@@ -22,6 +22,7 @@ from typing import Any
 
 from .client import ApiError, CliError, Client
 from .render import (
+    events_table,
     execution_table,
     executions_table,
     history_table,
@@ -32,7 +33,7 @@ from .render import (
 
 URL_ENV = "LOOM_URL"
 LOCAL_STATE = Path(".loom/local.json")
-ENDED = ("COMPLETED", "FAILED", "CANCELLED")
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
 PAGE_MAX = 100
 
 
@@ -118,8 +119,8 @@ def _parser() -> argparse.ArgumentParser:
     command("status", cmd_status, "show an execution")
     command("history", cmd_history, "show an execution's step records and operator actions (every page)")
 
-    w = command("watch", cmd_watch, "follow an execution until it ends, a line per change; exit 1 if it FAILED "
-                                    "or was CANCELLED")
+    w = command("watch", cmd_watch, "follow an execution until it ends, a line per change; exit 1 if it FAILED, "
+                                    "was CANCELLED or its compensation failed")
     w.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
     w.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 4)")
 
@@ -226,6 +227,9 @@ def cmd_history(client: Client, args) -> int:
         _print_json(body)
     else:
         print(history_table(body))
+        if body.get("events"):
+            print()
+            print(events_table(body))
         if body["operations"]:
             print()
             print(operations_table(body))
@@ -405,7 +409,9 @@ def change_key(e: dict) -> tuple:
     """What a watcher reports on; the time left on a sleep is shown, but its ticking is no change."""
     err = e.get("error") or {}
     return (e.get("status"), e.get("current_step"), e.get("timer"), e.get("total_attempts"), e.get("next_wake_at")
-            if e.get("timer") in ("sleep", "retry") else None, err.get("code"), err.get("message"))
+            if e.get("timer") in ("sleep", "retry") else None, err.get("code"), err.get("message"),
+            e.get("compensating"), e.get("compensated"), (e.get("waiting_for") or {}).get("event"),
+            (e.get("fanout") or {}).get("succeeded"))
 
 
 def failed_attempt(client: Client, e: dict, seen: set) -> dict | None:
@@ -426,6 +432,16 @@ def progress_line(e: dict, failed: dict | None = None) -> str:
     """One line of progress: status, step (numbered as ``loom status`` does), attempts, the failed
     attempt's error, and the time left on a sleep or backoff."""
     status, where = e["status"], f"step {step_label(e)}"
+    if status == "WAITING":
+        w = e.get("waiting_for") or {}
+        left = f", {_seconds_until(w['timeout_at'])} left (until {w['timeout_at']})" if w.get("timeout_at") else ""
+        return f"{status:<9} {where}  waiting for event {w.get('event') or '?'}{left}"
+    if status == "COMPENSATION_FAILED":
+        err, comp = e.get("error") or {}, e.get("compensation_error") or {}
+        return (f"{status} {where}  {err.get('code')}: {err.get('message')}; compensation failed: "
+                f"{comp.get('code')}: {comp.get('message')}")
+    if e.get("compensating"):
+        return f"{status:<9} {where}  compensating: undoing the completed steps"
     if status == "SLEEPING" or e.get("timer") == "retry":
         remaining = _seconds_until(e.get("next_wake_at"))
         if status == "SLEEPING":
@@ -437,9 +453,11 @@ def progress_line(e: dict, failed: dict | None = None) -> str:
         err = e.get("error") or {}
         why = f"{err.get('code')}: {err.get('message')}" if status == "FAILED" else \
             f"by {e.get('cancelled_by') or '-'}" + (f": {e['cancel_reason']}" if e.get("cancel_reason") else "")
-        return f"{status:<9} {where}  {why}"
+        return f"{status:<9} {where}  {why}" + ("  (compensated)" if e.get("compensated") else "")
     attempts = f"  attempts so far: {e['total_attempts']}" if e.get("total_attempts") else ""
-    return f"{status:<9} {where}{attempts}"
+    fanout = e.get("fanout") or {}
+    branches = f"  branches done: {fanout.get('succeeded')}/{fanout.get('branches')}" if fanout else ""
+    return f"{status:<9} {where}{attempts}{branches}"
 
 
 def _seconds_until(iso: str | None) -> str:

@@ -45,7 +45,34 @@ def execution_table(e: dict) -> str:
         rows.insert(-2, ["cancelled by", e["cancelled_by"] + (f" ({e['cancel_reason']})" if e.get("cancel_reason") else "")])
     if e.get("redrives"):
         rows.insert(-2, ["redrives", e["redrives"]])
+    waiting = e.get("waiting_for")
+    if waiting:
+        rows.insert(-2, ["waiting for", f"event {waiting.get('event')}"
+                         + (f" (times out {waiting['timeout_at']})" if waiting.get("timeout_at") else " (no timeout)")])
+    fanout = e.get("fanout")
+    if fanout:
+        rows.insert(-2, ["branches", f"{fanout.get('succeeded')}/{fanout.get('branches')} done, at most "
+                                     f"{fanout.get('max_concurrency')} at once"])
+    if e.get("failed_step") is not None and e.get("failed_step") != e.get("current_step"):
+        rows.insert(-2, ["failed step", e["failed_step"]])
+    if e.get("compensating") or e.get("compensated"):
+        rows.insert(-2, ["compensation", "running" if e.get("compensating") else "done: the completed steps were undone"])
+    comp = e.get("compensation_error")
+    if comp:
+        rows.insert(-2, ["compensation error", f"{comp.get('code')}: {comp.get('message')}"])
     return table(["field", "value"], rows)
+
+
+def events_table(h: dict) -> str:
+    rows = []
+    for ev in h.get("events") or []:
+        if ev.get("corrupt"):
+            rows.append(["CORRUPT", ev.get("sort_key"), "-", "-", "-", ev.get("detail")])
+            continue
+        step = ev.get("consumed_by_step")
+        rows.append([ev.get("event"), ev.get("event_id"), ev.get("sent_at"), ev.get("by"),
+                     "kept for a wait" if step is None else f"step {step}", ev.get("data")])
+    return table(["event", "event id", "sent", "by", "consumed by", "data"], rows)
 
 
 def executions_table(executions: list[dict]) -> str:
