@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..engine import Outcome, StepRun
+    from ..outcome import Outcome
+    from ..step_run import StepRun
 
 
 class StepKind(Protocol):

@@ -20,7 +20,8 @@ from ..context import StepContext
 from ..model import ErrorInfo, Execution, Status, StepRecord, StepStatus
 
 if TYPE_CHECKING:
-    from ..engine import Outcome, StepRun
+    from ..outcome import Outcome
+    from ..step_run import StepRun
     from ..registry import WorkflowDef
 
 log = logging.getLogger("engine_core")
@@ -48,7 +49,7 @@ def first_to_undo(wf: WorkflowDef, records: list[Any], below: int) -> int | None
 
 def begin(run: StepRun, error: ErrorInfo | None, first: int) -> Outcome:
     """Turn a final failure of the current step into compensation, starting with step ``first``."""
-    from ..engine import Outcome
+    from ..outcome import Outcome
 
     e = run.execution
     new = transitions.compensation_started(e, run.now(), error, first, run.life.lease_s(e.workflow, first))
@@ -93,7 +94,7 @@ def run(run: StepRun) -> Outcome:
 
 
 def _succeeded(run: StepRun, value: Any) -> Outcome:
-    from ..engine import Outcome
+    from ..outcome import Outcome
 
     e, step = run.execution, run.step
     now = run.now()
@@ -130,7 +131,7 @@ def give_up(run: StepRun, error: ErrorInfo) -> Outcome:
 
 
 def _end(run: StepRun, error: ErrorInfo | None) -> Outcome:
-    from ..engine import Outcome
+    from ..outcome import Outcome
 
     e = run.execution
     new = transitions.compensation_ended(e, run.now(), run.life.retention, run.life.finalize_grace_s(e), error)

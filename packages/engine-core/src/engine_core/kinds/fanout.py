@@ -39,7 +39,9 @@ from ..model import Branch, BranchStatus, ErrorInfo, Join, Status, StepMessage, 
 from ..retries import backoff_s
 
 if TYPE_CHECKING:
-    from ..engine import Engine, Outcome, StepRun
+    from ..engine import Engine
+    from ..outcome import Outcome
+    from ..step_run import StepRun
     from ..model import ExecutionState
 
 MAX_BRANCHES = 1000
@@ -165,7 +167,7 @@ class _FanOut:
             if b is not None and b.status is BranchStatus.PENDING:
                 send_branch(self.life, self.e, b)
         self.run.log("fanned out", branches=total, max_concurrency=window, already_done=done)
-        from ..engine import Outcome
+        from ..outcome import Outcome
         return Outcome("fanned_out", self.eid, self.index, f"{total} branches, {window} at a time")
 
     def reconcile(self, join: Join) -> Outcome:
@@ -205,7 +207,7 @@ class _FanOut:
         self.run.execution = self.e = new
         self.run.metric("BranchesRedriven", "Count", redriven)
         self.run.log("fan-out reconciled", branches_redriven=redriven)
-        from ..engine import Outcome
+        from ..outcome import Outcome
         return Outcome("reconciled", self.eid, self.index, f"{redriven} branches re-driven")
 
     def launch(self, start: int, join: Join, known: dict[int, Branch] | None = None) -> tuple[Branch | None, bool]:
@@ -286,7 +288,8 @@ def process_branch(engine: Engine, state: ExecutionState, message: StepMessage,
     Branches never check the execution's version (the fan-out's reconciles change it), only that the
     execution is live at this step and not compensating, and that the branch is at the message's
     ``branch_version``. Raises only InsufficientTimeError, before any write, to ask for redelivery."""
-    from ..engine import Outcome, StepRun
+    from ..outcome import Outcome
+    from ..step_run import StepRun
 
     e, eid, index, b = state.execution, message.execution_id, message.step, message.branch
     assert b is not None
@@ -358,7 +361,7 @@ def process_branch(engine: Engine, state: ExecutionState, message: StepMessage,
 
 
 def _branch_succeeded(fan: _FanOut, join: Join, claimed: Branch, result: Any) -> Outcome:
-    from ..engine import Outcome
+    from ..outcome import Outcome
 
     engine, b = fan.engine, claimed.branch
     try:
@@ -381,7 +384,7 @@ def _branch_succeeded(fan: _FanOut, join: Join, claimed: Branch, result: Any) ->
 def _after_completion(fan: _FanOut, join: Join, done: Branch) -> Outcome:
     """Launch the lane's next branch, then fan in if every branch is counted. Done again by any later
     delivery that finds the branch SUCCEEDED, and by the reconcile, so a crash in between loses nothing."""
-    from ..engine import Outcome
+    from ..outcome import Outcome
 
     if done.generation == join.generation:
         nxt, _ = fan.launch(done.branch + join.max_concurrency, join)
@@ -412,7 +415,7 @@ def _after_completion(fan: _FanOut, join: Join, done: Branch) -> Outcome:
 
 def _reread(fan: _FanOut) -> _FanOut | None:
     """The same fan-out on a fresh read of the execution; None when it is no longer at this step."""
-    from ..engine import StepRun
+    from ..step_run import StepRun
 
     state = fan.store.load_state(fan.eid)
     if state is None:
@@ -426,7 +429,7 @@ def _reread(fan: _FanOut) -> _FanOut | None:
 
 
 def _attempt_failed(fan: _FanOut, claimed: Branch, body: BodyOutcome) -> Outcome:
-    from ..engine import Outcome
+    from ..outcome import Outcome
 
     policy = fan.run.wf.policy_for(fan.index)
     b, attempt = claimed.branch, claimed.attempt
@@ -454,7 +457,7 @@ def _attempt_failed(fan: _FanOut, claimed: Branch, body: BodyOutcome) -> Outcome
 def _branch_failed(fan: _FanOut, branch: Branch, error: ErrorInfo) -> Outcome:
     """The branch failed for good: so does the step (the other branches' attempts may finish; nothing
     after the step runs). The step's failure is a conditional commit: re-read and retried on a race."""
-    from ..engine import Outcome
+    from ..outcome import Outcome
 
     now = fan.run.now()
     failed = branch.model_copy(update={"status": BranchStatus.FAILED, "version": branch.version + 1,

@@ -12,7 +12,8 @@ from ..clock import format_ts
 from ..model import StepRecord, StepStatus
 
 if TYPE_CHECKING:
-    from ..engine import Outcome, StepRun
+    from ..outcome import Outcome
+    from ..step_run import StepRun
 
 
 @dataclass(frozen=True)

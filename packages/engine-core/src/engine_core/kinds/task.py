@@ -12,7 +12,8 @@ from ..clock import monotonic_ms
 from ..context import StepContext
 
 if TYPE_CHECKING:
-    from ..engine import Outcome, StepRun
+    from ..outcome import Outcome
+    from ..step_run import StepRun
 
 
 @dataclass(frozen=True)

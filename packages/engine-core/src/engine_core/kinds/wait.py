@@ -18,7 +18,8 @@ from ..errors import NonSerializableResultError, ResultTooLargeError
 from ..model import EventRecord, StepRecord, StepStatus
 
 if TYPE_CHECKING:
-    from ..engine import Outcome, StepRun
+    from ..outcome import Outcome
+    from ..step_run import StepRun
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class WaitKind:
 
     # -- moves ----------------------------------------------------------------------------------
     def _wait(self, run: StepRun) -> Outcome:
-        from ..engine import Outcome
+        from ..outcome import Outcome
 
         e = run.execution
         now = run.now()

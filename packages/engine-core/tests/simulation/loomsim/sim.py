@@ -451,7 +451,10 @@ class Simulation:
             raise SimulatedCrash(op.id, f"deadline ({where})")
 
     def point(self, name: str, info: dict) -> None:
-        """An engine fault point (``faults.point``): a crash or pause point like any store call."""
+        """An engine fault point (``faults.point``): a crash or pause point like any store call. The two
+        body points are not: the bodies crash, pause and overrun by their own plan (``on_body``)."""
+        if name in faults.BODY_POINTS:
+            return
         self.call(name, lambda: None, point=True)
 
     # -- the fault point: every store and queue call comes through here -----------------------------

@@ -1,0 +1,32 @@
+"""What processing one message did (``Outcome``), and the keys every engine log line carries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .model import Execution
+    from .registry import StepDef
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What processing one message did. Every kind but a raised error means: acknowledge the message."""
+
+    kind: str
+    """advanced, completed, failed, retry_scheduled, slept, early, stale, duplicate, conflict, superseded,
+    missing, terminal, corrupt, exhausted (a chain step); for parallel and map steps also fanned_out,
+    reconciled and branch_succeeded; ``chained`` is internal."""
+    execution_id: str
+    step: int | None = None
+    detail: str = ""
+    steps_run: int = 0
+    """Steps whose bodies ran to a commit in this delivery (more than one when chained)."""
+
+
+def log_fields(e: Execution, step: StepDef | None = None, attempt: int | None = None) -> dict[str, Any]:
+    """The keys every engine log line carries (None where a key does not apply)."""
+    return {"execution_id": e.execution_id, "workflow": e.workflow, "version": e.version,
+            "step": None if step is None else step.name,
+            "step_index": e.current_step if step is None else step.index, "attempt": attempt}
