@@ -36,6 +36,7 @@ def test_an_agent_lists_starts_watches_cancels_and_redrives_through_mcp(loom):
     order_token, order_id = loom.new_token("mcp-order")
     import_token, import_id = loom.new_token("mcp-import")
     expense_token, expense_id = loom.new_token("mcp-expense")
+    link_token, link_id = loom.new_token("mcp-callback")
     feed = f"payroll-{import_id[:8]}"
 
     async def body(client):
@@ -67,6 +68,15 @@ def test_an_agent_lists_starts_watches_cancels_and_redrives_through_mcp(loom):
         out["sent"] = await client.call_tool("send_event", {"execution_id": expense_id, "event": "approved",
                                                             "data": {"approved": False}, "event_id": "mcp-1"})
         out["answered"] = await until(client, expense_id, ("COMPLETED", "FAILED"))
+        # another, answered through the callback token its first step issued (an approval link)
+        await client.call_tool("start_execution", {"workflow": "expense_approval", "idempotency_token": link_token,
+                                                   "input": {"expense_id": "x-link", "amount_cents": 75}})
+        asked = await until(client, link_id, ("WAITING",))
+        out["callback"] = await client.call_tool("complete_callback", {"token": asked["context"]["approval_callback"],
+                                                                       "data": {"approved": True}})
+        out["again"] = await client.call_tool("complete_callback", {"token": asked["context"]["approval_callback"],
+                                                                    "data": {"approved": False}})
+        out["linked"] = await until(client, link_id, ("COMPLETED", "FAILED"))
         # the 3 a.m. import: woken, failed, fixed, redriven
         await client.call_tool("start_execution", {"workflow": "fragile_import", "input": {"feed": feed},
                                                    "idempotency_token": import_token})
@@ -97,6 +107,9 @@ def test_an_agent_lists_starts_watches_cancels_and_redrives_through_mcp(loom):
     assert not out["sent"].is_error and out["sent"].structured_content == {
         "execution_id": expense_id, "event": "approved", "event_id": "mcp-1", "outcome": "delivered"}
     assert (out["answered"]["status"], out["answered"]["context"]["decision"]) == ("COMPLETED", "declined")
+    assert not out["callback"].is_error, out["callback"].content
+    assert (out["linked"]["status"], out["linked"]["context"]["decision"]) == ("COMPLETED", "paid")
+    assert out["again"].is_error and out["again"].structured_content["error"] == "callback_used"
     assert out["bad_input"].is_error and out["bad_input"].structured_content["error"] == "invalid_input"
     assert out["bad_input"].structured_content["problems"]
     assert out["failed"]["status"] == "FAILED" and out["failed"]["error"]["code"] == "permanent_error"

@@ -99,6 +99,12 @@ class FakeControlPlane:
                 return self._start(body)
             if path == "/executions" and method == "GET":
                 return self._list(query)
+            if parts[0] == "callbacks" and len(parts) == 2 and method == "POST":
+                if parts[1] != "cb-1":
+                    return 404, {"error": "callback_not_found", "message": f"no callback {parts[1]}"}
+                self.events.append({"execution_id": "callback", "event": "callback", "event_id": parts[1],
+                                    "data": (body or {}).get("data", {})})
+                return 200, {"execution_id": "w-1", "event": "approved", "event_id": "cb-1", "outcome": "delivered"}
             if parts[0] != "executions" or len(parts) < 2:
                 return 404, {"error": "not_found", "message": f"no route {path}"}
             e = self.executions.get(parts[1])

@@ -10,7 +10,7 @@ from fake_control_plane import execution_doc
 
 
 TOOLS = {"list_workflows", "start_execution", "get_execution", "get_history", "list_executions", "send_event",
-         "cancel_execution", "redrive_execution", "wake_execution"}
+         "complete_callback", "cancel_execution", "redrive_execution", "wake_execution"}
 
 
 def server_params(url: str):
@@ -91,9 +91,14 @@ def test_refusals_come_back_as_tool_errors_with_the_api_code_and_message(control
                 await client.call_tool("get_execution", {"execution_id": "nope"}),
                 await client.call_tool("start_execution", {"workflow": "order_fulfillment", "input": {"order_id": "x"}}),
                 await client.call_tool("list_executions", {"limit": 0}),
-                await client.call_tool("send_event", {"execution_id": "done-1"})]
+                await client.call_tool("send_event", {"execution_id": "done-1"}),
+                await client.call_tool("complete_callback", {"token": "cb-1", "data": {"approved": True}}),
+                await client.call_tool("complete_callback", {"token": "nope"})]
 
-    redrive, missing, invalid, bad_limit, no_event = run_session(control_plane.url, body)
+    redrive, missing, invalid, bad_limit, no_event, callback, no_callback = run_session(control_plane.url, body)
+    assert not callback.is_error and callback.structured_content["outcome"] == "delivered"
+    assert control_plane.events[-1]["data"] == {"approved": True}
+    assert no_callback.is_error and no_callback.content[0].text == "callback_not_found (HTTP 404): no callback nope"
     assert redrive.is_error and redrive.content[0].text == "not_failed (HTTP 409): execution done-1 is COMPLETED"
     assert redrive.structured_content["execution_status"] == "COMPLETED"
     assert missing.is_error and missing.structured_content["error"] == "execution_not_found"

@@ -75,6 +75,10 @@ def _send(client: Client, a: dict) -> Any:
     return client.request("POST", f"/executions/{_q(a['execution_id'])}/events/{_q(a['event'])}", body)[1]
 
 
+def _callback(client: Client, a: dict) -> Any:
+    return client.request("POST", f"/callbacks/{_q(a['token'])}", {"data": a.get("data", {})})[1]
+
+
 def _post(action: str, with_reason: bool = False) -> Callable[[Client, dict], Any]:
     def call(client: Client, a: dict) -> Any:
         body = {"reason": a["reason"]} if with_reason and "reason" in a else None
@@ -136,6 +140,13 @@ TOOLS = [
                    "event_id": {"type": "string", "minLength": 1,
                                 "description": "Optional deduplication id: the same id is delivered at most once."}},
                   ["execution_id", "event"]), _send, idempotent=False),
+    ToolSpec("complete_callback", "Complete a callback",
+             "Answer a callback token that a step issued (ctx.callback_token(event); workflows hand it to a person or "
+             "a system, e.g. in an approval link, and it shows in the execution's context): the wait it stands for "
+             "resumes with the data. A token can be used once (callback_used); an unknown one is callback_not_found.",
+             _obj({"token": {"type": "string", "minLength": 1, "description": "The callback token, as issued."},
+                   "data": {"type": "object", "default": {}, "description": "The answer's payload."}},
+                  ["token"]), _callback),
     ToolSpec("cancel_execution", "Cancel an execution",
              "End a live execution CANCELLED: a sleeping or waiting one stops at once; a step body that is running "
              "finishes, but nothing after it runs. Cancelling a CANCELLED execution again changes nothing; a "
