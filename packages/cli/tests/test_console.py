@@ -193,6 +193,7 @@ def test_start_form_is_generated_from_the_input_schema(console, control_plane):
     assert get(console, "/workflows/nope/start")[0] == 404
     _, listing = get(console, "/workflows")
     assert 'href="/workflows/order_fulfillment/start"' in listing and "wait_for_carrier_pickup" in listing
+    assert "input: order_id*: string, amount_cents*: integer" in listing and "retries: 5 attempts" in listing
 
 
 def test_api_forwarding_needs_the_page_token_and_passes_refusals_through(console, control_plane):

@@ -13,6 +13,7 @@ import urllib.parse
 
 from ._html import (ENDED, LIST_STATUSES, LIVE, badge, error_block, esc, json_block, parse_ts, relative, span,
                     step_label, time_tag)
+from ..render import input_summary
 from .timeline import events_list, operations_list, timeline
 
 __all__ = ["ENDED", "LIVE", "badge", "esc", "execution_fragment", "execution_page", "list_fragment", "list_page",
@@ -89,7 +90,11 @@ def workflows_page(body: dict, token: str) -> str:
         steps = " → ".join(f'<span class="k-{esc(s.get("kind", "step"))}">{esc(s["name"])}</span>'
                            for s in wf.get("steps", []))
         name = wf["name"]
+        retry = wf.get("retry") or {}
+        policy = (f'retries: {esc(retry.get("max_attempts"))} attempts, backoff from {esc(retry.get("base"))} s to '
+                  f'{esc(retry.get("max_delay"))} s') if retry else ""
         cards.append(f"""<section class="card"><h2>{esc(name)}</h2><p class="steps">{steps}</p>
+<p class="hint">input: {esc(input_summary(wf.get("input_schema")))} · {policy}</p>
 <a class="button primary" href="/workflows/{esc(urllib.parse.quote(name))}/start">Start {esc(name)}</a></section>""")
     return page("Workflows", "<h1>Workflows</h1>" + ("".join(cards) or '<p class="empty">No workflows.</p>'), token)
 

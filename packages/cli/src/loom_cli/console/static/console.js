@@ -90,6 +90,12 @@
     if (first) first.focus(); else $("#confirm-yes").focus();
   }
   $("#confirm-back").addEventListener("click", () => dialog.close());
+  // Enter in a dialog field confirms (a form with method=dialog would otherwise just close it)
+  $("#confirm-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    if (ev.target.querySelector("textarea:focus")) return;
+    $("#confirm-yes").click();
+  });
   $("#confirm-yes").addEventListener("click", async () => {
     if (!pending) return;
     $("#confirm-yes").disabled = true;
