@@ -16,7 +16,7 @@ from typing import Any
 
 from engine_core import Engine, EngineSettings, ManualClock, Registry
 from engine_core.registry import build_workflow
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import FakeQueue
 
 from .steps import payload_for

@@ -23,8 +23,8 @@ from typing import Any
 from engine_core import Engine, EngineSettings, Registry, RetryPolicy, StepMessage, SystemClock
 from engine_core import codec
 from engine_core.registry import build_workflow
-from engine_core.sqs import SqsQueue
-from engine_core.storage.dynamodb import DynamoStore
+from engine_core.adapters.sqs import SqsQueue
+from engine_core.adapters.dynamodb import DynamoStore
 
 from .wire import Call, WireRecorder, totals
 from .world import TABLE, World, aws_world

@@ -18,8 +18,8 @@ from typing import Any
 from engine_core import EngineSettings, Execution, Registry, Status, Sweeper, SystemClock, Timer
 from engine_core import sleep as sleep_marker
 from engine_core.registry import build_workflow
-from engine_core.sqs import SqsQueue
-from engine_core.storage.dynamodb import DynamoStore
+from engine_core.adapters.sqs import SqsQueue
+from engine_core.adapters.dynamodb import DynamoStore
 
 from .wire import totals
 from .world import TABLE, World, aws_world, quick_moto_sort

@@ -1,5 +1,5 @@
 """An in-process AWS (moto ``mock_aws``) with Loom's table and queues, instrumented clients, and the
-engine wired to them the way ``engine_core.bootstrap`` wires a Lambda."""
+engine wired to them the way ``engine_core.adapters.bootstrap`` wires a Lambda."""
 
 from __future__ import annotations
 

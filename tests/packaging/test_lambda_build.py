@@ -128,7 +128,7 @@ def test_lambda_zip_when_built_twice_has_the_same_sha256(wheels, tmp_path):
     assert first == second
     with zipfile.ZipFile(tmp_path / "1" / "sweeper.zip") as zf:
         names = zf.namelist()
-    assert "loom_sweeper/handler.py" in names and "engine_core/bootstrap.py" in names
+    assert "loom_sweeper/handler.py" in names and "engine_core/adapters/bootstrap.py" in names
     assert any(n.startswith("pydantic_core/") and n.endswith("cpython-312-x86_64-linux-gnu.so") for n in names)
     assert f"loom_workflows_examples-{_project_version('workflows-examples')}.dist-info/entry_points.txt" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith(("boto3/", "botocore/")) for n in names)

@@ -340,13 +340,13 @@ _IAM_FOR = {
 
 def test_worker_role_covers_every_aws_call_engine_core_makes(deployed: Deployed) -> None:
     # given: the boto3 operations engine-core's adapters call (the worker runs every path)
-    sources = [_ENGINE / "storage" / "dynamodb.py", _ENGINE / "sqs.py"]
-    calls = {op for src in sources for op in re.findall(r"self\.client\.([a-z_]+)\(", src.read_text("utf-8"))}
+    sources = [_ENGINE / "adapters" / name for name in ("dynamodb.py", "_dynamo_branches.py", "sqs.py")]
+    calls = {op for src in sources for op in re.findall(r"(?:self|store)\.client\.([a-z_]+)\(", src.read_text("utf-8"))}
     unknown = calls - set(_IAM_FOR)
     assert not unknown, (f"engine-core now calls {sorted(unknown)}: grant it in terraform/modules/loom/iam.tf "
                          "(least privilege, per function) and add it to _IAM_FOR here")
-    transact_kinds = set(re.findall(r'\{"(Put|Update|Delete|ConditionCheck)":', (_ENGINE / "storage" / "dynamodb.py")
-                                    .read_text("utf-8")))
+    transact_kinds = {kind for src in sources[:2]
+                      for kind in re.findall(r'\{"(Put|Update|Delete|ConditionCheck)":', src.read_text("utf-8"))}
     assert transact_kinds <= {"Put", "Update"}, f"transactions now hold {transact_kinds}: grant the item actions"
 
     # when

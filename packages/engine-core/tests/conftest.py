@@ -8,7 +8,8 @@ import os
 import pytest
 
 from engine_core import ManualClock, Registry
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters import STORE_ENV, STORES, build_store
+from engine_core.settings import EngineSettings
 
 UTC = dt.timezone.utc
 TABLE = "loom-test"
@@ -59,17 +60,19 @@ def dynamo_client():
         yield client
 
 
-@pytest.fixture(params=["memory", "dynamodb"])
-def store(request, dynamo_client_factory):
-    if request.param == "memory":
-        return MemoryStore(shards=4)
-    return dynamo_client_factory()
+@pytest.fixture(params=sorted(STORES))
+def store(request):
+    """Every store ``LOOM_STORE`` can name, built the way the Lambda bootstrap builds it: a new adapter
+    in ``engine_core.adapters.STORES`` runs the whole contract suite."""
+    if request.param == "dynamodb":
+        request.getfixturevalue("dynamo_client")  # moto, with the table
+    return build_store({STORE_ENV: request.param, "LOOM_TABLE_NAME": TABLE}, EngineSettings(shards=4))
 
 
 @pytest.fixture
 def dynamo_client_factory(request):
     def make():
-        from engine_core.storage.dynamodb import DynamoStore
+        from engine_core.adapters.dynamodb import DynamoStore
 
         client = request.getfixturevalue("dynamo_client")
         return DynamoStore(client, TABLE, shards=4)

@@ -9,7 +9,7 @@ import pytest
 
 import loom_examples
 from engine_core import REGISTRY, InvalidInputError, StepContext, Status, StepStatus
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import LocalRunner
 from loom_examples import LEDGER, PaymentLedger, orders
 from loom_examples.ledger import IdempotencyKeyReusedError

@@ -1,7 +1,7 @@
 """Loom engine-core: durable, checkpointed step execution on one DynamoDB table.
 
-The DynamoDB adapter is not imported here (it needs boto3): ``from engine_core.storage.dynamodb
-import DynamoStore``.
+The adapters (``engine_core.adapters``: DynamoDB, memory, SQS, EventBridge, the Lambda bootstrap) are not
+imported here, since some need boto3: ``from engine_core.adapters.dynamodb import DynamoStore``.
 """
 
 from .clock import Clock, ManualClock, SystemClock

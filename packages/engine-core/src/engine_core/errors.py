@@ -1,4 +1,4 @@
-"""Typed errors. Nothing above the storage adapters ever sees a botocore ClientError."""
+"""Typed errors. Nothing above the adapters (``engine_core.adapters``) ever sees a botocore ClientError."""
 
 from __future__ import annotations
 

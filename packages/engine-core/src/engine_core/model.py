@@ -1,6 +1,6 @@
 """Domain state: executions, step records, retry policies and step messages.
 
-Models never hold DynamoDB keys; mapping to items happens in ``storage/dynamodb.py``.
+Models never hold DynamoDB keys; mapping to items happens in the store adapters (``adapters/_items.py``, ``adapters/dynamodb.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The two ports the engine talks through: a state store and a step queue.
 
-Adapters: ``storage.memory.MemoryStore`` and ``storage.dynamodb.DynamoStore`` for state;
-``testing.FakeQueue`` and the SQS queue the Lambda handlers build for messages.
+Adapters (``engine_core.adapters``): ``memory.MemoryStore`` and ``dynamodb.DynamoStore`` for state (chosen by
+``LOOM_STORE``); ``fake_queue.FakeQueue`` and ``sqs.SqsQueue`` for messages.
 """
 
 from __future__ import annotations

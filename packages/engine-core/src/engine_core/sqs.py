@@ -1,35 +1,7 @@
-"""SQS adapter for the StepQueue port. Imports boto3; not re-exported from ``engine_core``."""
+"""Moved to ``engine_core.adapters.sqs``: this alias (the same module object) goes once nothing imports it."""
 
-from __future__ import annotations
+import sys
 
-import json
-from typing import Any
+from .adapters import sqs as _moved
 
-from botocore.exceptions import ClientError
-
-from .errors import StorageError
-from .model import StepMessage
-
-
-class SqsQueue:
-    """Sends step messages (identifiers only) to the step queue and failure notices to the DLQ."""
-
-    def __init__(self, client: Any, queue_url: str, dlq_url: str | None = None):
-        self.client, self.queue_url, self.dlq_url = client, queue_url, dlq_url
-
-    def send(self, message: StepMessage, delay_s: int = 0) -> None:
-        if not 0 <= delay_s <= 900:
-            raise ValueError(f"SQS DelaySeconds must be 0-900, got {delay_s}; longer waits belong to the sweeper")
-        self._send(self.queue_url, message.model_dump_json(exclude_none=True), delay_s)
-
-    def send_dead_letter(self, body: dict[str, Any]) -> None:
-        if not self.dlq_url:
-            raise StorageError("no dead-letter queue URL configured (LOOM_DLQ_URL) for a failure notice")
-        self._send(self.dlq_url, json.dumps(body, separators=(",", ":")), 0)
-
-    def _send(self, url: str, body: str, delay_s: int) -> None:
-        try:
-            self.client.send_message(QueueUrl=url, MessageBody=body, DelaySeconds=delay_s)
-        except ClientError as exc:
-            err = exc.response.get("Error", {})
-            raise StorageError(f"SQS SendMessage to {url} failed: {err.get('Code')}: {err.get('Message')}") from exc
+sys.modules[__name__] = _moved

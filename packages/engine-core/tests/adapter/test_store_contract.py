@@ -24,7 +24,7 @@ from engine_core import (
 from engine_core.model import CorruptRecord, StepRecord
 from engine_core.ports import Transition
 from engine_core.sharding import shard_of
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

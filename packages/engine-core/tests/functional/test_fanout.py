@@ -35,7 +35,7 @@ from engine_core import (
 )
 from engine_core.model import Branch, BranchStatus
 from engine_core.registry import build_workflow
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import FakeQueue
 
 UTC = dt.timezone.utc

@@ -40,7 +40,7 @@ from engine_core import (
 )
 from engine_core.engine import rebuild_context
 from engine_core.registry import build_workflow
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import FakeQueue, LocalRunner
 
 UTC = dt.timezone.utc

@@ -13,7 +13,7 @@ import pytest
 
 from engine_core import EngineSettings, RetryPolicy
 from engine_core.clock import parse_ts
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 from loomsim.checks import check_run
 from loomsim.runner import focused_trace
 from loomsim.sim import FaultMix, Simulation, make_config

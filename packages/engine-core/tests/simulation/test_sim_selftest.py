@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 from loomsim.runner import run_seed
 from loomsim.sim import FaultMix, Simulation, make_config
 from loomsim.world import BROKEN_KINDS, OpPlan, SimulatedCrash, broken_store_class, due_snapshot, query_snapshot

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -77,9 +79,41 @@ def test_settings_from_env_name_the_bad_variable():
 
 
 def test_importing_engine_core_does_not_import_boto3():
-    code = "import sys, engine_core, engine_core.testing, engine_core.storage.memory; print('boto3' in sys.modules, 'botocore' in sys.modules)"
+    # given a process that imports the library, its test harness and the boto3-free adapters, and builds
+    # the memory store the way LOOM_STORE=memory does
+    code = ("import sys, engine_core, engine_core.testing, engine_core.adapters.memory, engine_core.adapters.fake_queue\n"
+            "from engine_core.adapters import build_store\n"
+            "from engine_core.testing import FakeQueue\n"
+            "build_store({'LOOM_STORE': 'memory'}, engine_core.EngineSettings())\n"
+            "print(*(name in sys.modules for name in ('boto3', 'botocore', 'aws_lambda_powertools')))")
+    # when
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False False"
+    # then
+    assert out.strip() == "False False False"
+
+
+def test_only_the_adapters_import_boto3_botocore_or_powertools():
+    # given every engine-core module outside engine_core/adapters (the moved modules' aliases aside)
+    root = Path(engine_core.__file__).parent
+    pattern = re.compile(r"^\s*(?:import|from)\s+(?:boto3|botocore|aws_lambda_powertools)\b", re.MULTILINE)
+    aliases = {"storage/memory.py", "storage/dynamodb.py", "storage/_items.py", "sqs.py", "eventbridge.py", "bootstrap.py"}
+    # when
+    offenders = [str(path.relative_to(root)) for path in sorted(root.rglob("*.py"))
+                 if path.relative_to(root).parts[0] != "adapters" and str(path.relative_to(root)) not in aliases
+                 and pattern.search(path.read_text())]
+    # then
+    assert offenders == []
+
+
+def test_bootstrap_store_follows_loom_store_and_refuses_an_unknown_name():
+    from engine_core.adapters import STORES, build_store, store_name
+    from engine_core.adapters.memory import MemoryStore
+
+    # given / when / then
+    assert store_name({}) == "dynamodb" and set(STORES) >= {"dynamodb", "memory"}
+    assert isinstance(build_store({"LOOM_STORE": "memory"}, EngineSettings(shards=4)), MemoryStore)
+    with pytest.raises(ConfigurationError, match="LOOM_STORE='cassandra'.*dynamodb, memory"):
+        build_store({"LOOM_STORE": "cassandra"}, EngineSettings())
 
 
 def test_public_surface_is_pinned():

@@ -12,30 +12,18 @@ Stale, duplicate and finished-execution messages come back as outcomes and are a
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from engine_core import InsufficientTimeError, MalformedMessageError, StepMessage
-from engine_core.bootstrap import from_environment
+from engine_core.adapters.lambda_runtime import SqsRecord, lambda_setup, sqs_partial_batch
 from engine_core.engine import check_fits
 
-logger = Logger()
-metrics = Metrics()
-# Invocations that only acknowledge or reject emit no metric; that is normal, not worth a warning.
-warnings.filterwarnings("ignore", "No application metrics to publish")
-runtime = from_environment(metrics=metrics)
+setup = lambda_setup()
+logger, metrics, runtime = setup.logger, setup.metrics, setup.runtime
 check_fits(runtime.registry, runtime.settings)  # a workflow whose steps cannot fit the timeout stops here
-copy_config_to_registered_loggers(source_logger=logger, include={"engine_core"})
-# An all-failed batch is answered with batchItemFailures, not an invocation error: erroring would
-# add Lambda's error backoff to a batch that only needs a later, roomier invocation.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 class _RecordHandler:
@@ -45,7 +33,7 @@ class _RecordHandler:
         self.remaining_ms = remaining_ms
         self.share_ms = remaining_ms() / max(1, records)
 
-    def __call__(self, record: SQSRecord) -> str:
+    def __call__(self, record: SqsRecord) -> str:
         try:
             message = StepMessage.model_validate_json(record.body)
         except ValidationError as exc:
@@ -74,4 +62,4 @@ class _RecordHandler:
 def handler(event: dict, context: LambdaContext) -> dict:
     """Process an SQS batch; return ``{"batchItemFailures": [...]}`` naming the records to redeliver."""
     on_record = _RecordHandler(context.get_remaining_time_in_millis, len(event.get("Records") or []))
-    return process_partial_response(event=event, record_handler=on_record, processor=processor, context=context)
+    return sqs_partial_batch(event, on_record)

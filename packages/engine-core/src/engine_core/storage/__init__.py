@@ -1,1 +1,2 @@
-"""State store adapters. Import ``storage.dynamodb`` by name: it is the only module that needs boto3."""
+"""Moved to ``engine_core.adapters``: ``storage.memory``, ``storage.dynamodb`` and ``storage._items`` are aliases
+of the adapter modules, kept until nothing imports them."""

@@ -23,7 +23,7 @@ from engine_core.clock import parse_ts
 from engine_core.engine import rebuild_context
 from engine_core.errors import CorruptStateError
 from engine_core.model import CorruptRecord, Status, StepRecord, StepStatus
-from engine_core.storage._items import execution_from_attrs, step_from_attrs
+from engine_core.adapters._items import execution_from_attrs, step_from_attrs
 
 from .workflows import step_result
 

@@ -92,7 +92,7 @@ class _Quiet:
 def run_seed(seed: int, tracing: bool = False, store_factory=None, **overrides) -> SimResult:
     import hashlib
 
-    from engine_core.storage.memory import MemoryStore
+    from engine_core.adapters.memory import MemoryStore
 
     config = make_config(seed, **overrides)
     started = time.perf_counter()

@@ -27,7 +27,7 @@ from engine_core import Engine, EngineSettings, ManualClock, Registry, Sweeper, 
 from engine_core.clock import UTC, parse_ts
 from engine_core.errors import InsufficientTimeError
 from engine_core.settings import lease_seconds
-from engine_core.storage.memory import MemoryStore
+from engine_core.adapters.memory import MemoryStore
 
 from .world import (
     InjectedQueueError,

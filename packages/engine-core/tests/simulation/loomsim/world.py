@@ -16,7 +16,7 @@ from engine_core.errors import StepSupersededError, StorageError, TransitionConf
 from engine_core.model import StepMessage
 from engine_core.ports import DuePage, DueRef
 from engine_core.sharding import shard_of
-from engine_core.storage._items import step_sort_key
+from engine_core.adapters._items import step_sort_key
 
 if TYPE_CHECKING:
     from .sim import Simulation
@@ -314,8 +314,8 @@ class QueueProxy:
 def broken_store_class(kind: str):
     """A MemoryStore subclass with one guarantee removed; the checker must notice within a few seeds."""
     from engine_core.errors import ExecutionNotFoundError
-    from engine_core.storage._items import execution_to_attrs, step_to_attrs
-    from engine_core.storage.memory import MemoryStore
+    from engine_core.adapters._items import execution_to_attrs, step_to_attrs
+    from engine_core.adapters.memory import MemoryStore
 
     if kind == "commit_ignores_version":
         class Broken(MemoryStore):

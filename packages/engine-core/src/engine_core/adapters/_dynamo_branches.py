@@ -1,4 +1,5 @@
-"""DynamoDB items of parallel and map steps (used by ``DynamoStore``; kept apart to keep that module small).
+"""DynamoDB items of parallel and map steps (used by ``DynamoStore``, in ``dynamodb.py``; kept apart to keep that
+module small).
 
 =========  ========================  ===============  =========================================
 item       PK                        SK               attributes
@@ -19,8 +20,6 @@ import time
 import uuid
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from ..errors import BranchConflictError
 from ..model import Branch, CorruptRecord, Join
 from ._items import (
@@ -32,7 +31,7 @@ from ._items import (
     join_sort_key,
     join_to_attrs,
 )
-from .dynamodb import _KEYS, WRITE_TOKEN, _ConditionFailed, _from_item, _pk, _to_item, _translated
+from .dynamodb import _KEYS, WRITE_TOKEN, _attr, _ConditionFailed, _from_item, _pk, _sort_key, _to_item, _TransactionConflict, _translated
 
 _CONFLICT_RETRIES = 5
 """TransactWriteItems refused with TransactionConflict (another transaction held the join item: two
@@ -44,7 +43,7 @@ def _branch_key(execution_id: str, step_index: int, branch: int) -> dict[str, An
 
 
 def _decode_branch(item: dict[str, Any]) -> Branch | CorruptRecord:
-    sk = item.get("SK", {}).get("S", "?")
+    sk = _sort_key(item)
     try:
         attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
     except Exception as exc:
@@ -99,7 +98,7 @@ def _put_branch(store: Any, execution_id: str, branch: Branch, condition: str, v
                                   **({"ExpressionAttributeNames": {"#version": "version"},
                                       "ExpressionAttributeValues": _to_item(values)} if values else {}))
     except _ConditionFailed as lost:
-        if lost.item is not None and lost.item.get(WRITE_TOKEN, {}).get("S") == token:
+        if lost.item is not None and _attr(lost.item, WRITE_TOKEN) == token:
             return  # our own write, applied before its response was lost and the call retried
         raise _conflict(store, execution_id, branch, expected, lost.item) from None
 
@@ -139,31 +138,15 @@ def complete_branch(store: Any, execution_id: str, branch: Branch, expected_vers
     for attempt in range(_CONFLICT_RETRIES + 1):
         try:
             with _translated("TransactWriteItems"):
-                try:
-                    store.client.transact_write_items(TransactItems=[{"Put": branch_put}, {"Update": join_count}],
-                                                      **store._capacity)
-                except ClientError as exc:
-                    if attempt < _CONFLICT_RETRIES and _transaction_conflict(exc):
-                        raise _Again from exc
-                    raise
+                store.client.transact_write_items(TransactItems=[{"Put": branch_put}, {"Update": join_count}],
+                                                  **store._capacity)
             return
-        except _Again:
+        except _TransactionConflict:
+            if attempt == _CONFLICT_RETRIES:
+                raise
             time.sleep(random.uniform(0, 0.02 * 2 ** attempt))
         except _ConditionFailed as lost:
             raise _conflict(store, execution_id, branch, expected_version, lost.item) from None
-
-
-class _Again(Exception):
-    pass
-
-
-def _transaction_conflict(exc: ClientError) -> bool:
-    err = exc.response.get("Error", {})
-    if err.get("Code") != "TransactionCanceledException":
-        return False
-    reasons = exc.response.get("CancellationReasons") or []
-    return any(r.get("Code") == "TransactionConflict" for r in reasons) and not any(
-        r.get("Code") == "ConditionalCheckFailed" for r in reasons)
 
 
 def branches(store: Any, execution_id: str, step_index: int) -> list[Branch | CorruptRecord]:

@@ -1,0 +1,521 @@
+"""DynamoDB adapter: the design's single table, exactly.
+
+=========  ====================  =====================  ==========================================
+item       PK                    SK                     GSI1 (sparse, KEYS_ONLY)
+=========  ====================  =====================  ==========================================
+execution  ``EXEC#<id>``         ``#META``              ``DUE#<shard>`` / ``<index_at>`` while live,
+                                                        ``FIN#<shard>`` / ``<finalize_by>`` after
+input      ``EXEC#<id>``         ``#INPUT``             -
+operation  ``EXEC#<id>``         ``OP#<version>#<op>``  -
+step       ``EXEC#<id>``         ``STEP#<nnn>#<name>``  -
+=========  ====================  =====================  ==========================================
+
+``#INPUT`` < ``#META`` < ``OP#...`` < ``STEP#...`` in key order, so one Query reads a whole execution.
+Every execution item also carries ``GSI2PK = EXECS`` / ``GSI2SK = <created_at>#<id>`` (the list index). Only live
+executions carry due keys, so the sweeper's query cost follows due work, not table size.
+Parallel and map steps' items are in ``_dynamo_branches.py``. Only ``engine_core.adapters`` imports boto3;
+nothing here is re-exported from ``engine_core``. Every item is written with ``_to_item`` and read with
+``_from_item`` (boto3's TypeSerializer), and every ClientError becomes an engine error in ``_translated``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from ..clock import format_ts, parse_ts
+from ..errors import (
+    CorruptStateError,
+    ExecutionExistsError,
+    ExecutionNotFoundError,
+    StepSupersededError,
+    StorageError,
+    TransitionConflictError,
+)
+from ..model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord
+from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
+from ..settings import EngineSettings, require_env
+from ..sharding import shard_of
+from ._items import (
+    INPUT_ATTR,
+    LIVE,
+    START_ATTRS,
+    OP_PREFIX,
+    STEP_PREFIX,
+    TTL_ATTR,
+    _epoch,
+    execution_from_attrs,
+    execution_to_attrs,
+    operation_from_attrs,
+    operation_sort_key,
+    operation_to_attrs,
+    start_attrs,
+    step_from_attrs,
+    record_sort_key,
+    step_sort_key,
+    EVENT_PREFIX,
+    event_from_attrs,
+    event_sort_key,
+    event_to_attrs,
+    step_to_attrs,
+    with_start_attrs,
+)
+
+META_SK = "#META"
+INPUT_SK = "#INPUT"
+GSI_NAME = "GSI1"
+LIST_INDEX = "GSI2"
+LIST_PK = "EXECS"
+"""The list index (GSI2, projecting workflow and list_status): one partition keyed by creation time.
+Its keys and projected attributes change only when an execution starts or ends, never on a step."""
+WRITE_TOKEN = "write_token"
+"""A random value each commit writes on ``#META``: when botocore retries a write that already applied
+and the retry fails its condition, the stored token tells "my own write" from someone else's."""
+_KEYS = ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", WRITE_TOKEN)
+_ser, _de = TypeSerializer(), TypeDeserializer()
+
+
+def _pk(execution_id: str) -> str:
+    return f"EXEC#{execution_id}"
+
+
+def _to_item(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {k: _ser.serialize(v) for k, v in attrs.items()}
+
+
+def _from_item(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _de.deserialize(v) for k, v in item.items()}
+
+
+def _attr(item: dict[str, Any], name: str, default: Any = None) -> Any:
+    """One attribute of a stored item, decoded (``default`` when absent)."""
+    value = item.get(name)
+    return default if value is None else _de.deserialize(value)
+
+
+def _sort_key(item: dict[str, Any]) -> str:
+    return _attr(item, "SK", "?")
+
+
+class _ConditionFailed(Exception):
+    """A conditional write lost; ``item`` is the stored item DynamoDB returned (ALL_OLD), if any."""
+
+    def __init__(self, item: dict[str, Any] | None):
+        self.item = item or None
+
+
+class _TransactionConflict(StorageError):
+    """A transaction refused only because another transaction held one of its items (no condition
+    failed): safe to retry as it is. A caller that does not retry sees the StorageError it is."""
+
+
+@contextmanager
+def _translated(op: str) -> Iterator[None]:
+    """The one place a ClientError becomes an engine error: a lost condition becomes _ConditionFailed
+    (with the item), a transaction that only collided with another _TransactionConflict, anything else
+    StorageError naming the operation."""
+    try:
+        yield
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        code = err.get("Code", "")
+        if code == "ConditionalCheckFailedException":
+            raise _ConditionFailed(exc.response.get("Item")) from exc
+        if code == "TransactionCanceledException":
+            reasons = exc.response.get("CancellationReasons") or []
+            failed = [r for r in reasons if r.get("Code") == "ConditionalCheckFailed"]
+            if failed:
+                raise _ConditionFailed(failed[0].get("Item")) from exc
+            if any(r.get("Code") == "TransactionConflict" for r in reasons):
+                raise _TransactionConflict(f"DynamoDB {op} failed: {code}: {err.get('Message', exc)}") from exc
+        raise StorageError(f"DynamoDB {op} failed: {code or '?'}: {err.get('Message', exc)}") from exc
+
+
+def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_config: Any = None) -> DynamoStore:
+    """``LOOM_STORE=dynamodb`` (the default): the table ``LOOM_TABLE_NAME``, on boto3's own endpoint configuration."""
+    return DynamoStore(boto3.client("dynamodb", config=client_config), table=require_env("LOOM_TABLE_NAME", env),
+                       shards=settings.shards)
+
+
+class DynamoStore:
+    """State store on one DynamoDB table.
+
+    Example:
+        >>> store = DynamoStore(boto3.client("dynamodb"), table="loom-dev", shards=4)
+    """
+
+    def __init__(self, client: Any, table: str, shards: int = 1, return_consumed_capacity: bool = False):
+        self.client, self.table, self.shards = client, table, shards
+        self._capacity = {"ReturnConsumedCapacity": "TOTAL"} if return_consumed_capacity else {}
+
+    # -- item shapes ----------------------------------------------------------------------------
+    def _meta_attrs(self, e: Execution) -> dict[str, Any]:
+        attrs = execution_to_attrs(e)
+        attrs.update(PK=_pk(e.execution_id), SK=META_SK, GSI2PK=LIST_PK,
+                     GSI2SK=f"{format_ts(e.created_at)}#{e.execution_id}")
+        shard = shard_of(e.execution_id, self.shards)
+        if e.due_at is not None:
+            attrs.update(GSI1PK=f"DUE#{shard}", GSI1SK=format_ts(e.due_at))
+        elif e.finalize_by is not None:  # ended, housekeeping owed: the sweeper's second partition
+            attrs.update(GSI1PK=f"FIN#{shard}", GSI1SK=format_ts(e.finalize_by))
+        return attrs
+
+    def _meta_item(self, e: Execution) -> dict[str, Any]:
+        """The execution item as DynamoDB stores it (the bench seeds tables with it)."""
+        return _to_item(self._meta_attrs(e))
+
+    def _key(self, execution_id: str, sk: str) -> dict[str, Any]:
+        return _to_item({"PK": _pk(execution_id), "SK": sk})
+
+    def _decode_meta(self, execution_id: str, item: dict[str, Any]) -> Execution:
+        attrs = _from_item(item)
+        for key in _KEYS:
+            attrs.pop(key, None)
+        return execution_from_attrs(execution_id, attrs)
+
+    # -- executions -----------------------------------------------------------------------------
+    def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
+        eid = execution.execution_id
+        if replace_version is not None:
+            # Only an expired execution at that version is replaced (a run that reached the same
+            # version number since is not expired, so a late replacement cannot overwrite it).
+            condition = "#version = :replace AND #ttl <= :created"
+            names = {"#version": "version", "#ttl": TTL_ATTR}
+            values = {":replace": replace_version, ":created": _epoch(execution.created_at)}
+        else:
+            condition, names, values = "attribute_not_exists(PK)", {}, {}
+        meta = {
+            "TableName": self.table, "Item": _to_item(self._meta_attrs(execution)),
+            "ConditionExpression": condition, "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            **({"ExpressionAttributeNames": names, "ExpressionAttributeValues": _to_item(values)} if values else {}),
+        }
+        stored_input = {"TableName": self.table, "Item": _to_item(
+            {"PK": _pk(eid), "SK": INPUT_SK, INPUT_ATTR: input_blob, **start_attrs(execution)})}
+        try:
+            with _translated("TransactWriteItems"):
+                self.client.transact_write_items(TransactItems=[{"Put": meta}, {"Put": stored_input}], **self._capacity)
+        except _ConditionFailed as lost:
+            if lost.item is None:
+                raise ExecutionNotFoundError(eid) from None
+            raise ExecutionExistsError(self._decode_meta(eid, lost.item)) from None
+
+    def load(self, execution_id: str) -> Execution | None:
+        with _translated("GetItem"):
+            resp = self.client.get_item(
+                TableName=self.table, Key=self._key(execution_id, META_SK), ConsistentRead=True, **self._capacity
+            )
+        item = resp.get("Item")
+        return None if item is None else self._decode_meta(execution_id, item)
+
+    def load_state(self, execution_id: str) -> ExecutionState | None:
+        meta, input_blob, records, operations, events, started = None, "", [], [], [], {}
+        joins: dict[int, Any] = {}
+        for page in self._query_execution(execution_id, None):
+            for item in page:
+                sk = _sort_key(item)
+                if sk == META_SK:
+                    meta = self._decode_meta(execution_id, item)
+                elif sk == INPUT_SK:
+                    stored = _from_item(item)
+                    input_blob = stored.get(INPUT_ATTR, "")
+                    started = {k: v for k, v in stored.items() if k in START_ATTRS}
+                elif sk.startswith(STEP_PREFIX):
+                    records.append(self._decode_step(sk, item))
+                elif sk.startswith(OP_PREFIX):
+                    operations.append(self._decode_operation(sk, item))
+                elif sk.startswith(EVENT_PREFIX):
+                    events.append(self._decode_event(sk, item))
+                elif sk.startswith("JOIN#") and (join := _branches().decode_join(item)) is not None:
+                    joins[join.step_index] = join
+        if meta is None:
+            return None
+        return ExecutionState(with_start_attrs(meta, started), input_blob, records, operations, events, joins=joins)
+
+    def commit(self, transition: Transition) -> None:
+        new = transition.new
+        token = uuid.uuid4().hex
+        # The advance is valid only from the exact (step, version) the caller read: a duplicate,
+        # stale or zombie delivery finds a newer version and changes nothing.
+        try:
+            with _translated("PutItem"):
+                self.client.put_item(
+                    TableName=self.table,
+                    Item=_to_item({**self._meta_attrs(new), WRITE_TOKEN: token}),
+                    ConditionExpression="attribute_exists(PK) AND #version = :version AND current_step = :step",
+                    ExpressionAttributeNames={"#version": "version"},
+                    ExpressionAttributeValues=_to_item({":version": transition.expected_version,
+                                                        ":step": transition.expected_step}),
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    **self._capacity,
+                )
+        except _ConditionFailed as lost:
+            if lost.item is None:
+                raise ExecutionNotFoundError(new.execution_id) from None
+            if _attr(lost.item, WRITE_TOKEN) == token:
+                return  # our own write, applied before its response was lost and the call retried
+            current = self._decode_meta(new.execution_id, lost.item)
+            raise TransitionConflictError(
+                new.execution_id, transition.expected_step, transition.expected_version, current
+            ) from None
+
+    def put_step(self, execution_id: str, record: StepRecord) -> None:
+        sk = record_sort_key(record)
+        token = uuid.uuid4().hex
+        try:
+            with _translated("PutItem"):
+                self.client.put_item(
+                    TableName=self.table,
+                    Item=_to_item({**step_to_attrs(record), "PK": _pk(execution_id), "SK": sk, WRITE_TOKEN: token}),
+                    # First writer at a version wins; a later version replaces; an older one never does.
+                    ConditionExpression="attribute_not_exists(PK) OR written_version < :version",
+                    ExpressionAttributeValues=_to_item({":version": record.version}),
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    **self._capacity,
+                )
+        except _ConditionFailed as lost:
+            stored = _from_item(lost.item or {})
+            if stored.get(WRITE_TOKEN) == token:
+                return  # our own write, applied before its response was lost and the call retried
+            stored_version = int(stored.get("written_version", 0))
+            raise StepSupersededError(execution_id, record.step_index, record.version, stored_version) from None
+
+    def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
+        try:
+            with _translated("UpdateItem"):
+                self.client.update_item(
+                    TableName=self.table,
+                    Key=self._key(execution_id, META_SK),
+                    UpdateExpression="SET #status = :failed, #error = :error, updated_at = :now, #ttl = :ttl, "
+                    "finalized = :true REMOVE next_wake_at, #timer, index_at, finalize_by, GSI1PK, GSI1SK",
+                    ConditionExpression="attribute_exists(PK) AND NOT (#status IN (:completed, :failed, :cfailed))",
+                    ExpressionAttributeNames={"#status": "status", "#error": "error", "#ttl": TTL_ATTR, "#timer": "timer"},
+                    ExpressionAttributeValues=_to_item({
+                        ":failed": Status.FAILED.value, ":completed": Status.COMPLETED.value,
+                        ":cfailed": Status.COMPENSATION_FAILED.value,
+                        ":error": error.model_dump_json(), ":now": format_ts(now), ":ttl": _epoch(expires_at),
+                        ":true": True,
+                    }),
+                    **self._capacity,
+                )
+            return True
+        except _ConditionFailed:
+            return False
+
+    def stamp_history(self, execution_id: str, expires_at: dt.datetime) -> None:
+        for sk in self._step_keys(execution_id):
+            try:
+                with _translated("UpdateItem"):
+                    self.client.update_item(
+                        TableName=self.table, Key=self._key(execution_id, sk),
+                        UpdateExpression="SET #ttl = :ttl", ConditionExpression="attribute_exists(PK)",
+                        ExpressionAttributeNames={"#ttl": TTL_ATTR},
+                        ExpressionAttributeValues=_to_item({":ttl": _epoch(expires_at)}), **self._capacity,
+                    )
+            except _ConditionFailed:
+                pass  # deleted meanwhile
+
+    def finalize(self, execution_id: str, version: int) -> None:
+        try:
+            with _translated("UpdateItem"):
+                self.client.update_item(
+                    TableName=self.table, Key=self._key(execution_id, META_SK),
+                    UpdateExpression="SET finalized = :true REMOVE finalize_by, GSI1PK, GSI1SK",
+                    ConditionExpression="#version = :version",
+                    ExpressionAttributeNames={"#version": "version"},
+                    ExpressionAttributeValues=_to_item({":true": True, ":version": version}),
+                    **self._capacity,
+                )
+        except _ConditionFailed:
+            pass  # someone else finalized it, or it moved on
+
+    # -- history --------------------------------------------------------------------------------
+    def _step_keys(self, execution_id: str) -> list[str]:
+        return [_sort_key(item) for page in self._query_execution(execution_id, STEP_PREFIX, projection="PK, SK")
+                for item in page]
+
+    def _query_execution(self, execution_id: str, prefix: str | None, projection: str | None = None):
+        """Pages of the execution's items (all of them, or those whose sort key starts with ``prefix``)."""
+        condition, values = "PK = :pk", {":pk": _pk(execution_id)}
+        if prefix:
+            condition += " AND begins_with(SK, :prefix)"
+            values[":prefix"] = prefix
+        args: dict[str, Any] = {"TableName": self.table, "KeyConditionExpression": condition,
+                                "ExpressionAttributeValues": _to_item(values), "ConsistentRead": True, **self._capacity}
+        if projection:
+            args["ProjectionExpression"] = projection
+        while True:
+            with _translated("Query"):
+                resp = self.client.query(**args)
+            yield resp.get("Items", [])
+            if "LastEvaluatedKey" not in resp:
+                return
+            args["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    @staticmethod
+    def _decode_step(sk: str, item: dict[str, Any]) -> StepRecord | CorruptRecord:
+        try:
+            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
+        except Exception as exc:  # an attribute of an unknown type: flag it, keep the rest
+            return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
+        return step_from_attrs(sk, attrs)
+
+    def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
+        return [self._decode_step(_sort_key(item), item)
+                for page in self._query_execution(execution_id, STEP_PREFIX) for item in page]
+
+    def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
+        args: dict[str, Any] = {
+            "TableName": self.table, "ConsistentRead": True, "Limit": limit,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
+            "ExpressionAttributeValues": _to_item({":pk": _pk(execution_id), ":prefix": STEP_PREFIX}), **self._capacity,
+        }
+        if after is not None:
+            args["ExclusiveStartKey"] = self._key(execution_id, after)
+        with _translated("Query"):
+            resp = self.client.query(**args)
+        items = resp.get("Items", [])
+        records = [self._decode_step(_sort_key(item), item) for item in items]
+        more = "LastEvaluatedKey" in resp and items
+        return HistoryPage(records, _sort_key(items[-1]) if more else None)
+
+    def put_operation(self, execution_id: str, record: OperationRecord) -> None:
+        with _translated("PutItem"):
+            self.client.put_item(TableName=self.table, Item=_to_item({
+                **operation_to_attrs(record), "PK": _pk(execution_id), "SK": operation_sort_key(record)}),
+                **self._capacity)
+
+    def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+        return [self._decode_operation(_sort_key(item), item)
+                for page in self._query_execution(execution_id, OP_PREFIX) for item in page]
+
+    def put_event(self, execution_id: str, record: EventRecord) -> bool:
+        """Keep an event until a wait consumes it; False (nothing written) when its id was sent before."""
+        try:
+            with _translated("PutItem"):
+                self.client.put_item(TableName=self.table, Item=_to_item({
+                    **event_to_attrs(record), "PK": _pk(execution_id), "SK": event_sort_key(record.name, record.event_id)}),
+                    ConditionExpression="attribute_not_exists(PK)", **self._capacity)
+        except _ConditionFailed:
+            return False
+        return True
+
+    def list_events(self, execution_id: str, name: str | None = None) -> list[EventRecord | CorruptRecord]:
+        prefix = EVENT_PREFIX if name is None else event_sort_key(name, "")
+        return [self._decode_event(_sort_key(item), item)
+                for page in self._query_execution(execution_id, prefix) for item in page]
+
+    @staticmethod
+    def _decode_event(sk: str, item: dict[str, Any]) -> EventRecord | CorruptRecord:
+        try:
+            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
+        except Exception as exc:
+            return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
+        return event_from_attrs(sk, attrs)
+
+    @staticmethod
+    def valid_list_cursor(cursor: Any) -> bool:
+        """A list index key as DynamoDB returns it: the table and index keys, each a string."""
+        keys = ("PK", "SK", "GSI2PK", "GSI2SK")
+        return (isinstance(cursor, dict) and set(cursor) == set(keys)
+                and all(isinstance(cursor[k], dict) and set(cursor[k]) == {"S"} and isinstance(cursor[k]["S"], str)
+                        for k in keys))
+
+    def list_cursor(self, entry: ListEntry) -> Any:
+        """A ``query_list`` cursor that resumes right after ``entry``."""
+        return _to_item({"PK": _pk(entry.execution_id), "SK": META_SK, "GSI2PK": LIST_PK,
+                         "GSI2SK": f"{format_ts(entry.created_at)}#{entry.execution_id}"})
+
+    @staticmethod
+    def _decode_operation(sk: str, item: dict[str, Any]) -> OperationRecord | CorruptRecord:
+        try:
+            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
+        except Exception as exc:
+            return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
+        return operation_from_attrs(sk, attrs)
+
+    def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
+                   created_before: dt.datetime | None = None) -> ListPage:
+        low = "0" if created_after is None else format_ts(created_after)
+        high = "9" if created_before is None else format_ts(created_before) + "#~"
+        args: dict[str, Any] = {
+            "TableName": self.table, "IndexName": LIST_INDEX, "Limit": limit, "ScanIndexForward": False,
+            "KeyConditionExpression": "GSI2PK = :pk AND GSI2SK BETWEEN :low AND :high",
+            "ExpressionAttributeValues": _to_item({":pk": LIST_PK, ":low": low, ":high": high}), **self._capacity,
+        }
+        if cursor is not None:
+            args["ExclusiveStartKey"] = cursor
+        with _translated("Query"):
+            resp = self.client.query(**args)
+        entries = []
+        for item in map(_from_item, resp.get("Items", [])):
+            created, _, eid = item["GSI2SK"].partition("#")
+            entries.append(ListEntry(execution_id=eid, workflow=item.get("workflow", "?"),
+                                     status=item.get("list_status", LIVE), created_at=parse_ts(created)))
+        return ListPage(entries, resp.get("LastEvaluatedKey"), int(resp.get("ScannedCount", 0)))
+
+    # -- the due index --------------------------------------------------------------------------
+    def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        return self._query_index("DUE", shard, now, limit, cursor)
+
+    def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        """Ended executions whose housekeeping is overdue (GSI1PK = FIN#<shard>)."""
+        return self._query_index("FIN", shard, now, limit, cursor)
+
+    def _query_index(self, prefix: str, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
+        args: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": GSI_NAME,
+            "KeyConditionExpression": "GSI1PK = :shard AND GSI1SK <= :now",
+            "ExpressionAttributeValues": _to_item({":shard": f"{prefix}#{shard}", ":now": format_ts(now)}),
+            "Limit": limit,
+            **self._capacity,
+        }
+        if cursor is not None:
+            args["ExclusiveStartKey"] = cursor
+        with _translated("Query"):
+            resp = self.client.query(**args)
+        items = [
+            DueRef(execution_id=item["PK"].removeprefix("EXEC#"), next_wake_at=parse_ts(item["GSI1SK"]))
+            for item in map(_from_item, resp.get("Items", []))
+        ]
+        return DuePage(items=items, cursor=resp.get("LastEvaluatedKey"), read_count=int(resp.get("ScannedCount", 0)))
+
+    # -- parallel and map steps (``_dynamo_branches.py``) ---------------------------------------
+    def put_join(self, execution_id: str, join: Any) -> bool:
+        return _branches().put_join(self, execution_id, join)
+
+    def get_join(self, execution_id: str, step_index: int) -> Any | None:
+        return _branches().get_join(self, execution_id, step_index)
+
+    def create_branch(self, execution_id: str, branch: Any) -> None:
+        _branches().create_branch(self, execution_id, branch)
+
+    def get_branch(self, execution_id: str, step_index: int, branch: int) -> Any | None:
+        return _branches().get_branch(self, execution_id, step_index, branch)
+
+    def update_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
+        _branches().update_branch(self, execution_id, branch, expected_version)
+
+    def complete_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
+        _branches().complete_branch(self, execution_id, branch, expected_version)
+
+    def branches(self, execution_id: str, step_index: int) -> list[Any]:
+        return _branches().branches(self, execution_id, step_index)
+
+
+def _branches():
+    """The branch and join items' module (it imports this one's helpers, so it loads on first use)."""
+    from . import _dynamo_branches as module
+
+    return module
+
+
+__all__ = ["DynamoStore", "CorruptStateError"]

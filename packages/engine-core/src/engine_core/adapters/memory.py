@@ -1,0 +1,325 @@
+"""In-memory state store with the same conditions as the DynamoDB adapter.
+
+It keeps flat attribute dicts (what DynamoDB would hold), not model objects, so encoding and
+decoding run on both paths alike and tests can corrupt an item the way a disk or a bad deploy would.
+Single-threaded by design: the simulation drives it from one thread.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from ..clock import format_ts, parse_ts
+from ..errors import BranchConflictError, ExecutionExistsError, ExecutionNotFoundError, StepSupersededError, TransitionConflictError
+from ..model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord, StepStatus
+from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
+from ..settings import EngineSettings
+from ..sharding import shard_of
+from ..model import Branch, Join
+from ._items import (
+    LIVE,
+    branch_from_attrs,
+    branch_sort_key,
+    branch_to_attrs,
+    join_from_attrs,
+    join_to_attrs,
+    TTL_ATTR,
+    _epoch,
+    execution_from_attrs,
+    execution_to_attrs,
+    operation_from_attrs,
+    operation_sort_key,
+    operation_to_attrs,
+    start_attrs,
+    step_from_attrs,
+    record_sort_key,
+    step_sort_key,
+    event_from_attrs,
+    event_sort_key,
+    event_to_attrs,
+    step_to_attrs,
+    with_start_attrs,
+)
+
+_UNFAILABLE = frozenset(s.value for s in (Status.COMPLETED, Status.FAILED, Status.COMPENSATION_FAILED))
+"""The statuses ``fail_unreadable`` leaves alone (DynamoStore's condition on the same call)."""
+
+
+def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_config: Any = None) -> MemoryStore:
+    """``LOOM_STORE=memory``: a store in this process (tests; its state goes with the process)."""
+    return MemoryStore(shards=settings.shards)
+
+
+class MemoryStore:
+    def __init__(self, shards: int = 1):
+        self.shards = shards
+        self.metas: dict[str, dict[str, Any]] = {}
+        self.inputs: dict[str, str] = {}
+        self.starts: dict[str, dict[str, Any]] = {}
+        """What the ``#INPUT`` item holds beside the input (the token, who started it)."""
+        self.steps: dict[str, dict[str, dict[str, Any]]] = {}
+        self.ops: dict[str, dict[str, dict[str, Any]]] = {}
+        self.events: dict[str, dict[str, dict[str, Any]]] = {}
+        self.joins: dict[str, dict[int, dict[str, Any]]] = {}
+        self.branch_items: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
+        """A fan-out step's branches, by (execution, step): their own partition on DynamoDB."""
+        self.calls: dict[str, int] = {}
+
+    def _count(self, op: str) -> None:
+        self.calls[op] = self.calls.get(op, 0) + 1
+
+    # -- executions ---------------------------------------------------------------------------
+    def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
+        self._count("create")
+        eid = execution.execution_id
+        existing = self.metas.get(eid)
+        replaceable = (existing is not None and replace_version is not None and existing.get("version") == replace_version
+                       and existing.get(TTL_ATTR, _epoch(execution.created_at) + 1) <= _epoch(execution.created_at))
+        if existing is not None and not replaceable:
+            raise ExecutionExistsError(execution_from_attrs(eid, copy.deepcopy(existing)))
+        self.metas[eid] = execution_to_attrs(execution)
+        self.inputs[eid] = input_blob
+        self.starts[eid] = start_attrs(execution)
+
+    def load(self, execution_id: str) -> Execution | None:
+        self._count("load")
+        attrs = self.metas.get(execution_id)
+        return None if attrs is None else execution_from_attrs(execution_id, copy.deepcopy(attrs))
+
+    def load_state(self, execution_id: str) -> ExecutionState | None:
+        self._count("load_state")
+        attrs = self.metas.get(execution_id)
+        if attrs is None:
+            return None
+        execution = with_start_attrs(execution_from_attrs(execution_id, dict(attrs)), self.starts.get(execution_id, {}))
+        return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id),
+                              self._operations(execution_id), self._events(execution_id),
+                              joins=self._joins(execution_id))
+
+    def commit(self, transition: Transition) -> None:
+        self._count("commit")
+        new = transition.new
+        current = self.metas.get(new.execution_id)
+        if current is None:
+            raise ExecutionNotFoundError(new.execution_id)
+        if current.get("version") != transition.expected_version or current.get("current_step") != transition.expected_step:
+            raise TransitionConflictError(
+                new.execution_id, transition.expected_step, transition.expected_version,
+                execution_from_attrs(new.execution_id, copy.deepcopy(current)),
+            )
+        self.metas[new.execution_id] = execution_to_attrs(new)
+
+    def put_step(self, execution_id: str, record: StepRecord) -> None:
+        self._count("put_step")
+        if execution_id not in self.metas:
+            raise ExecutionNotFoundError(execution_id)
+        key = record_sort_key(record)
+        items = self.steps.setdefault(execution_id, {})
+        old = items.get(key)
+        if old is not None and isinstance(old.get("written_version"), int) and old["written_version"] >= record.version:
+            raise StepSupersededError(execution_id, record.step_index, record.version, old["written_version"])
+        items[key] = step_to_attrs(record)
+
+    def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
+        self._count("fail_unreadable")
+        attrs = self.metas.get(execution_id)
+        if attrs is None or attrs.get("status") in _UNFAILABLE:
+            return False
+        for gone in ("next_wake_at", "timer", "index_at", "finalize_by"):
+            attrs.pop(gone, None)
+        attrs.update(status=Status.FAILED.value, error=error.model_dump_json(), updated_at=format_ts(now), finalized=True,
+                     **{TTL_ATTR: _epoch(expires_at)})
+        return True
+
+    def stamp_history(self, execution_id: str, expires_at: dt.datetime) -> None:
+        self._count("stamp_history")
+        for item in self.steps.get(execution_id, {}).values():
+            item[TTL_ATTR] = _epoch(expires_at)
+
+    def finalize(self, execution_id: str, version: int) -> None:
+        self._count("finalize")
+        attrs = self.metas.get(execution_id)
+        if attrs is not None and attrs.get("version") == version:
+            attrs["finalized"] = True
+            attrs.pop("finalize_by", None)  # out of the housekeeping index (DynamoDB: REMOVE its GSI1 keys)
+
+    # -- reads --------------------------------------------------------------------------------
+    def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        self._count("query_due")
+        return self._query_index(_due_key, shard, now, limit, cursor)
+
+    def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        """Terminal executions in ``shard`` whose housekeeping is overdue (GSI1PK = FIN#<shard>)."""
+        self._count("query_unfinalized")
+        return self._query_index(lambda attrs: attrs.get("finalize_by"), shard, now, limit, cursor)
+
+    def _query_index(self, key_of, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
+        """One partition of the sparse index: items whose key is at or before ``now``, oldest first."""
+        bound = format_ts(now)
+        due = sorted(
+            (key, eid)
+            for eid, attrs in self.metas.items()
+            if isinstance(key := key_of(attrs), str)
+            and key <= bound
+            and shard_of(eid, self.shards) == shard
+            and (cursor is None or (key, eid) > cursor)
+        )
+        page = due[:limit]
+        return DuePage(
+            items=[DueRef(execution_id=eid, next_wake_at=parse_ts(ts)) for ts, eid in page],
+            cursor=page[-1] if len(due) > limit and page else None,
+            read_count=len(page),
+        )
+
+    def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
+        self._count("history")
+        return self._records(execution_id)
+
+    def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
+        self._count("history_page")
+        items = self.steps.get(execution_id, {})
+        keys = [k for k in sorted(items) if after is None or k > after]
+        page = keys[:limit]
+        return HistoryPage([step_from_attrs(k, dict(items[k])) for k in page],
+                           page[-1] if len(keys) > limit and page else None)
+
+    def put_operation(self, execution_id: str, record: OperationRecord) -> None:
+        self._count("put_operation")
+        self.ops.setdefault(execution_id, {})[operation_sort_key(record)] = operation_to_attrs(record)
+
+    def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+        self._count("operations")
+        return self._operations(execution_id)
+
+    def put_event(self, execution_id: str, record: EventRecord) -> bool:
+        self._count("put_event")
+        if execution_id not in self.metas:
+            raise ExecutionNotFoundError(execution_id)
+        items = self.events.setdefault(execution_id, {})
+        key = event_sort_key(record.name, record.event_id)
+        if key in items:
+            return False
+        items[key] = event_to_attrs(record)
+        return True
+
+    def list_events(self, execution_id: str, name: str | None = None) -> list[EventRecord | CorruptRecord]:
+        self._count("list_events")
+        return [e for e in self._events(execution_id) if name is None or getattr(e, "name", name) == name]
+
+    def _events(self, execution_id: str) -> list[EventRecord | CorruptRecord]:
+        items = self.events.get(execution_id, {})
+        return [event_from_attrs(k, dict(items[k])) for k in sorted(items)]
+
+    def _operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+        items = self.ops.get(execution_id, {})
+        return [operation_from_attrs(k, dict(items[k])) for k in sorted(items)]
+
+    def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
+                   created_before: dt.datetime | None = None) -> ListPage:
+        self._count("query_list")
+        cursor = None if cursor is None else tuple(cursor)
+        low = "" if created_after is None else format_ts(created_after)
+        high = "\uffff" if created_before is None else format_ts(created_before)
+        keys = sorted(((a["created_at"], eid) for eid, a in self.metas.items()
+                       if low <= a["created_at"] <= high and (cursor is None or (a["created_at"], eid) < cursor)),
+                      reverse=True)
+        page = keys[:limit]
+        entries = [ListEntry(execution_id=eid, workflow=self.metas[eid]["workflow"],
+                             status=self.metas[eid].get("list_status", LIVE), created_at=parse_ts(ts))
+                   for ts, eid in page]
+        return ListPage(entries, page[-1] if len(keys) > limit and page else None, len(page))
+
+    @staticmethod
+    def valid_list_cursor(cursor: Any) -> bool:
+        return isinstance(cursor, (list, tuple)) and len(cursor) == 2 and all(isinstance(c, str) for c in cursor)
+
+    def list_cursor(self, entry: ListEntry) -> Any:
+        """A ``query_list`` cursor that resumes right after ``entry``."""
+        return [format_ts(entry.created_at), entry.execution_id]
+
+    def _records(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
+        items = self.steps.get(execution_id, {})
+        return [step_from_attrs(key, dict(items[key])) for key in sorted(items)]  # flat: values are immutable
+
+    # -- test helpers ---------------------------------------------------------------------------
+    def due_ids(self) -> set[str]:
+        """Executions the due index holds (the GSI is sparse: only live items carry a key)."""
+        return {eid for eid, attrs in self.metas.items() if isinstance(_due_key(attrs), str)}
+
+
+    # -- parallel and map steps ---------------------------------------------------------------
+    def _joins(self, execution_id: str) -> dict[int, Join]:
+        out = {}
+        for index, attrs in self.joins.get(execution_id, {}).items():
+            try:
+                out[index] = join_from_attrs(dict(attrs))
+            except Exception:  # unreadable: the fan-out begins again (a new generation keeps what succeeded)
+                continue
+        return out
+
+    def put_join(self, execution_id: str, join: Join) -> bool:
+        self._count("put_join")
+        if execution_id not in self.metas:
+            raise ExecutionNotFoundError(execution_id)
+        joins = self.joins.setdefault(execution_id, {})
+        if joins.get(join.step_index, {}).get("generation") == join.generation:
+            return False
+        joins[join.step_index] = join_to_attrs(join)
+        return True
+
+    def get_join(self, execution_id: str, step_index: int) -> Join | None:
+        self._count("get_join")
+        return self._joins(execution_id).get(step_index)
+
+    def _branch(self, execution_id: str, step_index: int, branch: int) -> Branch | CorruptRecord | None:
+        attrs = self.branch_items.get((execution_id, step_index), {}).get(branch)
+        return None if attrs is None else branch_from_attrs(branch_sort_key(branch), dict(attrs))
+
+    def create_branch(self, execution_id: str, branch: Branch) -> None:
+        self._count("create_branch")
+        items = self.branch_items.setdefault((execution_id, branch.step_index), {})
+        if branch.branch in items:
+            raise BranchConflictError(execution_id, branch.step_index, branch.branch, None,
+                                      self._branch(execution_id, branch.step_index, branch.branch))
+        items[branch.branch] = branch_to_attrs(branch)
+
+    def get_branch(self, execution_id: str, step_index: int, branch: int) -> Branch | CorruptRecord | None:
+        self._count("get_branch")
+        return self._branch(execution_id, step_index, branch)
+
+    def _check_branch(self, execution_id: str, branch: Branch, expected_version: int) -> dict[int, dict[str, Any]]:
+        items = self.branch_items.get((execution_id, branch.step_index), {})
+        stored = items.get(branch.branch)
+        if stored is None or stored.get("version") != expected_version:
+            raise BranchConflictError(execution_id, branch.step_index, branch.branch, expected_version,
+                                      self._branch(execution_id, branch.step_index, branch.branch))
+        return items
+
+    def update_branch(self, execution_id: str, branch: Branch, expected_version: int) -> None:
+        self._count("update_branch")
+        self._check_branch(execution_id, branch, expected_version)[branch.branch] = branch_to_attrs(branch)
+
+    def complete_branch(self, execution_id: str, branch: Branch, expected_version: int) -> None:
+        self._count("complete_branch")
+        items = self._check_branch(execution_id, branch, expected_version)
+        join = self.joins.get(execution_id, {}).get(branch.step_index)
+        if join is None or join.get("generation") != branch.generation:
+            raise BranchConflictError(execution_id, branch.step_index, branch.branch, expected_version,
+                                      self._branch(execution_id, branch.step_index, branch.branch))
+        items[branch.branch] = branch_to_attrs(branch)
+        join["done"] = join.get("done", 0) + 1
+
+    def branches(self, execution_id: str, step_index: int) -> list[Branch | CorruptRecord]:
+        self._count("branches")
+        items = self.branch_items.get((execution_id, step_index), {})
+        return [branch_from_attrs(branch_sort_key(b), dict(items[b])) for b in sorted(items)]
+
+
+def _due_key(attrs: dict[str, Any]) -> str | None:
+    return attrs.get("index_at") or attrs.get("next_wake_at")
+
+
+__all__ = ["MemoryStore", "StepStatus"]
