@@ -8,29 +8,22 @@ text}``, never a stack trace. Writes record who asked: the IAM principal of the 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from engine_core.bootstrap import from_environment
+from engine_core.adapters.lambda_runtime import lambda_setup
 
 from .errors import ApiError, error_for
 from .request_models import caller_identity
 from .routes import ROUTE_LIST, ROUTES, Request, Route, allowed_methods
 
-logger = Logger()
-metrics = Metrics()
-# Invocations that only acknowledge or reject emit no metric; that is normal, not worth a warning.
-warnings.filterwarnings("ignore", "No application metrics to publish")
-runtime = from_environment(metrics=metrics)
-copy_config_to_registered_loggers(source_logger=logger, include={"engine_core"})
+setup = lambda_setup()
+logger, metrics, runtime = setup.logger, setup.metrics, setup.runtime
 app = LambdaFunctionUrlResolver()
 
 
