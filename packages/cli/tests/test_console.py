@@ -17,7 +17,7 @@ from fake_control_plane import execution_doc
 
 from loom_cli.client import Client
 from loom_cli.console import Console
-from loom_cli.console.pages import span
+from loom_cli.console._html import span
 
 EID = "6f1c2b1e-0000-4000-8000-00000000000a"
 T0 = "2026-01-01T00:00:00.000000Z"

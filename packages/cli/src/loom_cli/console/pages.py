@@ -11,13 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import urllib.parse
 
-from ._html import (ENDED, LIST_STATUSES, LIVE, badge, error_block, esc, json_block, parse_ts, relative, span,
-                    step_label, time_tag)
 from ..render import input_summary
+from ._html import LIST_STATUSES, LIVE, badge, error_block, esc, json_block, step_label, time_tag
 from .timeline import events_list, operations_list, timeline
 
-__all__ = ["ENDED", "LIVE", "badge", "esc", "execution_fragment", "execution_page", "list_fragment", "list_page",
-           "list_query", "page", "parse_ts", "relative", "span", "time_tag", "workflows_page"]
+
 def page(title: str, body: str, token: str, script: str = "") -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..client import ApiError, CliError, Client
 from . import forms, pages
+from ._html import ENDED, esc
 
 MAX_BODY_BYTES = 1 << 20
 STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
@@ -158,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self._error_page(404, "not_found", f"no page at {path}")
 
     def _error_page(self, status: int, code: str, message: str) -> None:
-        body = f'<h1>{pages.esc(code)}</h1><pre class="error big"><b>{pages.esc(code)}</b>: {pages.esc(message)}</pre>' \
+        body = f'<h1>{esc(code)}</h1><pre class="error big"><b>{esc(code)}</b>: {esc(message)}</pre>' \
                '<p><a href="/">back to the executions</a></p>'
         self._send_html(status, pages.page(code, body, self.console.token))
 
@@ -217,7 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
                         failures.setdefault((r["step_index"], r.get("attempts") or 0), r["error"])
                 html = pages.execution_fragment(e, history, c.workflow(e.get("workflow")), failures=failures)
                 return (e, history, len(failures)), json.dumps({"html": html, "status": e.get("status")}), \
-                    e.get("status") in pages.ENDED
+                    e.get("status") in ENDED
         elif parts == ["list"]:
             q = pages.list_query(query.get("workflow"), query.get("status"), None, 20)
 
