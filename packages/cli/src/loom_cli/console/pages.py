@@ -102,7 +102,8 @@ def workflows_page(body: dict, token: str) -> str:
 
 def execution_page(e: dict, history: dict, wf: dict | None, token: str, now: dt.datetime | None = None) -> str:
     eid = e["execution_id"]
-    body = f"""<p class="crumbs"><a href="/">Executions</a> / {esc(e.get("workflow"))}</p>
+    wf_link = f'<a href="/?workflow={esc(urllib.parse.quote(str(e.get("workflow"))))}">{esc(e.get("workflow"))}</a>'
+    body = f"""<p class="crumbs"><a href="/">Executions</a> / {wf_link} / <code id="execution-id">{esc(eid)}</code></p>
 <div id="execution" data-id="{esc(eid)}" data-sse="/sse/executions/{esc(urllib.parse.quote(eid))}">
 {execution_fragment(e, history, wf, now)}</div>"""
     return page(f"{e.get('workflow')} {eid[:8]}", body, token)
@@ -136,8 +137,7 @@ def execution_fragment(e: dict, history: dict, wf: dict | None, now: dt.datetime
         marks.append('<span class="mark compensated" title="undoing its completed steps">⎌ compensating…</span>')
     if e.get("compensated"):
         marks.append('<span class="mark compensated" title="its compensations ran">⎌ compensated</span>')
-    facts = [("execution", f'<code>{esc(e.get("execution_id"))}</code>'), ("workflow", esc(e.get("workflow"))),
-             ("step", esc(step_label(e))), ("started", time_tag(e.get("created_at"), now=now)),
+    facts = [("step", esc(step_label(e))), ("started", time_tag(e.get("created_at"), now=now)),
              ("updated", time_tag(e.get("updated_at"), now=now)), ("started by", esc(e.get("started_by") or "-")),
              ("attempts", esc(e.get("total_attempts") if e.get("total_attempts") is not None else "-"))]
     if e.get("cancelled_by"):
