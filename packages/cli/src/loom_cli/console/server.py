@@ -125,7 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith("/sse/"):
                 return self._sse(path[len("/sse"):], query)
             return self._page(path, query)
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # the browser went away (a closed tab ends its event stream this way)
             return None
 
     # ------------------------------------------------------------ pages
