@@ -11,6 +11,8 @@ TARGET_REQUESTS = 2
 TARGET_WRITE_UNITS = 3
 TARGET_USD_PER_MILLION = 2.0
 TARGET_IMPORT_MS = 300.0
+TARGET_OVER_FLOOR_MS = 100.0
+"""Issue 15: a handler's import within this much of the floor (boto3 and the clients the handler creates)."""
 DEFAULT_SHARDS = 4
 EXECUTION_STEPS_FOR_ALL_IN = 5
 

@@ -6,9 +6,15 @@ their boto3 clients at import, which needs no network). The figure is the cumula
 top-level import line, median of several runs. ``-X importtime`` itself adds a little overhead, so
 the process wall time (interpreter start included) is reported beside it.
 
-Two interpreters: the dev venv (editable installs, this machine's Python), and, when
-``dist/local/*.zip`` exists, the unpacked zip on the same Python with ``-I`` (isolated: no
-site-packages, nothing but the zip's own tree), which is what the local runtime loads.
+Two interpreters: the dev venv (editable installs, this machine's Python; their sources compiled
+ahead, so the column measures importing, not compiling), and, when ``dist/local/*.zip`` exists, the
+unpacked zip on the same Python with ``-I`` (isolated: no site-packages, nothing but the zip's own
+tree), which is what the local runtime loads.
+
+The floor, measured the same way in the same rounds: a module that only imports boto3 and creates the
+clients the handler creates (``HANDLER_CLIENTS``, with the handlers' client configuration). Issue 15's
+target is each handler within ``TARGET_OVER_FLOOR_MS`` of it, the median of the per-round differences
+(each round measures the floor and every handler back to back, so load hits both alike).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .analysis import TARGET_OVER_FLOOR_MS
+
 ROOT = Path(__file__).resolve().parent.parent
 HANDLERS = {
     "worker": "loom_worker.handler",
@@ -38,6 +46,16 @@ FUNCTION_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing", "PYTHONDONTWRITEBYTECODE": "1",
 }
+HANDLER_CLIENTS = {"worker": ("dynamodb", "sqs"), "sweeper": ("dynamodb", "sqs"), "control-plane": ("dynamodb", "sqs")}
+"""The boto3 clients each handler creates at import (``engine_core.adapters.bootstrap``: the store's and the
+queue's; the events client only with ``LOOM_EVENT_BUS_NAME``, which this environment does not set)."""
+FLOOR_SOURCE = """import boto3
+from botocore.config import Config
+
+_config = Config(retries={{"mode": "standard", "max_attempts": 3}}, connect_timeout=2, read_timeout=10, tcp_keepalive=True)
+clients = [boto3.client(name, config=_config) for name in {clients!r}]
+"""
+"""The floor module: what any Lambda creating those clients at import pays, and nothing else."""
 _LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|\s?(\s*)(\S+)\s*$")
 
 
@@ -86,19 +104,24 @@ def _import_once(python: str, module: str, extra_path: str | None, isolated: boo
             "by_package": self_time_by_package(proc.stderr)}
 
 
-FLOOR_CODE = ("import time; t = time.perf_counter(); import boto3; boto3.client('dynamodb'); boto3.client('sqs'); "
-              "print((time.perf_counter() - t) * 1000)")
+def floor_module(folder: Path, function: str) -> str:
+    """Write the floor module of ``function`` into ``folder``; its module name."""
+    name = "loom_floor_" + function.replace("-", "_")
+    (folder / f"{name}.py").write_text(FLOOR_SOURCE.format(clients=list(HANDLER_CLIENTS[function])))
+    return name
 
 
-def _floor_once(python: str) -> float | None:
-    """What any Lambda that builds a DynamoDB and an SQS client at import pays: import boto3 + 2 clients."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"), **FUNCTION_ENV}
-    proc = subprocess.run([python, "-B", "-c", FLOOR_CODE], env=env, capture_output=True, text=True,
-                          cwd=tempfile.gettempdir(), timeout=120)
-    try:
-        return float(proc.stdout.strip())
-    except ValueError:
-        return None
+def compile_sources(root: Path = ROOT) -> None:
+    """Bytecode for the editable packages' sources, as an installed wheel has it."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *map(str, sorted(root.glob("packages/*/src")))],
+                   capture_output=True, check=False)
+
+
+def over_floor_ms(handler: list[dict[str, Any]], floor: list[dict[str, Any]]) -> float | None:
+    """Median over rounds of (handler import - floor), each pair measured back to back."""
+    pairs = [(h["import_us"] - f["import_us"]) / 1000 for h, f in zip(handler, floor)
+             if h.get("ok") and f.get("ok") and h.get("import_us") is not None and f.get("import_us") is not None]
+    return statistics.median(pairs) if pairs else None
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -138,8 +161,13 @@ def measure(runs: int = 5, progress: Callable[[str], None] = print) -> dict[str,
     out: dict[str, Any] = {"runs": runs, "python": sys.version.split()[0], "venv": {}, "local_zip": {},
                            "zips": {"lambda": zip_sizes(ROOT / "dist" / "lambda"),
                                     "local": zip_sizes(ROOT / "dist" / "local")}}
-    configs: list[tuple[str, str, str, str | None]] = [("venv", f, m, None) for f, m in HANDLERS.items()]
+    compile_sources()
+    configs: list[tuple[str, str, str, str | None, bool]] = []
     with tempfile.TemporaryDirectory() as root:
+        floors = Path(root) / "floor"
+        floors.mkdir()
+        for f, m in HANDLERS.items():
+            configs += [("floor", f, floor_module(floors, f), str(floors), False), ("venv", f, m, None, False)]
         for row in out["zips"]["local"]:
             function = _function_of(Path(row["zip"]).stem)
             if function is None:
@@ -152,33 +180,41 @@ def measure(runs: int = 5, progress: Callable[[str], None] = print) -> dict[str,
             # compiled ahead is what shipping __pycache__ in the zip would give.
             subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(compiled)],
                            capture_output=True, check=False)
-            configs += [("zip", function, HANDLERS[function], str(sources)),
-                        ("zip-pyc", function, HANDLERS[function], str(compiled))]
+            configs += [("zip", function, HANDLERS[function], str(sources), True),
+                        ("zip-pyc", function, HANDLERS[function], str(compiled), True)]
             out["local_zip"][function] = {"zip": row["zip"]}
         samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        floor: list[float] = []
         for round_ in range(runs):
-            value = _floor_once(sys.executable)
-            if value is not None:
-                floor.append(value)
-            for kind, function, module, path in configs:
+            for kind, function, module, path, isolated in configs:
                 samples.setdefault((kind, function), []).append(
-                    _import_once(sys.executable, module, path, isolated=path is not None))
+                    _import_once(sys.executable, module, path, isolated=isolated))
             progress(f"  cold start: round {round_ + 1} of {runs} ({len(configs)} imports)")
-    out["boto3_floor_ms"] = statistics.median(floor) if floor else None
+    floor_by_function = {f: summarize(samples[("floor", f)]) for f in HANDLERS}
+    medians = [s["import_ms"] for s in floor_by_function.values() if s.get("ok") and s.get("import_ms") is not None]
+    out["boto3_floor_ms"] = statistics.median(medians) if medians else None
+    out["target_over_floor_ms"] = TARGET_OVER_FLOOR_MS
     for (kind, function), results in samples.items():
         summary = summarize(results)
+        if kind == "floor":
+            continue
         if kind == "venv":
-            out["venv"][function] = {"module": HANDLERS[function], **summary}
+            floor = floor_by_function[function]
+            out["venv"][function] = {
+                "module": HANDLERS[function], **summary, "clients": list(HANDLER_CLIENTS[function]),
+                "floor_ms": floor.get("import_ms"), "floor_ms_runs": floor.get("import_ms_runs"),
+                "over_floor_ms": over_floor_ms(results, samples[("floor", function)])}
         elif kind == "zip":
             out["local_zip"][function].update(summary)
         else:
             out["local_zip"][function]["precompiled_import_ms"] = summary.get("import_ms")
             out["local_zip"][function]["precompiled_import_ms_min"] = summary.get("import_ms_min")
+            out["local_zip"][function]["precompiled_over_floor_ms"] = over_floor_ms(results, samples[("floor", function)])
     for function, r in out["venv"].items():
         z = out["local_zip"].get(function, {})
         if r["ok"]:
-            progress(f"  cold start: {r['module']}: venv {r['import_ms']:.0f} ms (min {r['import_ms_min']:.0f}); "
+            over = r.get("over_floor_ms")
+            progress(f"  cold start: {r['module']}: venv {r['import_ms']:.0f} ms (min {r['import_ms_min']:.0f}), floor "
+                     f"{r.get('floor_ms') or 0:.0f} ms, over it {over if over is not None else float('nan'):.0f} ms; "
                      + (f"zip {z['import_ms']:.0f} ms, with bytecode {z.get('precompiled_import_ms') or 0:.0f} ms"
                         if z.get("ok") else "no zip"))
         else:

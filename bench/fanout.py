@@ -2,6 +2,7 @@
 over moto, every message handled as the worker would (one delivery each).
 
     .venv/bin/python -m bench.fanout            # 100 branches at concurrency 10, 100 B results
+    .venv/bin/python -m bench --only fanout     # the report's section: 100 at 10 and 1,000 at 50
 
 Per-branch figures are *marginal*: the totals of a map over ``n`` items minus those of a map over one
 item, divided by ``n - 1``, so what every execution pays once (start, the step before and after the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from engine_core import Engine, EngineSettings, Registry, StepMessage, SystemClock, map_
@@ -94,6 +96,26 @@ def measure(n: int = 100, max_concurrency: int = 10, result_bytes: int = 100) ->
                                 / (n - 1) for api in sorted(apis)}
     return {"branches": n, "max_concurrency": max_concurrency, "result_bytes": result_bytes, "per_branch": per,
             "execution": many, "baseline_one_branch": one}
+
+
+CASES = ((100, 10), (1000, 50))
+"""(branches, max_concurrency) for ``python -m bench``'s fan-out section (``--quick``: the first only)."""
+
+
+def measure_cases(cases: tuple[tuple[int, int], ...] = CASES, result_bytes: int = 100,
+                  progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """The ``fanout`` section of ``python -m bench``: :func:`measure` for each case, each on a fresh moto."""
+    out: dict[str, Any] = {"result_bytes": result_bytes, "cases": []}
+    for n, concurrency in cases:
+        started = time.perf_counter()
+        case = measure(n, concurrency, result_bytes)
+        case["seconds"] = round(time.perf_counter() - started, 1)
+        out["cases"].append(case)
+        per = case["per_branch"]
+        progress(f"  fan-out: {n} branches at concurrency {concurrency}: {case['execution']['status']}, "
+                 f"{per['write_units']:.2f} write units and {per['rcu']:.2f} read units per branch "
+                 f"({case['seconds']:.0f} s)")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 - ``findings``: what the results say. Every number, comparison and verdict the report states, computed
   (pure functions over the results).
-- ``text``, ``steppath``, ``runtime``: the markdown. Tables of the results and sentences that word
+- ``text``, ``steppath``, ``runtime``, ``branches`` (the fan-out section): the markdown. Tables of the results and sentences that word
   the findings; the only typed prose is method and explanation that holds whatever the figures are.
 - ``plots``: the charts.
 """
@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import plots, runtime, steppath, text
+from . import branches, plots, runtime, steppath, text
 from ._fmt import RUN_ALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +52,8 @@ def render(results: dict[str, Any]) -> str:
         runtime.overhead_section(w, results["overhead"], results.get("local"))
     if "coldstart" in results:
         runtime.coldstart_section(w, results["coldstart"])
+    if "fanout" in results:
+        branches.fanout_section(w, results["fanout"])
     runtime.method(w)
     return "\n".join(out) + "\n"
 

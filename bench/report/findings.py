@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import analysis, prices
-from ..analysis import TARGET_IMPORT_MS, TARGET_REQUESTS, TARGET_USD_PER_MILLION, TARGET_WRITE_UNITS
+from ..analysis import TARGET_IMPORT_MS, TARGET_OVER_FLOOR_MS, TARGET_REQUESTS, TARGET_USD_PER_MILLION, TARGET_WRITE_UNITS
 
 BASELINE = Path(__file__).resolve().parent.parent / "baseline" / "v1.json"
+COLDSTART_BEFORE = Path(__file__).resolve().parent.parent / "baseline" / "coldstart-before-issue15.json"
+"""The cold start section's results at the commit before issue 15 (the "before" of its before/after)."""
 TARGET_SIZES = ("100 B", "1 KB")
 """The result sizes the per-step targets are stated for."""
 
@@ -99,6 +101,14 @@ def usd_check(steps: dict[str, Any]) -> Check | None:
 def import_checks(cold: dict[str, Any]) -> list[Check]:
     return [Check("handler import ms", function, r["import_ms"], TARGET_IMPORT_MS, r["import_ms"] < TARGET_IMPORT_MS)
             for function, r in cold["venv"].items() if r.get("ok")]
+
+
+def floor_checks(cold: dict[str, Any]) -> list[Check]:
+    """Each handler's import over the floor (boto3 and its clients, measured in the same rounds) against
+    the target; only runs that measured the floor per handler have them."""
+    limit = cold.get("target_over_floor_ms", TARGET_OVER_FLOOR_MS)
+    return [Check("handler import over the floor ms", function, r["over_floor_ms"], limit, r["over_floor_ms"] <= limit)
+            for function, r in cold["venv"].items() if r.get("ok") and r.get("over_floor_ms") is not None]
 
 
 def all_met(checks: list[Check]) -> bool:
@@ -342,6 +352,42 @@ class ColdStart:
     """Mean import time saved by bytecode compiled ahead in the zip."""
 
 
+@dataclass(frozen=True)
+class BeforeAfter:
+    """One handler's dev-venv import before issue 15 and now, each beside the floor of its own run."""
+
+    function: str
+    before_ms: float
+    after_ms: float
+    before_over_floor_ms: float | None
+    after_over_floor_ms: float | None
+
+    @property
+    def saved_ms(self) -> float:
+        return self.before_ms - self.after_ms
+
+    @property
+    def saved_over_floor_ms(self) -> float | None:
+        if self.before_over_floor_ms is None or self.after_over_floor_ms is None:
+            return None
+        return self.before_over_floor_ms - self.after_over_floor_ms
+
+
+def coldstart_before() -> dict[str, Any] | None:
+    return json.loads(COLDSTART_BEFORE.read_text()) if COLDSTART_BEFORE.exists() else None
+
+
+def before_after(cold: dict[str, Any], before: dict[str, Any] | None) -> list[BeforeAfter]:
+    if not before:
+        return []
+    rows = []
+    for function, r in cold["venv"].items():
+        b = before.get("venv", {}).get(function, {})
+        if r.get("ok") and b.get("ok") and r.get("import_ms") and b.get("import_ms"):
+            rows.append(BeforeAfter(function, b["import_ms"], r["import_ms"], b.get("over_floor_ms"), r.get("over_floor_ms")))
+    return rows
+
+
 def cold_start(cold: dict[str, Any]) -> ColdStart:
     floor = cold.get("boto3_floor_ms")
     largest = [(f, r["by_package_ms"][0][0], r["by_package_ms"][0][1]) for f, r in cold["venv"].items()
@@ -424,3 +470,48 @@ def shards_for(rate: float) -> int:
 
 def ratio(new: float, old: float) -> float:
     return new / old if old else math.inf
+
+
+# -- fan-out -------------------------------------------------------------------------------------------
+FANOUT_FLAT = 0.05
+"""Per-branch figures within 5% of each other from the smallest to the largest map count as flat."""
+
+
+@dataclass(frozen=True)
+class FanoutTrend:
+    """How one per-branch figure moves from the smallest map measured to the largest."""
+
+    figure: str
+    """The key in ``per_branch`` (``write_units``, ``rcu``, ...)."""
+    smallest: float
+    largest: float
+
+    @property
+    def flat(self) -> bool:
+        return abs(self.largest - self.smallest) <= FANOUT_FLAT * max(abs(self.smallest), 1e-9)
+
+    @property
+    def grows(self) -> bool:
+        return not self.flat and self.largest > self.smallest
+
+
+@dataclass(frozen=True)
+class Fanout:
+    cases: list[dict[str, Any]]
+    """The measured maps, fewest branches first."""
+    all_completed: bool
+    trends: list[FanoutTrend]
+    """Per figure, smallest against largest map (empty with one case)."""
+
+
+FANOUT_FIGURES = ("write_units", "rcu", "sqs_messages_sent", "join_writes")
+
+
+def fanout(section: dict[str, Any]) -> Fanout:
+    cases = sorted(section.get("cases", []), key=lambda c: c["branches"])
+    trends = []
+    if len(cases) > 1:
+        first, last = cases[0]["per_branch"], cases[-1]["per_branch"]
+        trends = [FanoutTrend(k, first[k], last[k]) for k in FANOUT_FIGURES]
+    return Fanout(cases, all(c["execution"]["status"] == "COMPLETED" and not c["execution"]["errors"] for c in cases),
+                  trends)

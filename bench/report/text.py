@@ -46,6 +46,9 @@ def targets(w: Write, results: dict[str, Any]) -> None:
         for c in findings.import_checks(cold):
             w(f"| Handler import under {c.limit:g} ms on this machine ({c.subject}, dev venv) | "
               f"{fmt(c.value, 0)} ms | {verdict(c.ok)} |")
+        for c in findings.floor_checks(cold):
+            w(f"| Handler import within {c.limit:g} ms of the floor, boto3 and its clients ({c.subject}, dev venv) | "
+              f"{c.value:+.0f} ms | {verdict(c.ok)} |")
     w("")
 
 

@@ -181,3 +181,97 @@ def test_render_with_only_the_steps_section_renders() -> None:
     # then
     assert "## Requests per step, by AWS API" in text
     assert "## Sweeper cost" not in text
+
+
+def _over_floor(results: dict[str, Any], **over_ms: float) -> None:
+    for function, r in results["coldstart"]["venv"].items():
+        r["floor_ms"], r["clients"] = 280.0, ["dynamodb", "sqs"]
+        r["over_floor_ms"] = over_ms.get(function.replace("-", "_"), 60.0)
+
+
+def test_render_when_every_handler_is_within_100_ms_of_the_floor_says_met(results: dict[str, Any]) -> None:
+    # given: each handler 60 ms over the floor measured beside it
+    _over_floor(results)
+
+    # when
+    text = report.render(results)
+
+    # then
+    assert _against(text, "handler import within 100 ms of the floor").startswith("met by every handler")
+    assert "(over the floor: worker +60 ms, sweeper +60 ms and control-plane +60 ms)" in text
+    rows = _target_rows(text, "Handler import within 100 ms of the floor")
+    assert len(rows) == 3 and all(row.endswith("| +60 ms | **met** |") for row in rows)
+
+
+def test_render_when_one_handler_is_far_over_the_floor_names_it_and_the_before_after_follows(
+        results: dict[str, Any]) -> None:
+    # given: the worker 180 ms over its floor, the others within
+    _over_floor(results, worker=180.0)
+
+    # when
+    text = report.render(results)
+
+    # then
+    assert _against(text, "handler import within 100 ms of the floor").startswith("missed by worker")
+    assert "| Handler import within 100 ms of the floor, boto3 and its clients (worker, dev venv) | +180 ms | **missed** |" in text
+    before = findings.coldstart_before()
+    assert before is not None  # bench/baseline/coldstart-before-issue15.json is committed
+    b = before["venv"]["worker"]["import_ms"]
+    assert f"| worker | {b:.0f} ms | {results['coldstart']['venv']['worker']['import_ms']:.0f} ms |" in text
+
+
+def test_render_without_a_floor_per_handler_states_no_floor_verdict(results: dict[str, Any]) -> None:
+    # given: a run from before the floor was measured per handler (the fixture's)
+    # when
+    text = report.render(results)
+
+    # then
+    assert "within 100 ms of the floor" not in text
+
+
+def _fanout_case(results: dict[str, Any], branches: int, concurrency: int, **per: float) -> dict[str, Any]:
+    case = copy.deepcopy(results["fanout"]["cases"][0])
+    case["branches"], case["max_concurrency"] = branches, concurrency
+    case["per_branch"].update(per)
+    return case
+
+
+def test_render_fanout_when_a_branch_costs_the_same_at_every_size_says_it_stays(results: dict[str, Any]) -> None:
+    # given: 1,000 branches at 50, the same per-branch figures as 100 at 10
+    results["fanout"]["cases"].append(_fanout_case(results, 1000, 50))
+
+    # when
+    text = report.render(results)
+
+    # then
+    section = text.split("## Fan-out: what a branch of a map step costs", 1)[1].split("\n## ", 1)[0]
+    assert "| 100, 10 | COMPLETED | 6.10 (6.10 + 0) | 3.08 | 1 | 1 |" in section
+    assert "| 1,000, 50 | COMPLETED |" in section
+    assert ("**The cost of a branch against the map's size: per branch, write units (6.10), read units (3.08), "
+            "SQS messages (1) and join-item writes (1) stay the same from 100 to 1,000 branches; every map "
+            "completed with no error on the wire.**") in section
+
+
+def test_render_fanout_when_reads_grow_with_the_map_says_they_grow(results: dict[str, Any]) -> None:
+    # given: at 1,000 branches each branch reads 12 units (a fan-in query that reads every branch each time)
+    results["fanout"]["cases"].append(_fanout_case(results, 1000, 50, rcu=12.0))
+
+    # when
+    text = report.render(results)
+
+    # then
+    assert "read units per branch grow from 3.08 at 100 branches to 12 at 1,000" in text
+    assert "read units (3.08)" not in text
+    assert "write units (6.10)" in text
+
+
+def test_render_fanout_when_a_map_fails_says_so(results: dict[str, Any]) -> None:
+    # given
+    results["fanout"]["cases"][0]["execution"]["status"] = "FAILED"
+
+    # when
+    text = report.render(results)
+
+    # then
+    assert "**A map did not complete cleanly (see its row).**" in text
+    assert "every map completed" not in text.lower()

@@ -57,6 +57,14 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class _FrozenDeferred(_Frozen):
+    """For records a cold start rarely touches (operator actions, events, list entries, corrupt items, fan-out
+    items): pydantic builds their validators on first use, not at import, so a handler that never meets
+    one does not pay for it (issue 15: handlers that start fast)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
 class RetryPolicy(_Frozen):
     """Exponential backoff: attempt n waits ``min(max_delay, base * multiplier**(n-1))`` seconds, jittered."""
 
@@ -209,7 +217,7 @@ class ExecutionState:
     """The join item (``Join``) of each parallel or map step that has fanned out, by step index."""
 
 
-class OperationRecord(_Frozen):
+class OperationRecord(_FrozenDeferred):
     """An operator's action on an execution (cancel, redrive, wake), kept in its history."""
 
     op: str
@@ -222,7 +230,7 @@ class OperationRecord(_Frozen):
     """For a redrive: the failed step's record it replaced (index, name, attempts, error)."""
 
 
-class EventRecord(_Frozen):
+class EventRecord(_FrozenDeferred):
     """An external event sent to an execution (``POST /executions/{id}/events/{name}``), kept until a
     ``wait_for_event`` step of that name consumes it. Its id makes a repeated send a no-op."""
 
@@ -233,7 +241,7 @@ class EventRecord(_Frozen):
     by: str | None = None
 
 
-class ListEntry(_Frozen):
+class ListEntry(_FrozenDeferred):
     """One execution as the list index holds it (its keys change only when it starts or ends)."""
 
     execution_id: str
@@ -243,7 +251,7 @@ class ListEntry(_Frozen):
     created_at: dt.datetime
 
 
-class CorruptRecord(_Frozen):
+class CorruptRecord(_FrozenDeferred):
     """A history item that could not be decoded; shown flagged, never silently dropped."""
 
     sort_key: str
@@ -281,7 +289,7 @@ class BranchStatus(str, Enum):
         return self in (BranchStatus.PENDING, BranchStatus.RUNNING, BranchStatus.RETRY)
 
 
-class Branch(_Frozen):
+class Branch(_FrozenDeferred):
     """One branch of a parallel or map step: its own small state machine, in its own item (its own
     partition, so a delivery's query of the execution never reads it)."""
 
@@ -313,7 +321,7 @@ class Branch(_Frozen):
         return self
 
 
-class Join(_Frozen):
+class Join(_FrozenDeferred):
     """The fan-in counter of a parallel or map step (``JOIN#<nnn>`` beside the execution item)."""
 
     step_index: int = Field(ge=0)
