@@ -126,7 +126,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ls = command("list", cmd_list, "list executions, newest first", execution_id=False)
     ls.add_argument("--workflow", help="only this workflow")
-    ls.add_argument("--status", type=str.upper, help="LIVE (running or sleeping), COMPLETED, FAILED or CANCELLED")
+    ls.add_argument("--status", type=str.upper, help="LIVE (running, sleeping or waiting), COMPLETED, FAILED, CANCELLED or "
+                                                     "COMPENSATION_FAILED")
     ls.add_argument("--since", type=_since, help="started at most this long ago (90s, 30m, 2h, 1d, 1h30m) or "
                                                  "since this ISO-8601 time")
     ls.add_argument("--limit", type=_limit, default=20, help="executions per page, 1-100 (default 20)")

@@ -18,7 +18,7 @@ from .client import ApiError, CliError, Client
 
 _ID = {"type": "string", "minLength": 1, "description": "The execution's id (a UUID), as start_execution or "
                                                         "list_executions returned it."}
-_STATUSES = ["LIVE", "COMPLETED", "FAILED", "CANCELLED"]
+_STATUSES = ["LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED"]
 INSTRUCTIONS = (
     "Loom runs durable workflows: ordered, checkpointed steps with retries and sleeps. Call list_workflows to see "
     "each workflow's steps and input JSON Schema, start_execution to start one, get_execution for its status "

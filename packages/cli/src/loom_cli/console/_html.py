@@ -9,7 +9,7 @@ from typing import Any
 
 LIVE = ("RUNNING", "SLEEPING", "WAITING", "LIVE")
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
-LIST_STATUSES = ("LIVE", "COMPLETED", "FAILED", "CANCELLED")
+LIST_STATUSES = ("LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
 RESULT_INLINE_MAX = 160
 """A result whose JSON is longer than this is collapsed (a ``<details>``) in the timeline."""
 
