@@ -27,7 +27,7 @@ def timeline(e: dict, records: list[dict], wf: dict | None, now: dt.datetime | N
             branches.setdefault(r["step_index"], []).append(r)
         else:
             main[r["step_index"]] = r
-    count = max([len(planned), e.get("step_count") or 0, *(i + 1 for i in main), *(i + 1 for i in branches)])
+    count = max([len(planned) or e.get("step_count") or 0, *(i + 1 for i in main), *(i + 1 for i in branches)])
     sleeping = _sleeping_index(e, planned, main)
     items = []
     for index in range(count):
@@ -104,7 +104,8 @@ def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[d
         notes.append(f'waits for event <b>{esc(spec.get("event"))}</b>{timeout}')
     if kind in ("map", "parallel"):
         over = f' over <code>{esc(spec["over"])}</code>' if spec.get("over") else ""
-        limit = f', at most {esc(spec["max_concurrency"])} at once' if spec.get("max_concurrency") else ""
+        shown = is_current and e.get("fanout")  # the progress note says it already
+        limit = f', at most {esc(spec["max_concurrency"])} at once' if spec.get("max_concurrency") and not shown else ""
         notes.append(f"{kind}{over}{limit}")
     if r is not None and r.get("event_id"):
         notes.append(f'got event id <code>{esc(r["event_id"])}</code>')
@@ -152,8 +153,8 @@ BRANCHES_SHOWN_OPEN = 8
 def _branches(branches: list[dict], now) -> str:
     if not branches:
         return ""
-    rows = "".join(_record_row(b, f'branch {esc(b.get("branch"))}', now, tag="div")
-                   for b in sorted(branches, key=lambda x: x.get("branch", 0)))
+    rows = "".join(_branch_row(b, now) for b in sorted(branches, key=lambda x: x.get("branch", 0)))
+    rows = f'<table class="branches"><tbody>{rows}</tbody></table>'
     counts: dict[str, int] = {}
     for b in branches:
         counts[_state(b)] = counts.get(_state(b), 0) + 1
@@ -162,6 +163,18 @@ def _branches(branches: list[dict], now) -> str:
         return f'<div class="branches"><div class="errlabel">{esc(summary)}</div>{rows}</div>'
     opened = " open" if counts.get("failed") else ""
     return f'<details class="branches"{opened}><summary>{esc(summary)}</summary>{rows}</details>'
+
+
+def _branch_row(b: dict, now) -> str:
+    state = _state(b)
+    notes = [f'{b["attempts"]} attempt{"s" if b["attempts"] != 1 else ""}' if b.get("attempts") else "", _duration(b)]
+    if b.get("next_wake_at"):
+        notes.append(f'next attempt {time_tag(b["next_wake_at"], "left", now)}')
+    detail = error_block(b.get("error")) if b.get("error") else json_block(b.get("result"))
+    if b.get("result_omitted"):
+        detail = '<span class="notes">result too large to show here</span>'
+    return (f'<tr class="t-{esc(state)}"><td class="idx">{esc(b.get("branch"))}</td><td class="state">{esc(state)}</td>'
+            f'<td class="notes">{" · ".join(n for n in notes if n)}</td><td>{detail}</td></tr>')
 
 
 def _state(r: dict) -> str:
