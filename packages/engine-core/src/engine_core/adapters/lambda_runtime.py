@@ -35,7 +35,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from .bootstrap import Runtime, from_environment
 
 NO_METRICS_WARNING = "No application metrics to publish"
-logger = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def sqs_partial_batch(event: dict[str, Any], record_handler: Callable[[SqsRecord
         try:
             record_handler(record)
         except Exception as exc:  # the record is redelivered; the handler logged why
-            logger.debug("record %s failed: %s", record.message_id, type(exc).__name__)
+            _log.debug("record %s failed: %s", record.message_id, type(exc).__name__)
             failures.append({"itemIdentifier": record.message_id})
     return {"batchItemFailures": failures}
 
