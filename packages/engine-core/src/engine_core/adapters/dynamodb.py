@@ -423,10 +423,13 @@ class DynamoStore:
     @staticmethod
     def valid_list_cursor(cursor: Any) -> bool:
         """A list index key as DynamoDB returns it: the table and index keys, each a string."""
-        keys = ("PK", "SK", "GSI2PK", "GSI2SK")
-        return (isinstance(cursor, dict) and set(cursor) == set(keys)
-                and all(isinstance(cursor[k], dict) and set(cursor[k]) == {"S"} and isinstance(cursor[k]["S"], str)
-                        for k in keys))
+        if not isinstance(cursor, dict) or set(cursor) != {"PK", "SK", "GSI2PK", "GSI2SK"}:
+            return False
+        try:
+            keys = _from_item(cursor)
+        except Exception:  # not DynamoDB's attribute-value shape
+            return False
+        return all(isinstance(value, str) for value in keys.values()) and _to_item(keys) == cursor
 
     def list_cursor(self, entry: ListEntry) -> Any:
         """A ``query_list`` cursor that resumes right after ``entry``."""
