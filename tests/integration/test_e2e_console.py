@@ -235,3 +235,29 @@ def test_send_an_event_from_the_page_to_a_waiting_approval(loom, page):
     assert f"console-{eid[:8]}" in events and "consumed by step 1" in events
     assert loom.execution(eid)["context"]["decision"] == "paid"
 
+
+
+def test_a_compensated_saga_and_a_map_on_their_timelines(loom, page):
+    # given: an order whose carrier refuses it after the charge (the refund compensates), woken early
+    token, saga_id = loom.new_token("console-saga")
+    loom.start("order_saga", {**ORDER, "order_id": "o-saga", "items": [{"sku": "undeliverable", "qty": 1}]}, token)
+    loom.wait(saga_id, until=("SLEEPING",))
+    loom.api.request("POST", f"/executions/{saga_id}/wake")
+    ended = loom.wait(saga_id, until=("FAILED", "COMPENSATION_FAILED", "COMPLETED"))
+    assert (ended["status"], ended["compensated"]) == ("FAILED", True), ended
+    # then: its page shows the failure, the undo step and the compensation that ran
+    page.goto(page.base + f"/executions/{saga_id}")
+    text = page.inner_text("#execution")
+    assert "⎌ compensated" in text and "undeliverable" in text
+    assert "undo: refund_payment" in page.inner_text('#timeline li[data-step="1"]')
+    assert page.locator('#timeline li[data-step="3"].t-failed').count() == 1
+    undo = page.inner_text("ol.compensation")
+    assert "refund_payment" in undo and "undoes step 1 charge_payment" in undo and "refunded_cents" in undo, undo
+    # given: a map over 12 images, at most 10 at once, every 5th failing its first attempt
+    token, map_id = loom.new_token("console-map")
+    loom.start("batch_resize", {"count": 12, "flaky_every": 5}, token)
+    page.goto(page.base + f"/executions/{map_id}")
+    # then: followed live to the end, its branches listed on the map step
+    watch(page, lambda s: s[0] == "COMPLETED", timeout_s=90)
+    step = page.inner_text('#timeline li[data-step="1"]')
+    assert "12 branches: 12 done" in step, step

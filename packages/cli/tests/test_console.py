@@ -143,7 +143,7 @@ def test_timeline_renders_waits_compensation_and_branches_when_present(console, 
                {"step_index": 0, "name": "undo_reserve", "kind": "compensation", "status": "SUCCEEDED",
                 "attempts": 1, "started_at": T0, "finished_at": T0, "result": None, "error": None, "final": False}])
     _, html = get(console, "/executions/c1")
-    assert "⎌ compensated" in html and "<h2>Compensation</h2>" in html and "compensate undo_reserve" in html
+    assert "⎌ compensated" in html and "<h2>Compensation</h2>" in html and "undoes step 0 undo_reserve" in html
     assert '<table class="branches"><tbody><tr class="t-done"><td class="idx">1</td>' in html
     assert 'data-action="redrive"' in html and "card declined" in html
     assert 'data-action="cancel"' not in html

@@ -39,9 +39,16 @@ def timeline(e: dict, records: list[dict], wf: dict | None, now: dt.datetime | N
                      f'{esc(r.get("sort_key"))}</span></div><pre class="error">{esc(r.get("detail"))}</pre></li>')
     out = f'<ol class="timeline" id="timeline">{"".join(items)}</ol>'
     if compensations:
-        comp = "".join(_record_row(r, f'⎌ compensate {esc(r.get("name"))}', now) for r in compensations)
+        comp = "".join(_record_row(r, _undo_title(r, planned), now) for r in compensations)
         out += f'<h2>Compensation</h2><ol class="timeline compensation">{comp}</ol>'
     return out
+
+
+def _undo_title(r: dict, planned: list[dict]) -> str:
+    """A compensation record carries its step's index and name; the workflow names the undo function."""
+    i = r.get("step_index")
+    undo = planned[i].get("compensate") if isinstance(i, int) and i < len(planned) else None
+    return f'⎌ {esc(undo or "compensation")} <span class="notes">undoes step {esc(i)} {esc(r.get("name"))}</span>'
 
 
 def _is_sleep(spec: dict, r: dict | None) -> bool:
