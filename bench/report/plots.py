@@ -126,6 +126,15 @@ def charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
         ax.bar(list(x), [z.get("import_ms") or 0 for z in zips], width=0.27, label="dist/local zip (sources)")
         ax.bar([i + 0.27 for i in x], [z.get("precompiled_import_ms") or 0 for z in zips], width=0.27,
                label="zip, bytecode compiled ahead")
+        floors = [cold["venv"][f].get("floor_ms") for f in functions]
+        if all(v is not None for v in floors):
+            # Each handler's floor (boto3 + its clients) and the target band above it, issue 15's measure.
+            limit = cold.get("target_over_floor_ms", 100.0)
+            for i, floor in zip(x, floors):
+                ax.hlines(floor, i - 0.42, i + 0.42, color="black", linewidth=1.5,
+                          label="floor: boto3 + its clients" if i == 0 else None)
+                ax.hlines(floor + limit, i - 0.42, i + 0.42, color="black", linestyle=":",
+                          label=f"floor + {limit:g} ms" if i == 0 else None)
         ax.axhline(TARGET_IMPORT_MS, color="red", linestyle="--", label=f"target: {TARGET_IMPORT_MS:g} ms")
         ax.set_xticks(list(x), functions)
         ax.set_ylabel("handler import, ms (median)")
