@@ -137,8 +137,9 @@ class StateStore(Protocol):
 
     # -- parallel and map steps: the join item (beside the execution) and the branch items ---------
     def put_join(self, execution_id: str, join: Any) -> bool:
-        """Write the join item of a fan-out step, replacing one of another generation; False (nothing
-        written) when a join of the same generation exists: a racing copy began this generation first."""
+        """Write the join item of a fan-out step, replacing one of an older generation; False (nothing
+        written) when a join of the same generation exists (a racing copy began this generation first) or
+        of a newer one (this writer read an older execution version; the newer fan-out is kept)."""
         ...
 
     def get_join(self, execution_id: str, step_index: int) -> Any | None:

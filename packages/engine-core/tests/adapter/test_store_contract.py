@@ -672,6 +672,17 @@ def test_put_join_refuses_its_own_generation_again_and_replaces_an_older_one(sto
     assert store.get_join(e.execution_id, 1) == _join(generation=9, done=1)
 
 
+def test_put_join_of_an_older_generation_keeps_the_newer_fan_out(store):
+    # given: a redrive began generation 9, and one of its branches completed
+    e = _with_fanout(store)
+    assert store.put_join(e.execution_id, _join(generation=9))
+    # when: a delivery that read an older execution version starts its (stale) fan-out
+    replaced = store.put_join(e.execution_id, _join(generation=4))
+    # then: refused; the newer fan-out's join is kept as it was
+    assert not replaced
+    assert store.get_join(e.execution_id, 1) == _join(generation=9)
+
+
 def test_branches_are_read_in_order_apart_from_the_execution_which_reads_only_its_joins(store):
     e = _with_fanout(store)
     for b in (2, 0, 11, 1):

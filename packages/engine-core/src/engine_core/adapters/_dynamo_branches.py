@@ -66,12 +66,13 @@ def _conflict(store: Any, execution_id: str, branch: Branch, expected: int | Non
 
 
 def put_join(store: Any, execution_id: str, join: Join) -> bool:
-    # A join of the same generation is never replaced: it may already count completions.
+    # A join of the same generation is never replaced: it may already count completions. Nor is a newer
+    # generation's: a delivery that read an older execution version must not turn the fan-out back.
     try:
         with _translated("PutItem"):
             store.client.put_item(TableName=store.table, Item=_to_item(
                 {**join_to_attrs(join), "PK": _pk(execution_id), "SK": join_sort_key(join.step_index)}),
-                ConditionExpression="attribute_not_exists(PK) OR generation <> :generation",
+                ConditionExpression="attribute_not_exists(PK) OR generation < :generation",
                 ExpressionAttributeValues=_to_item({":generation": join.generation}), **store._capacity)
     except _ConditionFailed:
         return False

@@ -265,7 +265,8 @@ class MemoryStore:
         if execution_id not in self.metas:
             raise ExecutionNotFoundError(execution_id)
         joins = self.joins.setdefault(execution_id, {})
-        if joins.get(join.step_index, {}).get("generation") == join.generation:
+        stored = joins.get(join.step_index, {}).get("generation")
+        if isinstance(stored, int) and stored >= join.generation:  # the same generation, or a newer fan-out's
             return False
         joins[join.step_index] = join_to_attrs(join)
         return True

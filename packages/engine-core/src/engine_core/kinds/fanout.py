@@ -235,6 +235,8 @@ class _FanOut:
                 continue
             if current.generation == join.generation and self.of_run(current):
                 return current, False  # launched already (this lane's open branch)
+            if current.generation > join.generation and self.of_run(current):
+                return None, False  # a newer fan-out of this step owns it: this writer read an older state
             reset = Branch(step_index=self.index, branch=b, status=BranchStatus.PENDING, version=current.version + 1,
                            updated_at=now,
                            generation=join.generation, next_wake_at=now + dt.timedelta(seconds=self.lease_s),

@@ -1,0 +1,361 @@
+"""The composition simulation's invariants (issue 12), checked after every seed from what really happened:
+the store proxy's record of every successful commit (the execution item as stored before and after),
+history write, branch / join / event write, and the bodies' journal. Nothing is accepted because the
+engine returned it. The liveness check (a due-index key for every live execution, a WAITING one keyed at
+its timeout) and the checks made as events happen (a join counting a completion twice, an event stored
+twice, a wait timing out over a kept event, a lane over its limit, a compensation starting before or
+beside the step it undoes) are in ``composition.py``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from engine_core import codec
+from engine_core.engine import rebuild_context
+from engine_core.model import Branch, BranchStatus, EventRecord, StepRecord, StepStatus
+
+from .composition import TERMINAL
+from .composition_workflows import branch_result, event_data, task_result
+
+if TYPE_CHECKING:
+    from .composition import CompositionSim
+    from .composition_workflows import CWorkflow
+
+
+def check_composition(sim: CompositionSim) -> None:
+    for eid in sorted(sim.inner.metas):
+        attrs = sim.inner.metas[eid]
+        wf = sim.specs[attrs["workflow"]]
+        Checker(sim, eid, wf).run()
+    if sim.live():
+        sim.violation(f"executions {[e[:8] for e in sim.live()]} still live at the end")
+    for m in sorted(sim.queue.messages):
+        sim.violation(f"message #{m} still queued after the drain")
+
+
+class Checker:
+    def __init__(self, sim: CompositionSim, eid: str, wf: CWorkflow):
+        self.sim, self.eid, self.wf = sim, eid, wf
+        self.short = eid[:8]
+        self.commits = sim.commits.get(eid, [])
+        self.writes = sim.writes.get(eid, [])
+        self.bodies = [b for b in sim.journal if b.execution_id == eid]
+        self.final = sim.inner.load(eid)
+        self.records = [r for r in sim.inner._records(eid) if isinstance(r, StepRecord)]
+
+    def v(self, text: str) -> None:
+        self.sim.violation(f"{self.short} ({self.wf.name}): {text}")
+
+    def run(self) -> None:
+        self.versions()
+        self.advances()
+        self.branches()
+        self.events()
+        self.compensation()
+        self.outcome()
+
+    # -- shared ------------------------------------------------------------------------------------------
+    def versions(self) -> None:
+        """Every commit goes from v to v+1 as stored, and none twice from one v (the guard under everything)."""
+        seen = set()
+        for c in self.commits:
+            if c.before.get("version") is not None and c.after.get("version") != c.before.get("version") + 1:
+                self.v(f"commit by op {c.op_id} moved v{c.before.get('version')} -> v{c.after.get('version')}")
+            if c.expected_version in seen:
+                self.v(f"two successful commits from v{c.expected_version}")
+            seen.add(c.expected_version)
+            redrive = (c.before.get("status") == "FAILED" and c.op_kind == "redrive"
+                       and c.after.get("redrives") == (c.before.get("redrives") or 0) + 1)
+            if c.before.get("status") in TERMINAL and not redrive:
+                self.v(f"commit by op {c.op_id} changed an ended execution ({c.before.get('status')})")
+
+    def advance_commits(self, index: int) -> list:
+        """Commits that moved the execution past step ``index`` in the forward direction."""
+        return [c for c in self.commits if not c.before.get("compensating") and not c.after.get("compensating")
+                and c.before.get("current_step") == index and c.after.get("current_step") == index + 1
+                and c.after.get("status") not in ("CANCELLED",)]
+
+    def advances(self) -> None:
+        for s in self.wf.steps:
+            n = len(self.advance_commits(s.index))
+            if n > 1:
+                self.v(f"advanced past step {s.index} ({s.kind}) {n} times")
+        if self.final.status.value == "COMPLETED":
+            for s in self.wf.steps:
+                if len(self.advance_commits(s.index)) != 1:
+                    self.v(f"COMPLETED but step {s.index} was advanced past {len(self.advance_commits(s.index))} times")
+
+    def state_at(self, seq: int) -> dict | None:
+        """The execution item as stored just before the event numbered ``seq``."""
+        before = [c for c in self.commits if c.seq < seq]
+        return before[-1].after if before else None
+
+    def puts(self, index: int, kind: str, status: str | None = None) -> list:
+        return [w for w in self.writes if w.what == "put_step" and w.record.step_index == index
+                and w.record.kind == kind and (status is None or w.record.status.value == status)]
+
+    # -- branches ------------------------------------------------------------------------------------------
+    def branches(self) -> None:
+        for s in self.wf.steps:
+            if s.kind not in ("parallel", "map"):
+                continue
+            i = s.index
+            # every branch write is conditional on the version its writer read: as stored, each branch's
+            # writes form one chain v1, v2, ... (two writes of one version: a condition did not hold)
+            chains: dict[int, list] = {}
+            for w in self.writes:
+                if w.what in ("create_branch", "update_branch", "complete_branch") and w.step == i:
+                    chains.setdefault(w.branch.branch, []).append(w)
+            for b, ws in sorted(chains.items()):
+                versions = [w.branch.version for w in ws]
+                if versions[0] != 1 or any(y != x + 1 for x, y in zip(versions, versions[1:])):
+                    self.v(f"step {i} branch {b}: its writes went through versions {versions}, not one chain")
+                    break
+                # a fan-out's generation is the execution version it began at: a branch never goes back
+                # to an older one (a stale fan-out resetting a newer generation's branch breaks its fence)
+                for x, y in zip(ws, ws[1:]):
+                    if y.branch.generation < x.branch.generation:
+                        self.v(f"step {i} branch {b}: op {y.op_id} ({y.what}) moved it from generation "
+                               f"{x.branch.generation} ({x.branch.status.value}) back to generation "
+                               f"{y.branch.generation} ({y.branch.status.value})")
+                        break
+            # every branch body runs under its own operation's claim of that attempt, one body per claim
+            claims = {(w.branch.branch, w.branch.version): w for ws in chains.values() for w in ws
+                      if w.branch.status is BranchStatus.RUNNING}
+            used: Counter = Counter()
+            for body in self.bodies:
+                if body.kind != "branch" or body.step != i:
+                    continue
+                mine = [w for w in claims.values() if w.branch.branch == body.branch and w.op_id == body.op_id
+                        and w.branch.attempt == body.attempt and w.seq < body.seq]
+                if not mine:
+                    self.v(f"step {i} branch {body.branch}: body attempt {body.attempt} (op {body.op_id}) ran without "
+                           "that operation claiming it")
+                else:
+                    used[(body.branch, mine[-1].branch.version)] += 1
+            # a branch attempt that starts after its execution ended or began compensating (its delivery
+            # read the execution before): allowed by the design's "in-flight attempts may finish"; counted
+            late = [w for w in claims.values() if (self.state_at(w.seq) or {}).get("status") in TERMINAL
+                    or (self.state_at(w.seq) or {}).get("compensating")]
+            if late:
+                self.sim.stat("branches.claimed_after_the_execution_stopped", len(late))
+            for (b, version), n in sorted(used.items()):
+                if n > 1:
+                    self.v(f"step {i} branch {b}: {n} bodies ran under the one claim v{version}")
+            completions = [w for w in self.writes if w.what == "complete_branch" and w.step == i]
+            per = Counter(w.branch.branch for w in completions)
+            for b, n in sorted(per.items()):
+                if n > 1:
+                    gens = [w.branch.generation for w in completions if w.branch.branch == b]
+                    self.v(f"step {i} branch {b}: its SUCCEEDED completion was applied {n} times (generations {gens})")
+            stored = {b.branch: b for b in self.sim.inner.branches(self.eid, i) if isinstance(b, Branch)}
+            join = self.sim.inner.get_join(self.eid, i)
+            if join is not None:
+                succeeded = sum(1 for b in stored.values() if b.status is BranchStatus.SUCCEEDED and b.branch < join.total)
+                if join.done > succeeded:
+                    self.v(f"step {i}: the join counts {join.done} done but only {succeeded} branch items SUCCEEDED")
+            # every completion was made by an op whose branch body of that attempt succeeded
+            for w in completions:
+                ok = [b for b in self.bodies if b.kind == "branch" and b.step == i and b.branch == w.branch.branch
+                      and b.attempt == w.branch.attempt and b.op_id == w.op_id and b.end == "ok" and b.end_seq < w.seq]
+                if not ok:
+                    self.v(f"step {i} branch {w.branch.branch}: completion (attempt {w.branch.attempt}, op {w.op_id}) "
+                           "without a successful body of that attempt in that operation")
+                elif codec.decode(w.branch.result_blob) != branch_result(self.eid, i, w.branch.branch, _item(self, s, w.branch.branch)):
+                    self.v(f"step {i} branch {w.branch.branch}: recorded a result its body did not return")
+            # the fan-in: the step's SUCCEEDED record (kind fanout) and the advance past it, once
+            fan_ins = self.puts(i, "fanout", "SUCCEEDED")
+            advanced = self.advance_commits(i)
+            if advanced:
+                adv = advanced[0]
+                late = [w for w in fan_ins if w.seq > adv.seq]
+                if late:
+                    self.v(f"step {i}: fan-in record written again (op {late[0].op_id}) after the step was advanced past")
+                mine = [w for w in fan_ins if w.op_id == adv.op_id and w.seq < adv.seq]
+                if not mine:
+                    self.v(f"step {i}: advanced past (op {adv.op_id}) without that operation writing the fan-in record")
+                else:
+                    total = mine[-1].record.attempts
+                    missing = [b for b in range(total) if b not in stored or stored[b].status is not BranchStatus.SUCCEEDED]
+                    if missing:
+                        self.v(f"step {i}: fanned in while branches {missing} had not succeeded")
+                    before = [b for b in range(total) if not any(w.branch.branch == b and w.seq < adv.seq
+                                                                  for w in completions)]
+                    if before:
+                        self.v(f"step {i}: fanned in before branches {before} were recorded SUCCEEDED")
+            elif fan_ins and self.final.status.value == "COMPLETED":
+                self.v(f"step {i}: COMPLETED without the fan-in advancing")
+            # a branch body ran only while its branch was launched in this run
+            for b in self.bodies:
+                if b.kind == "branch" and b.step == i and b.branch not in stored:
+                    self.v(f"step {i}: a body ran for branch {b.branch}, which has no item")
+
+    # -- events --------------------------------------------------------------------------------------------
+    def events(self) -> None:
+        puts = [w for w in self.writes if w.what == "put_event"]
+        per = Counter((w.record.name, w.record.event_id) for w in puts)
+        for key, n in sorted(per.items()):
+            if n > 1:
+                self.v(f"event {key[0]}#{key[1]} stored {n} times")
+        stored = {(e.name, e.event_id): e for e in self.sim.inner._events(self.eid) if isinstance(e, EventRecord)}
+        for w in puts:
+            first = [p for p in puts if (p.record.name, p.record.event_id) == (w.record.name, w.record.event_id)][0]
+            kept = stored.get((w.record.name, w.record.event_id))
+            if kept is None or kept.data != first.record.data:
+                self.v(f"event {w.record.name}#{w.record.event_id}: the kept item is not what was first sent")
+        consumed: dict[str, int] = {}
+        for s in self.wf.steps:
+            if s.kind != "wait":
+                continue
+            i = s.index
+            wins = self.puts(i, "event", "SUCCEEDED")
+            advanced = self.advance_commits(i)
+            if not advanced:
+                continue
+            adv = advanced[0]
+            mine = [w for w in wins if w.op_id == adv.op_id and w.seq < adv.seq]
+            if not mine:
+                self.v(f"step {i}: the wait was advanced past (op {adv.op_id}) without that operation recording it")
+                continue
+            rec = mine[-1].record
+            late = [w for w in wins if w.seq > adv.seq]
+            if late:
+                self.v(f"step {i}: wait record written again (op {late[0].op_id}) after the step was advanced past")
+            if rec.event_id is None:
+                if s.default is None:
+                    self.v(f"step {i}: wait settled without an event and without a default")
+                continue
+            if (s.event, rec.event_id) not in stored:
+                self.v(f"step {i}: the wait consumed event {rec.event_id}, which was never stored")
+            if rec.event_id in consumed:
+                self.v(f"event {s.event}#{rec.event_id} consumed by step {consumed[rec.event_id]} and again by step {i}")
+            consumed[rec.event_id] = i
+            if codec.decode(rec.result_blob) != event_data(s.event, rec.event_id):
+                self.v(f"step {i}: the wait recorded data that is not its event's")
+
+    # -- compensation ----------------------------------------------------------------------------------------
+    def compensation(self) -> None:
+        moves = [c for c in self.commits if c.before.get("compensating")
+                 and (c.after.get("current_step") != c.before.get("current_step") or c.after.get("status") in TERMINAL)]
+        done_order: list[int] = []
+        for c in moves:
+            j = c.before.get("current_step")
+            if c.after.get("status") == "COMPENSATION_FAILED":
+                continue
+            done_order.append(j)
+            mine = [w for w in self.puts(j, "compensation", "SUCCEEDED") if w.op_id == c.op_id and w.seq < c.seq]
+            if not mine:
+                self.v(f"compensation of step {j} moved on (op {c.op_id}) without that operation recording it")
+            late = [w for w in self.puts(j, "compensation", "SUCCEEDED") if w.seq > c.seq]
+            if late:
+                self.v(f"compensation of step {j} recorded again (op {late[0].op_id}) after it moved on")
+            else:
+                ok = [b for b in self.bodies if b.kind == "undo" and b.step == j and b.end == "ok" and mine
+                      and b.op_id == mine[-1].op_id and b.attempt == mine[-1].record.attempts and b.end_seq < mine[-1].seq]
+                if mine and not ok:
+                    self.v(f"compensation of step {j} recorded without a successful undo body of that attempt")
+                elif ok:
+                    did = [b for b in self.bodies if b.kind == "task" and b.step == j and b.end == "ok"
+                           and b.end_seq < ok[-1].seq]
+                    if not did:
+                        self.v(f"compensation of step {j} succeeded without starting after a successful run of step {j}")
+        counts = Counter(done_order)
+        for j, n in sorted(counts.items()):
+            if n > 1:
+                self.v(f"compensation of step {j} completed {n} times")
+        if any(a <= b for a, b in zip(done_order, done_order[1:])):
+            self.v(f"compensations completed in the order {done_order}, not strictly descending")
+        started = [c for c in self.commits if c.after.get("compensating") and not c.before.get("compensating")]
+        failed_step = started[0].after.get("failed_step") if started else None
+        for j in done_order:
+            if failed_step is not None and j >= failed_step:
+                self.v(f"compensation of step {j} ran although the failure was at step {failed_step}")
+        for b in self.bodies:
+            if b.kind != "undo":
+                continue
+            past = [c for c in self.advance_commits(b.step) if c.seq < b.seq]
+            if not past:
+                self.v(f"compensation body of step {b.step} ran although step {b.step} never completed")
+        self._compensation_ending(done_order, started)
+
+    def completed_compensable(self, below: int) -> list[int]:
+        return [s.index for s in self.wf.steps if s.kind == "task" and s.undo and s.index < below
+                and self.advance_commits(s.index)]
+
+    def _compensation_ending(self, done_order: list[int], started: list) -> None:
+        e = self.final
+        status = e.status.value
+        failed_at = e.failed_step if e.failed_step is not None else e.current_step
+        owed = self.completed_compensable(failed_at) if status in ("FAILED", "CANCELLED", "COMPENSATION_FAILED") else []
+        records = {r.step_index: r for r in self.records if r.kind == "compensation"}
+        if status in ("FAILED", "CANCELLED"):
+            if owed and e.compensated is not True:
+                self.v(f"ended {status} without compensating its completed steps {owed} (compensated={e.compensated})")
+            if e.compensated:
+                missing = [j for j in owed if j not in records or records[j].status is not StepStatus.SUCCEEDED]
+                if missing:
+                    self.v(f"ended {status} compensated=True, but steps {missing} have no SUCCEEDED compensation record")
+                if sorted(done_order, reverse=True) != sorted(owed, reverse=True):
+                    self.v(f"ended {status} compensated=True; undid {done_order}, owed {sorted(owed, reverse=True)}")
+        if status == "COMPENSATION_FAILED":
+            err = e.compensation_error
+            j = None if err is None else err.step_index
+            if j is None:
+                self.v("COMPENSATION_FAILED without naming a step")
+                return
+            undo = [b for b in self.bodies if b.kind == "undo" and b.step == j]
+            policy = self.wf.undo_policy(j)
+            claims = [c for c in self.commits if c.after.get("compensating") and c.after.get("current_step") == j
+                      and c.after.get("attempt_started_at") and (c.before.get("attempt_started_at") is None
+                                                                or c.before.get("current_step") != j)]
+            permanent = any(b.end == "permanent" for b in undo)
+            if not permanent and len(claims) < policy.max_attempts:
+                self.v(f"COMPENSATION_FAILED naming step {j} ({err.code}), but its compensation was claimed "
+                       f"{len(claims)} times of {policy.max_attempts} and never failed permanently")
+            if err.code == "permanent_error" and not permanent:
+                self.v(f"COMPENSATION_FAILED permanent_error at step {j} without a permanent failure of its body")
+            later = [k for k in owed if k > j]
+            missing = [k for k in later if k not in done_order]
+            if missing:
+                self.v(f"COMPENSATION_FAILED at step {j} before the later steps {missing} were undone")
+
+    # -- the ending ------------------------------------------------------------------------------------------
+    def outcome(self) -> None:
+        e = self.final
+        if e.status.value != "COMPLETED":
+            return
+        try:
+            ctx = rebuild_context(self.sim.inner.inputs[self.eid], self.records, self.wf.definition, len(self.wf.steps))
+        except Exception as exc:
+            self.v(f"COMPLETED but its context cannot be rebuilt: {exc}")
+            return
+        items = codec.decode(self.sim.inner.inputs[self.eid]).get("items", [])
+        last_event: dict[str, Any] = {}
+        for s in self.wf.steps:
+            if s.kind == "task":
+                want = task_result(self.eid, s)
+                if any(ctx.get(k) != val for k, val in want.items()):
+                    self.v(f"COMPLETED context has {s.name}={ctx.get(s.name)!r}, expected {want[s.name]!r}")
+            elif s.kind in ("parallel", "map"):
+                n = s.branches if s.kind == "parallel" else len(items)
+                want = [branch_result(self.eid, s.index, b, None if s.kind == "parallel" else items[b]) for b in range(n)]
+                if ctx.get(s.name) != want:
+                    self.v(f"COMPLETED context {s.name} = {ctx.get(s.name)!r}, not the branch results in order {want!r}")
+            elif s.kind == "wait":
+                rec = next((r for r in self.records if r.step_index == s.index and r.kind == "event"), None)
+                if rec is None or rec.status is not StepStatus.SUCCEEDED:
+                    self.v(f"COMPLETED without a SUCCEEDED record of wait step {s.index}")
+                    continue
+                last_event[s.event] = rec.event_id or "default"
+        for name, event_id in last_event.items():
+            if ctx.get(f"got_{name}") != event_id:
+                self.v(f"COMPLETED context got_{name}={ctx.get(f'got_{name}')!r}, but the last wait consumed {event_id!r}")
+
+
+def _item(checker: Checker, s, b: int) -> Any:
+    if s.kind != "map":
+        return None
+    items = codec.decode(checker.sim.inner.inputs[checker.eid]).get("items", [])
+    return items[b] if b < len(items) else None
