@@ -347,3 +347,18 @@ def test_loom_console_refuses_a_port_in_use(control_plane, capsys):
         assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
     finally:
         busy.httpd.server_close()
+
+
+def test_loom_console_open_opens_the_printed_url_in_the_browser(control_plane, monkeypatch, capsys):
+    from http.server import ThreadingHTTPServer
+
+    import loom_cli.console as console_module
+    from loom_cli.main import main
+
+    opened = []
+    monkeypatch.setattr(console_module.webbrowser, "open", opened.append)
+    monkeypatch.setattr(ThreadingHTTPServer, "serve_forever", lambda self, poll_interval=0.5: (_ for _ in ()).throw(
+        KeyboardInterrupt()))  # Ctrl-C as soon as it serves
+    assert main(["--url", control_plane.url, "console", "--open"]) == 0
+    url = capsys.readouterr().out.split()[2]
+    assert opened == [url] and url.startswith("http://127.0.0.1:")
