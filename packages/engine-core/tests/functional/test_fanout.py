@@ -764,3 +764,31 @@ def test_a_branch_message_of_the_generation_before_a_redrive_is_stale_and_spends
         h.fake.ack(m)
     assert h.drive(eid).status is Status.COMPLETED
     assert bodies.runs == Counter({("m", 0): 2, ("m", 1): 1}) and results_of(h, eid, "map_m") == ["a", "b"]
+
+
+def test_a_cancel_between_a_branch_deliverys_read_and_its_claim_starts_no_body(registry):
+    # given: a parallel step fanned out; branch 0's delivery has read the execution (RUNNING)
+    bodies = Bodies()
+    registry.register(build_workflow("cancelled_fan", [parallel(bodies.make("a"), bodies.make("b"), name="both")],
+                                     retry=QUICK))
+    h = Harness(registry)
+    eid = h.start("cancelled_fan")
+    for m in h.fake.receive(1):  # the fan-out
+        h.engine.process(m.body)
+        h.fake.ack(m)
+    inner_get = h.store.inner.get_branch
+
+    def cancel_first(execution_id, step_index, branch):
+        h.engine.operator.cancel(execution_id, "ops", "changed our mind")  # lands after the delivery's read
+        h.store.inner.get_branch = inner_get
+        return inner_get(execution_id, step_index, branch)
+
+    h.store.inner.get_branch = cancel_first
+    # when
+    outcomes = []
+    for m in h.fake.receive(10):
+        outcomes.append(h.engine.process(m.body).kind)
+        h.fake.ack(m)
+    # then: the claim went through, but no body started after the cancel
+    assert h.store.load(eid).status is Status.CANCELLED
+    assert bodies.total("a") + bodies.total("b") == 0 and "stale" in outcomes

@@ -350,6 +350,12 @@ def process_branch(engine: Engine, state: ExecutionState, message: StepMessage,
         engine.store.update_branch(eid, claimed, branch.version)
     except BranchConflictError:
         return stale("another delivery claimed it first")
+    # A branch's claim is not conditioned on the execution item (its version moves with every reconcile),
+    # so look once more: a cancel or a failure that landed since this delivery's read must not start a
+    # new body. One that lands after this read finds the body in flight, which may finish.
+    now_e = engine.store.load(eid)
+    if now_e is None or now_e.status is not Status.RUNNING or now_e.compensating or now_e.current_step != index:
+        return stale("the execution moved on while the branch was being claimed")
     step = wf.steps[index]
     faults.point("worker.after_claim", execution_id=eid, step=index, attempt=claimed.attempt, branch=b)
     ctx = StepContext(execution_id=eid, workflow=e.workflow, step_index=index, step_name=step.name,
