@@ -284,12 +284,15 @@ class Operator:
         except (callbacks.InvalidCallbackTokenError, ExecutionNotFoundError, UnknownWorkflowError, IndexError,
                 ValueError):
             raise CallbackNotFoundError() from None
-        used = callbacks.event_id(step_index)
-        if any(getattr(ev, "event_id", None) == used for ev in state.events) or \
-                (sent := self.send_event(execution_id, kind.event, data, by, event_id=used)).outcome == "duplicate":
-            raise ExecutionStateConflictError(
-                "callback_used", "this callback token was used already; a token completes its wait once",
-                state.execution.status.value)
+        used = ExecutionStateConflictError(
+            "callback_used", "this callback token was used already; a token completes its wait once",
+            state.execution.status.value)
+        event_id = callbacks.event_id(step_index)
+        if any(getattr(ev, "event_id", None) == event_id for ev in state.events):
+            raise used  # checked first: a used token of an ended execution is "used", not "ended"
+        sent = self.send_event(execution_id, kind.event, data, by, event_id=event_id)
+        if sent.outcome == "duplicate":
+            raise used
         return sent
 
     def _waits(self, e: Execution) -> set[str] | None:
