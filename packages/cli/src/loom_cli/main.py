@@ -88,7 +88,7 @@ def _terraform_url(env_dir: Path) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loom", description="Start, watch, find and operate Loom executions.",
-                                epilog="Exit status: 0 ok, 1 watched execution FAILED or CANCELLED, 2 usage, "
+                                epilog="Exit status: 0 ok, 1 watched execution FAILED, CANCELLED or COMPENSATION_FAILED, 2 usage, "
                                        "3 API refused, 4 unreachable.")
     p.add_argument("--url", help=f"control plane Function URL (default: ${URL_ENV}, --env-dir, or the `make up` stack)")
     p.add_argument("--env-dir", help="read the URL from `terraform output function_url` in this environment directory")
