@@ -4,7 +4,8 @@ Powertools). Nothing here is re-exported from ``engine_core``: import an adapter
 ==================  ==============================================================================
 module              what
 ==================  ==============================================================================
-``dynamodb``        the state store on the design's single table (``_dynamo_branches``: its fan-out items)
+``dynamodb``        the state store on the design's single table (``_dynamo_branches``: its fan-out items;
+                    ``_dynamo_wire``: items in and out, ClientError translated, in one place)
 ``memory``          the state store in a dict, same conditions (tests, the simulation, the bench)
 ``_items``          the item mapping both stores share (model <-> flat attributes, sort keys)
 ``sqs``             the step queue and the DLQ's failure notices

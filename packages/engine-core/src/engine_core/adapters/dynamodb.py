@@ -15,7 +15,8 @@ Every execution item also carries ``GSI2PK = EXECS`` / ``GSI2SK = <created_at>#<
 executions carry due keys, so the sweeper's query cost follows due work, not table size.
 Parallel and map steps' items are in ``_dynamo_branches.py``. Only ``engine_core.adapters`` imports boto3;
 nothing here is re-exported from ``engine_core``. Every item is written with ``_to_item`` and read with
-``_from_item`` (boto3's TypeSerializer), and every ClientError becomes an engine error in ``_translated``.
+``_from_item`` (boto3's TypeSerializer), and every ClientError becomes an engine error in ``_translated``
+(both in ``_dynamo_wire.py``).
 """
 
 from __future__ import annotations
@@ -23,13 +24,9 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Mapping
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import boto3
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
 
 from ..clock import format_ts, parse_ts
 from ..errors import (
@@ -37,7 +34,6 @@ from ..errors import (
     ExecutionExistsError,
     ExecutionNotFoundError,
     StepSupersededError,
-    StorageError,
     TransitionConflictError,
 )
 from ..model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord
@@ -68,6 +64,19 @@ from ._items import (
     step_to_attrs,
     with_start_attrs,
 )
+from ._dynamo_wire import (  # noqa: F401  (re-exported: _dynamo_branches imports them from here)
+    WRITE_TOKEN,
+    _KEYS,
+    _attr,
+    _ConditionFailed,
+    _decoded,
+    _from_item,
+    _pk,
+    _sort_key,
+    _to_item,
+    _TransactionConflict,
+    _translated,
+)
 
 META_SK = "#META"
 INPUT_SK = "#INPUT"
@@ -76,67 +85,6 @@ LIST_INDEX = "GSI2"
 LIST_PK = "EXECS"
 """The list index (GSI2, projecting workflow and list_status): one partition keyed by creation time.
 Its keys and projected attributes change only when an execution starts or ends, never on a step."""
-WRITE_TOKEN = "write_token"
-"""A random value each commit writes on ``#META``: when botocore retries a write that already applied
-and the retry fails its condition, the stored token tells "my own write" from someone else's."""
-_KEYS = ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", WRITE_TOKEN)
-_ser, _de = TypeSerializer(), TypeDeserializer()
-
-
-def _pk(execution_id: str) -> str:
-    return f"EXEC#{execution_id}"
-
-
-def _to_item(attrs: dict[str, Any]) -> dict[str, Any]:
-    return {k: _ser.serialize(v) for k, v in attrs.items()}
-
-
-def _from_item(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: _de.deserialize(v) for k, v in item.items()}
-
-
-def _attr(item: dict[str, Any], name: str, default: Any = None) -> Any:
-    """One attribute of a stored item, decoded (``default`` when absent)."""
-    value = item.get(name)
-    return default if value is None else _de.deserialize(value)
-
-
-def _sort_key(item: dict[str, Any]) -> str:
-    return _attr(item, "SK", "?")
-
-
-class _ConditionFailed(Exception):
-    """A conditional write lost; ``item`` is the stored item DynamoDB returned (ALL_OLD), if any."""
-
-    def __init__(self, item: dict[str, Any] | None):
-        self.item = item or None
-
-
-class _TransactionConflict(StorageError):
-    """A transaction refused only because another transaction held one of its items (no condition
-    failed): safe to retry as it is. A caller that does not retry sees the StorageError it is."""
-
-
-@contextmanager
-def _translated(op: str) -> Iterator[None]:
-    """The one place a ClientError becomes an engine error: a lost condition becomes _ConditionFailed
-    (with the item), a transaction that only collided with another _TransactionConflict, anything else
-    StorageError naming the operation."""
-    try:
-        yield
-    except ClientError as exc:
-        err = exc.response.get("Error", {})
-        code = err.get("Code", "")
-        if code == "ConditionalCheckFailedException":
-            raise _ConditionFailed(exc.response.get("Item")) from exc
-        if code == "TransactionCanceledException":
-            reasons = exc.response.get("CancellationReasons") or []
-            failed = [r for r in reasons if r.get("Code") == "ConditionalCheckFailed"]
-            if failed:
-                raise _ConditionFailed(failed[0].get("Item")) from exc
-            if any(r.get("Code") == "TransactionConflict" for r in reasons):
-                raise _TransactionConflict(f"DynamoDB {op} failed: {code}: {err.get('Message', exc)}") from exc
-        raise StorageError(f"DynamoDB {op} failed: {code or '?'}: {err.get('Message', exc)}") from exc
 
 
 def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_config: Any = None) -> DynamoStore:
@@ -361,11 +309,7 @@ class DynamoStore:
 
     @staticmethod
     def _decode_step(sk: str, item: dict[str, Any]) -> StepRecord | CorruptRecord:
-        try:
-            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
-        except Exception as exc:  # an attribute of an unknown type: flag it, keep the rest
-            return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
-        return step_from_attrs(sk, attrs)
+        return _decoded(sk, item, step_from_attrs)
 
     def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         return [self._decode_step(_sort_key(item), item)
@@ -414,11 +358,7 @@ class DynamoStore:
 
     @staticmethod
     def _decode_event(sk: str, item: dict[str, Any]) -> EventRecord | CorruptRecord:
-        try:
-            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
-        except Exception as exc:
-            return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
-        return event_from_attrs(sk, attrs)
+        return _decoded(sk, item, event_from_attrs)
 
     @staticmethod
     def valid_list_cursor(cursor: Any) -> bool:
@@ -438,11 +378,7 @@ class DynamoStore:
 
     @staticmethod
     def _decode_operation(sk: str, item: dict[str, Any]) -> OperationRecord | CorruptRecord:
-        try:
-            attrs = {k: v for k, v in _from_item(item).items() if k not in _KEYS}
-        except Exception as exc:
-            return CorruptRecord(sort_key=sk, detail=f"{type(exc).__name__}: {exc}")
-        return operation_from_attrs(sk, attrs)
+        return _decoded(sk, item, operation_from_attrs)
 
     def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
                    created_before: dt.datetime | None = None) -> ListPage:
