@@ -1,4 +1,5 @@
-"""Moved to ``engine_core.adapters.bootstrap``: this alias (the same module object) goes once nothing imports it."""
+"""Moved to ``engine_core.adapters.bootstrap``: this alias (the same module object) goes once nothing imports it
+(the control plane's ``routes.py`` still does)."""
 
 import sys
 
