@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine_core.bootstrap import Runtime
+from engine_core.adapters.bootstrap import Runtime
 
 from . import responses
 from .request_models import (

@@ -27,7 +27,7 @@ from typing import Any
 
 from . import callbacks, codec, faults, transitions
 from .clock import Clock, SystemClock
-from .context import context_of, rebuild_context
+from .rebuild import context_of, rebuild_context
 from .errors import (
     CorruptStateError,
     ExecutionExistsError,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import callbacks, codec, faults, transitions
 from ._runner import BodyOutcome, truncate
-from .context import rebuild_context
+from .rebuild import rebuild_context
 from .errors import (
     ExecutionNotFoundError,
     InsufficientTimeError,

@@ -93,14 +93,12 @@ def test_importing_engine_core_does_not_import_boto3():
 
 
 def test_only_the_adapters_import_boto3_botocore_or_powertools():
-    # given every engine-core module outside engine_core/adapters (the bootstrap's old path, an alias, aside)
+    # given every engine-core module outside engine_core/adapters
     root = Path(engine_core.__file__).parent
     pattern = re.compile(r"^\s*(?:import|from)\s+(?:boto3|botocore|aws_lambda_powertools)\b", re.MULTILINE)
-    aliases = {"bootstrap.py"}
     # when
     offenders = [str(path.relative_to(root)) for path in sorted(root.rglob("*.py"))
-                 if path.relative_to(root).parts[0] != "adapters" and str(path.relative_to(root)) not in aliases
-                 and pattern.search(path.read_text())]
+                 if path.relative_to(root).parts[0] != "adapters" and pattern.search(path.read_text())]
     # then
     assert offenders == []
 

@@ -14,16 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from engine_core import InsufficientTimeError, MalformedMessageError, StepMessage
-from engine_core.adapters.lambda_runtime import SqsRecord, lambda_setup, sqs_partial_batch
+from engine_core.adapters.lambda_runtime import lambda_setup
 from engine_core.engine import check_fits
 
 setup = lambda_setup()
 logger, metrics, runtime = setup.logger, setup.metrics, setup.runtime
 check_fits(runtime.registry, runtime.settings)  # a workflow whose steps cannot fit the timeout stops here
+# An all-failed batch is answered with batchItemFailures, not an invocation error: erroring would
+# add Lambda's error backoff to a batch that only needs a later, roomier invocation.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 class _RecordHandler:
@@ -33,7 +38,7 @@ class _RecordHandler:
         self.remaining_ms = remaining_ms
         self.share_ms = remaining_ms() / max(1, records)
 
-    def __call__(self, record: SqsRecord) -> str:
+    def __call__(self, record: SQSRecord) -> str:
         try:
             message = StepMessage.model_validate_json(record.body)
         except ValidationError as exc:
@@ -62,4 +67,4 @@ class _RecordHandler:
 def handler(event: dict, context: LambdaContext) -> dict:
     """Process an SQS batch; return ``{"batchItemFailures": [...]}`` naming the records to redeliver."""
     on_record = _RecordHandler(context.get_remaining_time_in_millis, len(event.get("Records") or []))
-    return sqs_partial_batch(event, on_record)
+    return process_partial_response(event=event, record_handler=on_record, processor=processor, context=context)

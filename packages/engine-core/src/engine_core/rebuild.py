@@ -1,0 +1,56 @@
+"""The context a step sees, rebuilt from the stored input and history: the start input merged with
+every earlier step's result, in step order. Only the step boundaries are durable, so this is all there
+is to restore; ``StepContext`` (``context.py``) is what a step function receives of it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import codec
+from .model import StepRecord, StepStatus
+
+if TYPE_CHECKING:
+    from .model import ExecutionState
+    from .registry import Registry, WorkflowDef
+
+
+def context_of(state: ExecutionState, registry: Registry | None) -> dict[str, Any]:
+    """The context as the execution's next step (or, while compensating and after, its failed step)
+    saw it. Under a definition that is not deployed here (or changed), every settled task result in
+    order: what a status read can still show. Raises when a record it needs is unreadable."""
+    e = state.execution
+    upto = e.failed_step if e.failed_step is not None else e.current_step
+    if registry is not None and e.workflow in registry and registry.get(e.workflow).fingerprint == e.fingerprint:
+        return rebuild_context(state.input_blob, state.records, registry.get(e.workflow), upto)
+    data = codec.decode(state.input_blob)
+    for r in state.records:
+        if isinstance(r, StepRecord) and r.step_index < upto and r.status is StepStatus.SUCCEEDED \
+                and r.result_blob is not None and r.kind != "compensation":
+            data.update(codec.decode(r.result_blob))
+    return data
+
+
+def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: int) -> dict[str, Any]:
+    """The context a step sees: the start input merged with every earlier task's result, in order.
+    Raises ValueError when an item it needs is unreadable or missing."""
+    data = codec.decode(input_blob)
+    if not isinstance(data, dict):
+        raise ValueError("the stored input is not an object")
+    by_index: dict[int, StepRecord] = {}
+    for r in records:
+        if isinstance(r, StepRecord):
+            if r.kind != "compensation":
+                by_index[r.step_index] = r
+        elif int(r.sort_key.split("#")[1]) < upto and not r.sort_key.endswith("#compensation"):
+            raise ValueError(f"history item {r.sort_key} is unreadable: {r.detail}")
+    for s in wf.steps[:upto]:
+        if s.kind.kind == "sleep":
+            continue
+        r = by_index.get(s.index)
+        if r is None or r.status is not StepStatus.SUCCEEDED or r.result_blob is None:
+            raise ValueError(f"the result of step {s.index} {s.name!r} is missing from the history")
+        result = codec.decode(r.result_blob)
+        if not isinstance(result, dict):
+            raise ValueError(f"the stored result of step {s.name!r} is not an object")
+        data.update(result)
+    return data
