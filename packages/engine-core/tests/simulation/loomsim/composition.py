@@ -45,12 +45,8 @@ from engine_core import Engine, EngineSettings, ManualClock, Registry, Sweeper
 from engine_core.clock import parse_ts
 from engine_core.errors import EngineError, StorageError
 from engine_core.model import Branch, StepRecord
-try:  # the adapters moved from engine_core.storage to engine_core.adapters; either layout works
-    from engine_core.adapters import _items as items
-    from engine_core.adapters.memory import MemoryStore
-except ImportError:  # pragma: no cover - the layout before the move
-    from engine_core.storage import _items as items  # type: ignore[no-redef]
-    from engine_core.storage.memory import MemoryStore  # type: ignore[no-redef]
+from engine_core.adapters import _items as items
+from engine_core.adapters.memory import MemoryStore
 
 from .composition_workflows import CSpec, CWorkflow, event_data, generate, register
 from .sim import START, SWEEP_INTERVAL_S, FaultMix, Op, OpPlan, PlannedStart, Simulation
