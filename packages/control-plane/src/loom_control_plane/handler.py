@@ -1,10 +1,5 @@
-"""Control-plane Lambda: Loom's JSON API behind a Function URL with AWS_IAM auth.
-
-The routes are ``routes.ROUTES``, the one table (methods, paths, what each does); the 404 and 405
-replies are built from it. Requests are parsed in ``request_models``, replies shaped in ``responses``,
-refusals mapped in ``errors``. Every response is JSON, errors included: ``{"error": code, "message":
-text}``, never a stack trace. Writes record who asked: the IAM principal of the request.
-"""
+"""Control-plane Lambda: Loom's JSON API behind a Function URL with AWS_IAM auth. The routes are
+``routes.ROUTES`` (404 and 405 are built from it); every reply is JSON, errors included."""
 
 from __future__ import annotations
 
