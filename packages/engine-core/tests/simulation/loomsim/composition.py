@@ -826,15 +826,9 @@ class CompositionSim(Simulation):
             elif r < 0.87:
                 self.advance_interesting()
             elif r < 0.91 and self.queue.messages:
-                m = self.queue.messages[rng.choice(sorted(self.queue.messages))]
-                self.queue.duplicate(m)
-                self.stat("queue.redelivered_copy")
-                self.log(f"queue: extra copy of #{m.mid}")
+                self.duplicate_queued(rng)
             elif r < 0.93 and self.queue.messages and self.fx.drop:
-                m = self.queue.messages[rng.choice(sorted(self.queue.messages))]
-                self.queue.lose(m)
-                self.stat("queue.lost_message")
-                self.log(f"queue: #{m.mid} lost")
+                self.lose_queued(rng)
             elif r < 0.96:
                 unacked = [p for p in self.planned if p.attempts and not p.acked]
                 if unacked:

@@ -450,6 +450,20 @@ class Simulation:
             self.log(f"  ** invocation timed out ({where})")
             raise SimulatedCrash(op.id, f"deadline ({where})")
 
+    def duplicate_queued(self, rng) -> None:
+        """SQS hands out an extra copy of a message in the queue (at-least-once delivery)."""
+        m = self.queue.messages[rng.choice(sorted(self.queue.messages))]
+        self.queue.duplicate(m)
+        self.stat("queue.redelivered_copy")
+        self.log(f"queue: extra copy of #{m.mid}")
+
+    def lose_queued(self, rng) -> None:
+        """A message in the queue is lost (purged, or moved to the DLQ)."""
+        m = self.queue.messages[rng.choice(sorted(self.queue.messages))]
+        self.queue.lose(m)
+        self.stat("queue.lost_message")
+        self.log(f"queue: #{m.mid} lost")
+
     def point(self, name: str, info: dict) -> None:
         """An engine fault point (``faults.point``): a crash or pause point like any store call. The two
         body points are not: the bodies crash, pause and overrun by their own plan (``on_body``)."""
@@ -819,15 +833,9 @@ class Simulation:
             elif r < 0.85:
                 self.advance_interesting()
             elif r < 0.89 and self.queue.messages:
-                m = self.queue.messages[rng.choice(sorted(self.queue.messages))]
-                self.queue.duplicate(m)
-                self.stat("queue.redelivered_copy")
-                self.log(f"queue: extra copy of #{m.mid}")
+                self.duplicate_queued(rng)
             elif r < 0.91 and self.queue.messages and self.fx.drop:
-                m = self.queue.messages[rng.choice(sorted(self.queue.messages))]
-                self.queue.lose(m)
-                self.stat("queue.lost_message")
-                self.log(f"queue: #{m.mid} lost")
+                self.lose_queued(rng)
             elif r < 0.95:
                 unacked = [p for p in self.planned if p.attempts and not p.acked]
                 acked = [p for p in self.planned if p.acked]
