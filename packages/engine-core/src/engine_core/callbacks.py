@@ -54,6 +54,21 @@ def verify(token: str, secret: str | None) -> tuple[str, int]:
     return execution_id, step_index
 
 
+CALLBACK_PREFIX = "callback:"
+"""Event ids reserved for callbacks: the events route refuses them, so no one but a token holder can burn
+a token, and an event under one completes only the wait it names."""
+
+
 def event_id(step_index: int) -> str:
     """The event id a callback sends under: one per wait step, so a token completes its wait once."""
-    return f"callback:{step_index}"
+    return f"{CALLBACK_PREFIX}{step_index}"
+
+
+def is_reserved(event_id: str) -> bool:
+    return event_id.startswith(CALLBACK_PREFIX)
+
+
+def is_for_step(event_id: str, step_index: int) -> bool:
+    """May the wait at ``step_index`` consume an event with this id? Any plain event; a callback's only
+    when it was issued for that step."""
+    return not is_reserved(event_id) or event_id == f"{CALLBACK_PREFIX}{step_index}"

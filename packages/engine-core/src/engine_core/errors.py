@@ -169,6 +169,11 @@ class InvalidInputError(EngineError):
         self.problems = problems or []
 
 
+class InvalidEventError(InvalidInputError):
+    """An event's data does not fit the model its ``wait_for_event`` declares (``problems`` lists each
+    field), or the event is otherwise unacceptable before anything is written (an HTTP 400)."""
+
+
 class BranchConflictError(EngineError):
     """A conditional write of a parallel or map branch lost: the branch (``current``, None when it is
     gone) is not at the version the writer read, or its fan-out moved to another generation."""

@@ -10,13 +10,18 @@ import math
 from typing import Any
 
 from . import transitions
-from .clock import Clock
-from .errors import CorruptStateError, TransitionConflictError, UnknownWorkflowError
-from .model import ErrorInfo, Execution, Status, StepMessage, StepRecord
-from .clock import format_ts
+from .clock import Clock, format_ts
+from .errors import CorruptStateError, ResultTooLargeError, TransitionConflictError, UnknownWorkflowError
+from .model import ErrorInfo, Execution, Status, StepMessage
 from .ports import EventPublisher, Metrics, NullEvents, StateStore, StepQueue, Transition
-from .registry import Registry, WorkflowDef
+from .registry import Registry
 from .settings import EngineSettings, lease_seconds
+from .steps import WorkflowDef
+
+RESTAMP_MARGIN_S = 3600.0
+"""Items are re-stamped when a timer would end within this much (plus a lease and the index slack) of
+their earliest TTL: room for a late sweep, and for a writer that read the execution just before a
+re-stamp and wrote an item with the earlier TTL."""
 
 log = logging.getLogger("engine_core")
 
@@ -62,6 +67,8 @@ class Lifecycle:
         self.events = events or NullEvents()
         self.retention = dt.timedelta(days=settings.retention_days)
         self.margin_s = settings.time_margin_ms / 1000
+        self.grace = dt.timedelta(seconds=settings.history_grace_s)
+        self.restamp_slack = dt.timedelta(seconds=settings.lease_s + settings.slack_s + RESTAMP_MARGIN_S)
 
     # -- budgets and leases -----------------------------------------------------------------------
     def timeout_s(self, wf: WorkflowDef, index: int) -> float:
@@ -87,9 +94,35 @@ class Lifecycle:
         index = min(e.current_step, len(wf.steps) - 1) if wf is not None else 0
         return self.lease_s(e.workflow, index) if wf is not None else lease_seconds(self.settings, 0.0)
 
-    def history_expiry(self, now: dt.datetime) -> dt.datetime:
-        """The TTL a history item is written with (see ``EngineSettings.history_grace_s``)."""
-        return now + self.retention + dt.timedelta(seconds=self.settings.history_grace_s)
+    def item_expiry(self, e: Execution, now: dt.datetime) -> dt.datetime:
+        """The TTL an item of ``e`` written now carries: retention plus ``history_grace_s`` from now, and
+        never before the execution's ``stamped_until`` (so that stays the earliest TTL of its items)."""
+        expiry = now + self.retention + self.grace
+        return expiry if e.stamped_until is None else max(expiry, e.stamped_until)
+
+    def check_size(self, what: str, blob: str) -> None:
+        size = len(blob.encode("utf-8"))
+        if size > self.settings.item_budget_bytes:
+            raise ResultTooLargeError(what, size, self.settings.item_budget_bytes)
+
+    # -- commits ----------------------------------------------------------------------------------
+    def commit(self, old: Execution, new: Execution) -> Execution:
+        """Apply ``old`` -> ``new`` conditionally (TransitionConflictError, ExecutionNotFoundError) and
+        return what was written. A live ``new`` whose timer could outlast the earliest TTL of the
+        execution's other items first re-stamps them, and carries the new ``stamped_until``; after the
+        commit they are stamped once more, for any item a concurrent writer made with the earlier TTL.
+        Nothing of a live execution expires."""
+        until = new.due_at
+        restamp = (not new.status.is_terminal and until is not None
+                   and (old.stamped_until is None or until + self.restamp_slack >= old.stamped_until))
+        if restamp:
+            horizon = until + self.restamp_slack + self.retention + self.grace
+            self.store.stamp_items(new.execution_id, horizon)
+            new = transitions.restamped(new, horizon)
+        self.store.commit(Transition(old.current_step, old.version, new))
+        if restamp:
+            self.store.stamp_items(new.execution_id, new.stamped_until)
+        return new
 
     # -- messages ---------------------------------------------------------------------------------
     def send_at(self, e: Execution, wake_at: dt.datetime | None = None) -> None:
@@ -102,14 +135,13 @@ class Lifecycle:
                         delay_s=max(0, math.ceil(delay)))
 
     def redrive(self, e: Execution) -> Execution | None:
-        """Hand the current step to a fresh message with a fresh lease (a due timer, a lease that ran
-        out, or a worker yielding). None if someone else moved the execution first."""
+        """Hand the current step to a fresh message with a fresh lease (a due timer, or a lease that ran
+        out). None if someone else moved the execution first."""
         new = transitions.redriven(e, self.clock.now(), self.lease_s(e.workflow, e.current_step), self.settings.slack_s)
         try:
-            self.store.commit(Transition(e.current_step, e.version, new))
+            return self.commit(e, new)
         except TransitionConflictError:
             return None
-        return new
 
     # -- endings ----------------------------------------------------------------------------------
     def fail_unreadable(self, execution_id: str, exc: CorruptStateError) -> bool:
@@ -138,15 +170,16 @@ class Lifecycle:
         wf = self._workflow(e.workflow)
         return None if wf is None else len(wf.steps)
 
-    def history_outlives(self, records: list[Any], until: dt.datetime) -> bool:
-        """Every history item's TTL is at or after ``until``."""
-        return all(r.expires_at is None or r.expires_at >= until for r in records if isinstance(r, StepRecord))
+    def items_outlive(self, e: Execution) -> bool:
+        """Every item of the ended ``e`` already expires at or after ``e.expires_at``: nothing to stamp."""
+        return e.stamped_until is not None and e.expires_at is not None and e.stamped_until >= e.expires_at
 
-    def finalize(self, e: Execution, records: list[Any] | None = None) -> None:
+    def finalize(self, e: Execution) -> None:
         """Terminal housekeeping: the status-change event when a bus is configured (else, for a FAILED
-        execution, a failure notice on the DLQ, so a failure is never silent), the history's TTL where it
-        would expire before the execution (long executions only), then the finalized mark. The worker
-        that ends an execution does it at once; the sweeper does it if that worker died first.
+        execution, a failure notice on the DLQ, so a failure is never silent), every item's TTL where it
+        would expire before the execution (those that ran or slept longer than ``history_grace_s``),
+        then the finalized mark. The worker that ends an execution does it at once; the sweeper does it
+        if that worker died first.
 
         With a bus, the DLQ holds only messages the transport gave up on; business failures are events."""
         if self.events.enabled:
@@ -154,8 +187,6 @@ class Lifecycle:
         elif e.status in (Status.FAILED, Status.COMPENSATION_FAILED):
             self.queue.send_dead_letter(failure_notice(e))
         assert e.expires_at is not None
-        if records is None:
-            records = self.store.history(e.execution_id)
-        if not self.history_outlives(records, e.expires_at):
-            self.store.stamp_history(e.execution_id, e.expires_at)
+        if not self.items_outlive(e):
+            self.store.stamp_items(e.execution_id, e.expires_at)
         self.store.finalize(e.execution_id, e.version)

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .clock import format_ts
+
 
 class Status(str, Enum):
     RUNNING = "RUNNING"
@@ -153,6 +155,20 @@ class Execution(_Frozen):
     """Set by the terminal transition, removed by finalizing. If the worker that ended the execution dies
     before finalizing, and its message is gone (acknowledged by a concurrent delivery, dead-lettered),
     nothing would ever finish the job: the sweeper does it once this time has passed."""
+    cancel_requested: bool = False
+    """An operator cancelled it while an attempt held the step (or branches of a fan-out were running):
+    the cancel takes effect when that work has ended, by its own commit or by its lease running out.
+    ``cancelled_by`` and ``cancel_reason`` say who asked and why."""
+    lost_attempts: int = Field(default=0, ge=0)
+    """Attempts of the current step that ended without reporting (their worker died, their lease ran
+    out): their effect is unknown. A cancel undoes such a step too."""
+    undo_failed_step: bool = False
+    """While compensating and after: the step at ``failed_step`` is undone too (a cancel caught an attempt
+    of it that succeeded or whose outcome is unknown)."""
+    stamped_until: dt.datetime | None = None
+    """Every other item of the execution (input, history, events, operations, fan-out items) expires at or
+    after this time. The engine pushes it (re-stamping those items) before any timer could outlast it,
+    so nothing of a live execution expires. None: started before items carried it."""
 
     @model_validator(mode="after")
     def _live_iff_due(self) -> Execution:
@@ -171,6 +187,12 @@ class Execution(_Frozen):
     def due_at(self) -> dt.datetime | None:
         """Where the due index holds this execution (None: not in it)."""
         return self.index_at or self.next_wake_at
+
+    @property
+    def run(self) -> str:
+        """Names this run of the execution id on every item it writes: a token re-used after its
+        execution expired starts a new run under the same id, and nothing of the old run is read."""
+        return format_ts(self.created_at)
 
     @property
     def is_claimed(self) -> bool:
@@ -199,6 +221,8 @@ class StepRecord(_Frozen):
     """The execution version its writer acted on (a claim's version for an attempt). A history write
     is refused when the stored record was written at the same or a later version, so of two copies
     of one delivery only the first writes, and a stalled older writer never replaces a newer record."""
+    run: str | None = None
+    """The run that wrote it (``Execution.run``); None for items written before runs were named."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +252,8 @@ class OperationRecord(_FrozenDeferred):
     reason: str | None = None
     detail: dict[str, Any] = Field(default_factory=dict)
     """For a redrive: the failed step's record it replaced (index, name, attempts, error)."""
+    run: str | None = None
+    expires_at: dt.datetime | None = None
 
 
 class EventRecord(_FrozenDeferred):
@@ -239,6 +265,9 @@ class EventRecord(_FrozenDeferred):
     data: dict[str, Any]
     sent_at: dt.datetime
     by: str | None = None
+    run: str | None = None
+    """The run it was sent to; an event of an earlier run under the same id is never consumed."""
+    expires_at: dt.datetime | None = None
 
 
 class ListEntry(_FrozenDeferred):
@@ -313,6 +342,7 @@ class Branch(_FrozenDeferred):
     result_blob: str | None = None
     error: ErrorInfo | None = None
     expires_at: dt.datetime | None = None
+    run: str | None = None
 
     @model_validator(mode="after")
     def _open_iff_timed(self) -> Branch:
@@ -333,3 +363,4 @@ class Join(_FrozenDeferred):
     max_concurrency: int = Field(ge=1)
     started_at: dt.datetime
     expires_at: dt.datetime | None = None
+    run: str | None = None

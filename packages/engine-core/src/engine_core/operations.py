@@ -1,8 +1,14 @@
-"""What an operator does to executions: list and search, cancel, redrive, wake, and read history in pages.
+"""What an operator does to executions: list and search, cancel, redrive, wake, send an event, complete a
+callback, and read history in pages.
 
 Each action is one conditional write on the execution item (so it races safely with workers and the
 sweeper), is kept in the execution's history as an operation record naming who did it, and refuses
-with :class:`ExecutionStateConflictError` (an HTTP 409) when it does not apply, writing nothing.
+with :class:`ExecutionStateConflictError` (an HTTP 409) when it does not apply, writing nothing. What an
+action means for the current step is its kind's answer (``protocol.StepKind``): a cancel of a step an
+attempt holds is a request that takes effect when that attempt has ended, a wake applies only where
+the kind waits, an event wakes only the wait for it. Housekeeping after a committed action (its record,
+the message, the ending's notice) never turns the answer into an error: the sweeper finishes what a
+failed message or notice left.
 """
 
 from __future__ import annotations
@@ -10,24 +16,32 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import logging
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from . import callbacks, codec, transitions
 from .errors import (
+    CallbackNotFoundError,
     ExecutionNotFoundError,
     ExecutionStateConflictError,
+    InvalidEventError,
     InvalidRequestError,
     TransitionConflictError,
     UnknownWorkflowError,
 )
+from .kinds import KindTable
 from .lifecycle import Lifecycle
-from .model import EventRecord, Execution, ListEntry, OperationRecord, Status, StepRecord, Timer
-from .ports import Transition
+from .model import Branch, CorruptRecord, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord
+from .rebuild import this_run
 from .registry import EVENT_NAME_RE
+from .steps import StepDef, WorkflowDef, field_problems
+from .step_run import this_run_state
 
+log = logging.getLogger("engine_core")
 MAX_PAGE = 100
 LIST_STATUSES = ("RUNNING", "SLEEPING", "WAITING", "LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
 _LIVE = ("RUNNING", "SLEEPING", "WAITING", "LIVE")
@@ -72,14 +86,66 @@ class ListResult:
     next_token: str | None
 
 
+class _View:
+    """``protocol.ActionView`` of one execution as an operator's action found it."""
+
+    def __init__(self, operator: Operator, e: Execution):
+        self.operator, self.execution = operator, e
+        self.wf = operator.definition(e)
+        self._history: list[Any] | None = None
+
+    @property
+    def step(self) -> StepDef | None:
+        if self.wf is None or not 0 <= self.execution.current_step < len(self.wf.steps):
+            return None
+        return self.wf.steps[self.execution.current_step]
+
+    def now(self) -> dt.datetime:
+        return self.operator.life.clock.now()
+
+    def history(self) -> list[Any]:
+        if self._history is None:
+            self._history = self.operator.history_of(self.execution)
+        return self._history
+
+    def branches(self, step_index: int) -> list[Branch | CorruptRecord]:
+        return self.operator.life.store.branches(self.execution.execution_id, step_index)
+
+
 class Operator:
     """The operator's actions over one lifecycle (the engine's): see the module docstring."""
 
-    def __init__(self, engine: Any):
-        self.engine = engine
-        self.life: Lifecycle = engine.life
+    def __init__(self, life: Lifecycle, kinds: KindTable):
+        self.life, self.kinds = life, kinds
 
     # -- reads --------------------------------------------------------------------------------------
+    def get(self, execution_id: str) -> Execution:
+        """The execution, or ExecutionNotFoundError (also for malformed ids and expired items)."""
+        e = self.life.store.load(_uuid(execution_id))
+        if e is None or e.is_expired(self.life.clock.now()):
+            raise ExecutionNotFoundError(execution_id)
+        return e
+
+    def state(self, execution_id: str) -> ExecutionState:
+        state = self.life.store.load_state(_uuid(execution_id))
+        if state is None or state.execution.is_expired(self.life.clock.now()):
+            raise ExecutionNotFoundError(execution_id)
+        return this_run_state(state)
+
+    def history(self, execution_id: str) -> list[Any]:
+        return self.history_of(self.get(execution_id))
+
+    def history_of(self, e: Execution) -> list[Any]:
+        return this_run(e, self.life.store.history(e.execution_id), "finished_at")
+
+    def definition(self, e: Execution) -> WorkflowDef | None:
+        """The deployed definition the execution runs on; None when it is not deployed here or changed."""
+        try:
+            wf = self.life.registry.get(e.workflow)
+        except UnknownWorkflowError:
+            return None
+        return wf if wf.fingerprint == e.fingerprint else None
+
     def list(self, *, workflow: str | None = None, status: str | None = None, started_after: dt.datetime | None = None,
              started_before: dt.datetime | None = None, limit: int = 20, next_token: str | None = None) -> ListResult:
         """Executions newest first. RUNNING and SLEEPING both match live executions (the index knows
@@ -92,11 +158,9 @@ class Operator:
         if cursor is not None and not self.life.store.valid_list_cursor(cursor):
             raise InvalidRequestError("next_token is not a token this API returned; pass it back unchanged")
         found: list[ListEntry] = []
-        scanned = 0
         while len(found) < limit:
             page = self.life.store.query_list(limit=MAX_PAGE, cursor=cursor, created_after=started_after,
                                               created_before=started_before)
-            scanned += len(page.entries)
             for entry in page.entries:
                 if (workflow is None or entry.workflow == workflow) and (wanted is None or entry.status == wanted):
                     found.append(entry)
@@ -115,66 +179,71 @@ class Operator:
     def history_page(self, execution_id: str, limit: int = 50, next_token: str | None = None):
         """One page of step records (and, with the first page, every operation record)."""
         check_limit(limit)
-        e = self.engine.get(execution_id)
+        e = self.get(execution_id)
         after = None if next_token is None else decode_token(next_token)
         if after is not None and not isinstance(after, str):
             raise InvalidRequestError("next_token is not a token this API returned; pass it back unchanged")
         page = self.life.store.history_page(e.execution_id, limit, after)
-        records = [r for r in page.records if not isinstance(r, StepRecord) or _of_run(r, e)]
+        records = this_run(e, page.records, "finished_at")
         records = self._with_branches(e, records, last_page=page.after is None)
         operations = self.operations(e) if next_token is None else []
         return records, operations, (encode_token(page.after) if page.after else None)
 
     def events(self, execution_id: str) -> tuple[list[Any], dict[str, int]]:
-        """Events sent to the execution (EventRecord or CorruptRecord, in key order), and which wait step
-        consumed each (by event id; an event not in it is still kept for a wait)."""
-        e = self.engine.get(execution_id)
-        events = [ev for ev in self.life.store.list_events(e.execution_id)
-                  if not isinstance(ev, EventRecord) or ev.sent_at >= e.created_at]
-        consumed = {r.event_id: r.step_index for r in self.engine.history(e.execution_id)
-                    if isinstance(r, StepRecord) and r.event_id}
+        """This run's events (EventRecord or CorruptRecord, in key order), and which wait step consumed
+        each (by event id; an event not in it is still kept for a wait)."""
+        e = self.get(execution_id)
+        events = this_run(e, self.life.store.list_events(e.execution_id), "sent_at")
+        consumed = {r.event_id: r.step_index for r in self.history_of(e) if isinstance(r, StepRecord) and r.event_id}
         return events, consumed
 
     def operations(self, e: Execution) -> list:
-        return [op for op in self.life.store.operations(e.execution_id)
-                if not isinstance(op, OperationRecord) or op.at >= e.created_at]
+        return this_run(e, self.life.store.operations(e.execution_id), "at")
 
     # -- actions ------------------------------------------------------------------------------------
     def cancel(self, execution_id: str, by: str, reason: str | None = None) -> Execution:
-        """End a live execution CANCELLED. Cancelling a cancelled one returns it (idempotent); any
-        other ended execution is a conflict naming its status."""
+        """End a live execution CANCELLED (undoing what it completed, when its steps say how). While an
+        attempt holds the current step, the cancel is a request that takes effect when that attempt
+        ends. Cancelling a cancelled (or cancel-requested, or compensating) one returns it; any other
+        ended execution is a conflict naming its status."""
         for _ in range(_RETRIES):
-            e = self.engine.get(execution_id)
+            e = self.get(execution_id)
             if e.status is Status.CANCELLED:
                 return e
             if e.status.is_terminal:
                 raise ExecutionStateConflictError(
                     "execution_ended", f"execution {e.execution_id} already ended {e.status.value}; only a live "
                     "execution can be cancelled", e.status.value)
-            if e.compensating:
-                return e  # already undoing its steps (after a failure or an earlier cancel)
+            if e.compensating or e.cancel_requested:
+                return e  # already undoing its steps, or waiting for the running attempt to end
+            view = _View(self, e)
+            kind = self.kinds.current(view.wf, e)
             now = self.life.clock.now()
-            first = self._first_to_undo(e)
-            if first is not None:
-                # A saga: the completed steps are undone first; it ends CANCELLED with compensated set.
-                new = transitions.compensation_started(e, now, None, first, self.life.lease_s(e.workflow, first),
-                                                       cancelled_by=by, cancel_reason=reason)
-                if self._commit(e, new):
-                    self._record(new, "cancel", by, reason, {"compensate_from": first})
-                    self.life.send_at(new)
+            plan = kind.on_cancel(view) if kind is not None else None
+            if plan is not None and not plan.now:
+                new = transitions.cancel_requested(e, now, by, reason, plan.until)
+                if self._commit(e, new) is not None:
+                    self._after(new, "cancel", by, reason, {"requested": True, "takes_effect": "when the running "
+                                                            "attempt has ended"}, send=False)
                     return new
                 continue
-            new = transitions.cancelled(e, now, by, reason, self.life.retention, self.life.finalize_grace_s(e))
-            if self._commit(e, new):
-                self._record(new, "cancel", by, reason)
+            undo = plan is not None and plan.undo_current
+            new = self.kinds.ending.cancelled(view, e, by, reason, undo, lambda i: self.life.lease_s(e.workflow, i),
+                                              self.life.retention, self.life.finalize_grace_s(e))
+            applied = self._commit(e, new)
+            if applied is None:
+                continue
+            detail = {"compensate_from": applied.current_step} if applied.compensating else {}
+            self._after(applied, "cancel", by, reason, detail, send=applied.compensating)
+            if applied.status.is_terminal:
                 self.life.metrics.add_metric("ExecutionsCancelled", "Count", 1)
-                self.life.finalize(new)
-                return new
+                self._quietly("finalize", lambda: self.life.finalize(applied), applied)
+            return applied
         raise ExecutionStateConflictError("concurrent_change", f"execution {execution_id} kept changing; try again")
 
     def redrive(self, execution_id: str, by: str) -> Execution:
         """Resume a FAILED execution from its failed step with fresh attempts, under the same id."""
-        e = self.engine.get(execution_id)
+        e = self.get(execution_id)
         if e.status is not Status.FAILED:
             raise ExecutionStateConflictError(
                 "not_failed", f"execution {e.execution_id} is {e.status.value}; only a FAILED execution can be "
@@ -187,168 +256,191 @@ class Operator:
             raise ExecutionStateConflictError(
                 "corrupt_state", f"execution {e.execution_id} failed because its stored state is unreadable; "
                 "a redrive would run on state Loom cannot trust. Start a new execution", e.status.value)
-        try:
-            wf = self.life.registry.get(e.workflow)
-        except UnknownWorkflowError:
-            wf = None
-        if wf is None or wf.fingerprint != e.fingerprint:
+        if self.definition(e) is None:
             raise ExecutionStateConflictError(
                 "definition_changed", f"workflow {e.workflow!r} is not deployed with the step list this execution "
                 f"started with (fingerprint {e.fingerprint}); redriving would run the wrong step. Deploy that "
                 "definition again, or start a new execution", e.status.value)
-        failed = next((r for r in self.life.store.history(e.execution_id)
-                       if isinstance(r, StepRecord) and r.step_index == e.current_step), None)
+        failed = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == e.current_step
+                       and r.kind != "compensation"), None)
         new = transitions.redriven_after_failure(e, self.life.clock.now(), self.life.lease_s(e.workflow, e.current_step))
-        if not self._commit(e, new):
+        applied = self._commit(e, new)
+        if applied is None:
             raise ExecutionStateConflictError("concurrent_change", f"execution {e.execution_id} changed meanwhile; "
                                               "read it again", e.status.value)
         detail = {"step_index": e.current_step, "error": None if e.error is None else e.error.model_dump()}
         if failed is not None:
             detail.update(step_name=failed.name, attempts=failed.attempts)
-        self._record(new, "redrive", by, None, detail)
         self.life.metrics.add_metric("ExecutionsRedriven", "Count", 1)
-        self.life.send_at(new)
-        return new
+        self._after(applied, "redrive", by, None, detail, send=True)
+        return applied
 
     def wake(self, execution_id: str, by: str) -> Execution:
-        """End the current sleep or retry backoff now (the operator's "skip the wait")."""
+        """End the current sleep, retry backoff or event wait now (the operator's "skip the wait"; an
+        event wait then times out: it takes its default, or fails and compensates)."""
         for _ in range(_RETRIES):
-            e = self.engine.get(execution_id)
+            e = self.get(execution_id)
             if e.status.is_terminal:
                 raise ExecutionStateConflictError(
                     "execution_ended", f"execution {e.execution_id} already ended {e.status.value}", e.status.value)
-            if e.timer not in (Timer.SLEEP, Timer.RETRY, Timer.EVENT):
+            view = _View(self, e)
+            kind = self.kinds.current(view.wf, e)
+            wakeable = kind.on_wake(view) if kind is not None else e.timer is not None and e.timer.value != "lease"
+            if not wakeable or e.cancel_requested:
                 raise ExecutionStateConflictError(
                     "not_waiting", f"execution {e.execution_id} is not sleeping, waiting to retry or waiting for an "
-                    f"event (it is running step {e.current_step}); there is nothing to skip", e.status.value)
-            new = transitions.woken(e, self.life.clock.now())
-            if self._commit(e, new):
-                self._record(new, "wake", by, None, {"was": e.timer.value, "due": e.next_wake_at.isoformat()})
-                self.life.send_at(new)
-                return new
+                    f"event (it is {_doing(e)}); there is nothing to skip", e.status.value)
+            applied = self._commit(e, transitions.woken(e, self.life.clock.now()))
+            if applied is not None:
+                assert e.timer is not None and e.next_wake_at is not None
+                self._after(applied, "wake", by, None, {"was": e.timer.value, "due": e.next_wake_at.isoformat()},
+                            send=True)
+                return applied
         raise ExecutionStateConflictError("concurrent_change", f"execution {execution_id} kept changing; try again")
 
-    def send_event(self, execution_id: str, name: str, data: Any, by: str, event_id: str | None = None) -> EventSent:
+    def send_event(self, execution_id: str, name: str, data: Any, by: str, event_id: str | None = None,
+                   _callback: bool = False) -> EventSent:
         """Deliver an event to an execution: kept until a ``wait_for_event(name)`` step consumes it (sent
         early, it waits for the step), applied once per ``event_id``, and waking the execution at once
-        if it is waiting for it. Refused for an ended execution and for a name its workflow never waits for."""
+        if it is waiting for it. Refused for an ended execution (unless that id was sent before: then
+        ``duplicate``), for a name its workflow never waits for, for data its wait's model refuses, and
+        for ids reserved for callback tokens (``callback:...``)."""
         if not isinstance(name, str) or not EVENT_NAME_RE.fullmatch(name):
             raise InvalidRequestError(f"event name {name!r} is invalid: 1-64 characters from A-Z a-z 0-9 _ . -")
         if event_id is not None and (not isinstance(event_id, str) or not EVENT_ID_RE.fullmatch(event_id)):
             raise InvalidRequestError(f"event_id {event_id!r} is invalid: 1-128 characters from A-Z a-z 0-9 _ . : -")
+        if event_id is not None and callbacks.is_reserved(event_id) and not _callback:
+            raise InvalidRequestError(f"event_id {event_id!r} is reserved for callback tokens (ids starting with "
+                                      f"{callbacks.CALLBACK_PREFIX!r}); choose another id, or complete the wait with "
+                                      "POST /callbacks/{token}")
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise InvalidRequestError(f"event data must be a JSON object (it is merged into the context), got "
-                                      f"{type(data).__name__}")
+            raise InvalidRequestError(f"event data must be a JSON object (the wait's step keeps it in the "
+                                      f"context under its name), got {type(data).__name__}")
         blob = codec.encode(data, "event data")
-        self.engine._check_size(f"event {name!r}", blob)
-        e = self.engine.get(execution_id)
+        self.life.check_size(f"event {name!r}", blob)
+        e = self.get(execution_id)
         if e.status.is_terminal:
+            if event_id is not None and self._sent(e, name, event_id):
+                return EventSent(e.execution_id, name, event_id, "duplicate")
             raise ExecutionStateConflictError(
                 "execution_ended", f"execution {e.execution_id} already ended {e.status.value}; it waits for no "
                 "event", e.status.value)
-        waits = self._waits(e)
-        if waits is not None and name not in waits:
-            raise ExecutionStateConflictError(
-                "unknown_event", f"workflow {e.workflow!r} never waits for an event named {name!r}; it waits for: "
-                + (", ".join(sorted(waits)) or "no events"), e.status.value)
-        record = EventRecord(name=name, event_id=event_id or uuid.uuid4().hex, data=data, sent_at=self.life.clock.now(),
-                             by=by)
+        wf = self.definition(e)
+        if wf is not None:
+            if name not in wf.waits():
+                raise ExecutionStateConflictError(
+                    "unknown_event", f"workflow {e.workflow!r} never waits for an event named {name!r}; it waits "
+                    "for: " + (", ".join(sorted(wf.waits())) or "no events"), e.status.value)
+            self._check_model(wf, e, name, data)
+        now = self.life.clock.now()
+        record = EventRecord(name=name, event_id=event_id or uuid.uuid4().hex, data=data, sent_at=now, by=by,
+                             run=e.run, expires_at=self.life.item_expiry(e, now))
         if not self.life.store.put_event(e.execution_id, record):
             return EventSent(e.execution_id, name, record.event_id, "duplicate")
         self.life.metrics.add_metric("EventsReceived", "Count", 1)
         for _ in range(_RETRIES):
-            e = self.engine.get(execution_id)
-            if not (e.status is Status.WAITING and self._waiting_for(e) == name):
+            now_e = self.get(execution_id)
+            if now_e.stamped_until != e.stamped_until and now_e.stamped_until is not None:
+                # The execution's items were re-stamped while this event was written with the earlier TTL.
+                self._quietly("stamp_items", lambda: self.life.store.stamp_items(e.execution_id, now_e.stamped_until),
+                              now_e)
+            e = now_e
+            view = _View(self, e)
+            kind = self.kinds.current(view.wf, e)
+            if e.cancel_requested or kind is None or kind.waits_for(view) != name:
                 return EventSent(e.execution_id, name, record.event_id, "buffered")
-            new = transitions.woken(e, self.life.clock.now())
-            if self._commit(e, new):
-                self.life.send_at(new)
+            applied = self._commit(e, transitions.woken(e, self.life.clock.now()))
+            if applied is not None:
+                self._quietly("send", lambda: self.life.send_at(applied), applied)
                 return EventSent(e.execution_id, name, record.event_id, "delivered")
         # It kept changing: the event is kept, and the wait that reads it next consumes it.
         return EventSent(e.execution_id, name, record.event_id, "buffered")
 
     def complete_callback(self, token: str, data: Any, by: str) -> EventSent:
         """Complete the wait a callback token was issued for (``ctx.callback_token(event)``), once."""
-        from .errors import CallbackNotFoundError
-
         try:
             execution_id, step_index = callbacks.parse(token)
-            state = self.engine.state(execution_id)
-            callbacks.verify(token, state.execution.callback_secret)
-            wf = self.life.registry.get(state.execution.workflow)
-            kind = wf.steps[step_index].kind
-            if kind.kind != "event":
+            e = self.get(execution_id)
+            callbacks.verify(token, self.state(execution_id).execution.callback_secret)
+            wf = self.life.registry.get(e.workflow)
+            wait = wf.wait_step(step_index)
+            if wait is None:
                 raise ValueError("not a wait step")
-        except (callbacks.InvalidCallbackTokenError, ExecutionNotFoundError, UnknownWorkflowError, IndexError,
-                ValueError):
+        except (callbacks.InvalidCallbackTokenError, ExecutionNotFoundError, UnknownWorkflowError, ValueError):
             raise CallbackNotFoundError() from None
-        used = ExecutionStateConflictError(
-            "callback_used", "this callback token was used already; a token completes its wait once",
-            state.execution.status.value)
         event_id = callbacks.event_id(step_index)
-        if any(getattr(ev, "event_id", None) == event_id for ev in state.events):
-            raise used  # checked first: a used token of an ended execution is "used", not "ended"
-        sent = self.send_event(execution_id, kind.event, data, by, event_id=event_id)
+        used = "this callback token was used already; a token completes its wait once"
+        if self._sent(e, wait.kind.event, event_id):
+            raise ExecutionStateConflictError("callback_used", used, e.status.value)
+        answered = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == step_index
+                         and r.kind == "event" and r.status.value == "SUCCEEDED"), None)
+        if answered is not None:
+            how = f"event {answered.event_id!r}" if answered.event_id else "its default, after the timeout"
+            raise ExecutionStateConflictError(
+                "callback_used", f"the wait this token was issued for already ended (answered by {how}); a token "
+                "completes only its own wait", e.status.value)
+        sent = self.send_event(execution_id, wait.kind.event, data, by, event_id=event_id, _callback=True)
         if sent.outcome == "duplicate":
-            raise used
+            raise ExecutionStateConflictError("callback_used", used, e.status.value)
         return sent
 
-    def _waits(self, e: Execution) -> set[str] | None:
-        """The event names the execution's workflow waits for (None: the workflow is not deployed here)."""
-        try:
-            wf = self.life.registry.get(e.workflow)
-        except UnknownWorkflowError:
-            return None
-        return {s.kind.event for s in wf.steps if s.kind.kind == "event"}
-
-    def _waiting_for(self, e: Execution) -> str | None:
-        try:
-            wf = self.life.registry.get(e.workflow)
-        except UnknownWorkflowError:
-            return None
-        if e.current_step >= len(wf.steps) or wf.steps[e.current_step].kind.kind != "event":
-            return None
-        return wf.steps[e.current_step].kind.event
-
-    def _first_to_undo(self, e: Execution) -> int | None:
-        try:
-            wf = self.life.registry.get(e.workflow)
-        except UnknownWorkflowError:
-            return None
-        if not any(s.compensate for s in wf.steps[:e.current_step]) or wf.fingerprint != e.fingerprint:
-            return None
-        from .kinds.compensation import first_to_undo
-
-        return first_to_undo(wf, self.life.store.history(e.execution_id), e.current_step)
-
     # -- helpers ------------------------------------------------------------------------------------
-    def _commit(self, old: Execution, new: Execution) -> bool:
-        try:
-            self.life.store.commit(Transition(old.current_step, old.version, new))
-        except TransitionConflictError:
-            return False
-        return True
+    def _sent(self, e: Execution, name: str, event_id: str) -> bool:
+        return any(getattr(ev, "event_id", None) == event_id
+                   for ev in this_run(e, self.life.store.list_events(e.execution_id, name), "sent_at"))
 
-    def _record(self, e: Execution, op: str, by: str, reason: str | None, detail: dict | None = None) -> None:
-        self.life.store.put_operation(e.execution_id, OperationRecord(
-            op=op, by=by, at=e.updated_at, version=e.version, reason=reason, detail=detail or {}))
+    def _check_model(self, wf: WorkflowDef, e: Execution, name: str, data: dict[str, Any]) -> None:
+        """Refuse data that the model of the wait it is for (the next wait of that name) refuses."""
+        waits = [s for s in wf.steps if s.kind.kind == "event" and s.kind.event == name]
+        ahead = [s for s in waits if s.index >= e.current_step] or waits
+        model = next((s.kind.model for s in ahead if s.kind.model is not None), None)
+        if model is None:
+            return
+        from pydantic import ValidationError
+
+        try:
+            model.model_validate(data)
+        except ValidationError as exc:
+            problems = field_problems(exc)
+            summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+            raise InvalidEventError(f"event {name!r} for workflow {wf.name!r} does not fit its wait's model: "
+                                    f"{summary}", problems) from None
+
+    def _commit(self, old: Execution, new: Execution) -> Execution | None:
+        try:
+            return self.life.commit(old, new)
+        except TransitionConflictError:
+            return None
+
+    def _after(self, e: Execution, op: str, by: str, reason: str | None, detail: dict, send: bool) -> None:
+        """An action's housekeeping once its commit applied: its record, and the message that resumes it.
+        Neither may fail the action (a lost message is re-driven from the due index)."""
+        record = OperationRecord(op=op, by=by, at=e.updated_at, version=e.version, reason=reason, detail=detail,
+                                 run=e.run, expires_at=self.life.item_expiry(e, e.updated_at))
+        self._quietly("put_operation", lambda: self.life.store.put_operation(e.execution_id, record), e)
+        if send:
+            self._quietly("send", lambda: self.life.send_at(e), e)
+
+    def _quietly(self, what: str, action: Callable[[], Any], e: Execution) -> None:
+        try:
+            action()
+        except Exception as exc:
+            log.warning(f"{what} after a committed operator action failed; the action stands", extra={
+                "execution_id": e.execution_id, "workflow": e.workflow, "step": None, "step_index": e.current_step,
+                "attempt": None, "error": f"{type(exc).__name__}: {exc}"})
 
     def _with_branches(self, e: Execution, records: list, last_page: bool) -> list:
         """Each parallel or map step's branches (``model.Branch``), listed right after its record; those of
         the step fanning out now (which has no record yet) after the last page's records."""
-        try:
-            wf = self.life.registry.get(e.workflow)
-        except UnknownWorkflowError:
-            wf = None
+        wf = self.definition(e)
 
         def fans_out(index: int) -> bool:
             return wf is not None and index < len(wf.steps) and wf.steps[index].kind.kind == "fanout"
 
         def branches(index: int) -> list:
-            return [b for b in self.life.store.branches(e.execution_id, index)
-                    if not hasattr(b, "updated_at") or b.updated_at >= e.created_at]
+            return this_run(e, self.life.store.branches(e.execution_id, index), "updated_at")
 
         out, shown = [], set()
         for r in records:
@@ -363,6 +455,16 @@ class Operator:
         return out
 
 
-def _of_run(r: StepRecord, e: Execution) -> bool:
-    times = [t for t in (r.started_at, r.finished_at) if t is not None]
-    return not times or max(times) >= e.created_at
+def _doing(e: Execution) -> str:
+    if e.compensating:
+        return f"undoing step {e.current_step}"
+    if e.is_claimed:
+        return f"running step {e.current_step}"
+    return f"at step {e.current_step}, {e.status.value}"
+
+
+def _uuid(execution_id: Any) -> str:
+    try:
+        return str(uuid.UUID(execution_id))
+    except (ValueError, AttributeError, TypeError):
+        raise ExecutionNotFoundError(str(execution_id)) from None

@@ -10,8 +10,29 @@ from . import codec
 from .model import StepRecord, StepStatus
 
 if TYPE_CHECKING:
-    from .model import ExecutionState
-    from .registry import Registry, WorkflowDef
+    from .model import Execution, ExecutionState
+    from .registry import Registry
+    from .steps import WorkflowDef
+
+
+def this_run(e: Execution, items: list[Any], written_attr: str) -> list[Any]:
+    """The items ``e``'s run wrote. A token re-used after its execution expired starts a new run under the
+    same id; what the old run left (history, events, operations, branches) waits for its TTL and is
+    never read as this run's. Items from before runs were named count when written after ``e`` began."""
+    out = []
+    for item in items:
+        run = getattr(item, "run", None)
+        if run is not None:
+            if run == e.run:
+                out.append(item)
+            continue
+        if isinstance(item, StepRecord):
+            times = [t for t in (item.started_at, item.finished_at) if t is not None]
+        else:
+            times = [t for t in (getattr(item, written_attr, None),) if t is not None]
+        if not times or max(times) >= e.created_at:
+            out.append(item)
+    return out
 
 
 def context_of(state: ExecutionState, registry: Registry | None) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from .errors import RegistrationError, UnknownWorkflowError
-from .kinds import FanOutKind, SleepKind, StepKind, TaskKind, WaitKind
 from .model import RetryPolicy
+from .steps import MAX_BRANCHES, FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef
 
 ENTRY_POINT_GROUP = "loom.workflows"
 # Anchored with \A and \Z, and used with fullmatch: `$` also matches before a trailing "\n".
@@ -27,36 +27,7 @@ EVENT_NAME_RE = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
 _EVENT_NAME_RE = EVENT_NAME_RE
 # SQS DelaySeconds tops out at 900 s; the engine uses it for short waits and the sweeper for the rest.
 MAX_SLEEP_S = 366 * 24 * 3600.0
-MAX_BRANCHES = 1000
-"""A parallel step's branches, or a map step's items, at most (checked at registration or at the step)."""
 DEFAULT_EVENT_TIMEOUT_S = 7 * 24 * 3600.0
-
-
-@dataclass(frozen=True)
-class StepDef:
-    """One position in a workflow: its name, its kind (``kinds/``: what runs there) and overrides."""
-
-    index: int
-    name: str
-    kind: StepKind
-    retry: RetryPolicy | None = None
-    timeout_s: float | None = None
-    compensate: Callable[..., Any] | None = None
-    """Undoes this step when the execution fails (or is cancelled) after it completed."""
-    compensate_retry: RetryPolicy | None = None
-    compensate_timeout_s: float | None = None
-
-    @property
-    def fn(self) -> Callable[..., Any] | None:
-        return getattr(self.kind, "fn", None)
-
-    @property
-    def sleep_s(self) -> float | None:
-        return getattr(self.kind, "seconds", None)
-
-    @property
-    def is_sleep(self) -> bool:
-        return self.kind.kind == "sleep"
 
 
 @dataclass(frozen=True)
@@ -91,6 +62,7 @@ class WaitForEvent:
     has_default: bool = False
     name: str | None = None
     retry: RetryPolicy | None = None
+    model: type | None = None
 
 
 @dataclass(frozen=True)
@@ -133,65 +105,26 @@ _NO_DEFAULT = object()
 
 
 def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, default: Any = _NO_DEFAULT,
-                   name: str | None = None, retry: RetryPolicy | None = None) -> WaitForEvent:
+                   name: str | None = None, retry: RetryPolicy | None = None, model: type | None = None) -> WaitForEvent:
     """Wait, in status WAITING and costing nothing, for the event ``event``
     (``POST /executions/{id}/events/{event}``, or ``POST /callbacks/{token}`` with a token from
-    ``ctx.callback_token(event)``). Its JSON object is merged into the context. After ``timeout``
-    seconds the step fails under ``retry`` (each retry waits again), or merges ``default`` if given."""
+    ``ctx.callback_token(event)``).
+
+    The event's JSON object lands in the context under the wait step's name (``name``, default
+    ``wait_<event>``): ``ctx["wait_approved"] == {"approved": True}``. A sender never writes any other
+    key, so an event cannot replace the input or an earlier step's result. ``model`` (a pydantic model)
+    validates it: a send that does not fit is refused (HTTP 400 ``invalid_event``), and the context
+    holds the validated values. After ``timeout`` seconds the step fails under ``retry`` (each retry
+    waits again), or takes ``default`` (a dict, in the same place) if given."""
     has = default is not _NO_DEFAULT
     return WaitForEvent(event=event, timeout_s=float(timeout), default=default if has else None, has_default=has,
-                        name=name, retry=retry)
+                        name=name, retry=retry, model=model)
 
 
 def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: float = 0, name: str | None = None) -> Sleep:
     """A durable wait between steps. Nothing runs (or bills) while it lasts."""
     total = seconds + 60 * minutes + 3600 * hours + 86400 * days
     return Sleep(seconds=total, name=name)
-
-
-@dataclass(frozen=True)
-class WorkflowDef:
-    name: str
-    steps: tuple[StepDef, ...]
-    retry: RetryPolicy
-    step_timeout_s: float | None
-    """None: steps get the default derived from the worker's timeout (``EngineSettings``)."""
-    fingerprint: str
-    source: str = ""
-    """Where the definition lives (module.qualname), for error messages."""
-    input_model: type | None = None
-    """A pydantic model the start input must validate against (None: any JSON object)."""
-
-    def validate_input(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The input as the steps will see it: validated (and coerced) by ``input_model``, if any.
-        Raises InvalidInputError listing every field error."""
-        if self.input_model is None:
-            return data
-        from pydantic import ValidationError
-
-        from .errors import InvalidInputError
-
-        try:
-            return self.input_model.model_validate(data).model_dump()
-        except ValidationError as exc:
-            problems = [{"field": ".".join(str(p) for p in e["loc"]) or "(input)", "problem": e["msg"],
-                         "type": e["type"]} for e in exc.errors(include_url=False, include_input=False)]
-            summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
-            raise InvalidInputError(f"input for workflow {self.name!r} is invalid: {summary}", problems) from None
-
-    def input_schema(self) -> dict[str, Any] | None:
-        return None if self.input_model is None else self.input_model.model_json_schema()
-
-    def policy_for(self, index: int) -> RetryPolicy:
-        return self.steps[index].retry or self.retry
-
-    def compensation_policy(self, index: int) -> RetryPolicy:
-        """A compensation's retries: its own (``compensate=step(undo, retry=...)``), else its step's."""
-        return self.steps[index].compensate_retry or self.policy_for(index)
-
-    def timeout_for(self, index: int) -> float | None:
-        """The step's own budget, else the workflow's; None means the engine's default."""
-        return self.steps[index].timeout_s or self.step_timeout_s
 
 
 @dataclass
@@ -360,7 +293,7 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
             raise RegistrationError(f"{where}: sleep at position {index} must last between 0 and 366 days")
         name = item.name or f"sleep_{item.seconds:g}s"
         _check_step_name(name, index, where)
-        return StepDef(index=index, name=name, kind=SleepKind(float(item.seconds)))
+        return StepDef(index=index, name=name, kind=SleepSpec(float(item.seconds)))
     if isinstance(item, FanOut):
         return _fanout_def(index, item, where)
     if isinstance(item, WaitForEvent):
@@ -381,7 +314,7 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
     _check_step_name(name, index, where)
     _check_policy(retry, timeout, name, where)
     undo, undo_retry, undo_timeout = _compensation(compensate, name, where)
-    return StepDef(index=index, name=name, kind=TaskKind(fn), retry=retry,
+    return StepDef(index=index, name=name, kind=TaskSpec(fn), retry=retry,
                    timeout_s=None if timeout is None else float(timeout), compensate=undo,
                    compensate_retry=undo_retry, compensate_timeout_s=undo_timeout)
 
@@ -436,7 +369,7 @@ def _fanout_def(index: int, item: FanOut, where: str) -> StepDef:
             raise RegistrationError(f"{where}: {what} at position {index}: its default name is too long; pass name=...")
     _check_step_name(name, index, where)
     _check_policy(item.retry, item.timeout_s, name, where)
-    return StepDef(index=index, name=name, kind=FanOutKind(fns=item.fns, over=item.over, max_concurrency=limit),
+    return StepDef(index=index, name=name, kind=FanOutSpec(fns=item.fns, over=item.over, max_concurrency=limit),
                    retry=item.retry, timeout_s=None if item.timeout_s is None else float(item.timeout_s))
 
 
@@ -447,15 +380,29 @@ def _wait_def(index: int, item: WaitForEvent, where: str) -> StepDef:
     if not 0 < item.timeout_s <= MAX_SLEEP_S:
         raise RegistrationError(f"{where}: wait_for_event({item.event!r}) timeout must be between 0 and 366 days")
     if item.has_default and not isinstance(item.default, dict):
-        raise RegistrationError(f"{where}: wait_for_event({item.event!r}) default must be a dict (merged into "
-                                "the context), got " + type(item.default).__name__)
+        raise RegistrationError(f"{where}: wait_for_event({item.event!r}) default must be a dict (an event's data "
+                                "is a JSON object), got " + type(item.default).__name__)
+    if item.model is not None:
+        from pydantic import BaseModel
+
+        if not (isinstance(item.model, type) and issubclass(item.model, BaseModel)):
+            raise RegistrationError(f"{where}: wait_for_event({item.event!r}) model must be a pydantic BaseModel "
+                                    f"subclass, got {item.model!r}")
+        if item.has_default:
+            from pydantic import ValidationError
+
+            try:
+                item.model.model_validate(item.default)
+            except ValidationError as exc:
+                raise RegistrationError(f"{where}: wait_for_event({item.event!r}) default does not fit its model: "
+                                        f"{exc.errors(include_url=False)[0]['msg']}") from None
     name = item.name or f"wait_{item.event}"
     _check_step_name(name, index, where)
     _check_policy(item.retry, None, name, where)
     # A wait is not retried unless it says so: a timeout fails the step (or takes the default) at once.
     return StepDef(index=index, name=name, retry=item.retry or RetryPolicy(max_attempts=1),
-                   kind=WaitKind(event=item.event, timeout_s=item.timeout_s, default=item.default,
-                                 has_default=item.has_default))
+                   kind=WaitSpec(event=item.event, timeout_s=item.timeout_s, default=item.default,
+                                 has_default=item.has_default, model=item.model))
 
 
 def _check_step_name(name: str, index: int, where: str) -> None:

@@ -1,62 +1,116 @@
-"""One delivery's work on one execution (``StepRun``): the current step, the context, and the moves a
-step kind ends in (claim, settle and advance, retry, sleep, fail). ``loop`` runs steps back to back
-while the chain rules allow. The Engine (``engine.py``) reads and checks the execution, then hands it here."""
+"""One delivery's work on one execution (``StepRun``): the engine's side of the step-kind protocol.
+
+It holds the execution as this delivery last read or wrote it, the context, and the moves a kind ends
+in (claim, settle and advance, retry, fail, finish a requested cancel). ``loop`` hands the current step
+to its kind (through the kind table, never by name) and goes on while the chain rules allow. A kind
+sees it only as ``protocol.StepOps``; the operator's ending rules see it as ``protocol.ActionView``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
+import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import callbacks, codec, faults, transitions
-from ._runner import BodyOutcome, truncate
-from .rebuild import rebuild_context
+from ._runner import BodyOutcome, run_body, truncate
+from .clock import monotonic_ms
 from .errors import (
     ExecutionNotFoundError,
     InsufficientTimeError,
     NonSerializableResultError,
     ResultTooLargeError,
     StepSupersededError,
+    TransitionConflictError,
 )
-from .kinds import compensation
-from .model import ErrorInfo, Execution, RetryPolicy, Status, StepRecord, StepStatus
+from .kinds import KindTable
+from .lifecycle import Lifecycle
+from .model import Branch, CorruptRecord, ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepMessage, StepRecord, StepStatus
 from .outcome import Outcome, log_fields
-from .registry import StepDef, WorkflowDef
+from .rebuild import rebuild_context, this_run
 from .retries import backoff_s
-
-if TYPE_CHECKING:
-    from .engine import Engine
+from .steps import StepDef, WorkflowDef
 
 log = logging.getLogger("engine_core")
+_STEP_CLOCK: list[Callable[[], float]] = [monotonic_ms]
+"""The clock step bodies are timed with (the simulation replaces it with its own)."""
+
+
+class _FanOutItems:
+    """``protocol.FanOutItems`` over the store and the queue, for one execution."""
+
+    def __init__(self, run: StepRun):
+        self.run = run
+        self.store, self.eid = run.life.store, run.execution.execution_id
+
+    def get_join(self, step_index: int) -> Join | None:
+        return self.store.get_join(self.eid, step_index)
+
+    def put_join(self, join: Join) -> bool:
+        return self.store.put_join(self.eid, join)
+
+    def create_branch(self, branch: Branch) -> None:
+        self.store.create_branch(self.eid, branch)
+
+    def get_branch(self, step_index: int, branch: int) -> Branch | CorruptRecord | None:
+        return self.store.get_branch(self.eid, step_index, branch)
+
+    def update_branch(self, branch: Branch, expected_version: int) -> None:
+        self.store.update_branch(self.eid, branch, expected_version)
+
+    def complete_branch(self, branch: Branch, expected_version: int) -> None:
+        self.store.complete_branch(self.eid, branch, expected_version)
+
+    def branches(self, step_index: int) -> list[Branch | CorruptRecord]:
+        return self.store.branches(self.eid, step_index)
+
+    def send_branch(self, branch: Branch, wake_at: dt.datetime | None = None) -> None:
+        """The message for ``branch`` (delayed until ``wake_at`` when SQS can; a longer wait is the reconcile's)."""
+        life = self.run.life
+        delay = 0.0 if wake_at is None else (wake_at - life.clock.now()).total_seconds()
+        if delay > life.settings.max_queue_delay_s:
+            return
+        life.queue.send(StepMessage(execution_id=self.eid, step=branch.step_index, version=self.run.execution.version,
+                                    branch=branch.branch, branch_version=branch.version),
+                        delay_s=max(0, math.ceil(delay)))
+
+    def load_execution(self) -> Execution | None:
+        return self.store.load(self.eid)
 
 
 class StepRun:
-    """One delivery's work on one execution: the current step, the context, and the moves a step kind
-    ends in. ``loop`` runs steps back to back while the chain rules allow."""
+    """One delivery's work on one execution (see the module docstring)."""
 
-    def __init__(self, engine: Engine, wf: WorkflowDef, execution: Execution, records: list[Any], input_blob: str,
-                 remaining_ms: Callable[[], int] | None, yield_after_ms: float | None, events: list[Any] | None = None):
-        self.engine, self.wf, self.execution, self.records = engine, wf, execution, list(records)
-        self.events = list(events or [])
-        """Events sent to the execution (EventRecord), for ``wait_for_event`` steps."""
-        self.life, self.settings, self.clock = engine.life, engine.settings, engine.life.clock
+    def __init__(self, life: Lifecycle, kinds: KindTable, wf: WorkflowDef, state: ExecutionState,
+                 remaining_ms: Callable[[], int] | None, yield_after_ms: float | None):
+        self.life, self.kinds, self.wf = life, kinds, wf
+        self.settings, self.clock, self.retention = life.settings, life.clock, life.retention
         self.remaining_ms, self.yield_after_ms = remaining_ms, yield_after_ms
         self.started_ms = time.monotonic() * 1000
         self.steps_run = 0
         self.corrupt_error: ErrorInfo | None = None
-        self.context_bound = len(input_blob.encode("utf-8")) + sum(
+        self._load(state)
+        self.items = _FanOutItems(self)
+
+    def _load(self, state: ExecutionState) -> None:
+        e = state.execution
+        self.execution, self.records, self.events = e, list(state.records), list(state.events)
+        self.joins: dict[int, Join] = dict(state.joins)
+        self.input_blob = state.input_blob
+        self.context_bound = len(state.input_blob.encode("utf-8")) + sum(
             len(r.result_blob.encode("utf-8")) for r in self.records if isinstance(r, StepRecord) and r.result_blob)
         try:
-            upto = execution.failed_step if execution.compensating and execution.failed_step is not None \
-                else execution.current_step
-            self.data: dict[str, Any] | None = rebuild_context(input_blob, records, wf, upto)
+            upto = e.failed_step if e.compensating and e.failed_step is not None else e.current_step
+            self.data: dict[str, Any] | None = rebuild_context(state.input_blob, self.records, self.wf, upto)
         except Exception as exc:
             self.data = None
             self.corrupt_error = ErrorInfo(code="corrupt_state", message=f"stored context is unreadable: {exc}")
 
-    # -- what kinds read -----------------------------------------------------------------------------
+    # -- what kinds read -------------------------------------------------------------------------------
     @property
     def step(self) -> StepDef:
         return self.wf.steps[self.execution.current_step]
@@ -68,34 +122,36 @@ class StepRun:
     def now(self) -> dt.datetime:
         return self.clock.now()
 
-    def history_expiry(self, now: dt.datetime) -> dt.datetime:
-        return self.life.history_expiry(now)
+    def lease_s(self, index: int) -> float:
+        return self.life.lease_s(self.execution.workflow, index)
+
+    def finalize_grace_s(self) -> float:
+        return self.life.finalize_grace_s(self.execution)
+
+    def item_expiry(self, now: dt.datetime) -> dt.datetime:
+        return self.life.item_expiry(self.execution, now)
+
+    def history(self) -> list[Any]:
+        return self.records
+
+    def branches(self, step_index: int) -> list[Branch | CorruptRecord]:
+        return self.items.branches(step_index)
 
     def metric(self, name: str, unit: str, value: float) -> None:
-        self.engine.metrics.add_metric(name, unit, value)
+        self.life.metrics.add_metric(name, unit, value)
 
     def log(self, text: str, level: int = logging.INFO, **extra: Any) -> None:
-        log.log(level, text, extra={**log_fields(self.execution, self.step, self.execution.attempt or None), **extra})
+        e = self.execution
+        step = self.step if e.current_step < len(self.wf.steps) else None
+        log.log(level, text, extra={**log_fields(e, step, e.attempt or None), **extra})
 
-    # -- the loop ------------------------------------------------------------------------------------
-    def loop(self) -> Outcome:
-        while True:
-            e = self.execution
-            cap = None if e.compensating else self.engine.cap_exceeded(e)
-            if cap is not None:
-                return self.fail(cap)
-            step = self.step
-            if e.compensating:
-                outcome = compensation.run(self)
-            else:
-                if step.kind.needs_invocation_time() and not e.is_claimed:
-                    # Before any write: a claimed-then-abandoned attempt would hold the step for its lease.
-                    self._check_time(self.timeout_s)
-                outcome = step.kind.run(self)
-            if outcome.kind != "chained":
-                return Outcome(outcome.kind, outcome.execution_id, outcome.step, outcome.detail, self.steps_run)
+    def error(self, code: str, message: str, retryable: bool = False, kind: str | None = None) -> ErrorInfo:
+        e = self.execution
+        step = self.step if e.current_step < len(self.wf.steps) else None
+        return ErrorInfo(code=code, message=truncate(message), type=kind, retryable=retryable,
+                         step_index=e.current_step, step_name=None if step is None else step.name)
 
-    def _check_time(self, timeout_s: float) -> None:
+    def check_time(self, timeout_s: float) -> None:
         if self.remaining_ms is None:
             return
         needed = int(timeout_s * 1000) + self.settings.time_margin_ms
@@ -103,10 +159,67 @@ class StepRun:
         if left < needed:
             raise InsufficientTimeError(left, needed)
 
-    def _deadline(self) -> dt.datetime | None:
+    def deadline(self) -> dt.datetime | None:
         if self.remaining_ms is None:
             return None
         return self.clock.now() + dt.timedelta(milliseconds=self.remaining_ms())
+
+    def check_size(self, what: str, blob: str) -> None:
+        self.life.check_size(what, blob)
+
+    def run_body(self, fn: Callable[..., Any], ctx: Any, timeout_s: float) -> BodyOutcome:
+        return run_body(fn, ctx, timeout_s, _STEP_CLOCK[0])
+
+    def callback_token(self, event: str) -> str:
+        """The token of the first ``wait_for_event(event)`` step from the current one on."""
+        e = self.execution
+        for s in self.wf.steps[e.current_step:]:
+            if s.kind.kind == "event" and s.kind.event == event:
+                if not e.callback_secret:
+                    raise RuntimeError(f"execution {e.execution_id} started before callback tokens existed")
+                return callbacks.issue(e.callback_secret, e.execution_id, s.index)
+        raise ValueError(f"workflow {self.wf.name!r} has no wait_for_event({event!r}) step after step "
+                         f"{e.current_step} {self.step.name!r}")
+
+    def list_events(self, name: str) -> list[Any]:
+        e = self.execution
+        return this_run(e, self.life.store.list_events(e.execution_id, name), "sent_at")
+
+    # -- the loop --------------------------------------------------------------------------------------
+    def loop(self) -> Outcome:
+        while True:
+            e = self.execution
+            cap = None if e.compensating else self._cap_exceeded(e)
+            if cap is not None:
+                return self._finished(self.fail(cap))
+            kind = self.kinds.current(self.wf, e)
+            if kind is None:  # the engine checked the definition; a reload cannot change it
+                return Outcome("stale", e.execution_id, e.current_step, "no kind for this step")
+            if e.cancel_requested and not e.compensating:
+                outcome = kind.finish_cancel(self)
+            else:
+                outcome = kind.run(self)
+            if outcome.kind == "cancel_requested":
+                outcome = self.finish_cancel(undo_current=self.execution.lost_attempts > 0)
+            if outcome.kind != "chained":
+                return self._finished(outcome)
+
+    def resume(self) -> Outcome:
+        return self.loop()
+
+    def _finished(self, outcome: Outcome) -> Outcome:
+        return dataclasses.replace(outcome, steps_run=self.steps_run)
+
+    def _cap_exceeded(self, e: Execution) -> ErrorInfo | None:
+        settings = self.settings
+        if e.current_step >= settings.max_steps:
+            return ErrorInfo(code="step_cap_exceeded", message=(
+                f"execution reached step {e.current_step}, the cap is {settings.max_steps} (LOOM_MAX_STEPS)"))
+        if e.total_attempts >= settings.max_total_attempts:
+            return ErrorInfo(code="attempt_cap_exceeded", message=(
+                f"execution used {e.total_attempts} step attempts, the cap is {settings.max_total_attempts} "
+                "(LOOM_MAX_TOTAL_ATTEMPTS)"))
+        return None
 
     def _may_chain(self, next_index: int) -> bool:
         """Run the next step in this invocation? Only within the chain limit, the fair share of the
@@ -123,7 +236,49 @@ class StepRun:
         needed = self.life.timeout_s(self.wf, next_index) * 1000 + self.settings.time_margin_ms
         return self.remaining_ms() >= needed
 
-    # -- moves ---------------------------------------------------------------------------------------
+    # -- writes ----------------------------------------------------------------------------------------
+    def commit(self, new: Execution) -> Outcome | None:
+        """Apply a transition; on a lost condition say what happened instead (None means it applied).
+
+        ``cancel_requested``: an operator asked to cancel while this delivery held the step (its claim,
+        or a fan-out this delivery is settling); ``execution`` is then the stored item, and the caller
+        finishes the cancel now that its own work has ended."""
+        old = self.execution
+        eid = old.execution_id
+        try:
+            self.execution = self.life.commit(old, new)
+        except TransitionConflictError as exc:
+            current = exc.current
+            if current is not None and current.cancel_requested and not current.compensating \
+                    and not current.status.is_terminal and _holds(old, current):
+                self.execution = current
+                return Outcome("cancel_requested", eid, old.current_step, "a cancel waited for this attempt")
+            kind = "duplicate" if exc.already_advanced else "conflict"
+            log.info("transition lost the race; nothing changed", extra={
+                "execution_id": eid, "workflow": old.workflow, "step": None, "step_index": old.current_step,
+                "attempt": None, "outcome": kind})
+            return Outcome(kind, eid, old.current_step, str(exc))
+        except ExecutionNotFoundError:
+            return Outcome("missing", eid, old.current_step)
+        return None
+
+    def put(self, record: StepRecord) -> Outcome | None:
+        try:
+            self.life.store.put_step(self.execution.execution_id, record)
+        except StepSupersededError as exc:
+            return Outcome("superseded", self.execution.execution_id, record.step_index, str(exc))
+        except ExecutionNotFoundError:
+            return Outcome("missing", self.execution.execution_id, record.step_index)
+        key = (record.step_index, record.kind == "compensation")
+        self.records = [r for r in self.records
+                        if not (isinstance(r, StepRecord) and (r.step_index, r.kind == "compensation") == key)]
+        self.records.append(record)
+        return None
+
+    def send(self, wake_at: dt.datetime | None = None) -> None:
+        self.life.send_at(self.execution, wake_at)
+
+    # -- moves -----------------------------------------------------------------------------------------
     def claim(self, policy: RetryPolicy | None = None, timeout_s: float | None = None) -> Execution | Outcome:
         """Start attempt n of the current task (or compensation: its own ``policy`` and ``timeout_s``):
         counted and leased on the execution item, before the body runs. Fails the execution instead
@@ -131,43 +286,49 @@ class StepRun:
         e, step = self.execution, self.step
         policy = policy or self.wf.policy_for(step.index)
         if e.attempt >= policy.max_attempts:
-            return self.fail(self._error("attempts_exhausted", (
+            return self.fail(self.error("attempts_exhausted", (
                 f"step started {e.attempt} times without finishing {policy.max_attempts} attempts cleanly: "
                 "earlier attempts crashed or ran past the timeout")))
-        now, deadline = self.clock.now(), self._deadline()
+        now, deadline = self.clock.now(), self.deadline()
         expiry = transitions.claim_expiry(now, timeout_s or self.timeout_s, self.life.margin_s, deadline)
-        new = transitions.claimed(e, now, expiry, deadline, self.settings.slack_s)
-        outcome = self.engine.commit(new, e)
-        if outcome is not None:
-            return outcome
-        self.execution = new
-        return new
+        outcome = self.commit(transitions.claimed(e, now, expiry, deadline, self.settings.slack_s))
+        return self.execution if outcome is None else outcome
 
     def succeed(self, result: Any) -> Outcome:
         e, step = self.execution, self.step
         if result is None:
             result = {}
         if type(result) is not dict:
-            return self.fail(self._error("invalid_result", (
+            return self.fail(self.error("invalid_result", (
                 f"step returned {type(result).__name__}; steps return a dict (merged into the context) or None")))
         try:
-            # The encoded context is at most the input plus every result so far; it is encoded again
-            # only when that bound could exceed the budget.
             result_blob, merged, bound = self.merge(result, f"result of step {step.name!r}")
         except (NonSerializableResultError, ResultTooLargeError) as exc:
-            return self.fail(self._error(exc.code, str(exc)))
+            return self.fail(self.error(exc.code, str(exc)))
         now = self.clock.now()
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
                             version=e.version, started_at=e.attempt_started_at, finished_at=now, result_blob=result_blob,
-                            expires_at=self.life.history_expiry(now))
+                            expires_at=self.item_expiry(now), run=e.run)
         return self.settle(record, merged, bound)
+
+    def merge(self, result: dict[str, Any], what: str) -> tuple[str, dict[str, Any], int]:
+        # The encoded context is at most the input plus every result so far; it is encoded again only
+        # when that bound could exceed the budget.
+        result_blob, decoded = codec.roundtrip(result, "result")
+        self.check_size(what, result_blob)
+        merged = {**(self.data or {}), **decoded}
+        bound = self.context_bound + len(result_blob.encode("utf-8"))
+        if bound > self.settings.item_budget_bytes:
+            context_blob = codec.encode(merged, "context")
+            self.check_size("context after merging this result", context_blob)
+            bound = len(context_blob.encode("utf-8"))
+        return result_blob, merged, bound
 
     def settle(self, record: StepRecord, merged: dict[str, Any], bound: int) -> Outcome:
         """The current step succeeded with ``record`` (its result already encoded and size-checked):
-        write it once, then move the execution on (``merged`` is the context after it, ``bound`` an
-        upper bound of its encoded size). Tasks, event waits and fan-ins all end here."""
+        write it once, then move the execution on. Tasks, event waits and fan-ins all end here."""
         e, step = self.execution, self.step
-        outcome = self._put(record)
+        outcome = self.put(record)
         if outcome is not None:
             return outcome
         faults.point("worker.after_record", execution_id=e.execution_id, step=step.index)
@@ -175,54 +336,45 @@ class StepRun:
         self.steps_run += 1
         self.metric("StepsSucceeded", "Count", 1)
         self.log("step succeeded")
-        return self._advance(record)
+        outcome = self._advance()
+        if outcome.kind == "cancel_requested":  # the step succeeded after a cancel: it is undone too
+            return self.finish_cancel(undo_current=True)
+        return outcome
 
-    def merge(self, result: dict[str, Any], what: str) -> tuple[str, dict[str, Any], int]:
-        """Encode a step's result and merge it into the context: (result blob, merged context, bound).
-        Raises NonSerializableResultError or ResultTooLargeError."""
-        result_blob, decoded = codec.roundtrip(result, "result")
-        self.engine._check_size(what, result_blob)
-        merged = {**(self.data or {}), **decoded}
-        bound = self.context_bound + len(result_blob.encode("utf-8"))
-        if bound > self.settings.item_budget_bytes:
-            context_blob = codec.encode(merged, "context")
-            self.engine._check_size("context after merging this result", context_blob)
-            bound = len(context_blob.encode("utf-8"))
-        return result_blob, merged, bound
+    def advance(self) -> Outcome:
+        return self._advance()
 
-    def _advance(self, record: StepRecord) -> Outcome:
+    def _advance(self) -> Outcome:
         e, step = self.execution, self.step
         now, nxt = self.clock.now(), e.current_step + 1
         chain = self._may_chain(nxt)
         claim_next = chain and self.wf.steps[nxt].kind.needs_invocation_time()
         expiry = deadline = None
         if claim_next:
-            deadline = self._deadline()
+            deadline = self.deadline()
             expiry = transitions.claim_expiry(now, self.life.timeout_s(self.wf, nxt), self.life.margin_s, deadline)
         ending = nxt >= len(self.wf.steps)
-        # the record just written counts too: it was stamped when its body ended, maybe well before now
-        # Nothing left to do at the end (no event to publish, history outlives it): finalized at once.
-        done_now = (ending and not self.life.events.enabled
-                    and self.life.history_outlives([*self.records, record], now + self.life.retention))
-        new = transitions.advanced(e, now, len(self.wf.steps), self.life.retention,
-                                   lease_s=self.life.lease_s(e.workflow, nxt), slack_s=self.settings.slack_s,
+        # Nothing left to do at the end (no event to publish, every item outlives it): finalized at once.
+        done_now = (ending and not self.life.events.enabled and e.stamped_until is not None
+                    and e.stamped_until >= now + self.retention)
+        new = transitions.advanced(e, now, len(self.wf.steps), self.retention,
+                                   lease_s=self.lease_s(nxt), slack_s=self.settings.slack_s,
                                    claim_expiry_at=expiry, deadline=deadline, finalized=done_now,
-                                   finalize_grace_s=self.life.finalize_grace_s(e))
-        outcome = self.engine.commit(new, e)
+                                   finalize_grace_s=self.finalize_grace_s())
+        outcome = self.commit(new)
         if outcome is not None:
             return outcome
         faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=step.index)
-        self.execution = new
-        self.records.append(record)
+        new = self.execution
         if new.status is Status.COMPLETED:
             self.metric("ExecutionsCompleted", "Count", 1)
             log.info("execution completed", extra=log_fields(new))
             if not new.finalized:
-                self.life.finalize(new, self.records)
+                self.life.finalize(new)
             return Outcome("completed", e.execution_id, step.index)
         if chain:
             return Outcome("chained", e.execution_id, step.index)
-        self.life.send_at(new)
+        self.send()
         faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
         return Outcome("advanced", e.execution_id, step.index)
 
@@ -237,118 +389,105 @@ class StepRun:
         if not body.retryable or attempt >= policy.max_attempts:
             if body.retryable:
                 message = f"{message} (attempt {attempt} of {policy.max_attempts})"
-            error = self._error(body.error_code or "step_error", message, retryable=body.retryable, kind=body.error_type)
-            return self.fail(error)
+            return self.fail(self.error(body.error_code or "step_error", message, retryable=body.retryable,
+                                        kind=body.error_type))
         now = self.clock.now()
-        error = self._error(body.error_code or "step_error", message, retryable=True, kind=body.error_type)
+        error = self.error(body.error_code or "step_error", message, retryable=True, kind=body.error_type)
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.FAILED, attempts=attempt,
                             version=e.version, started_at=e.attempt_started_at, finished_at=now, error=error,
-                            expires_at=self.life.history_expiry(now), kind=kind)
-        outcome = self._put(record)
+                            expires_at=self.item_expiry(now), kind=kind, run=e.run)
+        outcome = self.put(record)
         if outcome is not None:
             return outcome
         delay = backoff_s(policy, attempt, seed=f"{e.execution_id}:{step.index}" + ("" if kind == "task" else f":{kind}"))
         retry_at = now + dt.timedelta(seconds=delay)
-        new = transitions.retry_scheduled(e, now, retry_at)
-        outcome = self._keep_history(retry_at) or self.engine.commit(new, e)
+        outcome = self.commit(transitions.retry_scheduled(e, now, retry_at))
         if outcome is not None:
             return outcome
-        self.execution = new
         self.metric("StepsRetried", "Count", 1)
         log.warning("step failed; retry scheduled", extra={**log_fields(e, step, attempt), "error": message[:500],
                                                            "retry_in_s": round(delay, 3)})
-        self.life.send_at(new, retry_at)
+        self.send(retry_at)
         faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
         return Outcome("retry_scheduled", e.execution_id, step.index, f"retry in {delay:.1f} s")
 
-    def sleep_until(self, wake_at: dt.datetime, record: StepRecord) -> Outcome:
-        e, step = self.execution, self.step
-        outcome = self._put(record) or self._keep_history(wake_at)
-        if outcome is not None:
-            return outcome
-        new = transitions.slept(e, self.clock.now(), wake_at, len(self.wf.steps))
-        outcome = self.engine.commit(new, e)
-        if outcome is not None:
-            return outcome
-        self.execution = new
-        self.records.append(record)
-        log.info("sleeping", extra={**log_fields(new, step), "wake_at": wake_at.isoformat()})
-        self.life.send_at(new, wake_at)
-        faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
-        return Outcome("slept", e.execution_id, step.index, f"until {wake_at.isoformat()}")
-
     def fail(self, error: ErrorInfo) -> Outcome:
-        """End the execution FAILED; the current step's record says why (when the step had started)."""
+        """The current step failed for good: its record says why (when it had started), then the
+        execution compensates what it completed, or ends FAILED (COMPENSATION_FAILED while compensating)."""
         e = self.execution
         if e.is_claimed or error.step_index is not None:
             now = self.clock.now()
-            record = StepRecord(step_index=self.step.index if e.current_step < len(self.wf.steps) else e.current_step,
-                                name=self.step.name if e.current_step < len(self.wf.steps) else "?",
+            known = e.current_step < len(self.wf.steps)
+            kind = "compensation" if e.compensating else self.step.kind.kind if known else "task"
+            record = StepRecord(step_index=e.current_step, name=self.step.name if known else "?",
                                 status=StepStatus.FAILED, attempts=e.attempt, version=e.version,
-                                started_at=e.attempt_started_at,
-                                finished_at=now, error=error, is_final=True, expires_at=self.life.history_expiry(now))
-            kind = "compensation" if e.compensating else self.step.kind.kind if e.current_step < len(self.wf.steps) \
-                else "task"
-            if kind in ("compensation", "event", "fanout"):
-                record = record.model_copy(update={"kind": kind})
-            outcome = self._put(record)
+                                started_at=e.attempt_started_at, finished_at=now, error=error, is_final=True,
+                                expires_at=self.item_expiry(now), run=e.run,
+                                kind=kind if kind in ("compensation", "event", "fanout") else "task")
+            outcome = self.put(record)
             if outcome is not None:
                 return outcome
-            self.records.append(record)
             self.metric("StepsFailed", "Count", 1)
-        if e.compensating:
-            return compensation.give_up(self, error)
-        if error.code not in compensation.NOT_COMPENSATED:
-            first = compensation.first_to_undo(self.wf, self.records, e.current_step)
-            if first is not None:
-                return compensation.begin(self, error, first)
-        return self.engine._fail(e, error, self.records)
-
-    def callback_token(self, event: str) -> str:
-        """The token of the first ``wait_for_event(event)`` step after the current one."""
-        e = self.execution
-        for s in self.wf.steps[e.current_step:]:
-            if s.kind.kind == "event" and getattr(s.kind, "event", None) == event:
-                if not e.callback_secret:
-                    raise RuntimeError(f"execution {e.execution_id} started before callback tokens existed")
-                return callbacks.issue(e.callback_secret, e.execution_id, s.index)
-        raise ValueError(f"workflow {self.wf.name!r} has no wait_for_event({event!r}) step after step "
-                         f"{e.current_step} {self.step.name!r}")
-
-    # -- helpers --------------------------------------------------------------------------------------
-    def _put(self, record: StepRecord) -> Outcome | None:
-        try:
-            self.engine.store.put_step(self.execution.execution_id, record)
-        except StepSupersededError as exc:
-            return Outcome("superseded", self.execution.execution_id, record.step_index, str(exc))
-        except ExecutionNotFoundError:
-            return Outcome("missing", self.execution.execution_id, record.step_index)
-        return None
-
-    def _keep_history(self, until: dt.datetime) -> None:
-        """Before a long wait: history items that would expire before the execution could end get a
-        later TTL (only executions that outlive ``history_grace_s`` ever need it)."""
-        horizon = until + self.life.retention
-        if not self.life.history_outlives(self.records, until + dt.timedelta(seconds=self.life.margin_s)):
-            self.engine.store.stamp_history(self.execution.execution_id, horizon)
-            self.records = [r.model_copy(update={"expires_at": horizon}) if isinstance(r, StepRecord) else r
-                            for r in self.records]
-        return None
-
-    def _error(self, code: str, message: str, retryable: bool = False, kind: str | None = None) -> ErrorInfo:
-        step = self.step
-        return ErrorInfo(code=code, message=truncate(message), type=kind, step_index=step.index, step_name=step.name,
-                         retryable=retryable)
-
-    def complete_step(self, record: StepRecord, decoded: dict[str, Any]) -> Outcome:
-        """Settle the current step with a SUCCEEDED ``record`` made elsewhere (a parallel or map step's
-        fan-in, whose result ``decoded`` is already encoded and size-checked), then advance as ``succeed`` does."""
-        outcome = self._put(record)
+        outcome = self.kinds.ending.on_failure(self, error)
         if outcome is not None:
             return outcome
-        self.data = {**(self.data or {}), **decoded}
-        self.context_bound += len((record.result_blob or "").encode("utf-8"))
-        self.steps_run += 1
-        self.metric("StepsSucceeded", "Count", 1)
-        self.log("step succeeded")
-        return self._advance(record)
+        new = transitions.failed(e, self.clock.now(), error, self.retention, self.finalize_grace_s())
+        outcome = self.end(new, "failed", error.code, metric="ExecutionsFailed")
+        if outcome.kind == "failed":
+            log.error("execution failed", extra={**log_fields(self.execution), "error_code": error.code,
+                                                 "error": error.message})
+        return outcome
+
+    def end(self, new: Execution, outcome: str, detail: str = "", metric: str | None = None) -> Outcome:
+        lost = self.commit(new)
+        if lost is not None:
+            return lost
+        if metric:
+            self.metric(metric, "Count", 1)
+        self.life.finalize(self.execution)
+        return Outcome(outcome, new.execution_id, new.current_step, detail)
+
+    def finish_cancel(self, undo_current: bool) -> Outcome:
+        e = self.execution
+        if not e.cancel_requested or e.compensating or e.status.is_terminal:
+            return Outcome("stale", e.execution_id, e.current_step, "no cancel is pending")
+        new = self.kinds.ending.cancelled(self, e, e.cancelled_by, e.cancel_reason, undo_current, self.lease_s,
+                                          self.retention, self.finalize_grace_s())
+        if new.status.is_terminal:
+            return self.end(new, "cancelled", "cancelled", metric="ExecutionsCancelled")
+        outcome = self.commit(new)
+        if outcome is not None:
+            return outcome
+        self.metric("ExecutionsCompensating", "Count", 1)
+        self.send()
+        return Outcome("compensating", e.execution_id, e.current_step, f"undoing step {new.current_step}")
+
+    # -- reads again -----------------------------------------------------------------------------------
+    def reload(self) -> bool:
+        e = self.execution
+        state = self.life.store.load_state(e.execution_id)
+        if state is None:
+            return False
+        state = this_run_state(state)
+        now_e = state.execution
+        if now_e.status.is_terminal or now_e.compensating != e.compensating or now_e.current_step != e.current_step:
+            return False
+        self._load(state)
+        return self.data is not None
+
+
+def _holds(old: Execution, current: Execution) -> bool:
+    """``current`` is still at the step ``old`` was at, under the same attempt: the work this delivery
+    did (a claim's attempt, or a fan-out it was settling) is still the step's latest."""
+    return (current.current_step == old.current_step and current.attempt == old.attempt
+            and current.attempt_started_at == old.attempt_started_at)
+
+
+def this_run_state(state: ExecutionState) -> ExecutionState:
+    """The state with only this run's history, events and joins (a token re-used after its execution
+    expired starts a new run under the same id; what the old run left waits for its TTL)."""
+    e = state.execution
+    return dataclasses.replace(
+        state, records=this_run(e, state.records, "finished_at"), events=this_run(e, state.events, "sent_at"),
+        operations=this_run(e, state.operations, "at"),
+        joins={i: j for i, j in state.joins.items() if j.run is None or j.run == e.run})

@@ -55,9 +55,11 @@ def claimed(e: Execution, now: dt.datetime, expiry: dt.datetime, deadline: dt.da
 
 
 def redriven(e: Execution, now: dt.datetime, lease_s: float, slack_s: float) -> Execution:
-    """A due timer, or a lease that ran out, is handed to a fresh step message (the sweeper's move,
-    and the worker's when it yields): no attempt holds the step; the message has ``lease_s``."""
-    return _next(e, now, status=Status.RUNNING, **_NO_CLAIM,
+    """A due timer, or a lease that ran out, is handed to a fresh step message (the sweeper's move):
+    no attempt holds the step; the message has ``lease_s``. A claimed attempt whose lease ran out ended
+    without reporting (its worker died): it is counted in ``lost_attempts``."""
+    lost = e.lost_attempts + (1 if e.is_claimed else 0)
+    return _next(e, now, status=Status.RUNNING, **_NO_CLAIM, lost_attempts=lost,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 
 
@@ -74,16 +76,18 @@ def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.time
         return _ended(e, now, Status.COMPLETED, None, retention, finalized, finalize_grace_s, current_step=step)
     if claim_expiry_at is not None:
         return _next(e, now, status=Status.RUNNING, current_step=step, attempt=1, attempt_started_at=now,
-                     attempt_deadline=deadline, total_attempts=e.total_attempts + 1,
+                     attempt_deadline=deadline, total_attempts=e.total_attempts + 1, lost_attempts=0,
                      **_timer(e, Timer.LEASE, claim_expiry_at, slack_s))
-    return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, **_NO_CLAIM,
+    return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, lost_attempts=0, **_NO_CLAIM,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 
 
-def slept(e: Execution, now: dt.datetime, wake_at: dt.datetime, step_count: int) -> Execution:
-    """The current step is a sleep: pass it and wait, with nothing running, until ``wake_at``."""
-    return _next(e, now, status=Status.SLEEPING, current_step=min(e.current_step + 1, step_count), attempt=0,
-                 **_NO_CLAIM, **_timer(e, Timer.SLEEP, wake_at, 0.0))
+def slept(e: Execution, now: dt.datetime, wake_at: dt.datetime) -> Execution:
+    """The current step is a sleep: wait at it, with nothing running, until ``wake_at`` (then the
+    sleep's delivery moves past it). ``attempt`` 1 marks that the sleep began; a sweeper's re-drive or an
+    operator's wake keeps it."""
+    return _next(e, now, status=Status.SLEEPING, attempt=1, lost_attempts=0, **_NO_CLAIM,
+                 **_timer(e, Timer.SLEEP, wake_at, 0.0))
 
 
 def retry_scheduled(e: Execution, now: dt.datetime, retry_at: dt.datetime) -> Execution:
@@ -100,7 +104,7 @@ def _ended(e: Execution, now: dt.datetime, status: Status, error: ErrorInfo | No
            finalized: bool, finalize_grace_s: float, **changes) -> Execution:
     """Terminal: out of the due index. Housekeeping still owed (``finalize_by``) unless ``finalized``."""
     return _next(e, now, status=status, error=error, next_wake_at=None, timer=None, index_at=None, **_NO_CLAIM,
-                 expires_at=now + retention, finalized=finalized,
+                 expires_at=now + retention, finalized=finalized, cancel_requested=False,
                  finalize_by=None if finalized else now + dt.timedelta(seconds=finalize_grace_s), **changes)
 
 
@@ -112,11 +116,26 @@ def cancelled(e: Execution, now: dt.datetime, by: str, reason: str | None, reten
                   cancel_reason=reason)
 
 
+def cancel_requested(e: Execution, now: dt.datetime, by: str, reason: str | None,
+                     until: dt.datetime | None = None) -> Execution:
+    """An operator cancels while work holds the current step (an attempt's claim, a fan-out's running
+    branches): the request is recorded and takes effect when that work has ended. A claim keeps its
+    lease; an unclaimed step (a fan-out) is looked at again at ``until``, when the work's leases end."""
+    timer = {} if e.is_claimed or until is None else _timer(e, Timer.LEASE, max(until, now), 0.0)
+    return _next(e, now, cancel_requested=True, cancelled_by=by, cancel_reason=reason, **timer)
+
+
 def redriven_after_failure(e: Execution, now: dt.datetime, lease_s: float) -> Execution:
     """A FAILED execution resumes at its failed step with fresh attempts, under the same id."""
-    return _next(e, now, status=Status.RUNNING, error=None, attempt=0, **_NO_CLAIM, expires_at=None,
+    return _next(e, now, status=Status.RUNNING, error=None, attempt=0, **_NO_CLAIM, expires_at=None, lost_attempts=0,
                  finalized=False, finalize_by=None, redrives=e.redrives + 1,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
+
+
+def restamped(e: Execution, stamped_until: dt.datetime) -> Execution:
+    """``new`` after the execution's other items were re-stamped to expire no earlier than ``stamped_until``
+    (part of the transition it rides on: no version of its own)."""
+    return e.model_copy(update={"stamped_until": stamped_until})
 
 
 def woken(e: Execution, now: dt.datetime) -> Execution:
@@ -134,19 +153,22 @@ def waiting(e: Execution, now: dt.datetime, timeout_at: dt.datetime) -> Executio
 
 
 def compensation_started(e: Execution, now: dt.datetime, error: ErrorInfo | None, step: int, lease_s: float, *,
-                         cancelled_by: str | None = None, cancel_reason: str | None = None) -> Execution:
+                         cancelled_by: str | None = None, cancel_reason: str | None = None,
+                         undo_failed_step: bool = False) -> Execution:
     """The execution failed for good (``error``) or was cancelled: it stays live and undoes its completed
     steps in reverse order, starting with the compensation of ``step``. ``failed_step`` keeps where it
-    stopped, so the compensations see the context that step saw."""
+    stopped, so the compensations see the context that step saw; ``undo_failed_step`` undoes that step
+    too (a cancel caught it mid-attempt)."""
     return _next(e, now, status=Status.RUNNING, compensating=True, failed_step=e.current_step, current_step=step,
                  error=error, attempt=0, **_NO_CLAIM, cancelled_by=cancelled_by or e.cancelled_by,
-                 cancel_reason=cancel_reason if cancelled_by else e.cancel_reason,
+                 cancel_reason=cancel_reason if cancelled_by else e.cancel_reason, cancel_requested=False,
+                 undo_failed_step=undo_failed_step, lost_attempts=0,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 
 
 def compensation_next(e: Execution, now: dt.datetime, step: int, lease_s: float) -> Execution:
     """A compensation finished; the one of the next earlier completed ``step`` runs."""
-    return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, **_NO_CLAIM,
+    return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, lost_attempts=0, **_NO_CLAIM,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 
 

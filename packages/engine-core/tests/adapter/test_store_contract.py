@@ -408,13 +408,13 @@ def test_history_flags_a_corrupt_record_and_keeps_the_others(store):
 
 # -- housekeeping ------------------------------------------------------------------------------------------
 
-def test_stamp_history_sets_the_ttl_on_every_history_item(store):
+def test_stamp_items_sets_the_ttl_on_every_history_item(store):
     e = new_execution()
     store.create(e, INPUT)
     for i, name in enumerate("ab"):
         store.put_step(e.execution_id, record(i, name, expires_at=T0 + dt.timedelta(days=1)))
     later = T0 + dt.timedelta(days=90, microseconds=5)
-    store.stamp_history(e.execution_id, later)
+    store.stamp_items(e.execution_id, later)
     assert [r.expires_at for r in store.history(e.execution_id)] == [later.replace(microsecond=0)] * 2
 
 

@@ -25,7 +25,8 @@ def make(**wait_kwargs):
 
     def after(ctx):
         runs["after"] += 1
-        return {"approved_by": ctx.get("approver"), "note": ctx.get("note")}
+        answer = ctx.get("wait_approved") or {}
+        return {"approved_by": answer.get("approver"), "note": answer.get("note")}
 
     @workflow("approval_flow", registry=registry)
     class ApprovalFlow:
@@ -61,7 +62,7 @@ def test_wait_for_event_sent_before_the_wait_is_kept_and_consumed_when_it_arrive
     done = runner.run_until_done(eid)
     # then: no WAITING at all; the kept event was consumed
     assert done.status is Status.COMPLETED
-    assert runner.context(eid)["approver"] == "early"
+    assert runner.context(eid)["wait_approved"]["approver"] == "early"
     assert runs["after"] == 1
 
 
@@ -75,7 +76,7 @@ def test_wait_for_event_sent_twice_with_the_same_id_is_applied_once():
     runner.run_until_done(eid)
     # then
     assert (first, again) == ("delivered", "duplicate")
-    assert runner.context(eid)["approver"] == "ana"
+    assert runner.context(eid)["wait_approved"]["approver"] == "ana"
     assert len(runner.store.events[eid]) == 1
     assert runs["after"] == 1
 
@@ -104,7 +105,7 @@ def test_wait_for_event_racing_the_wait_commit_is_never_lost():
     # then: completed without waiting two hours for the timeout
     assert done.status is Status.COMPLETED
     assert done.updated_at - done.created_at < dt.timedelta(minutes=5)
-    assert runner.context(eid)["approver"] == "r"
+    assert runner.context(eid)["wait_approved"]["approver"] == "r"
 
 
 def test_wait_for_event_timeout_without_a_default_fails_the_step():
@@ -165,7 +166,7 @@ def test_callback_token_completes_its_wait_once_and_forged_tokens_are_not_found(
     assert sent.outcome == "delivered"
     assert used.value.code == "callback_used"
     assert done.status is Status.COMPLETED
-    assert runner.context(eid)["approver"] == "partner"
+    assert runner.context(eid)["wait_approved"]["approver"] == "partner"
     assert runs["after"] == 1
 
 
@@ -196,7 +197,7 @@ def test_wake_of_a_waiting_execution_times_its_wait_out_now():
     done = runner.run_until_done(eid)
     # then
     assert done.status is Status.COMPLETED
-    assert runner.context(eid)["approver"] == "skipped"
+    assert runner.context(eid)["wait_approved"]["approver"] == "skipped"
     assert done.updated_at - done.created_at < dt.timedelta(hours=1)
 
 

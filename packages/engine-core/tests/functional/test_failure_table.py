@@ -568,7 +568,7 @@ def test_terminal_executions_stamp_retention_on_their_whole_history(three_steps)
     # then: history items were written with a TTL that outlives the execution's, so nothing was stamped
     assert e.finalized and e.expires_at == e.updated_at + dt.timedelta(days=30)
     assert all(r.expires_at >= e.expires_at.replace(microsecond=0) for r in runner.history(eid))
-    assert "stamp_history" not in runner.store.calls and "finalize" not in runner.store.calls
+    assert "stamp_items" not in runner.store.calls and "finalize" not in runner.store.calls
 
 
 def test_long_executions_restamp_history_that_would_expire_first(registry, ledger):

@@ -118,23 +118,27 @@ def test_cancel_a_sleeping_execution_leaves_the_due_index_at_once_and_never_resu
     assert writes(runner) == before
 
 
-def test_cancel_while_a_body_runs_lets_it_finish_but_refuses_its_commit_and_runs_nothing_after():
+def test_cancel_while_a_body_runs_is_a_request_that_its_commit_completes_and_nothing_after_runs():
     runner, switch = make()
     switch.on = True
     eid = runner.start("ops_flow", {})
     run_to_sleep(runner, eid)
     runner.engine.operator.wake(eid, "me")
-    switch.during = lambda: runner.engine.operator.cancel(eid, "ops", "stop")  # while the body runs
+    answers = []
+    switch.during = lambda: answers.append(runner.engine.operator.cancel(eid, "ops", "stop"))  # while the body runs
     # when
     for _ in range(5):
         for m in runner.queue.receive():
             runner.outcomes.append(runner.engine.process(m.body))
             runner.queue.ack(m)
-    # then: the body ran to its end, its commit found the cancel, and nothing after it ran
+    # then: the cancel was a request while the attempt held the step; the body ran to its end, its commit
+    # found the request and ended the execution; nothing after it ran
+    assert [(a.status, a.cancel_requested) for a in answers] == [(Status.RUNNING, True)]
     e = runner.engine.get(eid)
-    assert switch.runs == 1 and e.status is Status.CANCELLED and e.current_step == 2
-    assert {o.kind for o in runner.outcomes} & {"conflict", "duplicate"}
-    assert "last" not in [r.name for r in runner.engine.history(eid)]
+    assert switch.runs == 1 and e.status is Status.CANCELLED and e.current_step == 2 and not e.cancel_requested
+    assert (e.cancelled_by, e.cancel_reason) == ("ops", "stop")
+    assert "cancelled" in {o.kind for o in runner.outcomes}
+    assert [r.name for r in runner.engine.history(eid)] == ["first", "sleep_7200s", "fragile"]
 
 
 def test_cancel_an_ended_execution_is_a_conflict_with_its_status():

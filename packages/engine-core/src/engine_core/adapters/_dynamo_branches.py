@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import BranchConflictError
 from ..model import Branch, CorruptRecord, Join
 from ._items import (
+    RUN_ATTR,
     branch_from_attrs,
     branch_partition_suffix,
     branch_sort_key,
@@ -31,7 +32,7 @@ from ._items import (
     join_sort_key,
     join_to_attrs,
 )
-from .dynamodb import _KEYS, WRITE_TOKEN, _attr, _ConditionFailed, _from_item, _pk, _sort_key, _to_item, _TransactionConflict, _translated
+from ._dynamo_wire import _KEYS, WRITE_TOKEN, _attr, _ConditionFailed, _from_item, _pk, _sort_key, _to_item, _TransactionConflict, _translated
 
 _CONFLICT_RETRIES = 5
 """TransactWriteItems refused with TransactionConflict (another transaction held the join item: two
@@ -67,13 +68,21 @@ def _conflict(store: Any, execution_id: str, branch: Branch, expected: int | Non
 
 def put_join(store: Any, execution_id: str, join: Join) -> bool:
     # A join of the same generation is never replaced: it may already count completions. Nor is a newer
-    # generation's: a delivery that read an older execution version must not turn the fan-out back.
+    # generation's: a delivery that read an older execution version must not turn the fan-out back. An
+    # older run's (a token re-used after expiry) is. (memory.MemoryStore.put_join says the same.)
+    if join.run is None:
+        condition = "attribute_not_exists(PK) OR (attribute_not_exists(#run) AND generation < :generation)"
+        values: dict[str, Any] = {":generation": join.generation}
+    else:
+        condition = ("attribute_not_exists(PK) OR #run < :run OR (attribute_not_exists(#run) AND started_at < :run) OR "
+                     "((#run = :run OR attribute_not_exists(#run)) AND generation < :generation)")
+        values = {":generation": join.generation, ":run": join.run}
     try:
         with _translated("PutItem"):
             store.client.put_item(TableName=store.table, Item=_to_item(
                 {**join_to_attrs(join), "PK": _pk(execution_id), "SK": join_sort_key(join.step_index)}),
-                ConditionExpression="attribute_not_exists(PK) OR generation < :generation",
-                ExpressionAttributeValues=_to_item({":generation": join.generation}), **store._capacity)
+                ConditionExpression=condition, ExpressionAttributeNames={"#run": RUN_ATTR},
+                ExpressionAttributeValues=_to_item(values), **store._capacity)
     except _ConditionFailed:
         return False
     return True
@@ -88,7 +97,7 @@ def get_join(store: Any, execution_id: str, step_index: int) -> Join | None:
 
 
 def _put_branch(store: Any, execution_id: str, branch: Branch, condition: str, values: dict[str, Any],
-                expected: int | None) -> None:
+                expected: int | None, names: dict[str, str]) -> None:
     token = uuid.uuid4().hex
     item = {**branch_to_attrs(branch), "PK": _pk(execution_id) + branch_partition_suffix(branch.step_index),
             "SK": branch_sort_key(branch.branch), WRITE_TOKEN: token}
@@ -96,8 +105,8 @@ def _put_branch(store: Any, execution_id: str, branch: Branch, condition: str, v
         with _translated("PutItem"):
             store.client.put_item(TableName=store.table, Item=_to_item(item), ConditionExpression=condition,
                                   ReturnValuesOnConditionCheckFailure="ALL_OLD", **store._capacity,
-                                  **({"ExpressionAttributeNames": {"#version": "version"},
-                                      "ExpressionAttributeValues": _to_item(values)} if values else {}))
+                                  **({"ExpressionAttributeNames": names} if names else {}),
+                                  **({"ExpressionAttributeValues": _to_item(values)} if values else {}))
     except _ConditionFailed as lost:
         if lost.item is not None and _attr(lost.item, WRITE_TOKEN) == token:
             return  # our own write, applied before its response was lost and the call retried
@@ -105,7 +114,13 @@ def _put_branch(store: Any, execution_id: str, branch: Branch, condition: str, v
 
 
 def create_branch(store: Any, execution_id: str, branch: Branch) -> None:
-    _put_branch(store, execution_id, branch, "attribute_not_exists(PK)", {}, None)
+    if branch.run is None:
+        _put_branch(store, execution_id, branch, "attribute_not_exists(PK)", {}, None, {})
+        return
+    # An older run's branch (a token re-used after expiry) is replaced; this run's never is.
+    _put_branch(store, execution_id, branch,
+                "attribute_not_exists(PK) OR #run < :run OR (attribute_not_exists(#run) AND updated_at < :run)",
+                {":run": branch.run}, None, {"#run": RUN_ATTR})
 
 
 def get_branch(store: Any, execution_id: str, step_index: int, branch: int) -> Branch | CorruptRecord | None:
@@ -118,7 +133,8 @@ def get_branch(store: Any, execution_id: str, step_index: int, branch: int) -> B
 
 def update_branch(store: Any, execution_id: str, branch: Branch, expected_version: int) -> None:
     # Every branch transition is valid only from the version its writer read.
-    _put_branch(store, execution_id, branch, "#version = :expected", {":expected": expected_version}, expected_version)
+    _put_branch(store, execution_id, branch, "#version = :expected", {":expected": expected_version}, expected_version,
+                {"#version": "version"})
 
 
 def complete_branch(store: Any, execution_id: str, branch: Branch, expected_version: int) -> None:
@@ -131,9 +147,12 @@ def complete_branch(store: Any, execution_id: str, branch: Branch, expected_vers
         "ConditionExpression": "#version = :expected", "ExpressionAttributeNames": {"#version": "version"},
         "ExpressionAttributeValues": _to_item({":expected": expected_version}),
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+    same_run = "" if branch.run is None else " AND (attribute_not_exists(#run) OR #run = :run)"
     join_count = {"TableName": store.table, "Key": _to_item({"PK": pk, "SK": join_sort_key(branch.step_index)}),
-                  "UpdateExpression": "ADD done :one", "ConditionExpression": "generation = :generation",
-                  "ExpressionAttributeValues": _to_item({":one": 1, ":generation": branch.generation})}
+                  "UpdateExpression": "ADD done :one", "ConditionExpression": "generation = :generation" + same_run,
+                  "ExpressionAttributeValues": _to_item({":one": 1, ":generation": branch.generation,
+                                                         **({} if branch.run is None else {":run": branch.run})}),
+                  **({} if branch.run is None else {"ExpressionAttributeNames": {"#run": RUN_ATTR}})}
     # botocore sends the same ClientRequestToken on its own retries, so a transaction whose response
     # was lost is not applied twice (nor reported as a conflict).
     for attempt in range(_CONFLICT_RETRIES + 1):

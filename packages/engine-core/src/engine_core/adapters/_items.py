@@ -41,19 +41,43 @@ def event_to_attrs(r: EventRecord) -> dict[str, Any]:
              "sent_at": format_ts(r.sent_at)}
     if r.by is not None:
         attrs["by"] = r.by
-    return attrs
+    return _stamped(attrs, r.run, r.expires_at)
 
 
 def event_from_attrs(sort_key: str, attrs: dict[str, Any]) -> EventRecord | CorruptRecord:
     try:
         return EventRecord(name=attrs["name"], event_id=attrs["event_id"], data=json.loads(attrs["data"]),
-                           sent_at=parse_ts(attrs["sent_at"]), by=attrs.get("by"))
+                           sent_at=parse_ts(attrs["sent_at"]), by=attrs.get("by"), run=_run(attrs),
+                           expires_at=_expiry(attrs))
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
 
 
+RUN_ATTR = "run"
+"""Which run of the execution id wrote an item (``Execution.run``, its start time): a token re-used after
+its execution expired starts a new run, and the stores let a newer run replace what an older one left."""
+
+
 def _epoch(when: dt.datetime) -> int:
     return int(when.timestamp())
+
+
+def _stamped(attrs: dict[str, Any], run: str | None, expires_at: dt.datetime | None) -> dict[str, Any]:
+    """``attrs`` with the run and the TTL attribute, where set."""
+    if run is not None:
+        attrs[RUN_ATTR] = run
+    if expires_at is not None:
+        attrs[TTL_ATTR] = _epoch(expires_at)
+    return attrs
+
+
+def _run(attrs: dict[str, Any]) -> str | None:
+    value = attrs.get(RUN_ATTR)
+    return value if isinstance(value, str) else None
+
+
+def _expiry(attrs: dict[str, Any]) -> dt.datetime | None:
+    return _from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None
 
 
 def _from_epoch(value: Any) -> dt.datetime:
@@ -83,6 +107,12 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
     }
     if e.compensating:
         attrs["compensating"] = True
+    if e.cancel_requested:
+        attrs["cancel_requested"] = True
+    if e.undo_failed_step:
+        attrs["undo_failed_step"] = True
+    if e.lost_attempts:
+        attrs["lost_attempts"] = e.lost_attempts
     optional = {
         "next_wake_at": None if e.next_wake_at is None else format_ts(e.next_wake_at),
         "timer": None if e.timer is None else e.timer.value,
@@ -97,6 +127,7 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "failed_step": e.failed_step,
         "compensated": e.compensated,
         "compensation_error": _error_text(e.compensation_error),
+        "stamped_until": None if e.stamped_until is None else _epoch(e.stamped_until),
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
     return attrs
@@ -135,6 +166,10 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             compensated=bool(attrs["compensated"]) if "compensated" in attrs else None,
             compensation_error=(ErrorInfo.model_validate_json(attrs["compensation_error"])
                                 if "compensation_error" in attrs else None),
+            cancel_requested=bool(attrs.get("cancel_requested", False)),
+            undo_failed_step=bool(attrs.get("undo_failed_step", False)),
+            lost_attempts=_int(attrs.get("lost_attempts", 0)),
+            stamped_until=_from_epoch(attrs["stamped_until"]) if "stamped_until" in attrs else None,
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
         raise CorruptStateError(execution_id, f"{type(exc).__name__}: {exc}", attrs) from exc
@@ -146,7 +181,43 @@ step rewrites: a long token or caller ARN must not push that item past 1 KB (two
 
 
 def start_attrs(e: Execution) -> dict[str, Any]:
-    return {k: getattr(e, k) for k in START_ATTRS if getattr(e, k) is not None}
+    """What ``#INPUT`` holds beside the input: the start's attributes, its run and its TTL."""
+    attrs = {k: getattr(e, k) for k in START_ATTRS if getattr(e, k) is not None}
+    return _stamped(attrs, e.run, e.stamped_until)
+
+
+def older_run(stored: dict[str, Any], run: str | None, written_attr: str) -> bool:
+    """``stored`` was left by a run older than ``run``: a newer run replaces it whatever else it holds.
+    An item from before runs were named is older when it was written (``written_attr``) before ``run``
+    began. DynamoDB's conditions say the same: ``#run < :run OR (attribute_not_exists(#run) AND
+    <written_attr> < :run)``."""
+    if run is None:
+        return False
+    other = stored.get(RUN_ATTR)
+    if isinstance(other, str):
+        return other < run
+    written = stored.get(written_attr)
+    return isinstance(written, str) and written < run
+
+
+def step_replaceable(stored: dict[str, Any], record: StepRecord) -> bool:
+    """May ``record`` replace the stored history item? Yes when it predates written versions (engine-core
+    before 0.2), when an older run left it, or when this run wrote it at an earlier version: of two
+    copies of one delivery only the first writes, and a stalled older writer never replaces a newer
+    record. DynamoDB: ``attribute_not_exists(written_version) OR #run < :run OR (attribute_not_exists(#run)
+    AND finished_at < :run) OR ((#run = :run OR attribute_not_exists(#run)) AND written_version < :v)``."""
+    written = stored.get("written_version")
+    if isinstance(written, bool) or not isinstance(written, (int, Decimal)):
+        return True
+    if older_run(stored, record.run, "finished_at"):
+        return True
+    return same_run(stored, record.run) and written < record.version
+
+
+def same_run(stored: dict[str, Any], run: str | None) -> bool:
+    """Written by ``run``, or (items from before runs were named) by no named run at all."""
+    other = stored.get(RUN_ATTR)
+    return other == run or not isinstance(other, str)
 
 
 def with_start_attrs(e: Execution, attrs: dict[str, Any]) -> Execution:
@@ -172,13 +243,14 @@ def operation_to_attrs(r: OperationRecord) -> dict[str, Any]:
              "detail": json.dumps(r.detail, separators=(",", ":"), sort_keys=True)}
     if r.reason is not None:
         attrs["reason"] = r.reason
-    return attrs
+    return _stamped(attrs, r.run, r.expires_at)
 
 
 def operation_from_attrs(sort_key: str, attrs: dict[str, Any]) -> OperationRecord | CorruptRecord:
     try:
         return OperationRecord(op=attrs["op"], by=attrs["by"], at=parse_ts(attrs["at"]), version=_int(attrs["version"]),
-                               reason=attrs.get("reason"), detail=json.loads(attrs.get("detail") or "{}"))
+                               reason=attrs.get("reason"), detail=json.loads(attrs.get("detail") or "{}"),
+                               run=_run(attrs), expires_at=_expiry(attrs))
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
 
@@ -190,6 +262,8 @@ def step_to_attrs(r: StepRecord) -> dict[str, Any]:
         attrs["kind"] = r.kind
     if r.event_id is not None:
         attrs["event_id"] = r.event_id
+    if r.run is not None:
+        attrs[RUN_ATTR] = r.run
     optional = {
         "started_at": None if r.started_at is None else format_ts(r.started_at),
         "finished_at": None if r.finished_at is None else format_ts(r.finished_at),
@@ -217,6 +291,7 @@ def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | Corrup
             version=_int(attrs.get("written_version", 0)),
             kind=_str(attrs.get("kind", "task")),
             event_id=attrs.get("event_id"),
+            run=_run(attrs),
         )
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
@@ -261,17 +336,14 @@ def join_to_attrs(j: Join) -> dict[str, Any]:
     attrs: dict[str, Any] = {"step_index": j.step_index, "total": j.total, "done": j.done,
                              "generation": j.generation, "max_concurrency": j.max_concurrency,
                              "started_at": format_ts(j.started_at)}
-    if j.expires_at is not None:
-        attrs[TTL_ATTR] = _epoch(j.expires_at)
-    return attrs
+    return _stamped(attrs, j.run, j.expires_at)
 
 
 def join_from_attrs(attrs: dict[str, Any]) -> Join:
     """Raises ValueError (or TypeError) for an unreadable item."""
     return Join(step_index=_int(attrs["step_index"]), total=_int(attrs["total"]), done=_int(attrs.get("done", 0)),
                 generation=_int(attrs["generation"]), max_concurrency=_int(attrs["max_concurrency"]),
-                started_at=parse_ts(attrs["started_at"]),
-                expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None)
+                started_at=parse_ts(attrs["started_at"]), expires_at=_expiry(attrs), run=_run(attrs))
 
 
 def branch_to_attrs(b: Branch) -> dict[str, Any]:
@@ -285,6 +357,7 @@ def branch_to_attrs(b: Branch) -> dict[str, Any]:
         "result": b.result_blob,
         "error": _error_text(b.error),
         TTL_ATTR: None if b.expires_at is None else _epoch(b.expires_at),
+        RUN_ATTR: b.run,
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
     return attrs
@@ -300,7 +373,7 @@ def branch_from_attrs(sort_key: str, attrs: dict[str, Any]) -> Branch | CorruptR
             finished_at=_ts(attrs, "finished_at"),
             result_blob=_str(attrs["result"]) if "result" in attrs else None,
             error=ErrorInfo.model_validate_json(attrs["error"]) if "error" in attrs else None,
-            expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None,
+            expires_at=_expiry(attrs), run=_run(attrs),
         )
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")

@@ -41,6 +41,9 @@ from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
 from ..settings import EngineSettings, require_env
 from ..sharding import shard_of
 from ._items import (
+    JOIN_PREFIX,
+    RUN_ATTR,
+    branch_partition_suffix,
     INPUT_ATTR,
     LIVE,
     START_ATTRS,
@@ -64,7 +67,8 @@ from ._items import (
     step_to_attrs,
     with_start_attrs,
 )
-from ._dynamo_wire import (  # noqa: F401  (re-exported: _dynamo_branches imports them from here)
+from . import _dynamo_branches as _fanout_items
+from ._dynamo_wire import (
     WRITE_TOKEN,
     _KEYS,
     _attr,
@@ -181,7 +185,7 @@ class DynamoStore:
                     operations.append(self._decode_operation(sk, item))
                 elif sk.startswith(EVENT_PREFIX):
                     events.append(self._decode_event(sk, item))
-                elif sk.startswith("JOIN#") and (join := _branches().decode_join(item)) is not None:
+                elif sk.startswith("JOIN#") and (join := _fanout_items.decode_join(item)) is not None:
                     joins[join.step_index] = join
         if meta is None:
             return None
@@ -217,14 +221,25 @@ class DynamoStore:
     def put_step(self, execution_id: str, record: StepRecord) -> None:
         sk = record_sort_key(record)
         token = uuid.uuid4().hex
+        # First writer at a version of this run wins; a later version replaces; an older one never does.
+        # A newer run (a token re-used after expiry) replaces what an older run left; a record from
+        # before written versions (engine-core < 0.2) is replaced by any writer. (_items.step_replaceable)
+        if record.run is None:
+            condition = ("attribute_not_exists(PK) OR attribute_not_exists(written_version) OR "
+                         "(attribute_not_exists(#run) AND written_version < :version)")
+            values: dict[str, Any] = {":version": record.version}
+        else:
+            condition = ("attribute_not_exists(PK) OR attribute_not_exists(written_version) OR #run < :run OR "
+                         "(attribute_not_exists(#run) AND finished_at < :run) OR "
+                         "((#run = :run OR attribute_not_exists(#run)) AND written_version < :version)")
+            values = {":version": record.version, ":run": record.run}
         try:
             with _translated("PutItem"):
                 self.client.put_item(
                     TableName=self.table,
                     Item=_to_item({**step_to_attrs(record), "PK": _pk(execution_id), "SK": sk, WRITE_TOKEN: token}),
-                    # First writer at a version wins; a later version replaces; an older one never does.
-                    ConditionExpression="attribute_not_exists(PK) OR written_version < :version",
-                    ExpressionAttributeValues=_to_item({":version": record.version}),
+                    ConditionExpression=condition, ExpressionAttributeNames={"#run": RUN_ATTR},
+                    ExpressionAttributeValues=_to_item(values),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                     **self._capacity,
                 )
@@ -257,18 +272,49 @@ class DynamoStore:
         except _ConditionFailed:
             return False
 
-    def stamp_history(self, execution_id: str, expires_at: dt.datetime) -> None:
-        for sk in self._step_keys(execution_id):
+    def stamp_items(self, execution_id: str, expires_at: dt.datetime) -> int:
+        """Raise the TTL of every item of the execution but ``#META`` (input, history, operations, events,
+        joins, and the branches of each step that fanned out) to ``expires_at``; never lowers one."""
+        ttl, stamped = _epoch(expires_at), 0
+        keys = self._item_keys(_pk(execution_id), ttl)
+        for pk, sk in list(keys):
+            if sk.startswith(JOIN_PREFIX):
+                keys.extend(self._item_keys(pk + branch_partition_suffix(int(sk[len(JOIN_PREFIX):])), ttl))
+        for pk, sk in keys:
+            if sk == META_SK:
+                continue
             try:
                 with _translated("UpdateItem"):
                     self.client.update_item(
-                        TableName=self.table, Key=self._key(execution_id, sk),
-                        UpdateExpression="SET #ttl = :ttl", ConditionExpression="attribute_exists(PK)",
+                        TableName=self.table, Key=_to_item({"PK": pk, "SK": sk}),
+                        UpdateExpression="SET #ttl = :ttl",
+                        ConditionExpression="attribute_exists(PK) AND (attribute_not_exists(#ttl) OR #ttl < :ttl)",
                         ExpressionAttributeNames={"#ttl": TTL_ATTR},
-                        ExpressionAttributeValues=_to_item({":ttl": _epoch(expires_at)}), **self._capacity,
+                        ExpressionAttributeValues=_to_item({":ttl": ttl}), **self._capacity,
                     )
+                stamped += 1
             except _ConditionFailed:
-                pass  # deleted meanwhile
+                pass  # deleted, or stamped later meanwhile
+        return stamped
+
+    def _item_keys(self, pk: str, below_ttl: int) -> list[tuple[str, str]]:
+        """Keys of the partition's items whose TTL is missing or below ``below_ttl`` (JOIN# items always:
+        their step's branch partition is stamped next)."""
+        args: dict[str, Any] = {"TableName": self.table, "KeyConditionExpression": "PK = :pk",
+                                "ExpressionAttributeValues": _to_item({":pk": pk}), "ConsistentRead": True,
+                                "ProjectionExpression": "PK, SK, #ttl", "ExpressionAttributeNames": {"#ttl": TTL_ATTR},
+                                **self._capacity}
+        out: list[tuple[str, str]] = []
+        while True:
+            with _translated("Query"):
+                resp = self.client.query(**args)
+            for item in map(_from_item, resp.get("Items", [])):
+                ttl = item.get(TTL_ATTR)
+                if ttl is None or int(ttl) < below_ttl or str(item["SK"]).startswith(JOIN_PREFIX):
+                    out.append((item["PK"], item["SK"]))
+            if "LastEvaluatedKey" not in resp:
+                return out
+            args["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def finalize(self, execution_id: str, version: int) -> None:
         try:
@@ -285,10 +331,6 @@ class DynamoStore:
             pass  # someone else finalized it, or it moved on
 
     # -- history --------------------------------------------------------------------------------
-    def _step_keys(self, execution_id: str) -> list[str]:
-        return [_sort_key(item) for page in self._query_execution(execution_id, STEP_PREFIX, projection="PK, SK")
-                for item in page]
-
     def _query_execution(self, execution_id: str, prefix: str | None, projection: str | None = None):
         """Pages of the execution's items (all of them, or those whose sort key starts with ``prefix``)."""
         condition, values = "PK = :pk", {":pk": _pk(execution_id)}
@@ -341,12 +383,16 @@ class DynamoStore:
                 for page in self._query_execution(execution_id, OP_PREFIX) for item in page]
 
     def put_event(self, execution_id: str, record: EventRecord) -> bool:
-        """Keep an event until a wait consumes it; False (nothing written) when its id was sent before."""
+        """Keep an event until a wait consumes it; False (nothing written) when its id was sent to this run
+        before. An event an earlier run under the same id left is replaced."""
+        older = "" if record.run is None else " OR #run < :run OR (attribute_not_exists(#run) AND sent_at < :run)"
+        extra: dict[str, Any] = {} if record.run is None else {
+            "ExpressionAttributeNames": {"#run": RUN_ATTR}, "ExpressionAttributeValues": _to_item({":run": record.run})}
         try:
             with _translated("PutItem"):
                 self.client.put_item(TableName=self.table, Item=_to_item({
                     **event_to_attrs(record), "PK": _pk(execution_id), "SK": event_sort_key(record.name, record.event_id)}),
-                    ConditionExpression="attribute_not_exists(PK)", **self._capacity)
+                    ConditionExpression="attribute_not_exists(PK)" + older, **extra, **self._capacity)
         except _ConditionFailed:
             return False
         return True
@@ -429,32 +475,25 @@ class DynamoStore:
 
     # -- parallel and map steps (``_dynamo_branches.py``) ---------------------------------------
     def put_join(self, execution_id: str, join: Any) -> bool:
-        return _branches().put_join(self, execution_id, join)
+        return _fanout_items.put_join(self, execution_id, join)
 
     def get_join(self, execution_id: str, step_index: int) -> Any | None:
-        return _branches().get_join(self, execution_id, step_index)
+        return _fanout_items.get_join(self, execution_id, step_index)
 
     def create_branch(self, execution_id: str, branch: Any) -> None:
-        _branches().create_branch(self, execution_id, branch)
+        _fanout_items.create_branch(self, execution_id, branch)
 
     def get_branch(self, execution_id: str, step_index: int, branch: int) -> Any | None:
-        return _branches().get_branch(self, execution_id, step_index, branch)
+        return _fanout_items.get_branch(self, execution_id, step_index, branch)
 
     def update_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
-        _branches().update_branch(self, execution_id, branch, expected_version)
+        _fanout_items.update_branch(self, execution_id, branch, expected_version)
 
     def complete_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
-        _branches().complete_branch(self, execution_id, branch, expected_version)
+        _fanout_items.complete_branch(self, execution_id, branch, expected_version)
 
     def branches(self, execution_id: str, step_index: int) -> list[Any]:
-        return _branches().branches(self, execution_id, step_index)
-
-
-def _branches():
-    """The branch and join items' module (it imports this one's helpers, so it loads on first use)."""
-    from . import _dynamo_branches as module
-
-    return module
+        return _fanout_items.branches(self, execution_id, step_index)
 
 
 __all__ = ["DynamoStore", "CorruptStateError"]

@@ -21,6 +21,9 @@ from ..sharding import shard_of
 from ..model import Branch, Join
 from ._items import (
     LIVE,
+    older_run,
+    same_run,
+    step_replaceable,
     branch_from_attrs,
     branch_sort_key,
     branch_to_attrs,
@@ -113,14 +116,14 @@ class MemoryStore:
         self.metas[new.execution_id] = execution_to_attrs(new)
 
     def put_step(self, execution_id: str, record: StepRecord) -> None:
+        # Like a DynamoDB PutItem, it does not look at the execution item: a record of a missing
+        # execution is written (and left to its TTL).
         self._count("put_step")
-        if execution_id not in self.metas:
-            raise ExecutionNotFoundError(execution_id)
         key = record_sort_key(record)
         items = self.steps.setdefault(execution_id, {})
         old = items.get(key)
-        if old is not None and isinstance(old.get("written_version"), int) and old["written_version"] >= record.version:
-            raise StepSupersededError(execution_id, record.step_index, record.version, old["written_version"])
+        if old is not None and not step_replaceable(old, record):
+            raise StepSupersededError(execution_id, record.step_index, record.version, int(old["written_version"]))
         items[key] = step_to_attrs(record)
 
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
@@ -134,10 +137,66 @@ class MemoryStore:
                      **{TTL_ATTR: _epoch(expires_at)})
         return True
 
-    def stamp_history(self, execution_id: str, expires_at: dt.datetime) -> None:
-        self._count("stamp_history")
-        for item in self.steps.get(execution_id, {}).values():
-            item[TTL_ATTR] = _epoch(expires_at)
+    def stamp_items(self, execution_id: str, expires_at: dt.datetime) -> int:
+        self._count("stamp_items")
+        ttl, stamped = _epoch(expires_at), 0
+        for item in self._items_of(execution_id):
+            if not isinstance(item.get(TTL_ATTR), int) or item[TTL_ATTR] < ttl:
+                item[TTL_ATTR] = ttl
+                stamped += 1
+        return stamped
+
+    def _items_of(self, execution_id: str) -> list[dict[str, Any]]:
+        """Every item of the execution but ``#META``: the input, history, operations, events, joins and branches."""
+        items: list[dict[str, Any]] = []
+        if execution_id in self.starts:
+            items.append(self.starts[execution_id])
+        for table in (self.steps, self.ops, self.events):
+            items.extend(table.get(execution_id, {}).values())
+        items.extend(self.joins.get(execution_id, {}).values())
+        for (eid, _), branches in self.branch_items.items():
+            if eid == execution_id:
+                items.extend(branches.values())
+        return items
+
+    def reap_expired(self, now: dt.datetime) -> int:
+        """Delete every item whose TTL has passed, as DynamoDB's TTL eventually does (tests and the
+        simulation call it to let time delete things). Returns how many it deleted."""
+        bound, deleted = _epoch(now), 0
+
+        def gone(attrs: dict[str, Any]) -> bool:
+            return isinstance(attrs.get(TTL_ATTR), int) and attrs[TTL_ATTR] <= bound
+
+        for eid in [e for e, attrs in self.metas.items() if gone(attrs)]:
+            del self.metas[eid]
+            self.inputs.pop(eid, None)
+            deleted += 1
+        for eid in [e for e, attrs in self.starts.items() if gone(attrs)]:
+            del self.starts[eid]
+            self.inputs.pop(eid, None)
+            deleted += 1
+        for table in (self.steps, self.ops, self.events, self.joins, self.branch_items):
+            for items in table.values():
+                for key in [k for k, attrs in items.items() if gone(attrs)]:
+                    del items[key]
+                    deleted += 1
+        return deleted
+
+    def item_kinds(self, execution_id: str) -> dict[str, list[dict[str, Any]]]:
+        """Every item the store holds for the execution, by kind (``#META``, ``#INPUT``, ``STEP``, ``OP``,
+        ``EVT``, ``JOIN``, ``BRANCH``): what a test of TTLs enumerates."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        if execution_id in self.metas:
+            out["#META"] = [self.metas[execution_id]]
+        if execution_id in self.starts:
+            out["#INPUT"] = [self.starts[execution_id]]
+        for name, table in (("STEP", self.steps), ("OP", self.ops), ("EVT", self.events), ("JOIN", self.joins)):
+            if table.get(execution_id):
+                out[name] = list(table[execution_id].values())
+        branches = [b for (eid, _), items in self.branch_items.items() if eid == execution_id for b in items.values()]
+        if branches:
+            out["BRANCH"] = branches
+        return out
 
     def finalize(self, execution_id: str, version: int) -> None:
         self._count("finalize")
@@ -196,12 +255,10 @@ class MemoryStore:
 
     def put_event(self, execution_id: str, record: EventRecord) -> bool:
         self._count("put_event")
-        if execution_id not in self.metas:
-            raise ExecutionNotFoundError(execution_id)
         items = self.events.setdefault(execution_id, {})
         key = event_sort_key(record.name, record.event_id)
-        if key in items:
-            return False
+        if key in items and not older_run(items[key], record.run, "sent_at"):
+            return False  # sent before to this run: applied once
         items[key] = event_to_attrs(record)
         return True
 
@@ -262,12 +319,14 @@ class MemoryStore:
 
     def put_join(self, execution_id: str, join: Join) -> bool:
         self._count("put_join")
-        if execution_id not in self.metas:
-            raise ExecutionNotFoundError(execution_id)
         joins = self.joins.setdefault(execution_id, {})
-        stored = joins.get(join.step_index, {}).get("generation")
-        if isinstance(stored, int) and stored >= join.generation:  # the same generation, or a newer fan-out's
-            return False
+        stored = joins.get(join.step_index)
+        if stored is not None and not older_run(stored, join.run, "started_at"):
+            # Of this run: the same generation (it may count completions already) or a newer fan-out's
+            # (this writer read an older execution) is kept. A newer run's is never replaced.
+            generation = stored.get("generation")
+            if not same_run(stored, join.run) or (isinstance(generation, int) and generation >= join.generation):
+                return False
         joins[join.step_index] = join_to_attrs(join)
         return True
 
@@ -282,7 +341,7 @@ class MemoryStore:
     def create_branch(self, execution_id: str, branch: Branch) -> None:
         self._count("create_branch")
         items = self.branch_items.setdefault((execution_id, branch.step_index), {})
-        if branch.branch in items:
+        if branch.branch in items and not older_run(items[branch.branch], branch.run, "updated_at"):
             raise BranchConflictError(execution_id, branch.step_index, branch.branch, None,
                                       self._branch(execution_id, branch.step_index, branch.branch))
         items[branch.branch] = branch_to_attrs(branch)
@@ -307,7 +366,7 @@ class MemoryStore:
         self._count("complete_branch")
         items = self._check_branch(execution_id, branch, expected_version)
         join = self.joins.get(execution_id, {}).get(branch.step_index)
-        if join is None or join.get("generation") != branch.generation:
+        if join is None or join.get("generation") != branch.generation or not same_run(join, branch.run):
             raise BranchConflictError(execution_id, branch.step_index, branch.branch, expected_version,
                                       self._branch(execution_id, branch.step_index, branch.branch))
         items[branch.branch] = branch_to_attrs(branch)

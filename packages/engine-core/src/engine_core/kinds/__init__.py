@@ -1,44 +1,54 @@
-"""Step kinds: what one position in a workflow does when the execution reaches it.
+"""Step kinds: what one position in a workflow does when the execution reaches it, and what an
+operator's action or an outside input means there.
 
-Each kind is one module with one class behind the small protocol below. The engine reads and claims
-the execution, then hands the step to its kind; the kind runs it and ends in one of the engine's
-moves (advance, retry, sleep, fail). Adding a kind adds a module here and a marker in the registry,
-not branches across the engine, the fingerprint, ``describe``, the timers and the sweeper.
+Each kind is one module behind the protocol in ``engine_core.protocol`` (``StepKind``): task, sleep,
+wait for an event, parallel/map (fan-out) and compensation. A kind imports that protocol, the model and
+the definitions, never the engine, the step run, the operator, the registry or another kind. The
+engine, the step run and the operator know kinds only through this table: ``current`` picks the kind
+that answers for an execution now (the compensation kind while it compensates), ``ending`` is how a
+final failure or a cancel ends it. Adding a kind adds a module and a line in ``KINDS``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field
 
-if TYPE_CHECKING:
-    from ..outcome import Outcome
-    from ..step_run import StepRun
-
-
-class StepKind(Protocol):
-    kind: str
-    """The name in ``describe`` and the history (``task``, ``sleep``)."""
-
-    def shape(self) -> list[Any]:
-        """What the workflow fingerprint includes of this step (changing it changes the fingerprint)."""
-        ...
-
-    def describe(self) -> dict[str, Any]:
-        """Extra keys for ``GET /workflows``."""
-        ...
-
-    def needs_invocation_time(self) -> bool:
-        """True when running it needs the step's timeout budget inside the invocation."""
-        ...
-
-    def run(self, run: StepRun) -> Outcome:
-        """Run the step at ``run.execution.current_step`` and end in one of ``run``'s moves."""
-        ...
+from ..model import Execution
+from ..protocol import Ending, StepKind
+from ..steps import WorkflowDef
+from .compensation import CompensationKind
+from .fanout import FanOutKind
+from .sleep import SleepKind
+from .task import TaskKind
+from .wait import WaitKind
 
 
-from .fanout import FanOutKind  # noqa: E402
-from .sleep import SleepKind  # noqa: E402
-from .task import TaskKind  # noqa: E402
-from .wait import WaitKind  # noqa: E402
+@dataclass(frozen=True)
+class KindTable:
+    """Step kinds by the name a step's spec carries (``spec.kind``), plus the compensation phase."""
 
-__all__ = ["FanOutKind", "SleepKind", "StepKind", "TaskKind", "WaitKind"]
+    kinds: dict[str, StepKind] = field(default_factory=dict)
+    compensating: CompensationKind = field(default_factory=CompensationKind)
+
+    def of_step(self, wf: WorkflowDef, index: int) -> StepKind | None:
+        if not 0 <= index < len(wf.steps):
+            return None
+        return self.kinds.get(wf.steps[index].kind.kind)
+
+    def current(self, wf: WorkflowDef | None, e: Execution) -> StepKind | None:
+        """The kind that answers for the execution now; None when this deployment cannot say (the
+        definition is not deployed, or its step list changed)."""
+        if wf is None or wf.fingerprint != e.fingerprint:
+            return None
+        if e.compensating:
+            return self.compensating
+        return self.of_step(wf, e.current_step)
+
+    @property
+    def ending(self) -> Ending:
+        return self.compensating
+
+
+KINDS = KindTable({k.name: k for k in (TaskKind(), SleepKind(), WaitKind(), FanOutKind())})
+
+__all__ = ["KINDS", "KindTable"]

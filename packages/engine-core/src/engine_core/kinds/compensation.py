@@ -1,28 +1,31 @@
-"""Saga compensation: when an execution fails for good, or is cancelled, the compensations of the
-steps that completed run in reverse order (``step(charge, compensate=refund)``).
+"""Saga compensation: when an execution fails for good, or is cancelled, the compensations of the steps
+that completed run in reverse order (``step(charge, compensate=refund)``).
 
-Compensating is a phase of the execution, not a step kind of its own: the execution stays live with
-``compensating`` set and ``current_step`` at the step being undone, so each compensation is claimed,
-leased, retried under its own policy and recorded once (``STEP#<nnn>#<name>#compensation``) by the
-same moves as a task, and the sweeper re-drives it like any other step. It ends FAILED (or CANCELLED)
-with ``compensated: true``, or COMPENSATION_FAILED naming the step that could not be undone.
+Compensating is a phase of the live execution: ``compensating`` is set and ``current_step`` is the step
+being undone, so each compensation is claimed, leased, retried under its own policy and recorded once
+(``STEP#<nnn>#<name>#compensation``) by the same moves as a task, and the sweeper re-drives it like any
+other step. It ends FAILED (or CANCELLED) with ``compensated: true``, or COMPENSATION_FAILED naming the
+step that could not be undone.
+
+This module plays two roles behind the protocol: the kind that runs while an execution compensates
+(``CompensationKind.run``), and the ending every failure and cancel goes through (``on_failure``,
+``cancelled``), which decides whether there is anything to undo. A cancel that caught a step mid-attempt
+(``undo_failed_step``) undoes that step too, first.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from .. import codec, faults, transitions
-from .._runner import run_body
-from ..clock import monotonic_ms
 from ..context import StepContext
-from ..model import ErrorInfo, Execution, Status, StepRecord, StepStatus
-
-if TYPE_CHECKING:
-    from ..outcome import Outcome
-    from ..step_run import StepRun
-    from ..registry import WorkflowDef
+from ..model import ErrorInfo, Execution, Status, StepRecord, StepStatus, Timer
+from ..outcome import Outcome
+from ..protocol import ActionView, KindBase, StepOps
+from ..steps import WorkflowDef
 
 log = logging.getLogger("engine_core")
 
@@ -38,117 +41,124 @@ def _done(records: list[Any], index: int, kind: str) -> StepRecord | None:
     return None
 
 
-def first_to_undo(wf: WorkflowDef, records: list[Any], below: int) -> int | None:
-    """The latest step before ``below`` that completed, has a compensation, and was not undone yet."""
+def first_to_undo(wf: WorkflowDef, records: list[Any], below: int, also: int | None = None) -> int | None:
+    """The latest step before ``below`` that has a compensation, completed (or is ``also``: a step a
+    cancel caught mid-attempt), and was not undone yet."""
     for index in range(min(below, len(wf.steps)) - 1, -1, -1):
-        if wf.steps[index].compensate is not None and _done(records, index, "task") is not None \
-                and _done(records, index, "compensation") is None:
+        if wf.steps[index].compensate is None or _done(records, index, "compensation") is not None:
+            continue
+        if index == also or _done(records, index, "task") is not None:
             return index
     return None
 
 
-def begin(run: StepRun, error: ErrorInfo | None, first: int) -> Outcome:
-    """Turn a final failure of the current step into compensation, starting with step ``first``."""
-    from ..outcome import Outcome
+class CompensationKind(KindBase):
+    name = "compensation"
 
-    e = run.execution
-    new = transitions.compensation_started(e, run.now(), error, first, run.life.lease_s(e.workflow, first))
-    outcome = run.engine.commit(new, e)
-    if outcome is not None:
-        return outcome
-    run.execution = new
-    run.metric("ExecutionsCompensating", "Count", 1)
-    log.warning("step failed for good; compensating the completed steps", extra={
-        "execution_id": e.execution_id, "workflow": e.workflow, "step": run.wf.steps[e.current_step].name
-        if e.current_step < len(run.wf.steps) else None, "step_index": e.current_step, "attempt": None,
-        "error_code": None if error is None else error.code, "compensate_from": first})
-    run.life.send_at(new)
-    return Outcome("compensating", e.execution_id, e.current_step, f"undoing step {first}")
+    # -- the kind: one attempt of the compensation of op.step ----------------------------------------
+    def run(self, op: StepOps) -> Outcome:
+        wf, step = op.wf, op.step
+        policy = wf.compensation_policy(step.index)
+        timeout = step.compensate_timeout_s or op.timeout_s
+        e = op.execution
+        if not e.is_claimed:
+            op.check_time(timeout)
+            claimed = op.claim(policy, timeout)
+            if not isinstance(claimed, Execution):
+                return claimed
+            e = claimed
+        faults.point("worker.after_claim", execution_id=e.execution_id, step=step.index, attempt=e.attempt,
+                     compensation=True)
+        original = _done(op.records, step.index, "task")
+        result = None if original is None or original.result_blob is None else codec.decode(original.result_blob)
+        ctx = StepContext(execution_id=e.execution_id, workflow=e.workflow, step_index=step.index, step_name=step.name,
+                          attempt=e.attempt, data=op.data or {}, result=result, compensating=True)
+        op.log("compensation started")
+        body = op.run_body(step.compensate, ctx, timeout)
+        op.metric("CompensationDuration", "Milliseconds", body.duration_ms)
+        if not body.ok:
+            return op.attempt_failed(body, policy=policy, kind="compensation",
+                                     prefix=f"compensation of step {step.name!r} failed: ")
+        return _succeeded(op, body.result)
+
+    def on_wake(self, view: ActionView) -> bool:
+        return view.execution.timer is Timer.RETRY
+
+    # -- the ending -----------------------------------------------------------------------------------
+    def on_failure(self, op: StepOps, error: ErrorInfo) -> Outcome | None:
+        e = op.execution
+        if e.compensating:
+            return _end(op, error)  # a compensation failed for good: COMPENSATION_FAILED, naming its step
+        if error.code in NOT_COMPENSATED:
+            return None
+        first = first_to_undo(op.wf, op.records, e.current_step)
+        if first is None:
+            return None
+        new = transitions.compensation_started(e, op.now(), error, first, op.lease_s(first))
+        outcome = op.commit(new)
+        if outcome is not None:
+            return outcome
+        op.metric("ExecutionsCompensating", "Count", 1)
+        log.warning("step failed for good; compensating the completed steps", extra={
+            "execution_id": e.execution_id, "workflow": e.workflow, "step": op.wf.steps[e.current_step].name
+            if e.current_step < len(op.wf.steps) else None, "step_index": e.current_step, "attempt": None,
+            "error_code": error.code, "compensate_from": first})
+        op.send()
+        return Outcome("compensating", e.execution_id, e.current_step, f"undoing step {first}")
+
+    def cancelled(self, view: ActionView, e: Execution, by: str | None, reason: str | None, undo_current: bool,
+                  lease_s: Callable[[int], float], retention: dt.timedelta, grace_s: float) -> Execution:
+        wf, now = view.wf, view.now()
+        first = None
+        if wf is not None and wf.fingerprint == e.fingerprint and \
+                any(s.compensate for s in wf.steps[: e.current_step + 1]):
+            also = e.current_step if undo_current else None
+            first = first_to_undo(wf, view.history(), e.current_step + (1 if undo_current else 0), also)
+        if first is not None:
+            # A saga: what completed (or may have) is undone first; it ends CANCELLED with compensated set.
+            return transitions.compensation_started(e, now, None, first, lease_s(first), cancelled_by=by,
+                                                    cancel_reason=reason, undo_failed_step=undo_current)
+        return transitions.cancelled(e, now, by, reason, retention, grace_s)
 
 
-def run(run: StepRun) -> Outcome:
-    """One attempt of the compensation of ``run.step`` (claimed first, like a task)."""
-    wf, step = run.wf, run.step
-    policy = wf.compensation_policy(step.index)
-    timeout = step.compensate_timeout_s or run.timeout_s
-    e = run.execution
-    if not e.is_claimed:
-        run._check_time(timeout)
-        claimed = run.claim(policy, timeout)
-        if not isinstance(claimed, Execution):
-            return claimed
-        e = claimed
-    faults.point("worker.after_claim", execution_id=e.execution_id, step=step.index, attempt=e.attempt,
-                 compensation=True)
-    original = _done(run.records, step.index, "task")
-    result = None if original is None or original.result_blob is None else codec.decode(original.result_blob)
-    ctx = StepContext(execution_id=e.execution_id, workflow=e.workflow, step_index=step.index, step_name=step.name,
-                      attempt=e.attempt, data=run.data or {}, result=result, compensating=True)
-    run.log("compensation started")
-    body = run_body(step.compensate, ctx, timeout, monotonic_ms)
-    run.metric("CompensationDuration", "Milliseconds", body.duration_ms)
-    if not body.ok:
-        return run.attempt_failed(body, policy=policy, kind="compensation",
-                                  prefix=f"compensation of step {step.name!r} failed: ")
-    return _succeeded(run, body.result)
-
-
-def _succeeded(run: StepRun, value: Any) -> Outcome:
-    from ..outcome import Outcome
-
-    e, step = run.execution, run.step
-    now = run.now()
+def _succeeded(op: StepOps, value: Any) -> Outcome:
+    e, step = op.execution, op.step
+    now = op.now()
     try:
         blob = codec.encode(value if isinstance(value, dict) else {}, "result")
     except Exception:
         blob = codec.encode({})
     record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
                         version=e.version, started_at=e.attempt_started_at, finished_at=now, result_blob=blob,
-                        expires_at=run.history_expiry(now), kind="compensation")
-    outcome = run._put(record)
+                        expires_at=op.item_expiry(now), kind="compensation", run=e.run)
+    outcome = op.put(record)
     if outcome is not None:
         return outcome
     faults.point("worker.after_record", execution_id=e.execution_id, step=step.index, compensation=True)
-    run.records.append(record)
-    run.metric("StepsCompensated", "Count", 1)
-    run.log("compensation succeeded")
-    nxt = first_to_undo(run.wf, run.records, step.index)
+    op.metric("StepsCompensated", "Count", 1)
+    op.log("compensation succeeded")
+    also = e.failed_step if e.undo_failed_step else None
+    nxt = first_to_undo(op.wf, op.records, step.index, also)
     if nxt is not None:
-        new = transitions.compensation_next(e, now, nxt, run.life.lease_s(e.workflow, nxt))
-        outcome = run.engine.commit(new, e)
+        outcome = op.commit(transitions.compensation_next(e, now, nxt, op.lease_s(nxt)))
         if outcome is not None:
             return outcome
-        run.execution = new
         faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=step.index, compensation=True)
-        run.life.send_at(new)
+        op.send()
         return Outcome("compensated_step", e.execution_id, step.index, f"next: step {nxt}")
-    return _end(run, None)
+    return _end(op, None)
 
 
-def give_up(run: StepRun, error: ErrorInfo) -> Outcome:
-    """A compensation failed for good: COMPENSATION_FAILED, naming the step it could not undo."""
-    return _end(run, error)
-
-
-def _end(run: StepRun, error: ErrorInfo | None) -> Outcome:
-    from ..outcome import Outcome
-
-    e = run.execution
-    new = transitions.compensation_ended(e, run.now(), run.life.retention, run.life.finalize_grace_s(e), error)
-    outcome = run.engine.commit(new, e)
-    if outcome is not None:
-        return outcome
-    run.execution = new
+def _end(op: StepOps, error: ErrorInfo | None) -> Outcome:
+    e = op.execution
+    new = transitions.compensation_ended(e, op.now(), op.retention, op.finalize_grace_s(), error)
     if new.status is Status.COMPENSATION_FAILED:
-        run.metric("ExecutionsFailed", "Count", 1)
         log.error("compensation failed; execution ended COMPENSATION_FAILED", extra={
             "execution_id": e.execution_id, "workflow": e.workflow, "step": error.step_name if error else None,
             "step_index": e.current_step, "attempt": e.attempt or None, "error": error.message if error else None})
+        metric, kind = "ExecutionsFailed", "compensation_failed"
     else:
-        run.metric("ExecutionsFailed" if new.status is Status.FAILED else "ExecutionsCancelled", "Count", 1)
-        log.info("compensation finished", extra={"execution_id": e.execution_id, "workflow": e.workflow,
-                                                  "step": None, "step_index": new.current_step, "attempt": None,
-                                                  "status": new.status.value})
-    run.life.finalize(new, run.records)
-    kind = {Status.COMPENSATION_FAILED: "compensation_failed", Status.CANCELLED: "cancelled"}.get(new.status, "failed")
-    return Outcome(kind, e.execution_id, e.current_step, "compensated" if error is None else error.code)
+        metric = "ExecutionsFailed" if new.status is Status.FAILED else "ExecutionsCancelled"
+        kind = "cancelled" if new.status is Status.CANCELLED else "failed"
+    return op.end(new, kind, "compensated" if error is None else error.code, metric=metric)
+

@@ -1,40 +1,46 @@
-"""A durable sleep: nothing runs and nothing bills until the wake time; the sweeper or a delayed
-message resumes the execution."""
+"""A durable sleep: nothing runs and nothing bills until the wake time; a delayed message or the sweeper
+resumes the execution.
+
+The first visit records the sleep (its wake time) and commits SLEEPING at the sleep's own position, with
+``attempt`` 1 marking that it began; the visit at the wake time moves past it (and, in a chain, claims
+the next step in the same write). Wake ends the sleep now; a cancel takes effect at once. (An execution
+that began sleeping under engine-core 0.2 waits at the step after its sleep, attempt 0: that step's
+kind runs when it is due.)
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-from .. import codec
+from .. import codec, transitions
 from ..clock import format_ts
-from ..model import StepRecord, StepStatus
-
-if TYPE_CHECKING:
-    from ..outcome import Outcome
-    from ..step_run import StepRun
+from ..model import StepRecord, StepStatus, Timer
+from ..outcome import Outcome
+from ..protocol import ActionView, KindBase, StepOps
 
 
-@dataclass(frozen=True)
-class SleepKind:
-    seconds: float
-    kind = "sleep"
+class SleepKind(KindBase):
+    name = "sleep"
 
-    def shape(self) -> list[Any]:
-        return ["sleep", self.seconds]
+    def run(self, op: StepOps) -> Outcome:
+        e, step = op.execution, op.step
+        if e.attempt >= 1:
+            return op.advance()  # due, woken or re-driven: it began (and was recorded) at an earlier visit
+        now = op.now()
+        wake_at = now + dt.timedelta(seconds=step.kind.seconds)
+        record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=1,
+                            version=e.version, started_at=now, finished_at=now, kind="sleep", run=e.run,
+                            result_blob=codec.encode({"wake_at": format_ts(wake_at)}), expires_at=op.item_expiry(now))
+        outcome = op.put(record)
+        if outcome is not None:
+            return outcome
+        outcome = op.commit(transitions.slept(e, now, wake_at))
+        if outcome is not None:
+            return outcome
+        op.log("sleeping", wake_at=wake_at.isoformat())
+        op.send(wake_at)
+        return Outcome("slept", e.execution_id, step.index, f"until {wake_at.isoformat()}")
 
-    def describe(self) -> dict[str, Any]:
-        return {"sleep_s": self.seconds}
+    def on_wake(self, view: ActionView) -> bool:
+        return view.execution.timer is Timer.SLEEP
 
-    def needs_invocation_time(self) -> bool:
-        return False
-
-    def run(self, run: StepRun) -> Outcome:
-        now = run.now()
-        wake_at = now + dt.timedelta(seconds=self.seconds)
-        record = StepRecord(step_index=run.step.index, name=run.step.name, status=StepStatus.SUCCEEDED, attempts=1,
-                            version=run.execution.version,
-                            started_at=now, finished_at=now, result_blob=codec.encode({"wake_at": format_ts(wake_at)}),
-                            expires_at=run.history_expiry(now))
-        return run.sleep_until(wake_at, record)

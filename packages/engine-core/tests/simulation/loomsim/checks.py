@@ -256,9 +256,15 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
             continue
         spec = wf.steps[index]
         if spec.kind == "sleep":
-            if c.before.get("attempt_started_at") is not None or c.after.get("timer") != "sleep":
-                v(f"{tag}: passed sleep step {index} from {c.before.get('status')}/{c.before.get('timer')} to "
-                  f"{c.after.get('status')}/{c.after.get('timer')} (a sleep is passed by starting it)")
+            # A sleep begins at its own position (SLEEPING, attempt 1) and is passed only once its wake time
+            # came: by its own delivery, never under a claim.
+            began = _sleep_began(commits, index, c.seq)
+            if began is None or c.before.get("attempt", 0) < 1 or c.before.get("attempt_started_at") is not None:
+                v(f"{tag}: passed sleep step {index} from {c.before.get('status')}/{c.before.get('timer')} "
+                  f"attempt {c.before.get('attempt')} without beginning it (a sleep is passed after it began)")
+            elif c.at < _ts(began.after.get("next_wake_at")) - dt.timedelta(seconds=settings.early_tolerance_s):
+                v(f"{tag}: passed sleep step {index} at {c.at}, before its wake time "
+                  f"{began.after.get('next_wake_at')}")
             continue
         attempt = c.before.get("attempt", 0)
         if c.before.get("attempt_started_at") is None:
@@ -282,9 +288,9 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
             continue
         spec = wf.steps[index]
         if spec.kind == "sleep" and index in advances:
-            c = advances[index][0]
+            c = _sleep_began(commits, index, advances[index][0].seq)
             got = codec.decode(r.result_blob) if r.result_blob else None
-            if not isinstance(got, dict) or got.get("wake_at") != c.after.get("next_wake_at"):
+            if c is None or not isinstance(got, dict) or got.get("wake_at") != c.after.get("next_wake_at"):
                 sim.known_defect("sleep_record_overwritten", f"{tag}: sleep step {index} recorded {got}, but the "
                                  f"execution slept until {c.after.get('next_wake_at')}")
 
@@ -345,6 +351,14 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
         v(f"{tag}: advanced past {passed} steps, max_steps is {settings.max_steps}")
     if e.total_attempts > settings.max_total_attempts:
         v(f"{tag}: total_attempts is {e.total_attempts}, max_total_attempts is {settings.max_total_attempts}")
+
+
+def _sleep_began(commits: list, index: int, before_seq: int):
+    """The last commit before ``before_seq`` that began the sleep at ``index`` (SLEEPING at it, attempt 1)."""
+    began = [o for o in commits if o.seq < before_seq and o.before.get("current_step") == index
+             and o.after.get("current_step") == index and o.after.get("timer") == "sleep"
+             and o.before.get("attempt", 0) == 0]
+    return began[-1] if began else None
 
 
 def _check_retry(sim, tag: str, eid: str, c, attempt: int, wf) -> None:

@@ -39,8 +39,6 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import engine_core.kinds.compensation as compensation_kind
-import engine_core.kinds.fanout as fanout_kind
 from engine_core import Engine, EngineSettings, ManualClock, Registry, Sweeper
 from engine_core.clock import parse_ts
 from engine_core.errors import EngineError, StorageError
@@ -397,6 +395,15 @@ class CompositionSim(Simulation):
                            "no other step, before the delivery began: an event was lost")
 
     # -- bodies ---------------------------------------------------------------------------------------
+    def recorded_success(self, execution_id: str, index: int) -> bool:
+        """The store holds a SUCCEEDED task record of step ``index`` for the execution's current run."""
+        meta = self.inner.metas.get(execution_id, {})
+        for key, item in self.inner.steps.get(execution_id, {}).items():
+            if key.startswith(f"STEP#{index:03d}#") and not key.endswith("#compensation") \
+                    and item.get("status") == "SUCCEEDED" and item.get("run") in (None, meta.get("created_at")):
+                return True
+        return False
+
     def on_cbody(self, kind: str, ctx, wf: CWorkflow, s: CSpec) -> BodyEntry:
         op = self.op
         entry = BodyEntry(self._next_seq(), kind, ctx.execution_id, s.index, ctx.branch if kind == "branch" else None,
@@ -463,11 +470,15 @@ class CompositionSim(Simulation):
             if tasks:
                 self.violation(f"{eid[:8]} step {i}: its compensation started while a body of the step it undoes "
                                f"(attempt {tasks[0].attempt}, op {tasks[0].op_id}) still ran")
+            # A step is undone once a body of it succeeded, or (a cancel that caught it mid-attempt) once a
+            # body of it ended without reporting: its effect is unknown. Never one that only failed cleanly.
             done = [b for b in self.journal if b.kind == "task" and b.execution_id == eid and b.step == i
-                    and b.end == "ok" and b.end_seq is not None and b.end_seq < entry.seq]
-            if not done:
+                    and b.end in ("ok", "dead") and b.end_seq is not None and b.end_seq < entry.seq]
+            meta = self.inner.metas.get(eid, {})
+            caught = meta.get("undo_failed_step") and meta.get("failed_step") == i  # its attempt was cut short
+            if not done and not caught:
                 self.violation(f"{eid[:8]} step {i}: its compensation (attempt {entry.attempt}) started before any "
-                               "body of the step it undoes had succeeded")
+                               "body of the step it undoes had succeeded (or died without reporting)")
         elif entry.kind == "task":
             same = [b for b in running if b.kind == "task"]
             if same:
@@ -476,16 +487,8 @@ class CompositionSim(Simulation):
 
     # -- operations -----------------------------------------------------------------------------------
     def run_op(self, kind: str, label: str, plan: OpPlan, fn, mid=None, message=None, deadline_s=None) -> Op:
-        outermost = not self.ops
-        if outermost:  # the compensation's and the branches' step clocks are the simulation's too
-            saved = compensation_kind.monotonic_ms, fanout_kind.monotonic_ms
-            compensation_kind.monotonic_ms = fanout_kind.monotonic_ms = self._monotonic_ms
         self.op_start_seq[self._op_ids + 1] = self._next_seq()
-        try:
-            op = super().run_op(kind, label, plan, fn, mid=mid, message=message, deadline_s=deadline_s)
-        finally:
-            if outermost:
-                compensation_kind.monotonic_ms, fanout_kind.monotonic_ms = saved
+        op = super().run_op(kind, label, plan, fn, mid=mid, message=message, deadline_s=deadline_s)
         end = self._next_seq()
         for entry in self.journal:
             if entry.op_id == op.id and entry.end_seq is None:

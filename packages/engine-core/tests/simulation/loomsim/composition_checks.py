@@ -232,8 +232,8 @@ class Checker:
             if rec.event_id in consumed:
                 self.v(f"event {s.event}#{rec.event_id} consumed by step {consumed[rec.event_id]} and again by step {i}")
             consumed[rec.event_id] = i
-            if codec.decode(rec.result_blob) != event_data(s.event, rec.event_id):
-                self.v(f"step {i}: the wait recorded data that is not its event's")
+            if codec.decode(rec.result_blob) != {s.name: event_data(s.event, rec.event_id)}:
+                self.v(f"step {i}: the wait recorded data that is not its event's (under the wait's name)")
 
     # -- compensation ----------------------------------------------------------------------------------------
     def compensation(self) -> None:
@@ -257,10 +257,12 @@ class Checker:
                 if mine and not ok:
                     self.v(f"compensation of step {j} recorded without a successful undo body of that attempt")
                 elif ok:
-                    did = [b for b in self.bodies if b.kind == "task" and b.step == j and b.end == "ok"
+                    did = [b for b in self.bodies if b.kind == "task" and b.step == j and b.end in ("ok", "dead")
                            and b.end_seq < ok[-1].seq]
-                    if not did:
-                        self.v(f"compensation of step {j} succeeded without starting after a successful run of step {j}")
+                    caught = self.final.undo_failed_step and self.final.failed_step == j
+                    if not did and not caught:
+                        self.v(f"compensation of step {j} succeeded without starting after a run of step {j} that "
+                               "succeeded (or died without reporting)")
         counts = Counter(done_order)
         for j, n in sorted(counts.items()):
             if n > 1:
@@ -269,16 +271,21 @@ class Checker:
             self.v(f"compensations completed in the order {done_order}, not strictly descending")
         started = [c for c in self.commits if c.after.get("compensating") and not c.before.get("compensating")]
         failed_step = started[0].after.get("failed_step") if started else None
+        # A cancel that caught the step mid-attempt (its success recorded, or an attempt died) undoes it too.
+        undo_failed = bool(started and started[0].after.get("undo_failed_step"))
         for j in done_order:
-            if failed_step is not None and j >= failed_step:
+            if failed_step is not None and (j > failed_step or (j == failed_step and not undo_failed)):
                 self.v(f"compensation of step {j} ran although the failure was at step {failed_step}")
         for b in self.bodies:
             if b.kind != "undo":
                 continue
             past = [c for c in self.advance_commits(b.step) if c.seq < b.seq]
-            if not past:
+            if not past and not (undo_failed and b.step == failed_step):
                 self.v(f"compensation body of step {b.step} ran although step {b.step} never completed")
         self._compensation_ending(done_order, started)
+
+    def recorded_success(self, index: int) -> bool:
+        return any(r.step_index == index and r.kind == "task" and r.status is StepStatus.SUCCEEDED for r in self.records)
 
     def completed_compensable(self, below: int) -> list[int]:
         return [s.index for s in self.wf.steps if s.kind == "task" and s.undo and s.index < below
@@ -289,6 +296,12 @@ class Checker:
         status = e.status.value
         failed_at = e.failed_step if e.failed_step is not None else e.current_step
         owed = self.completed_compensable(failed_at) if status in ("FAILED", "CANCELLED", "COMPENSATION_FAILED") else []
+        spec = self.wf.steps[failed_at] if failed_at < len(self.wf.steps) else None
+        caught = spec is not None and spec.kind == "task" and spec.undo and status in ("CANCELLED", "COMPENSATION_FAILED")
+        if caught and (e.undo_failed_step or self.recorded_success(failed_at)):
+            owed.append(failed_at)  # every recorded compensable success is undone, the cancelled step's too
+            if not e.undo_failed_step:
+                self.v(f"ended {status} with a recorded success of step {failed_at}, but compensation left it out")
         records = {r.step_index: r for r in self.records if r.kind == "compensation"}
         if status in ("FAILED", "CANCELLED"):
             if owed and e.compensated is not True:
@@ -332,7 +345,6 @@ class Checker:
             self.v(f"COMPLETED but its context cannot be rebuilt: {exc}")
             return
         items = codec.decode(self.sim.inner.inputs[self.eid]).get("items", [])
-        last_event: dict[str, Any] = {}
         for s in self.wf.steps:
             if s.kind == "task":
                 want = task_result(self.eid, s)
@@ -348,10 +360,11 @@ class Checker:
                 if rec is None or rec.status is not StepStatus.SUCCEEDED:
                     self.v(f"COMPLETED without a SUCCEEDED record of wait step {s.index}")
                     continue
-                last_event[s.event] = rec.event_id or "default"
-        for name, event_id in last_event.items():
-            if ctx.get(f"got_{name}") != event_id:
-                self.v(f"COMPLETED context got_{name}={ctx.get(f'got_{name}')!r}, but the last wait consumed {event_id!r}")
+                # Each wait's data lands under its own name: no event replaces another key.
+                want = event_data(s.event, rec.event_id) if rec.event_id else s.default
+                if ctx.get(s.name) != want:
+                    self.v(f"COMPLETED context {s.name}={ctx.get(s.name)!r}, but the wait consumed "
+                           f"{rec.event_id or 'its default'} ({want!r})")
 
 
 def _item(checker: Checker, s, b: int) -> Any:

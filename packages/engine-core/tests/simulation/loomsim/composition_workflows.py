@@ -250,7 +250,10 @@ def _task_body(sim, wf: CWorkflow, s: CSpec):
 def _undo_body(sim, wf: CWorkflow, s: CSpec):
     def undo(ctx):
         run = sim.on_cbody("undo", ctx, wf, s)
-        if ctx.result != task_result(ctx.execution_id, s) or ctx.idempotency_key != f"{ctx.execution_id}:{s.index}":
+        # ctx.result is None only for a step a cancel caught mid-attempt with no success recorded.
+        recorded = sim.recorded_success(ctx.execution_id, s.index)
+        expected = task_result(ctx.execution_id, s) if recorded else None
+        if ctx.result != expected or ctx.idempotency_key != f"{ctx.execution_id}:{s.index}":
             sim.violation(f"{ctx.execution_id[:8]} step {s.index}: compensation handed result {ctx.result!r} and key "
                           f"{ctx.idempotency_key!r}, not its step's")
         if s.undo_permanent:

@@ -22,7 +22,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import engine_core.kinds.task as task_kind
+import engine_core.step_run as step_run_module
 from engine_core import Engine, EngineSettings, ManualClock, Registry, Sweeper, faults
 from engine_core.clock import UTC, parse_ts
 from engine_core.errors import InsufficientTimeError
@@ -46,7 +46,7 @@ from .workflows import Ledger, StepSpec, WorkflowSpec, generate, register
 
 START = dt.datetime(2026, 1, 1, tzinfo=UTC)
 CRASH_TARGETS = {
-    "deliver": ("load_state", "put_step", "commit", "send", "stamp_history", "finalize", "send_dead_letter", "ack",
+    "deliver": ("load_state", "put_step", "commit", "send", "stamp_items", "finalize", "send_dead_letter", "ack",
                 "worker.after_claim", "worker.after_record", "worker.after_checkpoint", "worker.after_enqueue"),
     "sweep": ("query_due", "load", "commit", "send", "sweeper.after_claim", "query_unfinalized", "finalize"),
     "start": ("create", "send", "control.after_create"),
@@ -582,8 +582,8 @@ class Simulation:
         outermost = len(self.ops) == 1
         if outermost:
             # The engine's step clock and fault points become the simulation's for this operation.
-            saved = task_kind.monotonic_ms
-            task_kind.monotonic_ms = self._monotonic_ms
+            saved = step_run_module._STEP_CLOCK[0]
+            step_run_module._STEP_CLOCK[0] = self._monotonic_ms
             faults.install(self.point)
         try:
             fn(op)
@@ -595,7 +595,7 @@ class Simulation:
         finally:
             self.ops.pop()
             if outermost:
-                task_kind.monotonic_ms = saved
+                step_run_module._STEP_CLOCK[0] = saved
                 faults.install(None)
         return op
 

@@ -242,8 +242,8 @@ class StoreProxy:
             self.sim.observe_put(execution_id, record, before)
         return self.sim.call("put_step", call)
 
-    def stamp_history(self, execution_id, expires_at):
-        return self.sim.call("stamp_history", lambda: self.inner.stamp_history(execution_id, expires_at))
+    def stamp_items(self, execution_id, expires_at):
+        return self.sim.call("stamp_items", lambda: self.inner.stamp_items(execution_id, expires_at))
 
     def fail_unreadable(self, execution_id, error, now, expires_at):
         return self.sim.call("fail_unreadable", lambda: self.inner.fail_unreadable(execution_id, error, now, expires_at))
