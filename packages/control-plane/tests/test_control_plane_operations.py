@@ -403,6 +403,9 @@ def test_callback_route_completes_the_wait_once_and_unknown_tokens_are_404(lambd
     ("/executions/{eid}/events/approved", '{"data": [1]}', 400, "invalid_request"),
     ("/executions/{eid}/events/approved", '{"data": {}, "extra": 1}', 400, "invalid_request"),
     ("/executions/{eid}/events/shipped", "{}", 409, "unknown_event"),
+    ("/executions/{eid}/events/approved", '{"data": {"approved": true}, "event_id": "callback:1"}', 400,
+     "invalid_request"),  # ids reserved for callback tokens: nobody burns a token through this route
+    ("/executions/{eid}/events/approved", '{"data": {"approved": "maybe"}}', 400, "invalid_event"),
     ("/executions/" + str(uuid.UUID(int=7)) + "/events/approved", "{}", 404, "execution_not_found"),
 ])
 def test_event_route_refusals_answer_their_code_and_write_nothing(lambdas, world, path, body, code, error):
@@ -412,3 +415,14 @@ def test_event_route_refusals_answer_their_code_and_write_nothing(lambdas, world
     # then
     assert (status, reply["error"]) == (code, error), reply
     assert not [i for i in world.items() if i["SK"]["S"].startswith("EVT#")]
+
+
+def test_event_route_refuses_data_its_waits_model_refuses_naming_each_field(lambdas, world):
+    eid = start(lambdas, "expense_approval", EXPENSE)
+    # when
+    status, reply, _ = call(lambdas.control_plane, "POST", f"/executions/{eid}/events/approved",
+                            json.dumps({"data": {"approved": "maybe", "approver": 7}}))
+    # then
+    assert (status, reply["error"]) == (400, "invalid_event")
+    assert sorted(p["field"] for p in reply["problems"]) == ["approved", "approver"]
+    assert "event_schema" in reply["message"]

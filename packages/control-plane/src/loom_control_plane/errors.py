@@ -13,7 +13,7 @@ from engine_core import (
     ResultTooLargeError,
     UnknownWorkflowError,
 )
-from engine_core.errors import CallbackNotFoundError, ExecutionStateConflictError, InvalidRequestError
+from engine_core.errors import CallbackNotFoundError, ExecutionStateConflictError, InvalidEventError, InvalidRequestError
 
 from .responses import ErrorBody, dump
 
@@ -55,6 +55,9 @@ def error_for(exc: Exception) -> ApiError | None:
         detail = str(exc).partition(" cannot be stored: ")[2] or str(exc)
         return ApiError(400, "invalid_request", (
             f"value at {exc.path} cannot be stored: {detail}; fix the request body and send it again"))
+    if isinstance(exc, InvalidEventError):  # the wait's model refused the event's data: name every field
+        return ApiError(400, "invalid_event", f"{exc}; GET /workflows shows the event's JSON Schema (event_schema)",
+                        problems=exc.problems)
     if isinstance(exc, InvalidInputError):
         if exc.problems:  # the workflow's input_model refused it: name every field
             return ApiError(400, "invalid_input", f"{exc}; GET /workflows shows the input's JSON Schema",

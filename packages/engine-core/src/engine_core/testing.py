@@ -27,10 +27,11 @@ from .sweeper import Sweeper
 
 
 class LocalRunner:
-    """Engine + sweeper on a memory store, a manual clock and a fake queue, all in this process."""
+    """Engine + sweeper on a store (the memory store unless one is given), a manual clock and a fake queue,
+    all in this process."""
 
     def __init__(self, registry: Registry = REGISTRY, *, clock: ManualClock | None = None,
-                 store: MemoryStore | None = None, queue: FakeQueue | None = None,
+                 store: Any = None, queue: FakeQueue | None = None,
                  settings: EngineSettings | None = None, sweep_interval_s: float = 60.0):
         if registry is REGISTRY:
             # Like a Lambda at cold start: installed workflow packages (``loom.workflows``) register.
@@ -68,7 +69,13 @@ class LocalRunner:
         if self.clock.now() >= self.next_sweep_at:
             self.sweeper.sweep()
             self.next_sweep_at = self.clock.now() + self.sweep_interval
-        return bool(self.queue.messages) or bool(self.store.due_ids())
+        return bool(self.queue.messages) or self._anything_due()
+
+    def _anything_due(self) -> bool:
+        """Any live execution in the due index (whenever it is due): the store's own index, so the runner
+        works on every store."""
+        far = self.clock.now() + dt.timedelta(days=400)
+        return any(self.store.query_due(shard, far, 1).items for shard in range(self.settings.shards))
 
     def run_until_done(self, execution_id: str, max_iterations: int = 100_000) -> Execution:
         for _ in range(max_iterations):

@@ -722,3 +722,181 @@ def test_dynamo_branch_completion_retries_a_transaction_conflict_and_counts_once
     assert store.client.refused == 2
     assert store.get_join(e.execution_id, 1).done == 1
     assert store.get_branch(e.execution_id, 1, 0).status.value == "SUCCEEDED"
+
+
+# -- one contract for every store operation, the upgrade path included (issue 19, defect 7) --------------------
+
+RUN_A = "2026-03-01T12:00:00.000000Z"
+RUN_B = "2026-04-15T08:00:00.000000Z"
+"""Two runs of one execution id (a token reused after the first run expired): B started after A."""
+
+
+def raw_put(store, pk_suffix: str, sort_key: str, execution_id: str, attrs: dict) -> None:
+    """Write an item exactly as an earlier engine-core left it (no validation, no condition)."""
+    if isinstance(store, MemoryStore):
+        table = {"STEP#": store.steps, "EVT#": store.events}[sort_key[:4] if sort_key.startswith("EVT#") else "STEP#"]
+        table.setdefault(execution_id, {})[sort_key] = dict(attrs)
+        return
+    from boto3.dynamodb.types import TypeSerializer
+
+    ser = TypeSerializer()
+    item = {"PK": f"EXEC#{execution_id}{pk_suffix}", "SK": sort_key, **attrs}
+    store.client.put_item(TableName=store.table, Item={k: ser.serialize(v) for k, v in item.items()})
+
+
+def test_put_step_replaces_a_record_written_before_versions_on_every_store(store):
+    # given: engine-core before 0.2 wrote this record, with no written_version
+    e = new_execution()
+    store.create(e, INPUT)
+    raw_put(store, "", "STEP#000#a", e.execution_id, {"step_index": 0, "name": "a", "status": "FAILED",
+                                                       "attempts": 1, "is_final": False})
+    # when: an attempt of today writes the step's record
+    fresh = record(0, "a", attempts=2, version=3)
+    store.put_step(e.execution_id, fresh)
+    # then: it replaced the old one (no store refuses it forever)
+    assert store.history(e.execution_id) == [fresh]
+
+
+def test_put_step_and_put_event_of_a_missing_execution_write_on_every_store(store):
+    from engine_core.model import EventRecord
+
+    # A PutItem cannot see another item; no store pretends it can. The orphan is left to its TTL.
+    eid = new_execution(77).execution_id
+    store.put_step(eid, record(0, "a", version=2))
+    assert store.put_event(eid, EventRecord(name="go", event_id="e-1", data={}, sent_at=T0))
+    assert [r.name for r in store.history(eid)] == ["a"]
+    assert [ev.event_id for ev in store.list_events(eid)] == ["e-1"]
+
+
+def test_a_newer_run_replaces_the_history_record_an_older_run_left_whatever_its_version(store):
+    # given: run A wrote step 0 at a high version; run B (the same id, restarted at version 1) writes it
+    e = new_execution()
+    store.create(e, INPUT)
+    old = record(0, "a", version=9, run=RUN_A)
+    store.put_step(e.execution_id, old)
+    new = record(0, "a", version=2, run=RUN_B, finished_at=T0 + dt.timedelta(days=45))
+    # when / then: B's record replaces A's; A's writer can never replace B's again
+    store.put_step(e.execution_id, new)
+    assert store.history(e.execution_id) == [new]
+    with pytest.raises(StepSupersededError):
+        store.put_step(e.execution_id, record(0, "a", version=10, run=RUN_A))
+    assert store.history(e.execution_id) == [new]
+
+
+def test_an_event_id_an_older_run_used_is_the_newer_runs_to_use_once(store):
+    from engine_core.model import EventRecord
+
+    e = new_execution()
+    store.create(e, INPUT)
+    sent_b = T0 + dt.timedelta(days=45)
+    assert store.put_event(e.execution_id, EventRecord(name="ok", event_id="mail-1", data={"run": "A"}, sent_at=T0,
+                                                       run=RUN_A))
+    # when: run B sends the same id: it is B's first use (replacing A's item), and its second is a duplicate
+    assert store.put_event(e.execution_id, EventRecord(name="ok", event_id="mail-1", data={"run": "B"}, sent_at=sent_b,
+                                                       run=RUN_B))
+    assert not store.put_event(e.execution_id, EventRecord(name="ok", event_id="mail-1", data={"run": "B2"},
+                                                           sent_at=sent_b, run=RUN_B))
+    # and A can no longer write over B's
+    assert not store.put_event(e.execution_id, EventRecord(name="ok", event_id="mail-1", data={"run": "A2"},
+                                                           sent_at=T0, run=RUN_A))
+    assert [(ev.data, ev.run) for ev in store.list_events(e.execution_id)] == [({"run": "B"}, RUN_B)]
+
+
+def test_a_newer_run_replaces_the_fan_out_items_an_older_run_left(store):
+    from engine_core.errors import BranchConflictError
+
+    e = new_execution()
+    store.create(e, INPUT)
+    assert store.put_join(e.execution_id, _join(generation=9).model_copy(update={"run": RUN_A}))
+    store.create_branch(e.execution_id, _branch(0, generation=9, run=RUN_A))
+    # when: run B fans out the same step at a lower generation
+    later = T0 + dt.timedelta(days=45)
+    join_b = _join(generation=2).model_copy(update={"run": RUN_B, "started_at": later})
+    branch_b = _branch(0, generation=2, run=RUN_B, updated_at=later)
+    assert store.put_join(e.execution_id, join_b)
+    store.create_branch(e.execution_id, branch_b)
+    # then: B's items replaced A's, and B's own are never replaced by a create again
+    assert store.get_join(e.execution_id, 1) == join_b
+    assert store.get_branch(e.execution_id, 1, 0) == branch_b
+    with pytest.raises(BranchConflictError):
+        store.create_branch(e.execution_id, _branch(0, generation=2, run=RUN_B, updated_at=later))
+    assert not store.put_join(e.execution_id, _join(generation=11).model_copy(update={"run": RUN_A}))
+
+
+def test_stamp_items_raises_the_ttl_of_every_item_but_the_execution_and_never_lowers_one(store):
+    from engine_core.model import EventRecord, OperationRecord
+
+    e = _with_fanout(store)
+    store.put_step(e.execution_id, record(0, "a"))
+    store.put_event(e.execution_id, EventRecord(name="ok", event_id="1", data={}, sent_at=T0, expires_at=T0))
+    store.put_operation(e.execution_id, OperationRecord(op="wake", by="me", at=T0, version=2, expires_at=T0))
+    store.create_branch(e.execution_id, _branch(0))
+    far = T0 + dt.timedelta(days=400)
+    store.stamp_items(e.execution_id, T0 + dt.timedelta(days=90))
+    store.stamp_items(e.execution_id, far)
+    store.stamp_items(e.execution_id, T0 + dt.timedelta(days=10))  # lower: changes nothing
+    want = far.replace(microsecond=0)
+    assert [r.expires_at for r in store.history(e.execution_id)] == [want]
+    assert [ev.expires_at for ev in store.list_events(e.execution_id)] == [want]
+    assert [op.expires_at for op in store.operations(e.execution_id)] == [want]
+    assert store.get_join(e.execution_id, 1).expires_at == want
+    assert store.get_branch(e.execution_id, 1, 0).expires_at == want
+    assert store.load(e.execution_id).expires_at is None  # the live execution's own item carries none
+
+
+def items_of(store, execution_id: str) -> dict[str, list[dict]]:
+    """Every item the store holds for the execution, by kind: what each store really wrote."""
+    if isinstance(store, MemoryStore):
+        return store.item_kinds(execution_id)
+    from boto3.dynamodb.types import TypeDeserializer
+
+    de, out = TypeDeserializer(), {}
+    scan: dict = {"TableName": store.table}
+    while True:
+        page = store.client.scan(**scan)
+        for item in page["Items"]:
+            attrs = {k: de.deserialize(v) for k, v in item.items()}
+            pk, sk = attrs["PK"], attrs["SK"]
+            if not pk.startswith(f"EXEC#{execution_id}"):
+                continue
+            kind = ("BRANCH" if pk != f"EXEC#{execution_id}" else
+                    sk if sk in ("#META", "#INPUT") else sk.split("#", 1)[0])
+            out.setdefault(kind, []).append(attrs)
+        if "LastEvaluatedKey" not in page:
+            return out
+        scan["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def test_every_item_type_an_execution_writes_carries_a_ttl_on_every_store(store, clock):
+    # given: a run that writes every item type: input, history, events, operations, joins, branches
+    from engine_core import Registry, parallel, sleep, step, wait_for_event, workflow
+    from engine_core.testing import LocalRunner
+
+    registry = Registry()
+
+    def reserve(ctx):
+        return {"r": 1}
+
+    def release(ctx):
+        return None
+
+    @workflow("every_item", registry=registry)
+    class EveryItem:
+        steps = [step(reserve, compensate=release), parallel(reserve, reserve, name="both"), sleep(hours=1),
+                 wait_for_event("ok", timeout=600)]
+
+    runner = LocalRunner(registry, clock=clock, store=store)
+    eid = runner.start("every_item", {})
+    runner.send_event(eid, "ok", {}, event_id="early")
+    runner.run_until(eid, "SLEEPING")
+    runner.engine.operator.wake(eid, "ops")
+    # then, while it lives: every kind of item, each with a TTL in the future (the execution's own has none)
+    found = items_of(store, eid)
+    assert set(found) == {"#META", "#INPUT", "STEP", "OP", "EVT", "JOIN", "BRANCH"}
+    now = int(clock.now().timestamp())
+    assert "expires_at" not in found["#META"][0]
+    assert all(a["expires_at"] > now for kind, items in found.items() if kind != "#META" for a in items), found
+    # and at the end: every one outlives the execution's retention
+    e = runner.run_until_done(eid)
+    ends = int(e.expires_at.timestamp())
+    assert all(a["expires_at"] >= ends for items in items_of(store, eid).values() for a in items)

@@ -218,3 +218,52 @@ def test_wait_for_event_registration_refuses_bad_names_and_defaults(event, kwarg
         @workflow("bad_wait", registry=Registry())
         class Bad:
             steps = [first, wait_for_event(event, **kwargs), last]
+
+
+def test_wait_for_event_with_a_model_refuses_data_that_does_not_fit_writing_nothing_and_keeps_validated_values():
+    from pydantic import BaseModel
+
+    from engine_core.errors import InvalidEventError
+
+    class Answer(BaseModel):
+        approved: bool
+        approver: str = "unknown"
+
+    registry = Registry()
+    seen = []
+
+    def settle(ctx):
+        seen.append(ctx["answer"])
+
+    @workflow("typed_wait", registry=registry)
+    class TypedWait:
+        steps = [wait_for_event("approved", timeout=600, name="answer", model=Answer), settle]
+
+    runner = LocalRunner(registry)
+    eid = runner.start("typed_wait", {})
+    runner.run_until(eid, "WAITING")
+    # when: data that does not fit its model
+    with pytest.raises(InvalidEventError) as refused:
+        runner.send_event(eid, "approved", {"approved": "maybe"}, event_id="bad")
+    # then: refused field by field, nothing written, still waiting
+    assert [p["field"] for p in refused.value.problems] == ["approved"]
+    assert not runner.store.events.get(eid)
+    assert runner.engine.get(eid).status is Status.WAITING
+    # and data that fits is kept as the model validated it (its default filled in)
+    assert runner.send_event(eid, "approved", {"approved": True}, event_id="good") == "delivered"
+    assert runner.run_until_done(eid).status is Status.COMPLETED
+    assert seen == [{"approved": True, "approver": "unknown"}]
+
+
+def test_wait_for_event_model_must_be_a_pydantic_model_and_its_default_must_fit():
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        approved: bool
+
+    with pytest.raises(RegistrationError, match="pydantic BaseModel"):
+        wait_for_event("approved", model=dict)  # checked when the workflow registers
+        workflow("bad_model", registry=Registry())(type("Bad", (), {"steps": [wait_for_event("x", model=dict)]}))
+    with pytest.raises(RegistrationError, match="does not fit its model"):
+        workflow("bad_default", registry=Registry())(
+            type("Bad", (), {"steps": [wait_for_event("x", model=Answer, default={"approved": "?"})]}))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from .. import codec, transitions
+from .. import codec, faults, transitions
 from ..clock import format_ts
 from ..model import StepRecord, StepStatus, Timer
 from ..outcome import Outcome
@@ -34,11 +34,14 @@ class SleepKind(KindBase):
         outcome = op.put(record)
         if outcome is not None:
             return outcome
+        faults.point("worker.after_record", execution_id=e.execution_id, step=step.index)
         outcome = op.commit(transitions.slept(e, now, wake_at))
         if outcome is not None:
             return outcome
+        faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=step.index)
         op.log("sleeping", wake_at=wake_at.isoformat())
         op.send(wake_at)
+        faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
         return Outcome("slept", e.execution_id, step.index, f"until {wake_at.isoformat()}")
 
     def on_wake(self, view: ActionView) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from .. import callbacks, transitions
+from .. import callbacks, faults, transitions
 from ..errors import NonSerializableResultError, ResultTooLargeError
 from ..model import EventRecord, StepRecord, StepStatus, Status, Timer
 from ..outcome import Outcome
@@ -54,11 +54,13 @@ def _wait(op: StepOps) -> Outcome:
     outcome = op.commit(transitions.waiting(e, now, timeout_at))
     if outcome is not None:
         return outcome
+    faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=op.step.index)
     late = pending(op.records, op.list_events(spec.event), spec.event, op.step.index)
     if late is not None:
         return _settle(op, late.data, late.event_id)
     op.log("waiting for an event", event=spec.event, timeout_at=timeout_at.isoformat())
     op.send(timeout_at)
+    faults.point("worker.after_enqueue", execution_id=e.execution_id, step=op.step.index)
     return Outcome("waiting", e.execution_id, e.current_step, f"for {spec.event!r} until {timeout_at.isoformat()}")
 
 
