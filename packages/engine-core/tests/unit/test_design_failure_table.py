@@ -40,5 +40,41 @@ def test_every_test_the_failure_table_names_exists():
     assert not missing, "DESIGN.md names tests that do not exist:\n" + "\n".join(missing)
 
 
+def _kind_table() -> list[str]:
+    text = (ROOT / "DESIGN.md").read_text(encoding="utf-8")
+    table = text[text.index("## One protocol for every kind"):text.index("## Operator actions")]
+    return [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| kind")]
+
+
+def test_every_cell_of_the_kind_table_names_a_test_that_exists_with_its_parameters():
+    rows = _kind_table()
+    assert [row.split("|")[1].strip() for row in rows] == ["task", "sleep", "wait", "parallel/map branch",
+                                                           "compensation"]
+    missing = []
+    for row in rows:
+        cells = row.split("|")[2:-1]
+        assert len(cells) == 10, row[:40]
+        for cell in cells:
+            refs = re.findall(r"`([^`]*::[^`]*|\[[^`]*\])`", cell)
+            assert refs, f"a cell names no test: {cell[:80]}"
+            current, base = "functional/test_kind_table.py", ""
+            for ref in refs:
+                if ref.startswith("["):  # another parameter of the test named before it
+                    param = ref
+                else:
+                    path, _, name = ref.partition("::")
+                    current = path.split(" ")[-1] if path else current
+                    base, _, rest = name.partition("[")
+                    param = f"[{rest}" if rest else ""
+                source = _resolve(current)
+                text = "" if source is None else source.read_text()
+                if not re.search(rf"^def {re.escape(base)}\(", text, re.M):
+                    missing.append(f"{current}::{base}")
+                for value in param.strip("[]").split("-", 1) if param else []:
+                    if f'"{value}"' not in text:
+                        missing.append(f"{current}::{base}{param} (no parameter {value!r})")
+    assert not missing, "DESIGN.md's kind table names tests that do not exist:\n" + "\n".join(missing)
+
+
 def test_the_failure_table_has_a_test_for_every_row():
     assert all("::" in row or "`adapter/" in row or "simulation" in row for row in _rows())
