@@ -324,3 +324,47 @@ def test_chained_delivery_runs_steps_back_to_back_until_the_sleep(monkeypatch, c
         assert (meta["status"]["S"], meta["current_step"]["N"]) == ("SLEEPING", "2")  # it waits at the sleep
         names = [r.name for r in lambdas.worker.runtime.engine.history(execution_id)]
         assert names[:2] == ["reserve_inventory", "charge_payment"]
+
+
+class _SlowFirstRecord(FakeContext):
+    """A 60 s invocation (the Terraform default) whose first record's step takes 5 s: after it, every
+    record with the default 55 s budget finds too little time left."""
+
+    def __init__(self):
+        super().__init__()
+        self.handled = 0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 59_500 if self.handled == 0 else 54_500
+
+
+def test_full_batch_on_every_default_runs_what_fits_and_puts_the_rest_back_on_the_queue_at_once(monkeypatch, clock, logs):
+    # given: the Terraform defaults (60 s worker, batch of 10, the default step budget) and ten ready executions
+    from loom_test_support.lambda_harness import Lambdas, aws_world, sqs_event
+
+    with aws_world(monkeypatch, LOOM_FUNCTION_TIMEOUT_S="60") as world:
+        lambdas = Lambdas(world, clock, logs)
+        ids = [_start(lambdas, "defaults_tour", {"n": i}) for i in range(10)]
+        got = world.sqs.receive_message(QueueUrl=world.queue_url, MaxNumberOfMessages=10, AttributeNames=["All"],
+                                        VisibilityTimeout=360)
+        messages = got["Messages"]
+        assert len(messages) == 10 and world.visible_count(world.queue_url) == 0
+        arn = world.sqs.get_queue_attributes(QueueUrl=world.queue_url, AttributeNames=["QueueArn"])
+        context = _SlowFirstRecord()
+        original = lambdas.worker.runtime.engine.process
+
+        def process(message, **kw):
+            try:
+                return original(message, **kw)
+            finally:
+                context.handled += 1
+
+        monkeypatch.setattr(lambdas.worker.runtime.engine, "process", process)
+        # when
+        response = lambdas.worker.handler(sqs_event(messages, arn["Attributes"]["QueueArn"]), context)
+        # then: the first ran; the nine that could not start were written nothing and are visible again now,
+        # not after the 360 s visibility timeout
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        assert len(failed) == 9 and messages[0]["MessageId"] not in failed
+        assert [world.meta(i)["version"]["N"] for i in ids[1:]] == ["1"] * 9
+        assert world.visible_count(world.queue_url) >= 9

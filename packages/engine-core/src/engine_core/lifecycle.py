@@ -12,7 +12,7 @@ from typing import Any
 from . import transitions
 from .clock import Clock, format_ts
 from .errors import CorruptStateError, ResultTooLargeError, TransitionConflictError, UnknownWorkflowError
-from .model import ErrorInfo, Execution, Status, StepMessage
+from .model import ErrorInfo, Execution, Status, StepMessage, Timer
 from .ports import EventPublisher, Metrics, NullEvents, StateStore, StepQueue, Transition
 from .registry import Registry
 from .settings import EngineSettings, lease_seconds
@@ -112,6 +112,7 @@ class Lifecycle:
         execution's other items first re-stamps them, and carries the new ``stamped_until``; after the
         commit they are stamped once more, for any item a concurrent writer made with the earlier TTL.
         Nothing of a live execution expires."""
+        new = self._due_key(new)
         until = new.due_at
         restamp = (not new.status.is_terminal and until is not None
                    and (old.stamped_until is None or until + self.restamp_slack >= old.stamped_until))
@@ -134,10 +135,23 @@ class Lifecycle:
         self.queue.send(StepMessage(execution_id=e.execution_id, step=e.current_step, version=e.version),
                         delay_s=max(0, math.ceil(delay)))
 
+    def _due_key(self, new: Execution) -> Execution:
+        """A timer (sleep, retry, event timeout, a wake) short enough to ride SQS ``DelaySeconds`` has its
+        message sent with the commit: the sweeper must not send a second one when the timer comes due,
+        only when that message, too, is late. So the due key is the timer plus the message's lease."""
+        if new.status.is_terminal or new.timer in (None, Timer.LEASE) or new.next_wake_at is None:
+            return new
+        delay_s = (new.next_wake_at - new.updated_at).total_seconds()
+        if delay_s > self.settings.max_queue_delay_s:
+            return new  # no message: the sweeper dispatches it when it is due
+        lease = dt.timedelta(seconds=self.lease_s(new.workflow, new.current_step))
+        return new.model_copy(update={"index_at": new.next_wake_at + lease})
+
     def redrive(self, e: Execution) -> Execution | None:
         """Hand the current step to a fresh message with a fresh lease (a due timer, or a lease that ran
         out). None if someone else moved the execution first."""
-        new = transitions.redriven(e, self.clock.now(), self.lease_s(e.workflow, e.current_step), self.settings.slack_s)
+        new = transitions.redriven(e, self.clock.now(), self.lease_s(e.workflow, e.current_step), self.settings.slack_s,
+                                   self.settings.max_resend_doublings)
         try:
             return self.commit(e, new)
         except TransitionConflictError:

@@ -159,6 +159,10 @@ class Execution(_Frozen):
     """An operator cancelled it while an attempt held the step (or branches of a fan-out were running):
     the cancel takes effect when that work has ended, by its own commit or by its lease running out.
     ``cancelled_by`` and ``cancel_reason`` say who asked and why."""
+    resends: int = Field(default=0, ge=0)
+    """Times in a row the sweeper re-sent the current step's message because none was claimed within its
+    lease (a message lost, or stuck behind a backlog). Each re-send doubles the next lease; a worker's
+    commit sets it back to 0."""
     lost_attempts: int = Field(default=0, ge=0)
     """Attempts of the current step that ended without reporting (their worker died, their lease ran
     out): their effect is unknown. A cancel undoes such a step too."""

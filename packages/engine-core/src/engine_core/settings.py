@@ -28,6 +28,7 @@ ENV_VARS = {
     "function_timeout_s": "LOOM_FUNCTION_TIMEOUT_S",
     "max_chain_steps": "LOOM_MAX_CHAIN_STEPS",
     "index_slack_s": "LOOM_INDEX_SLACK_S",
+    "max_resend_doublings": "LOOM_MAX_RESEND_DOUBLINGS",
 }
 
 FALLBACK_STEP_TIMEOUT_S = 60.0
@@ -64,10 +65,17 @@ class EngineSettings(BaseModel):
     max_chain_steps: int = Field(default=100, ge=1, le=10000)
     """Most steps one delivery runs back to back before handing the execution on through the queue.
     1 means one step per delivery."""
-    index_slack_s: float = Field(default=300.0, ge=0, le=3600)
-    """How far past a lease the due-index key may lie, so a chain of steps moves the index key once
-    per slack period rather than on every step. A crashed attempt is re-driven at most this much
-    later than its lease (capped at ``lease_s``)."""
+    index_slack_s: float = Field(default=2.0, ge=0, le=3600)
+    """How far past a claim's lease the due-index key may lie. Within one invocation every claim of a
+    chain is leased to the invocation's deadline (plus the margin), so the key does not move from step
+    to step whatever this is; it spares the index write when a delivery's claim lands close to its
+    message's lease. A crashed attempt is re-driven at most this much later than its lease (capped at
+    ``lease_s``): with the defaults, its invocation's deadline plus the 3 s margin plus 2 s, plus the
+    sweeper's tick."""
+    max_resend_doublings: int = Field(default=6, ge=0, le=16)
+    """A step message that stays unclaimed past its lease is re-sent by the sweeper with the lease doubled
+    each time (``resends``), at most 2**this times the lease: under a backlog, copies per execution
+    grow with the logarithm of the backlog's age, not linearly."""
     history_grace_s: float = Field(default=86400.0, ge=0)
     """History items are written with ``expires_at`` = written + retention + this; executions that
     outlive it get their history re-stamped (rare), so completion normally stamps nothing per step."""

@@ -16,7 +16,7 @@ _NO_CLAIM = {"attempt_started_at": None, "attempt_deadline": None}
 
 
 def _next(e: Execution, now: dt.datetime, **changes) -> Execution:
-    return e.model_copy(update={"version": e.version + 1, "updated_at": now, **changes})
+    return e.model_copy(update={"version": e.version + 1, "updated_at": now, "resends": 0, **changes})
 
 
 def index_key(previous: dt.datetime | None, wake: dt.datetime, timer: Timer, slack_s: float) -> dt.datetime:
@@ -54,13 +54,25 @@ def claimed(e: Execution, now: dt.datetime, expiry: dt.datetime, deadline: dt.da
                  **_timer(e, Timer.LEASE, expiry, slack_s))
 
 
-def redriven(e: Execution, now: dt.datetime, lease_s: float, slack_s: float) -> Execution:
-    """A due timer, or a lease that ran out, is handed to a fresh step message (the sweeper's move):
-    no attempt holds the step; the message has ``lease_s``. A claimed attempt whose lease ran out ended
-    without reporting (its worker died): it is counted in ``lost_attempts``."""
+def message_was_queued(e: Execution) -> bool:
+    """A step message should be on its way: one was sent for the current (step, version) and no worker
+    claimed it (a message lease, or a timer whose delayed message rides SQS: its key lies past it)."""
+    if e.is_claimed or e.next_wake_at is None:
+        return False
+    return e.timer is Timer.LEASE or (e.index_at is not None and e.index_at > e.next_wake_at)
+
+
+def redriven(e: Execution, now: dt.datetime, lease_s: float, slack_s: float, max_doublings: int = 6) -> Execution:
+    """A due timer, or a lease that ran out, is handed to a fresh step message (the sweeper's move): no
+    attempt holds the step. A claimed attempt whose lease ran out ended without reporting (its worker
+    died): it is counted in ``lost_attempts``. A message sent earlier and never claimed (lost, or behind
+    a backlog) counts in ``resends``, and the new message's lease doubles with each: under a backlog the
+    copies of one execution's message grow with the logarithm of the backlog's age."""
     lost = e.lost_attempts + (1 if e.is_claimed else 0)
+    resends = e.resends + 1 if message_was_queued(e) else 0
+    lease = lease_s * 2 ** min(max(resends - 1, 0), max_doublings)
     return _next(e, now, status=Status.RUNNING, **_NO_CLAIM, lost_attempts=lost,
-                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease), 0.0), resends=resends)
 
 
 def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.timedelta, *, lease_s: float,
@@ -140,9 +152,10 @@ def restamped(e: Execution, stamped_until: dt.datetime) -> Execution:
 
 def woken(e: Execution, now: dt.datetime) -> Execution:
     """The current sleep, retry backoff or event wait ends now: an operator's "skip the wait", or an
-    event arriving for the wait (whose step then consumes it; woken without one, the wait times out)."""
+    event arriving for the wait (whose step then consumes it; woken without one, the wait times out).
+    The message that resumes it is sent with it (the commit sets the due key past its lease)."""
     assert e.timer in (Timer.SLEEP, Timer.RETRY, Timer.EVENT)
-    return _next(e, now, next_wake_at=now, index_at=now)
+    return _next(e, now, next_wake_at=now, index_at=now, resends=e.resends)
 
 
 def waiting(e: Execution, now: dt.datetime, timeout_at: dt.datetime) -> Execution:

@@ -299,7 +299,7 @@ EXPECTED = {
     "complete_branch_counts_twice": (("counted twice or not at all", "the join counts"), 3),
     "branch_claim_not_counted": (("without that operation claiming it",), 4),
     "branch_claim_ignores_version": (("not one chain", "bodies ran under the one claim", "running at once",
-                                      "still ran"), 20),
+                                      "still ran"), 40),
     "compensation_record_lost": (("no SUCCEEDED compensation record", "without that operation recording it"), 4),
 }
 

@@ -49,8 +49,10 @@ class _RecordHandler:
         try:
             outcome = runtime.engine.process(message, remaining_ms=self.remaining_ms, yield_after_ms=self.share_ms)
         except InsufficientTimeError as exc:
-            logger.warning("too little time left for this record's step; left for redelivery", extra={
+            # Nothing was written: back on the queue at once, for an invocation with room for its step.
+            logger.warning("too little time left for this record's step; released for redelivery now", extra={
                 "remaining_ms": exc.remaining_ms, "needed_ms": exc.needed_ms})
+            runtime.release(record.receipt_handle)
             raise
         except Exception:
             logger.exception("processing failed; SQS redelivers the record")

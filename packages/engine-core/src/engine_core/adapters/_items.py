@@ -113,6 +113,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         attrs["undo_failed_step"] = True
     if e.lost_attempts:
         attrs["lost_attempts"] = e.lost_attempts
+    if e.resends:
+        attrs["resends"] = e.resends
     optional = {
         "next_wake_at": None if e.next_wake_at is None else format_ts(e.next_wake_at),
         "timer": None if e.timer is None else e.timer.value,
@@ -169,6 +171,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             cancel_requested=bool(attrs.get("cancel_requested", False)),
             undo_failed_step=bool(attrs.get("undo_failed_step", False)),
             lost_attempts=_int(attrs.get("lost_attempts", 0)),
+            resends=_int(attrs.get("resends", 0)),
             stamped_until=_from_epoch(attrs["stamped_until"]) if "stamped_until" in attrs else None,
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import boto3
 from botocore.config import Config
 
+import logging
+
 from ..clock import SystemClock
 from ..engine import Engine
 from ..ports import Metrics
@@ -29,6 +31,8 @@ from ..sweeper import Sweeper
 from . import build_store
 from .eventbridge import EventBridgePublisher
 from .sqs import SqsQueue
+
+log = logging.getLogger("engine_core")
 
 
 def client_config(settings: EngineSettings) -> Config:
@@ -45,6 +49,15 @@ class Runtime:
     sweeper: Sweeper
     settings: EngineSettings
     registry: Registry
+
+    def release(self, receipt_handle: str) -> None:
+        """Return a received step message to the queue now; a failure only leaves it for the visibility
+        timeout (the record is reported failed either way, and the due index covers a lost one)."""
+        try:
+            self.engine.queue.release(receipt_handle)
+        except Exception:  # noqa: BLE001 - best effort: the record's redelivery does not depend on it
+            log.warning("could not release the record for redelivery now; it returns after the visibility timeout",
+                        exc_info=True)
 
 
 def from_environment(env: Mapping[str, str] | None = None, metrics: Metrics | None = None,

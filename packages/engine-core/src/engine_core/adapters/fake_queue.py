@@ -85,6 +85,14 @@ class FakeQueue:
         if message in self.messages:
             self.messages.remove(message)
 
+    def release(self, receipt_handle: Any) -> None:
+        """Make a received message visible now (SQS ChangeMessageVisibility 0); ``receipt_handle`` is the
+        QueuedMessage or its id."""
+        wanted = getattr(receipt_handle, "message_id", receipt_handle)
+        for m in self.messages:
+            if m.message_id == wanted:
+                m.visible_at = self.clock.now()
+
     def purge(self) -> None:
         self.messages.clear()
 

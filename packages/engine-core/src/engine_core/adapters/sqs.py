@@ -22,6 +22,17 @@ class SqsQueue:
             raise ValueError(f"SQS DelaySeconds must be 0-900, got {delay_s}; longer waits belong to the sweeper")
         self._send(self.queue_url, message.model_dump_json(exclude_none=True), delay_s)
 
+    def release(self, receipt_handle: str) -> None:
+        """Make a received message visible again at once (ChangeMessageVisibility to 0): a record the worker
+        could not start returns to the queue in a second, not after the visibility timeout."""
+        try:
+            self.client.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=receipt_handle,
+                                                  VisibilityTimeout=0)
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            raise StorageError(f"SQS ChangeMessageVisibility on {self.queue_url} failed: {err.get('Code')}: "
+                               f"{err.get('Message')}") from exc
+
     def send_dead_letter(self, body: dict[str, Any]) -> None:
         if not self.dlq_url:
             raise StorageError("no dead-letter queue URL configured (LOOM_DLQ_URL) for a failure notice")
