@@ -25,7 +25,8 @@ def test_an_approval_waits_costing_nothing_until_its_event_arrives_then_complete
     # then
     assert (status, sent["outcome"], again["outcome"]) == (202, "delivered", "duplicate")
     assert done["status"] == "COMPLETED", done
-    assert done["context"]["decision"] == "paid" and done["context"]["approver"] == "ana"
+    assert done["context"]["decision"] == "paid" and done["context"]["approval"]["approver"] == "ana"
+    assert done["context"]["approver"] == "finance@example.com"  # the input stands: the answer has its own key
     _, history = loom.api.request("GET", f"/executions/{eid}/history")
     assert [(s["name"], s["kind"]) for s in history["steps"]] == [
         ("request_approval", "task"), ("wait_approved", "event"), ("settle_expense", "task")]

@@ -15,7 +15,7 @@ def test_an_order_started_over_http_completes_with_its_history_and_context(loom)
     assert loom.start("order_fulfillment", order, token) == eid
 
     sleeping = loom.wait(eid, check=lambda e: e["timer"] == "sleep" or e["status"] != "RUNNING")
-    assert sleeping["status"] == "SLEEPING" and sleeping["current_step"] == 3
+    assert sleeping["status"] == "SLEEPING" and sleeping["current_step"] == 2  # at its sleep
     e = loom.wait(eid, timeout_s=90)
     assert e["status"] == "COMPLETED", e
     assert e["error"] is None and e["next_wake_at"] is None and e["timer"] is None

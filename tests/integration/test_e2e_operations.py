@@ -29,7 +29,7 @@ def test_the_3am_journey_poison_find_fix_redrive_completed(loom, capsys):
     feed = f"payroll-{eid[:8]}"
     loom.start("fragile_import", {"feed": feed}, token)
     asleep = loom.wait(eid, until=("SLEEPING",))
-    assert ts(asleep["next_wake_at"]) > ts(asleep["updated_at"]) and asleep["current_step"] == 2
+    assert ts(asleep["next_wake_at"]) > ts(asleep["updated_at"]) and asleep["current_step"] == 1  # at its sleep
     code, out, _ = cli(capsys, "--url", loom.url, "wake", eid)
     assert code == 0 and "woken: step 2/4 import_rows runs now" in out, out
     failed = loom.wait(eid)
@@ -96,7 +96,7 @@ def test_a_cancelled_sleeping_execution_leaves_the_due_index_and_never_resumes(l
     # past the sleep's end (the delayed message arrives, the sweeper runs every second): nothing resumes
     time.sleep(max(0.0, (ts(asleep["next_wake_at"]) - ts(e["updated_at"])).total_seconds()) + 4)
     after = loom.execution(eid)
-    assert (after["status"], after["version"], after["current_step"]) == ("CANCELLED", e["version"], 3)
+    assert (after["status"], after["version"], after["current_step"]) == ("CANCELLED", e["version"], 2)
     assert [h["name"] for h in loom.history(eid)] == ["reserve_inventory", "charge_payment", "wait_for_carrier_pickup"]
     # cancelling again is a 200 that changes nothing; waking or redriving it is refused with its status
     assert cli(capsys, "--url", loom.url, "cancel", eid)[0] == 0

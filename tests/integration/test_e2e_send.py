@@ -23,12 +23,12 @@ def test_loom_send_delivers_an_event_to_a_waiting_execution(loom, capsys):
     # when
     code, out, err = cli(capsys, "--url", loom.url, "send", eid, "approved", "--data",
                          '{"approved": true, "approver": "ana"}', "--event-id", "mail-1")
-    # then: delivered, and the execution resumes with the data merged into its context
+    # then: delivered, and the execution resumes with the data in its context, under the wait's name
     assert code == 0, err
     assert out.strip() == f"{eid}  event approved  delivered  (event id mail-1)"
     done = loom.wait(eid)
     assert done["status"] == "COMPLETED", done
-    assert (done["context"]["decision"], done["context"]["paid_cents"], done["context"]["approver"]) == (
+    assert (done["context"]["decision"], done["context"]["paid_cents"], done["context"]["approval"]["approver"]) == (
         "paid", 2500, "ana")
     code, out, _ = cli(capsys, "--url", loom.url, "--json", "history", eid)
     events = json.loads(out)["events"]

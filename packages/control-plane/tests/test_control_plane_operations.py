@@ -99,12 +99,16 @@ def test_list_when_executions_exist_returns_them_newest_first_with_filters_and_p
     assert [x["execution_id"] for x in body["executions"]] == ids[::-1]
     assert body["executions"][3] == {"execution_id": ids[1], "workflow": "flaky_greeting", "status": "COMPLETED",
                                      "created_at": "2026-11-29T13:01:00.000000Z"}
-    assert [x["status"] for x in body["executions"]] == ["LIVE"] * 3 + ["COMPLETED"] * 2
+    assert [x["status"] for x in body["executions"]] == ["RUNNING"] * 3 + ["COMPLETED"] * 2  # each its real status
     # filters
     _, done, _ = call(lambdas.control_plane, "GET", "/executions", query={"status": "completed"})
     assert [x["execution_id"] for x in done["executions"]] == [ids[1], ids[0]]
     _, live, _ = call(lambdas.control_plane, "GET", "/executions", query={"status": "LIVE", "workflow": "order_fulfillment"})
     assert [x["execution_id"] for x in live["executions"]] == [ids[4], ids[3], ids[2]]
+    _, running, _ = call(lambdas.control_plane, "GET", "/executions", query={"status": "running"})
+    assert [x["execution_id"] for x in running["executions"]] == [ids[4], ids[3], ids[2]]
+    _, sleeping, _ = call(lambdas.control_plane, "GET", "/executions", query={"status": "SLEEPING"})
+    assert sleeping["executions"] == [] and sleeping["next_token"] is None
     _, orders, _ = call(lambdas.control_plane, "GET", "/executions", query={"workflow": "order_fulfillment"})
     assert [x["execution_id"] for x in orders["executions"]] == [ids[4], ids[3], ids[2], ids[0]]
     # started_after is inclusive, started_before exclusive: consecutive windows do not overlap
@@ -130,12 +134,12 @@ def test_list_when_executions_exist_returns_them_newest_first_with_filters_and_p
 
 @pytest.mark.parametrize(("query", "words"), [
     ({"limit": "0"}, "from 1 to 100"), ({"limit": "101"}, "from 1 to 100"), ({"limit": "ten"}, "whole number"),
-    ({"limit": "-1"}, "whole number"), ({"status": "RUNNING"}, "LIVE"), ({"status": "DONE"}, "must be one of"),
+    ({"limit": "-1"}, "whole number"), ({"status": "DONE"}, "must be one of"),
     ({"workflow": "a b"}, "1-128 characters"), ({"started_after": "yesterday"}, "ISO-8601"),
     ({"started_after": "2026-11-29T14:00:00Z", "started_before": "2026-11-29T13:00:00Z"}, "earlier than"),
     ({"next_token": "not a token!"}, "not a token"), ({"next_token": "e30"}, "not a token"),
     ({"next_token": "bm90LWpzb24"}, "not a token"), ({"page": "2"}, "unknown query parameter 'page'"),
-], ids=["limit-0", "limit-101", "limit-word", "limit-negative", "status-running", "status-unknown", "workflow-bad",
+], ids=["limit-0", "limit-101", "limit-word", "limit-negative", "status-unknown", "workflow-bad",
         "time-bad", "window-inverted", "token-bad-chars", "token-not-ours", "token-not-json", "unknown-param"])
 def test_list_when_query_is_invalid_answers_400_naming_the_parameter(lambdas, world, query, words):
     start(lambdas)
@@ -426,3 +430,27 @@ def test_event_route_refuses_data_its_waits_model_refuses_naming_each_field(lamb
     assert (status, reply["error"]) == (400, "invalid_event")
     assert sorted(p["field"] for p in reply["problems"]) == ["approved", "approver"]
     assert "event_schema" in reply["message"]
+
+
+def test_events_and_operations_have_their_own_paged_routes_and_the_first_history_page_points_at_them(lambdas, world):
+    eid = start(lambdas, "expense_approval", EXPENSE)
+    run_until(lambdas, world, eid, lambda m: m["status"]["S"] == "WAITING")
+    for i in range(3):
+        call(lambdas.control_plane, "POST", f"/executions/{eid}/events/approved",
+             json.dumps({"data": {"approved": True}, "event_id": f"mail-{i}"}))
+    # when
+    _, history, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}/history")
+    pages, token = [], None
+    while True:
+        _, page, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}/events",
+                          query={"limit": "2", **({"next_token": token} if token else {})})
+        pages.append([e["event_id"] for e in page["events"]])
+        token = page["next_token"]
+        if token is None:
+            break
+    status, ops, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}/operations")
+    # then
+    assert [e["event_id"] for e in history["events"]] == ["mail-0", "mail-1", "mail-2"]
+    assert history["events_next_token"] is None and history["operations_next_token"] is None
+    assert pages == [["mail-0", "mail-1"], ["mail-2"]]
+    assert status == 200 and ops == {"execution_id": eid, "operations": [], "next_token": None}

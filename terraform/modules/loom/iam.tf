@@ -55,8 +55,9 @@ locals {
 
   control_plane_statements = concat([
     {
+      # BatchGetItem: a list page reads its live executions' status in one call.
       sid       = "ExecutionItems"
-      actions   = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query"]
+      actions   = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem"]
       resources = [module.table.table_arn]
     },
     {

@@ -182,8 +182,8 @@ def _explain(exc: ValidationError) -> str:
 
 # -- operator routes: list, cancel, redrive, wake, history pages ------------------------------------
 LIST_LIMIT_DEFAULT, HISTORY_LIMIT_DEFAULT, PAGE_MAX = 20, 50, 100
-LIST_STATUSES = ("LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
-"""What ``status=`` filters on: the list index holds LIVE (running, sleeping or waiting) or the terminal status."""
+LIST_STATUSES = ("RUNNING", "SLEEPING", "WAITING", "LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
+"""What ``status=`` filters on: a status, or LIVE for any of RUNNING, SLEEPING and WAITING."""
 _TOKEN_CHARS = re.compile(r"\A[A-Za-z0-9_-]{1,2048}\Z")
 _REASON_MAX = 1024
 
@@ -217,9 +217,6 @@ def parse_list_query(params: dict[str, str] | None) -> ListQuery:
     status = p.get("status")
     if status is not None:
         status = status.upper()
-        if status in ("RUNNING", "SLEEPING", "WAITING"):
-            raise _bad("status", f"cannot be {status}: the list index tells live executions from ended ones only; "
-                       "use status=LIVE (running, sleeping or waiting) and GET /executions/{id} for which")
         if status not in LIST_STATUSES:
             raise _bad("status", f"must be one of {', '.join(LIST_STATUSES)}")
     after, before = _time(p, "started_after"), _time(p, "started_before")
@@ -233,19 +230,19 @@ def parse_list_query(params: dict[str, str] | None) -> ListQuery:
     return ListQuery(workflow, status, after, before, _limit(p, LIST_LIMIT_DEFAULT), token)
 
 
-def parse_page_query(params: dict[str, str] | None) -> PageQuery:
+def parse_page_query(params: dict[str, str] | None, default_limit: int = HISTORY_LIMIT_DEFAULT) -> PageQuery:
+    """``limit`` and ``next_token`` of a paged read (the engine checks the token is one it returned)."""
     p = _known_params(params, ("limit", "next_token"))
     token = _token(p)
-    if token is not None and not isinstance(_decoded(token), str):
-        raise _not_ours()
-    return PageQuery(_limit(p, HISTORY_LIMIT_DEFAULT), token)
+    if token is not None:
+        _decoded(token)
+    return PageQuery(_limit(p, default_limit), token)
 
 
 def _check_list_token(token: str) -> None:
-    """A list token is the index's resume key: an object of string keys (DynamoDB ``{"S": ...}``)."""
+    """A list token names the list index's last entry returned (``<created_at>#<id>``)."""
     key = _decoded(token)
-    if not (isinstance(key, dict) and 1 <= len(key) <= 8 and all(
-            isinstance(v, dict) and list(v) == ["S"] and isinstance(v["S"], str) for v in key.values())):
+    if not (isinstance(key, str) and 40 <= len(key) <= 80 and "#" in key):
         raise _not_ours()
 
 

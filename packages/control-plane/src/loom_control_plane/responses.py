@@ -109,6 +109,9 @@ class ExecutionView(_Reply):
     started_by: str | None
     cancelled_by: str | None
     cancel_reason: str | None
+    cancel_requested: bool = False
+    """A cancel waits for the attempt that holds the step (or its running branches) to end; then it takes
+    effect (``cancelled_by`` and ``cancel_reason`` say who asked and why)."""
     redrives: int
     waiting_for: WaitingFor | None
     """While WAITING: the event it waits for and when the wait times out."""
@@ -148,7 +151,8 @@ class ExecutionView(_Reply):
             version=e.version, context=context, error=e.error, next_wake_at=_ts(e.next_wake_at),
             timer=None if e.timer is None else e.timer.value, total_attempts=e.total_attempts, attempt=e.attempt,
             attempt_started_at=_ts(e.attempt_started_at), started_by=e.started_by, cancelled_by=e.cancelled_by,
-            cancel_reason=e.cancel_reason, redrives=e.redrives, waiting_for=_waiting_for(e, wf),
+            cancel_reason=e.cancel_reason, cancel_requested=e.cancel_requested, redrives=e.redrives,
+            waiting_for=_waiting_for(e, wf),
             compensating=e.compensating, compensated=e.compensated, failed_step=e.failed_step,
             compensation_error=e.compensation_error, created_at=_ts(e.created_at), updated_at=_ts(e.updated_at),
             expires_at=_ts(e.expires_at), **extra)
@@ -276,16 +280,29 @@ def event_view(r: EventRecord | CorruptRecord, consumed_by: dict[str, int]) -> d
                           consumed_by_step=consumed_by.get(r.event_id)))
 
 
-def history_reply(execution_id: str, records: list, operations: list, next_token: str | None,
-                  events: tuple[list, dict[str, int]] | None) -> dict[str, Any]:
-    """``GET /executions/{id}/history``: a page of step records (branches after their step), and with
-    the first page every operator action and every event sent."""
-    reply: dict[str, Any] = {"execution_id": execution_id, "steps": [record_view(r) for r in records],
-                             "operations": [operation_view(r) for r in operations], "next_token": next_token}
-    if events is not None:
-        sent, consumed = events
-        reply["events"] = [event_view(ev, consumed) for ev in sent]
+def history_reply(execution_id: str, view: Any, consumed: dict[str, int] | None) -> dict[str, Any]:
+    """``GET /executions/{id}/history``: a page of step records (branches after their step), at most
+    ``limit`` entries and about 1 MB; with the first page, the first page of the operator's actions and
+    of the events (each with the token its own route resumes)."""
+    reply: dict[str, Any] = {"execution_id": execution_id, "steps": [record_view(r) for r in view.records],
+                             "operations": [operation_view(r) for r in view.operations], "next_token": view.next_token}
+    if consumed is not None:
+        reply["events"] = [event_view(ev, consumed) for ev in view.events]
+        reply["operations_next_token"] = view.operations_next_token
+        reply["events_next_token"] = view.events_next_token
     return reply
+
+
+def events_reply(execution_id: str, events: list, consumed: dict[str, int], next_token: str | None) -> dict[str, Any]:
+    """``GET /executions/{id}/events``: a page of the events sent to the execution, in key order."""
+    return {"execution_id": execution_id, "events": [event_view(ev, consumed) for ev in events],
+            "next_token": next_token}
+
+
+def operations_reply(execution_id: str, operations: list, next_token: str | None) -> dict[str, Any]:
+    """``GET /executions/{id}/operations``: a page of the operator's actions, in version order."""
+    return {"execution_id": execution_id, "operations": [operation_view(r) for r in operations],
+            "next_token": next_token}
 
 
 # -- lists, events, workflows -----------------------------------------------------------------------------
@@ -293,7 +310,7 @@ class ListEntryView(_Reply):
     execution_id: str
     workflow: str
     status: str
-    """LIVE (running, sleeping or waiting), or the terminal status."""
+    """RUNNING, SLEEPING, WAITING or the terminal status (LIVE only if the execution item could not be read)."""
     created_at: str | None
 
 

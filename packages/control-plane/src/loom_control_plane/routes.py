@@ -66,9 +66,23 @@ def get_execution(rt: Runtime, req: Request) -> Reply:
 def get_history(rt: Runtime, req: Request) -> Reply:
     eid = req.params["execution_id"]
     q = parse_page_query(req.query)
-    records, operations, token = rt.engine.operator.history_page(eid, q.limit, q.next_token)
-    events = rt.engine.operator.events(eid) if q.next_token is None else None  # like operations: the first page
-    return 200, responses.history_reply(eid, records, operations, token, events)
+    view = rt.engine.operator.history_page(eid, q.limit, q.next_token)
+    consumed = rt.engine.operator.consumed_events(eid) if q.next_token is None else None
+    return 200, responses.history_reply(eid, view, consumed)
+
+
+def get_events(rt: Runtime, req: Request) -> Reply:
+    eid = req.params["execution_id"]
+    q = parse_page_query(req.query, default_limit=100)
+    events, consumed, token = rt.engine.operator.events(eid, q.limit, q.next_token)
+    return 200, responses.events_reply(eid, events, consumed, token)
+
+
+def get_operations(rt: Runtime, req: Request) -> Reply:
+    eid = req.params["execution_id"]
+    q = parse_page_query(req.query, default_limit=100)
+    operations, token = rt.engine.operator.operations(eid, q.limit, q.next_token)
+    return 200, responses.operations_reply(eid, operations, token)
 
 
 def cancel_execution(rt: Runtime, req: Request) -> Reply:
@@ -125,7 +139,9 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/executions", list_executions, "list and search, newest first, paginated"),
     Route("GET", "/executions/<execution_id>", get_execution, "status, current step, context, error, next wake time"),
     Route("GET", "/executions/<execution_id>/history", get_history,
-          "step records in order (paginated), the operators' actions and the events sent"),
+          "step records in order (paginated by count and size), with the first page of actions and events"),
+    Route("GET", "/executions/<execution_id>/events", get_events, "the events sent to the execution (paginated)"),
+    Route("GET", "/executions/<execution_id>/operations", get_operations, "the operators' actions (paginated)"),
     Route("POST", "/executions/<execution_id>/cancel", cancel_execution, "end a live execution CANCELLED"),
     Route("POST", "/executions/<execution_id>/redrive", redrive_execution, "resume a FAILED execution from its failed step"),
     Route("POST", "/executions/<execution_id>/wake", wake_execution, "end the current sleep, retry backoff or event wait now"),

@@ -169,6 +169,9 @@ class Execution(_Frozen):
     undo_failed_step: bool = False
     """While compensating and after: the step at ``failed_step`` is undone too (a cancel caught an attempt
     of it that succeeded or whose outcome is unknown)."""
+    layout: int = Field(default=1, ge=1, le=2)
+    """Where the execution's items live: 2 (engine-core 0.3 on): operations and events in partitions of
+    their own, which a delivery's query never reads; 1: in the execution's partition, as before."""
     stamped_until: dt.datetime | None = None
     """Every other item of the execution (input, history, events, operations, fan-out items) expires at or
     after this time. The engine pushes it (re-stamping those items) before any timer could outlast it,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import callbacks, codec, transitions
+from .ports import PAGE_BYTES
 from .errors import (
     CallbackNotFoundError,
     ExecutionNotFoundError,
@@ -43,6 +44,9 @@ from .step_run import this_run_state
 
 log = logging.getLogger("engine_core")
 MAX_PAGE = 100
+MAX_INDEX_PAGES = 5
+"""A list request reads at most this many pages of the list index (500 entries): a filter matching few
+executions answers with fewer than ``limit`` and a ``next_token``, never a read of the whole index."""
 LIST_STATUSES = ("RUNNING", "SLEEPING", "WAITING", "LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
 _LIVE = ("RUNNING", "SLEEPING", "WAITING", "LIVE")
 EVENT_ID_RE = re.compile(r"\A[A-Za-z0-9_.:-]{1,128}\Z")
@@ -78,6 +82,73 @@ class EventSent:
     def as_dict(self) -> dict[str, str]:
         return {"execution_id": self.execution_id, "event": self.event, "event_id": self.event_id,
                 "outcome": self.outcome}
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    """One page of an execution's history (``Operator.history_page``)."""
+
+    records: list[Any]
+    """Step records, each parallel or map step's branches right after it (StepRecord, Branch, CorruptRecord)."""
+    next_token: str | None
+    operations: list[Any]
+    """The first page of the operator's actions (only with the first history page)."""
+    operations_next_token: str | None
+    events: list[Any]
+    """The first page of the events sent to the execution (only with the first history page)."""
+    events_next_token: str | None
+
+
+class _Page:
+    """Entries of a history page, within its count and its byte budget."""
+
+    def __init__(self, limit: int):
+        self.limit, self.items, self.size = limit, [], 0
+
+    @property
+    def full(self) -> bool:
+        return len(self.items) >= self.limit or self.size >= PAGE_BYTES
+
+    @property
+    def room(self) -> int:
+        return max(1, self.limit - len(self.items))
+
+    def add(self, item: Any) -> None:
+        self.items.append(item)
+        self.size += len(item.model_dump_json())
+
+    def shows_step(self, index: int) -> bool:
+        return any(isinstance(r, StepRecord) and r.step_index == index and r.kind != "compensation" for r in self.items)
+
+
+def _fans_out(wf: WorkflowDef | None, r: Any) -> bool:
+    if not isinstance(r, StepRecord) or r.kind == "compensation":
+        return False
+    if r.kind == "fanout":
+        return True
+    return wf is not None and r.step_index < len(wf.steps) and wf.steps[r.step_index].kind.kind == "fanout"
+
+
+def _history_cursor(token: str | None) -> dict:
+    if token is None:
+        return {"after": None}
+    value = decode_token(token)
+    if isinstance(value, str):  # a token from engine-core before 0.3: the sort key after which to go on
+        return {"after": value}
+    if not isinstance(value, dict) or "after" not in value or not set(value) <= {"after", "branch_of", "branch", "tail"} \
+            or not isinstance(value.get("after"), (str, type(None))) or not all(
+            isinstance(value.get(k, 0), int) and not isinstance(value.get(k, 0), bool) for k in ("branch_of", "branch")):
+        raise InvalidRequestError("next_token is not a token this API returned; pass it back unchanged")
+    return value
+
+
+def _sort_key_token(token: str | None) -> str | None:
+    if token is None:
+        return None
+    value = decode_token(token)
+    if not isinstance(value, str):
+        raise InvalidRequestError("next_token is not a token this API returned; pass it back unchanged")
+    return value
 
 
 @dataclass(frozen=True)
@@ -148,57 +219,141 @@ class Operator:
 
     def list(self, *, workflow: str | None = None, status: str | None = None, started_after: dt.datetime | None = None,
              started_before: dt.datetime | None = None, limit: int = 20, next_token: str | None = None) -> ListResult:
-        """Executions newest first. RUNNING and SLEEPING both match live executions (the index knows
-        only live or ended; the execution item says which)."""
+        """Executions newest first, each with its real status. The list index changes only when an
+        execution starts or ends (LIVE until then), so a live entry's status (RUNNING, SLEEPING or
+        WAITING) is read from the execution items, one batched read per index page. A filter that
+        matches little reads at most ``MAX_INDEX_PAGES`` index pages, then answers with what it found
+        and a ``next_token`` (fewer than ``limit``, even none)."""
         check_limit(limit)
         if status is not None and status not in LIST_STATUSES:
             raise InvalidRequestError(f"status must be one of {', '.join(LIST_STATUSES)}, got {status!r}")
-        wanted = None if status is None else ("LIVE" if status in _LIVE else status)
         cursor = None if next_token is None else decode_token(next_token)
         if cursor is not None and not self.life.store.valid_list_cursor(cursor):
             raise InvalidRequestError("next_token is not a token this API returned; pass it back unchanged")
         found: list[ListEntry] = []
-        while len(found) < limit:
+        for _ in range(MAX_INDEX_PAGES):
             page = self.life.store.query_list(limit=MAX_PAGE, cursor=cursor, created_after=started_after,
                                               created_before=started_before)
-            for entry in page.entries:
-                if (workflow is None or entry.workflow == workflow) and (wanted is None or entry.status == wanted):
-                    found.append(entry)
-                    if len(found) == limit:
-                        cursor = self.life.store.list_cursor(entry)
-                        break
-            else:
-                cursor = page.cursor
-                if cursor is None:
-                    break
-                continue
-            break
-        more = cursor is not None and len(found) == limit
-        return ListResult(found, encode_token(cursor) if more else None)
+            entries = [x for x in page.entries if workflow is None or x.workflow == workflow]
+            if status is None or status in _LIVE:
+                entries = self._with_live_status(entries)
+            matching = [x for x in entries if _status_matches(x.status, status)]
+            room = limit - len(found)
+            found += matching[:room]
+            if len(matching) > room or (len(matching) == room and page.cursor is not None):
+                return ListResult(found, encode_token(self.life.store.list_cursor(found[-1])))
+            cursor = page.cursor
+            if cursor is None:
+                return ListResult(found, None)
+        return ListResult(found, encode_token(cursor))
 
-    def history_page(self, execution_id: str, limit: int = 50, next_token: str | None = None):
-        """One page of step records (and, with the first page, every operation record)."""
+    def _with_live_status(self, entries: list[ListEntry]) -> list[ListEntry]:
+        """Live entries (LIVE in the index) with the status their execution item holds now."""
+        live = [x.execution_id for x in entries if x.status == "LIVE"]
+        if not live:
+            return entries
+        now = self.life.store.load_statuses(live)
+        return [x.model_copy(update={"status": now.get(x.execution_id, x.status)}) if x.status == "LIVE" else x
+                for x in entries]
+
+    def history_page(self, execution_id: str, limit: int = 50, next_token: str | None = None) -> HistoryView:
+        """One page of the history: step records in order, each parallel or map step's branches right
+        after its record (those of the step fanning out now after the last record). A page holds at most
+        ``limit`` entries and about ``PAGE_BYTES`` of them (a Function URL answer is capped at 6 MB);
+        ``next_token`` resumes it, inside a step's branches if need be. The first page also carries the
+        first page of the operator's actions and of the events, each with a token for its own route."""
         check_limit(limit)
         e = self.get(execution_id)
-        after = None if next_token is None else decode_token(next_token)
-        if after is not None and not isinstance(after, str):
-            raise InvalidRequestError("next_token is not a token this API returned; pass it back unchanged")
-        page = self.life.store.history_page(e.execution_id, limit, after)
-        records = this_run(e, page.records, "finished_at")
-        records = self._with_branches(e, records, last_page=page.after is None)
-        operations = self.operations(e) if next_token is None else []
-        return records, operations, (encode_token(page.after) if page.after else None)
+        cursor = _history_cursor(next_token)
+        page, wf = _Page(limit), self.definition(e)
+        after = cursor["after"]
+        if cursor.get("branch_of") is not None:  # inside a step's branches
+            cut = self._add_branches(e, cursor["branch_of"], cursor.get("branch", 0), page)
+            if cut is not None:
+                return self._view(e, page, {**cursor, "branch": cut}, next_token)
+            if cursor.get("tail"):
+                return self._view(e, page, None, next_token)
+        while True:
+            stored = self.life.store.history_page(e.execution_id, page.room, after)
+            for record, key in zip(stored.records, stored.keys):
+                if page.full:
+                    return self._view(e, page, {"after": after}, next_token)
+                after = key
+                if isinstance(record, StepRecord) and not this_run(e, [record], "finished_at"):
+                    continue  # an earlier run's, waiting for its TTL
+                page.add(record)
+                if _fans_out(wf, record):
+                    cut = self._add_branches(e, record.step_index, 0, page)
+                    if cut is not None:
+                        return self._view(e, page, {"after": after, "branch_of": record.step_index, "branch": cut},
+                                          next_token)
+            if stored.after is None:
+                break
+            if page.full:
+                return self._view(e, page, {"after": after}, next_token)
+        current = e.current_step
+        if not e.status.is_terminal and not e.compensating and wf is not None and current < len(wf.steps) \
+                and wf.steps[current].kind.kind == "fanout" and not page.shows_step(current):
+            cut = self._add_branches(e, current, 0, page)
+            if cut is not None:
+                return self._view(e, page, {"after": after, "branch_of": current, "branch": cut, "tail": True},
+                                  next_token)
+        return self._view(e, page, None, next_token)
 
-    def events(self, execution_id: str) -> tuple[list[Any], dict[str, int]]:
-        """This run's events (EventRecord or CorruptRecord, in key order), and which wait step consumed
-        each (by event id; an event not in it is still kept for a wait)."""
+    def _add_branches(self, e: Execution, step_index: int, start: int, page: _Page) -> int | None:
+        """Add the step's branches numbered ``start`` on while the page has room: the number to resume at,
+        or None once every branch is on a page."""
+        after = None if start == 0 else start - 1
+        while True:
+            if page.full:
+                return start if after is None else after + 1
+            stored = self.life.store.branches_page(e.execution_id, step_index, page.room, after)
+            for b in stored.records:
+                number = b.branch if isinstance(b, Branch) else (0 if after is None else after + 1)
+                if page.full:
+                    return number
+                after = number
+                if not isinstance(b, Branch) or this_run(e, [b], "updated_at"):
+                    page.add(b)
+            if stored.after is None:
+                return None
+
+    def _view(self, e: Execution, page: _Page, cursor: dict | None, next_token: str | None) -> HistoryView:
+        first = next_token is None
+        operations, operations_next = self.operations_page(e, MAX_PAGE) if first else ([], None)
+        events, events_next = self.events_page(e, MAX_PAGE) if first else ([], None)
+        return HistoryView(page.items, None if cursor is None else encode_token(cursor), operations, operations_next,
+                           events, events_next)
+
+    def events(self, execution_id: str, limit: int = MAX_PAGE, next_token: str | None = None) -> tuple[list[Any], dict[str, int], str | None]:
+        """One page of this run's events (EventRecord or CorruptRecord, in key order), which wait step
+        consumed each (by event id; an event not in it is still kept for a wait), and the next token."""
+        check_limit(limit)
         e = self.get(execution_id)
-        events = this_run(e, self.life.store.list_events(e.execution_id), "sent_at")
+        events, token = self.events_page(e, limit, next_token)
         consumed = {r.event_id: r.step_index for r in self.history_of(e) if isinstance(r, StepRecord) and r.event_id}
-        return events, consumed
+        return events, consumed, token
 
-    def operations(self, e: Execution) -> list:
-        return this_run(e, self.life.store.operations(e.execution_id), "at")
+    def consumed_events(self, execution_id: str) -> dict[str, int]:
+        """Which wait step consumed each event this run was sent (by event id)."""
+        e = self.get(execution_id)
+        return {r.event_id: r.step_index for r in self.history_of(e) if isinstance(r, StepRecord) and r.event_id}
+
+    def events_page(self, e: Execution, limit: int, next_token: str | None = None) -> tuple[list[Any], str | None]:
+        page = self.life.store.events_page(e.execution_id, limit, _sort_key_token(next_token), legacy=e.layout == 1)
+        return this_run(e, page.records, "sent_at"), (encode_token(page.after) if page.after else None)
+
+    def operations_page(self, e: Execution, limit: int = MAX_PAGE,
+                        next_token: str | None = None) -> tuple[list[Any], str | None]:
+        page = self.life.store.operations_page(e.execution_id, limit, _sort_key_token(next_token),
+                                               legacy=e.layout == 1)
+        return this_run(e, page.records, "at"), (encode_token(page.after) if page.after else None)
+
+    def operations(self, execution_id: str, limit: int = MAX_PAGE,
+                   next_token: str | None = None) -> tuple[list[Any], str | None]:
+        """One page of the operator's actions on the execution (version order) and the next token."""
+        check_limit(limit)
+        return self.operations_page(self.get(execution_id), limit, next_token)
 
     # -- actions ------------------------------------------------------------------------------------
     def cancel(self, execution_id: str, by: str, reason: str | None = None) -> Execution:
@@ -337,7 +492,7 @@ class Operator:
         now = self.life.clock.now()
         record = EventRecord(name=name, event_id=event_id or uuid.uuid4().hex, data=data, sent_at=now, by=by,
                              run=e.run, expires_at=self.life.item_expiry(e, now))
-        if not self.life.store.put_event(e.execution_id, record):
+        if not self.life.store.put_event(e.execution_id, record, legacy=e.layout == 1):
             return EventSent(e.execution_id, name, record.event_id, "duplicate")
         self.life.metrics.add_metric("EventsReceived", "Count", 1)
         for _ in range(_RETRIES):
@@ -388,8 +543,8 @@ class Operator:
 
     # -- helpers ------------------------------------------------------------------------------------
     def _sent(self, e: Execution, name: str, event_id: str) -> bool:
-        return any(getattr(ev, "event_id", None) == event_id
-                   for ev in this_run(e, self.life.store.list_events(e.execution_id, name), "sent_at"))
+        found = self.life.store.list_events(e.execution_id, name, legacy=e.layout == 1)
+        return any(getattr(ev, "event_id", None) == event_id for ev in this_run(e, found, "sent_at"))
 
     def _check_model(self, wf: WorkflowDef, e: Execution, name: str, data: dict[str, Any]) -> None:
         """Refuse data that the model of the wait it is for (the next wait of that name) refuses."""
@@ -419,7 +574,8 @@ class Operator:
         Neither may fail the action (a lost message is re-driven from the due index)."""
         record = OperationRecord(op=op, by=by, at=e.updated_at, version=e.version, reason=reason, detail=detail,
                                  run=e.run, expires_at=self.life.item_expiry(e, e.updated_at))
-        self._quietly("put_operation", lambda: self.life.store.put_operation(e.execution_id, record), e)
+        self._quietly("put_operation", lambda: self.life.store.put_operation(e.execution_id, record,
+                                                                             legacy=e.layout == 1), e)
         if send:
             self._quietly("send", lambda: self.life.send_at(e), e)
 
@@ -431,28 +587,13 @@ class Operator:
                 "execution_id": e.execution_id, "workflow": e.workflow, "step": None, "step_index": e.current_step,
                 "attempt": None, "error": f"{type(exc).__name__}: {exc}"})
 
-    def _with_branches(self, e: Execution, records: list, last_page: bool) -> list:
-        """Each parallel or map step's branches (``model.Branch``), listed right after its record; those of
-        the step fanning out now (which has no record yet) after the last page's records."""
-        wf = self.definition(e)
 
-        def fans_out(index: int) -> bool:
-            return wf is not None and index < len(wf.steps) and wf.steps[index].kind.kind == "fanout"
-
-        def branches(index: int) -> list:
-            return this_run(e, self.life.store.branches(e.execution_id, index), "updated_at")
-
-        out, shown = [], set()
-        for r in records:
-            out.append(r)
-            if isinstance(r, StepRecord) and r.kind != "compensation" and r.step_index not in shown \
-                    and (r.kind == "fanout" or fans_out(r.step_index)):
-                shown.add(r.step_index)
-                out.extend(branches(r.step_index))
-        current = e.current_step
-        if last_page and not e.status.is_terminal and not e.compensating and current not in shown and fans_out(current):
-            out.extend(branches(current))
-        return out
+def _status_matches(actual: str, wanted: str | None) -> bool:
+    if wanted is None:
+        return True
+    if wanted == "LIVE":
+        return actual in _LIVE
+    return actual == wanted
 
 
 def _doing(e: Execution) -> str:

@@ -7,7 +7,7 @@ Adapters (``engine_core.adapters``): ``memory.MemoryStore`` and ``dynamodb.Dynam
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, StepMessage, StepRecord
@@ -27,6 +27,12 @@ class HistoryPage:
     records: list[Any]
     after: str | None
     """The last sort key returned when more may follow (pass back as ``after``), else None."""
+    keys: list[str] = field(default_factory=list)
+    """The sort key of each record, in order (a reader may stop inside the page and resume after one)."""
+
+
+PAGE_BYTES = 1024 * 1024
+"""A Query page of DynamoDB: at most 1 MB of items, whatever its Limit (every store pages the same way)."""
 
 
 @dataclass(frozen=True)
@@ -102,29 +108,45 @@ class StateStore(Protocol):
         ...
 
     def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
-        """Up to ``limit`` step records in order, starting after the sort key ``after``."""
+        """Up to ``limit`` step records in order (and at most ``PAGE_BYTES`` of them), starting after the
+        sort key ``after``."""
         ...
 
-    def put_operation(self, execution_id: str, record: OperationRecord) -> None:
+    # Operations and events live in partitions of their own (``legacy``: in the execution's partition,
+    # where executions started before engine-core 0.3 keep them), so a delivery's one query never reads them.
+    def put_operation(self, execution_id: str, record: OperationRecord, legacy: bool = False) -> None:
         """Keep an operator's action (cancel, redrive, wake) in the execution's history."""
         ...
 
-    def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+    def operations_page(self, execution_id: str, limit: int, after: str | None = None,
+                        legacy: bool = False) -> HistoryPage:
+        """Up to ``limit`` operation records in version order (at most ``PAGE_BYTES``), after ``after``."""
         ...
 
-    def put_event(self, execution_id: str, record: EventRecord) -> bool:
+    def put_event(self, execution_id: str, record: EventRecord, legacy: bool = False) -> bool:
         """Keep an external event (``EVT#<name>#<event_id>``) until a wait consumes it. False, writing
-        nothing, when that event id was sent before (a repeated send is applied once)."""
+        nothing, when that event id was sent to this run before (a repeated send is applied once)."""
         ...
 
-    def list_events(self, execution_id: str, name: str | None = None) -> list[EventRecord | CorruptRecord]:
-        """The execution's events (of ``name`` only, if given), strongly consistent, in key order."""
+    def list_events(self, execution_id: str, name: str | None = None, legacy: bool = False,
+                    limit: int | None = None) -> list[EventRecord | CorruptRecord]:
+        """The execution's events (of ``name`` only, if given), strongly consistent, in key order; at most
+        ``limit`` of them."""
+        ...
+
+    def events_page(self, execution_id: str, limit: int, after: str | None = None,
+                    legacy: bool = False) -> HistoryPage:
+        """Up to ``limit`` events in key order (at most ``PAGE_BYTES``), after the sort key ``after``."""
         ...
 
     def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
                    created_before: dt.datetime | None = None) -> ListPage:
         """Executions newest first from the list index (GSI2), optionally within a creation window.
         Eventually consistent; entries carry the workflow and LIVE or the terminal status."""
+        ...
+
+    def load_statuses(self, execution_ids: list[str]) -> dict[str, str]:
+        """The status each execution item holds now (one batched read; missing ones are left out)."""
         ...
 
     def list_cursor(self, entry: ListEntry) -> Any:
@@ -166,6 +188,10 @@ class StateStore(Protocol):
 
     def branches(self, execution_id: str, step_index: int) -> list[Any]:
         """Every branch of the step (``Branch`` or CorruptRecord) in branch order: one strongly consistent query."""
+        ...
+
+    def branches_page(self, execution_id: str, step_index: int, limit: int, after: int | None = None) -> HistoryPage:
+        """Up to ``limit`` branches of the step in branch order (at most ``PAGE_BYTES``), after branch ``after``."""
         ...
 
 

@@ -66,8 +66,6 @@ class StepOps(Protocol):
     """The context the current step sees (input merged with the earlier steps' results)."""
     records: list[Any]
     """This run's history (StepRecord or CorruptRecord), in key order."""
-    events: list[Any]
-    """This run's events (EventRecord or CorruptRecord), in key order."""
     settings: EngineSettings
     retention: dt.timedelta
     """How long an ended execution is kept (``settings.retention_days``)."""
@@ -150,7 +148,7 @@ class StepOps(Protocol):
         ...
 
     def list_events(self, name: str) -> list[Any]:
-        """This run's events of ``name``, read again (strongly consistent)."""
+        """This run's events of ``name`` (strongly consistent, bounded: the first 1,000 by event id)."""
         ...
 
     def reload(self) -> bool:

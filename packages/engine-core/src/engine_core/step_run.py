@@ -37,6 +37,9 @@ from .steps import StepDef, WorkflowDef
 
 log = logging.getLogger("engine_core")
 _STEP_CLOCK: list[Callable[[], float]] = [monotonic_ms]
+EVENT_READ_LIMIT = 1000
+"""A wait reads at most this many events of its name (in event id order) per delivery: buffered events
+cannot make a delivery's read unbounded."""
 """The clock step bodies are timed with (the simulation replaces it with its own)."""
 
 
@@ -182,8 +185,10 @@ class StepRun:
                          f"{e.current_step} {self.step.name!r}")
 
     def list_events(self, name: str) -> list[Any]:
+        """This run's events of ``name``: one bounded query (a delivery reads at most ``EVENT_READ_LIMIT``)."""
         e = self.execution
-        return this_run(e, self.life.store.list_events(e.execution_id, name), "sent_at")
+        found = self.life.store.list_events(e.execution_id, name, legacy=e.layout == 1, limit=EVENT_READ_LIMIT)
+        return this_run(e, found, "sent_at")
 
     # -- the loop --------------------------------------------------------------------------------------
     def loop(self) -> Outcome:

@@ -551,10 +551,10 @@ def test_history_page_returns_steps_in_order_with_a_resumable_position(store):
     assert names == ["s0", "s1", "s2", "s3", "s4"]
 
 
-def test_operations_are_kept_in_version_order_beside_the_history(store):
+def test_operations_are_kept_in_version_order_apart_from_what_a_delivery_reads(store):
     from engine_core.model import OperationRecord
 
-    e = new_execution()
+    e = new_execution(layout=2)
     store.create(e, INPUT)
     store.put_step(e.execution_id, record(0, "a", version=2))
     store.put_operation(e.execution_id, OperationRecord(op="wake", by="me", at=T0, version=3, detail={"was": "sleep"}))
@@ -562,9 +562,60 @@ def test_operations_are_kept_in_version_order_beside_the_history(store):
     ops = store.operations(e.execution_id)
     assert [(o.op, o.by, o.version) for o in ops] == [("wake", "me", 3), ("cancel", "ops", 4)]
     assert ops[0].detail == {"was": "sleep"} and ops[1].reason == "stop"
-    state = store.load_state(e.execution_id)  # one query still reads everything, apart
-    assert [r.name for r in state.records] == ["a"] and [o.op for o in state.operations] == ["wake", "cancel"]
+    first = store.operations_page(e.execution_id, 1)
+    rest = store.operations_page(e.execution_id, 1, first.after)
+    assert [o.op for o in first.records + rest.records] == ["wake", "cancel"] and rest.after is None
+    state = store.load_state(e.execution_id)  # a delivery's one query: the history, not the operations
+    assert [r.name for r in state.records] == ["a"] and state.operations == []
     assert [r.name for r in store.history(e.execution_id)] == ["a"]
+
+
+def test_operations_and_events_of_an_execution_from_before_0_3_stay_beside_its_history(store):
+    from engine_core.model import EventRecord, OperationRecord
+
+    e = new_execution()  # layout 1
+    store.create(e, INPUT)
+    store.put_operation(e.execution_id, OperationRecord(op="wake", by="me", at=T0, version=3), legacy=True)
+    store.put_event(e.execution_id, EventRecord(name="ok", event_id="1", data={}, sent_at=T0), legacy=True)
+    state = store.load_state(e.execution_id)
+    assert [o.op for o in state.operations] == ["wake"] and [ev.event_id for ev in state.events] == ["1"]
+    assert [o.op for o in store.operations(e.execution_id, legacy=True)] == ["wake"]
+    assert [ev.event_id for ev in store.list_events(e.execution_id, "ok", legacy=True)] == ["1"]
+
+
+def test_events_are_read_bounded_and_paged_apart_from_what_a_delivery_reads(store):
+    from engine_core.model import EventRecord
+
+    e = new_execution(layout=2)
+    store.create(e, INPUT)
+    for i in range(5):
+        store.put_event(e.execution_id, EventRecord(name="ok", event_id=f"e{i}", data={"i": i}, sent_at=T0))
+    store.put_event(e.execution_id, EventRecord(name="other", event_id="x", data={}, sent_at=T0))
+    assert [ev.event_id for ev in store.list_events(e.execution_id, "ok", limit=3)] == ["e0", "e1", "e2"]
+    assert len(store.list_events(e.execution_id)) == 6
+    pages, after = [], None
+    while True:
+        page = store.events_page(e.execution_id, 4, after)
+        pages.append([ev.event_id for ev in page.records])
+        if page.after is None:
+            break
+        after = page.after
+    assert pages == [["e0", "e1", "e2", "e3"], ["e4", "x"]]
+    assert store.load_state(e.execution_id).events == []
+
+
+def test_history_and_branch_pages_stop_at_a_megabyte_whatever_their_limit(store):
+    e = _with_fanout(store)
+    big = '"' + "x" * 300_000 + '"'
+    for i in range(5):
+        store.put_step(e.execution_id, record(i, f"s{i}", result_blob=big))
+        store.create_branch(e.execution_id, _branch(i, result_blob=big))
+    first = store.history_page(e.execution_id, 100)
+    assert 3 <= len(first.records) <= 4 and first.after is not None and first.keys[-1] == first.after
+    rest = store.history_page(e.execution_id, 100, first.after)
+    assert len(first.records) + len(rest.records) == 5
+    branches = store.branches_page(e.execution_id, 1, 100)
+    assert 3 <= len(branches.records) <= 4 and branches.after is not None
 
 
 def test_list_cursors_the_store_makes_are_valid_and_others_are_not(store):
@@ -859,7 +910,8 @@ def items_of(store, execution_id: str) -> dict[str, list[dict]]:
             pk, sk = attrs["PK"], attrs["SK"]
             if not pk.startswith(f"EXEC#{execution_id}"):
                 continue
-            kind = ("BRANCH" if pk != f"EXEC#{execution_id}" else
+            suffix = pk[len(f"EXEC#{execution_id}"):]
+            kind = ({"#E": "EVT", "#O": "OP"}.get(suffix, "BRANCH") if suffix else
                     sk if sk in ("#META", "#INPUT") else sk.split("#", 1)[0])
             out.setdefault(kind, []).append(attrs)
         if "LastEvaluatedKey" not in page:
@@ -900,3 +952,41 @@ def test_every_item_type_an_execution_writes_carries_a_ttl_on_every_store(store,
     e = runner.run_until_done(eid)
     ends = int(e.expires_at.timestamp())
     assert all(a["expires_at"] >= ends for items in items_of(store, eid).values() for a in items)
+
+
+def test_dynamo_list_index_is_sharded_and_merged_newest_first_with_executions_from_before_sharding(dynamo_client_factory):
+    from boto3.dynamodb.types import TypeSerializer
+
+    store = dynamo_client_factory()  # 4 shards
+    made = [new_execution(n, created_at=T0 + dt.timedelta(seconds=n)) for n in range(1, 13)]
+    for e in made:
+        store.create(e, INPUT)
+    # an execution written before the index was sharded (GSI2PK = EXECS), never written since
+    ser = TypeSerializer()
+    old = {**store._meta_attrs(new_execution(99, created_at=T0 + dt.timedelta(seconds=6, microseconds=5))),
+           "GSI2PK": "EXECS"}
+    store.client.put_item(TableName=store.table, Item={k: ser.serialize(v) for k, v in old.items()})
+    partitions = {i["GSI2PK"]["S"] for i in store.client.scan(TableName=store.table)["Items"] if "GSI2PK" in i}
+    assert len(partitions) >= 3 and "EXECS" in partitions  # spread over the shards
+    # when: paged three at a time
+    seen, cursor = [], None
+    while True:
+        page = store.query_list(3, cursor)
+        seen += [x.execution_id for x in page.entries]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    # then: every execution once, newest first across every partition
+    want = sorted([(e.created_at, e.execution_id) for e in made] +
+                  [(T0 + dt.timedelta(seconds=6, microseconds=5), new_execution(99).execution_id)], reverse=True)
+    assert seen == [eid for _, eid in want]
+
+
+def test_load_statuses_reads_each_execution_items_status(store):
+    live = new_execution(1)
+    ended = new_execution(2)
+    store.create(live, INPUT)
+    store.create(ended, INPUT)
+    store.commit(Transition(0, 1, transitions.failed(ended, T0, ErrorInfo(code="x", message="y"), RETENTION)))
+    got = store.load_statuses([live.execution_id, ended.execution_id, new_execution(3).execution_id])
+    assert got == {live.execution_id: "RUNNING", ended.execution_id: "FAILED"}

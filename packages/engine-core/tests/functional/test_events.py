@@ -90,14 +90,14 @@ def test_wait_for_event_racing_the_wait_commit_is_never_lost():
     original = store.list_events
     sent = []
 
-    def send_between_commit_and_look(execution_id, name=None):
+    def send_between_commit_and_look(execution_id, name=None, **kw):
         if not sent:
             sent.append(True)
             # the event lands after the wait read the state but before its second look
             from engine_core.model import EventRecord
             store.put_event(execution_id, EventRecord(name="approved", event_id="racer", data={"approver": "r"},
                                                       sent_at=runner.clock.now()))
-        return original(execution_id, name)
+        return original(execution_id, name, **kw)
 
     store.list_events = send_between_commit_and_look
     # when

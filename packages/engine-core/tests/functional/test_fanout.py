@@ -529,12 +529,12 @@ def test_history_lists_each_branch_after_its_step_while_it_fans_out_and_after_th
     for m in h.fake.receive(1):
         h.engine.process(m.body)
         h.fake.ack(m)
-    steps, _, _ = h.engine.operator.history_page(eid)
+    steps = h.engine.operator.history_page(eid).records
     assert shown(steps) == [("first", None, "task"), (None, 0, "branch"), (None, 1, "branch"), (None, 2, "branch")]
     assert {r.status.value for r in steps[1:]} == {"PENDING"}
     # when: it completes
     h.drive(eid)
-    steps, _, _ = h.engine.operator.history_page(eid)
+    steps = h.engine.operator.history_page(eid).records
     # then: the step's record, then its branches with their attempts and results
     assert shown(steps) == [("first", None, "task"), ("fan", None, "fanout"), (None, 0, "branch"), (None, 1, "branch"),
                             (None, 2, "branch")]

@@ -85,7 +85,7 @@ def test_wake_ends_a_two_hour_sleep_now_and_records_who_did_it():
     done = runner.engine.get(eid)
     assert done.status is Status.COMPLETED and runner.clock.now() < before + dt.timedelta(hours=2)
     assert woken.next_wake_at == before
-    (op,) = runner.engine.operator.operations(done)
+    (op,), _ = runner.engine.operator.operations(done.execution_id)
     assert (op.op, op.by, op.detail["was"]) == ("wake", "arn:aws:iam::123:user/ops", "sleep")
 
 
@@ -167,7 +167,7 @@ def test_redrive_resumes_a_failed_execution_at_its_failed_step_with_fresh_attemp
                                                                                "last": 2}
     history = {r.name: r for r in runner.engine.history(eid)}
     assert history["fragile"].status is StepStatus.SUCCEEDED and history["fragile"].attempts == 1
-    (op,) = runner.engine.operator.operations(done)
+    (op,), _ = runner.engine.operator.operations(done.execution_id)
     assert (op.op, op.by, op.detail["step_name"], op.detail["attempts"]) == ("redrive", "oncall", "fragile", 1)
     assert op.detail["error"]["code"] == "permanent_error"
 
@@ -238,7 +238,8 @@ def test_history_pages_hold_every_step_once_and_operations_on_the_first_page():
     op = runner.engine.operator
     names, token, pages = [], None, 0
     while True:
-        records, operations, token = op.history_page(eid, limit=1, next_token=token)
+        view = op.history_page(eid, limit=1, next_token=token)
+        records, operations, token = view.records, view.operations, view.next_token
         names += [r.name for r in records]
         pages += 1
         assert (pages == 1) == bool(operations)
@@ -332,3 +333,77 @@ def test_an_event_that_could_not_be_published_is_published_by_the_sweeper_later(
     runner.sweeper.sweep()
     # then
     assert [x["execution_id"] for x in bus.events] == [eid] and runner.engine.get(eid).finalized
+
+
+def test_history_pages_stay_under_a_megabyte_and_resume_inside_a_fan_outs_branches():
+    # given: a map whose 40 branch results are 60 KB each (2.4 MB of branches) between two steps
+    from engine_core import map_
+
+    registry = Registry()
+
+    def before(ctx):
+        return {"items": list(range(40))}
+
+    def big(ctx):
+        return "x" * 60_000
+
+    def after(ctx):
+        return {"after": True}
+
+    @workflow("big_map", registry=registry)
+    class BigMap:
+        steps = [before, map_(big, over="items", name="bigs"), after]
+
+    runner = LocalRunner(registry)
+    eid = runner.start("big_map", {})
+    # the results together exceed the item budget: the step fails, but its 40 branches are in the history
+    done = runner.run_until_done(eid)
+    assert done.status is Status.FAILED and done.error.code == "result_too_large"
+    # when: the history is read page by page with the largest limit
+    op = runner.engine.operator
+    seen, sizes, token = [], [], None
+    while True:
+        view = op.history_page(eid, limit=100, next_token=token)
+        seen += [(type(r).__name__, getattr(r, "branch", getattr(r, "step_index", None))) for r in view.records]
+        sizes.append(sum(len(r.model_dump_json()) for r in view.records))
+        token = view.next_token
+        if token is None:
+            break
+    # then: every entry once, in order (each branch right after its step's record), each page under ~1 MB
+    assert len(sizes) >= 3 and max(sizes) <= 1024 * 1024 + 70_000
+    assert seen[0] == ("StepRecord", 0) and seen[1] == ("StepRecord", 1)
+    assert [b for kind, b in seen if kind == "Branch"] == list(range(40))
+
+
+def test_a_list_filter_that_matches_nothing_reads_a_bounded_part_of_the_index_per_request():
+    runner, switch = make()
+    for _ in range(1200):
+        runner.engine.start("ops_flow", {})
+    store = runner.store
+    # when: a filter no execution matches
+    before = store.calls.get("query_list", 0)
+    page = runner.engine.operator.list(workflow="nothing_like_this", limit=20)
+    reads = store.calls["query_list"] - before
+    # then: at most five index pages read, nothing found, and a token to go on
+    assert page.executions == [] and page.next_token is not None and reads == 5
+    # and following the tokens reaches the end of the index
+    pages = 1
+    while page.next_token is not None:
+        page = runner.engine.operator.list(workflow="nothing_like_this", limit=20, next_token=page.next_token)
+        pages += 1
+    assert pages == 3
+
+
+def test_a_list_shows_each_live_executions_real_status_and_filters_by_it():
+    runner, switch = make()
+    switch.on = True
+    sleeping = runner.start("ops_flow", {})
+    run_to_sleep(runner, sleeping)
+    running = runner.engine.start("ops_flow", {}).execution.execution_id
+    done = runner.start("ops_flow", {})
+    runner.engine.operator.cancel(done, "ops")
+    listed = {x.execution_id: x.status for x in runner.engine.operator.list().executions}
+    assert listed == {sleeping: "SLEEPING", running: "RUNNING", done: "CANCELLED"}
+    assert [x.execution_id for x in runner.engine.operator.list(status="SLEEPING").executions] == [sleeping]
+    assert [x.execution_id for x in runner.engine.operator.list(status="RUNNING").executions] == [running]
+    assert {x.execution_id for x in runner.engine.operator.list(status="LIVE").executions} == {sleeping, running}

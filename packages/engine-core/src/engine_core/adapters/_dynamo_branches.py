@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import BranchConflictError
 from ..model import Branch, CorruptRecord, Join
 from ._items import (
+    BRANCH_PREFIX,
     RUN_ATTR,
     branch_from_attrs,
     branch_partition_suffix,
@@ -181,3 +182,10 @@ def branches(store: Any, execution_id: str, step_index: int) -> list[Branch | Co
         if "LastEvaluatedKey" not in resp:
             return out
         args["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def branches_page(store: Any, execution_id: str, step_index: int, limit: int, after: int | None) -> Any:
+    from ._items import branch_sort_key as key_of
+
+    return store._page(_pk(execution_id) + branch_partition_suffix(step_index), BRANCH_PREFIX, limit,
+                       None if after is None else key_of(after), lambda sk, item: _decode_branch(item))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -115,6 +116,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         attrs["lost_attempts"] = e.lost_attempts
     if e.resends:
         attrs["resends"] = e.resends
+    if e.layout != 1:
+        attrs["layout"] = e.layout
     optional = {
         "next_wake_at": None if e.next_wake_at is None else format_ts(e.next_wake_at),
         "timer": None if e.timer is None else e.timer.value,
@@ -172,6 +175,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             undo_failed_step=bool(attrs.get("undo_failed_step", False)),
             lost_attempts=_int(attrs.get("lost_attempts", 0)),
             resends=_int(attrs.get("resends", 0)),
+            layout=_int(attrs.get("layout", 1)),
             stamped_until=_from_epoch(attrs["stamped_until"]) if "stamped_until" in attrs else None,
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
@@ -226,6 +230,19 @@ def same_run(stored: dict[str, Any], run: str | None) -> bool:
 def with_start_attrs(e: Execution, attrs: dict[str, Any]) -> Execution:
     found = {k: attrs[k] for k in START_ATTRS if isinstance(attrs.get(k), str)}
     return e.model_copy(update=found) if found else e
+
+
+LIST_KEY_RE = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#[0-9a-f-]{36}\Z")
+
+
+def list_key(created_at: dt.datetime, execution_id: str) -> str:
+    """An execution's key in the list index (GSI2SK): creation time, then id. A list cursor is the key
+    of the last entry returned; every store resumes strictly below it, newest first."""
+    return f"{format_ts(created_at)}#{execution_id}"
+
+
+def valid_list_key(value: Any) -> bool:
+    return isinstance(value, str) and LIST_KEY_RE.fullmatch(value) is not None
 
 
 LIVE = "LIVE"

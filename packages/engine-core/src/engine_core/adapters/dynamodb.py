@@ -11,7 +11,8 @@ step       ``EXEC#<id>``         ``STEP#<nnn>#<name>``  -
 =========  ====================  =====================  ==========================================
 
 ``#INPUT`` < ``#META`` < ``OP#...`` < ``STEP#...`` in key order, so one Query reads a whole execution.
-Every execution item also carries ``GSI2PK = EXECS`` / ``GSI2SK = <created_at>#<id>`` (the list index). Only live
+Every execution item also carries ``GSI2PK = EXECS#<shard>`` / ``GSI2SK = <created_at>#<id>`` (the list index, sharded
+like the due index, merged on read). Only live
 executions carry due keys, so the sweeper's query cost follows due work, not table size.
 Parallel and map steps' items are in ``_dynamo_branches.py``. Only ``engine_core.adapters`` imports boto3;
 nothing here is re-exported from ``engine_core``. Every item is written with ``_to_item`` and read with
@@ -42,6 +43,8 @@ from ..settings import EngineSettings, require_env
 from ..sharding import shard_of
 from ._items import (
     JOIN_PREFIX,
+    list_key,
+    valid_list_key,
     RUN_ATTR,
     branch_partition_suffix,
     INPUT_ATTR,
@@ -83,6 +86,10 @@ from ._dynamo_wire import (
 )
 
 META_SK = "#META"
+EVENTS_PARTITION = "#E"
+"""``EXEC#<id>#E`` holds the execution's events, ``EXEC#<id>#O`` its operation records (engine-core 0.3 on):
+the delivery's one query of ``EXEC#<id>`` never reads them, however many there are."""
+OPS_PARTITION = "#O"
 INPUT_SK = "#INPUT"
 GSI_NAME = "GSI1"
 LIST_INDEX = "GSI2"
@@ -111,9 +118,9 @@ class DynamoStore:
     # -- item shapes ----------------------------------------------------------------------------
     def _meta_attrs(self, e: Execution) -> dict[str, Any]:
         attrs = execution_to_attrs(e)
-        attrs.update(PK=_pk(e.execution_id), SK=META_SK, GSI2PK=LIST_PK,
-                     GSI2SK=f"{format_ts(e.created_at)}#{e.execution_id}")
         shard = shard_of(e.execution_id, self.shards)
+        attrs.update(PK=_pk(e.execution_id), SK=META_SK, GSI2PK=f"{LIST_PK}#{shard}",
+                     GSI2SK=list_key(e.created_at, e.execution_id))
         if e.due_at is not None:
             attrs.update(GSI1PK=f"DUE#{shard}", GSI1SK=format_ts(e.due_at))
         elif e.finalize_by is not None:  # ended, housekeeping owed: the sweeper's second partition
@@ -276,10 +283,11 @@ class DynamoStore:
         """Raise the TTL of every item of the execution but ``#META`` (input, history, operations, events,
         joins, and the branches of each step that fanned out) to ``expires_at``; never lowers one."""
         ttl, stamped = _epoch(expires_at), 0
-        keys = self._item_keys(_pk(execution_id), ttl)
+        keys = [key for pk in (_pk(execution_id), _pk(execution_id) + EVENTS_PARTITION, _pk(execution_id) + OPS_PARTITION)
+                for key in self._item_keys(pk, ttl)]
         for pk, sk in list(keys):
             if sk.startswith(JOIN_PREFIX):
-                keys.extend(self._item_keys(pk + branch_partition_suffix(int(sk[len(JOIN_PREFIX):])), ttl))
+                keys.extend(self._item_keys(_pk(execution_id) + branch_partition_suffix(int(sk[len(JOIN_PREFIX):])), ttl))
         for pk, sk in keys:
             if sk == META_SK:
                 continue
@@ -333,7 +341,11 @@ class DynamoStore:
     # -- history --------------------------------------------------------------------------------
     def _query_execution(self, execution_id: str, prefix: str | None, projection: str | None = None):
         """Pages of the execution's items (all of them, or those whose sort key starts with ``prefix``)."""
-        condition, values = "PK = :pk", {":pk": _pk(execution_id)}
+        return self._query_partition(_pk(execution_id), prefix, projection)
+
+    def _query_partition(self, pk: str, prefix: str | None, projection: str | None = None, limit: int | None = None):
+        """Pages of one partition's items (all of them, or those whose sort key starts with ``prefix``)."""
+        condition, values = "PK = :pk", {":pk": pk}
         if prefix:
             condition += " AND begins_with(SK, :prefix)"
             values[":prefix"] = prefix
@@ -341,6 +353,8 @@ class DynamoStore:
                                 "ExpressionAttributeValues": _to_item(values), "ConsistentRead": True, **self._capacity}
         if projection:
             args["ProjectionExpression"] = projection
+        if limit is not None:
+            args["Limit"] = limit
         while True:
             with _translated("Query"):
                 resp = self.client.query(**args)
@@ -358,31 +372,50 @@ class DynamoStore:
                 for page in self._query_execution(execution_id, STEP_PREFIX) for item in page]
 
     def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
+        return self._page(_pk(execution_id), STEP_PREFIX, limit, after, self._decode_step)
+
+    def _page(self, pk: str, prefix: str, limit: int, after: str | None, decode) -> HistoryPage:
+        """One Query page of ``pk``'s items under ``prefix``: ``limit`` items, or DynamoDB's 1 MB."""
         args: dict[str, Any] = {
             "TableName": self.table, "ConsistentRead": True, "Limit": limit,
             "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
-            "ExpressionAttributeValues": _to_item({":pk": _pk(execution_id), ":prefix": STEP_PREFIX}), **self._capacity,
+            "ExpressionAttributeValues": _to_item({":pk": pk, ":prefix": prefix}), **self._capacity,
         }
         if after is not None:
-            args["ExclusiveStartKey"] = self._key(execution_id, after)
+            args["ExclusiveStartKey"] = _to_item({"PK": pk, "SK": after})
         with _translated("Query"):
             resp = self.client.query(**args)
         items = resp.get("Items", [])
-        records = [self._decode_step(_sort_key(item), item) for item in items]
+        keys = [_sort_key(item) for item in items]
         more = "LastEvaluatedKey" in resp and items
-        return HistoryPage(records, _sort_key(items[-1]) if more else None)
+        return HistoryPage([decode(k, item) for k, item in zip(keys, items)], keys[-1] if more else None, keys=keys)
 
-    def put_operation(self, execution_id: str, record: OperationRecord) -> None:
+    @staticmethod
+    def _ops_pk(execution_id: str, legacy: bool) -> str:
+        return _pk(execution_id) + ("" if legacy else OPS_PARTITION)
+
+    @staticmethod
+    def _events_pk(execution_id: str, legacy: bool) -> str:
+        return _pk(execution_id) + ("" if legacy else EVENTS_PARTITION)
+
+    def put_operation(self, execution_id: str, record: OperationRecord, legacy: bool = False) -> None:
         with _translated("PutItem"):
             self.client.put_item(TableName=self.table, Item=_to_item({
-                **operation_to_attrs(record), "PK": _pk(execution_id), "SK": operation_sort_key(record)}),
-                **self._capacity)
+                **operation_to_attrs(record), "PK": self._ops_pk(execution_id, legacy),
+                "SK": operation_sort_key(record)}), **self._capacity)
 
-    def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+    def operations(self, execution_id: str, legacy: bool = False) -> list[OperationRecord | CorruptRecord]:
         return [self._decode_operation(_sort_key(item), item)
-                for page in self._query_execution(execution_id, OP_PREFIX) for item in page]
+                for page in self._query_partition(self._ops_pk(execution_id, legacy), OP_PREFIX) for item in page]
 
-    def put_event(self, execution_id: str, record: EventRecord) -> bool:
+    def operations_page(self, execution_id: str, limit: int, after: str | None = None,
+                        legacy: bool = False) -> HistoryPage:
+        return self._page(self._ops_pk(execution_id, legacy), OP_PREFIX, limit, after, self._decode_operation)
+
+    def events_page(self, execution_id: str, limit: int, after: str | None = None, legacy: bool = False) -> HistoryPage:
+        return self._page(self._events_pk(execution_id, legacy), EVENT_PREFIX, limit, after, self._decode_event)
+
+    def put_event(self, execution_id: str, record: EventRecord, legacy: bool = False) -> bool:
         """Keep an event until a wait consumes it; False (nothing written) when its id was sent to this run
         before. An event an earlier run under the same id left is replaced."""
         older = "" if record.run is None else " OR #run < :run OR (attribute_not_exists(#run) AND sent_at < :run)"
@@ -391,16 +424,22 @@ class DynamoStore:
         try:
             with _translated("PutItem"):
                 self.client.put_item(TableName=self.table, Item=_to_item({
-                    **event_to_attrs(record), "PK": _pk(execution_id), "SK": event_sort_key(record.name, record.event_id)}),
+                    **event_to_attrs(record), "PK": self._events_pk(execution_id, legacy),
+                    "SK": event_sort_key(record.name, record.event_id)}),
                     ConditionExpression="attribute_not_exists(PK)" + older, **extra, **self._capacity)
         except _ConditionFailed:
             return False
         return True
 
-    def list_events(self, execution_id: str, name: str | None = None) -> list[EventRecord | CorruptRecord]:
+    def list_events(self, execution_id: str, name: str | None = None, legacy: bool = False,
+                    limit: int | None = None) -> list[EventRecord | CorruptRecord]:
         prefix = EVENT_PREFIX if name is None else event_sort_key(name, "")
-        return [self._decode_event(_sort_key(item), item)
-                for page in self._query_execution(execution_id, prefix) for item in page]
+        out: list[EventRecord | CorruptRecord] = []
+        for page in self._query_partition(self._events_pk(execution_id, legacy), prefix, limit=limit):
+            out.extend(self._decode_event(_sort_key(item), item) for item in page)
+            if limit is not None and len(out) >= limit:
+                return out[:limit]
+        return out
 
     @staticmethod
     def _decode_event(sk: str, item: dict[str, Any]) -> EventRecord | CorruptRecord:
@@ -408,43 +447,71 @@ class DynamoStore:
 
     @staticmethod
     def valid_list_cursor(cursor: Any) -> bool:
-        """A list index key as DynamoDB returns it: the table and index keys, each a string."""
-        if not isinstance(cursor, dict) or set(cursor) != {"PK", "SK", "GSI2PK", "GSI2SK"}:
-            return False
-        try:
-            keys = _from_item(cursor)
-        except Exception:  # not DynamoDB's attribute-value shape
-            return False
-        return all(isinstance(value, str) for value in keys.values()) and _to_item(keys) == cursor
+        """A list index key the store made (``list_cursor``): creation time and id."""
+        return valid_list_key(cursor)
 
     def list_cursor(self, entry: ListEntry) -> Any:
         """A ``query_list`` cursor that resumes right after ``entry``."""
-        return _to_item({"PK": _pk(entry.execution_id), "SK": META_SK, "GSI2PK": LIST_PK,
-                         "GSI2SK": f"{format_ts(entry.created_at)}#{entry.execution_id}"})
+        return list_key(entry.created_at, entry.execution_id)
 
     @staticmethod
     def _decode_operation(sk: str, item: dict[str, Any]) -> OperationRecord | CorruptRecord:
         return _decoded(sk, item, operation_from_attrs)
 
+    def load_statuses(self, execution_ids: list[str]) -> dict[str, str]:
+        """BatchGetItem of the execution items' status (eventually consistent: a list is), 100 keys a call;
+        keys DynamoDB leaves unprocessed (throttling) are asked again."""
+        out: dict[str, str] = {}
+        for start in range(0, len(execution_ids), 100):
+            keys = [self._key(eid, META_SK) for eid in execution_ids[start:start + 100]]
+            request: dict[str, Any] = {self.table: {"Keys": keys, "ProjectionExpression": "PK, #status",
+                                                    "ExpressionAttributeNames": {"#status": "status"}}}
+            for _ in range(5):
+                with _translated("BatchGetItem"):
+                    resp = self.client.batch_get_item(RequestItems=request, **self._capacity)
+                for item in map(_from_item, resp.get("Responses", {}).get(self.table, [])):
+                    out[item["PK"].removeprefix("EXEC#")] = item["status"]
+                request = resp.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+        return out
+
+    def list_partitions(self) -> list[str]:
+        """The list index's partitions: one per shard (an execution's is ``EXECS#<shard>``), and ``EXECS``,
+        where executions written before the index was sharded stay until they are next written."""
+        return [LIST_PK] + [f"{LIST_PK}#{shard}" for shard in range(self.shards)]
+
     def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
                    created_before: dt.datetime | None = None) -> ListPage:
+        """Newest first across every partition of the list index: each is read newest first (``limit`` + 1
+        entries at most, strictly below ``cursor``) and the pages are merged."""
         low = "0" if created_after is None else format_ts(created_after)
         high = "9" if created_before is None else format_ts(created_before) + "#~"
-        args: dict[str, Any] = {
-            "TableName": self.table, "IndexName": LIST_INDEX, "Limit": limit, "ScanIndexForward": False,
-            "KeyConditionExpression": "GSI2PK = :pk AND GSI2SK BETWEEN :low AND :high",
-            "ExpressionAttributeValues": _to_item({":pk": LIST_PK, ":low": low, ":high": high}), **self._capacity,
-        }
         if cursor is not None:
-            args["ExclusiveStartKey"] = cursor
-        with _translated("Query"):
-            resp = self.client.query(**args)
+            high = min(high, cursor)  # inclusive: the cursor's own entry is dropped below
+        found: list[tuple[str, dict[str, Any]]] = []
+        more, scanned = False, 0
+        for pk in self.list_partitions():
+            args: dict[str, Any] = {
+                "TableName": self.table, "IndexName": LIST_INDEX, "Limit": limit + 1, "ScanIndexForward": False,
+                "KeyConditionExpression": "GSI2PK = :pk AND GSI2SK BETWEEN :low AND :high",
+                "ExpressionAttributeValues": _to_item({":pk": pk, ":low": low, ":high": high}), **self._capacity,
+            }
+            with _translated("Query"):
+                resp = self.client.query(**args)
+            scanned += int(resp.get("ScannedCount", 0))
+            more = more or "LastEvaluatedKey" in resp
+            found.extend((item["GSI2SK"], item) for item in map(_from_item, resp.get("Items", []))
+                         if item["GSI2SK"] != cursor)
+        found.sort(key=lambda pair: pair[0], reverse=True)
+        page = found[:limit]
         entries = []
-        for item in map(_from_item, resp.get("Items", [])):
-            created, _, eid = item["GSI2SK"].partition("#")
+        for key, item in page:
+            created, _, eid = key.partition("#")
             entries.append(ListEntry(execution_id=eid, workflow=item.get("workflow", "?"),
                                      status=item.get("list_status", LIVE), created_at=parse_ts(created)))
-        return ListPage(entries, resp.get("LastEvaluatedKey"), int(resp.get("ScannedCount", 0)))
+        more = more or len(found) > limit
+        return ListPage(entries, page[-1][0] if more and page else None, scanned)
 
     # -- the due index --------------------------------------------------------------------------
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
@@ -494,6 +561,9 @@ class DynamoStore:
 
     def branches(self, execution_id: str, step_index: int) -> list[Any]:
         return _fanout_items.branches(self, execution_id, step_index)
+
+    def branches_page(self, execution_id: str, step_index: int, limit: int, after: int | None = None) -> HistoryPage:
+        return _fanout_items.branches_page(self, execution_id, step_index, limit, after)
 
 
 __all__ = ["DynamoStore", "CorruptStateError"]

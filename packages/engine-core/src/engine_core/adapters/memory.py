@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..clock import format_ts, parse_ts
 from ..errors import BranchConflictError, ExecutionExistsError, ExecutionNotFoundError, StepSupersededError, TransitionConflictError
 from ..model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord, StepStatus
-from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
+from ..ports import PAGE_BYTES, DuePage, DueRef, HistoryPage, ListPage, Transition
 from ..settings import EngineSettings
 from ..sharding import shard_of
 from ..model import Branch, Join
 from ._items import (
     LIVE,
+    list_key,
+    valid_list_key,
     older_run,
     same_run,
     step_replaceable,
@@ -98,9 +101,11 @@ class MemoryStore:
         if attrs is None:
             return None
         execution = with_start_attrs(execution_from_attrs(execution_id, dict(attrs)), self.starts.get(execution_id, {}))
+        # The execution's one query: operations and events are in it only for the layout before 0.3.
+        legacy = execution.layout == 1
         return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id),
-                              self._operations(execution_id), self._events(execution_id),
-                              joins=self._joins(execution_id))
+                              self._operations(execution_id) if legacy else [],
+                              self._events(execution_id) if legacy else [], joins=self._joins(execution_id))
 
     def commit(self, transition: Transition) -> None:
         self._count("commit")
@@ -239,21 +244,26 @@ class MemoryStore:
 
     def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
         self._count("history_page")
-        items = self.steps.get(execution_id, {})
-        keys = [k for k in sorted(items) if after is None or k > after]
-        page = keys[:limit]
-        return HistoryPage([step_from_attrs(k, dict(items[k])) for k in page],
-                           page[-1] if len(keys) > limit and page else None)
+        return _page(self.steps.get(execution_id, {}), limit, after, step_from_attrs)
 
-    def put_operation(self, execution_id: str, record: OperationRecord) -> None:
+    def put_operation(self, execution_id: str, record: OperationRecord, legacy: bool = False) -> None:
         self._count("put_operation")
         self.ops.setdefault(execution_id, {})[operation_sort_key(record)] = operation_to_attrs(record)
 
-    def operations(self, execution_id: str) -> list[OperationRecord | CorruptRecord]:
+    def operations(self, execution_id: str, legacy: bool = False) -> list[OperationRecord | CorruptRecord]:
         self._count("operations")
         return self._operations(execution_id)
 
-    def put_event(self, execution_id: str, record: EventRecord) -> bool:
+    def operations_page(self, execution_id: str, limit: int, after: str | None = None,
+                        legacy: bool = False) -> HistoryPage:
+        self._count("operations_page")
+        return _page(self.ops.get(execution_id, {}), limit, after, operation_from_attrs)
+
+    def events_page(self, execution_id: str, limit: int, after: str | None = None, legacy: bool = False) -> HistoryPage:
+        self._count("events_page")
+        return _page(self.events.get(execution_id, {}), limit, after, event_from_attrs)
+
+    def put_event(self, execution_id: str, record: EventRecord, legacy: bool = False) -> bool:
         self._count("put_event")
         items = self.events.setdefault(execution_id, {})
         key = event_sort_key(record.name, record.event_id)
@@ -262,9 +272,13 @@ class MemoryStore:
         items[key] = event_to_attrs(record)
         return True
 
-    def list_events(self, execution_id: str, name: str | None = None) -> list[EventRecord | CorruptRecord]:
+    def list_events(self, execution_id: str, name: str | None = None, legacy: bool = False,
+                    limit: int | None = None) -> list[EventRecord | CorruptRecord]:
         self._count("list_events")
-        return [e for e in self._events(execution_id) if name is None or getattr(e, "name", name) == name]
+        prefix = event_sort_key(name, "") if name is not None else "EVT#"
+        items = self.events.get(execution_id, {})
+        keys = [k for k in sorted(items) if k.startswith(prefix)]
+        return [event_from_attrs(k, dict(items[k])) for k in keys[:limit]]
 
     def _events(self, execution_id: str) -> list[EventRecord | CorruptRecord]:
         items = self.events.get(execution_id, {})
@@ -277,25 +291,30 @@ class MemoryStore:
     def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
                    created_before: dt.datetime | None = None) -> ListPage:
         self._count("query_list")
-        cursor = None if cursor is None else tuple(cursor)
         low = "" if created_after is None else format_ts(created_after)
-        high = "\uffff" if created_before is None else format_ts(created_before)
-        keys = sorted(((a["created_at"], eid) for eid, a in self.metas.items()
-                       if low <= a["created_at"] <= high and (cursor is None or (a["created_at"], eid) < cursor)),
+        high = "\uffff" if created_before is None else format_ts(created_before) + "#~"
+        keys = sorted((k for eid, a in self.metas.items()
+                       if low <= (k := list_key(parse_ts(a["created_at"]), eid)) <= high and (cursor is None or k < cursor)),
                       reverse=True)
         page = keys[:limit]
-        entries = [ListEntry(execution_id=eid, workflow=self.metas[eid]["workflow"],
-                             status=self.metas[eid].get("list_status", LIVE), created_at=parse_ts(ts))
-                   for ts, eid in page]
+        entries = []
+        for key in page:
+            created, _, eid = key.partition("#")
+            entries.append(ListEntry(execution_id=eid, workflow=self.metas[eid]["workflow"],
+                                     status=self.metas[eid].get("list_status", LIVE), created_at=parse_ts(created)))
         return ListPage(entries, page[-1] if len(keys) > limit and page else None, len(page))
+
+    def load_statuses(self, execution_ids: list[str]) -> dict[str, str]:
+        self._count("load_statuses")
+        return {eid: self.metas[eid]["status"] for eid in execution_ids if eid in self.metas}
 
     @staticmethod
     def valid_list_cursor(cursor: Any) -> bool:
-        return isinstance(cursor, (list, tuple)) and len(cursor) == 2 and all(isinstance(c, str) for c in cursor)
+        return valid_list_key(cursor)
 
     def list_cursor(self, entry: ListEntry) -> Any:
         """A ``query_list`` cursor that resumes right after ``entry``."""
-        return [format_ts(entry.created_at), entry.execution_id]
+        return list_key(entry.created_at, entry.execution_id)
 
     def _records(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         items = self.steps.get(execution_id, {})
@@ -376,6 +395,25 @@ class MemoryStore:
         self._count("branches")
         items = self.branch_items.get((execution_id, step_index), {})
         return [branch_from_attrs(branch_sort_key(b), dict(items[b])) for b in sorted(items)]
+
+    def branches_page(self, execution_id: str, step_index: int, limit: int, after: int | None = None) -> HistoryPage:
+        self._count("branches_page")
+        items = self.branch_items.get((execution_id, step_index), {})
+        keyed = {branch_sort_key(b): attrs for b, attrs in items.items()}
+        return _page(keyed, limit, None if after is None else branch_sort_key(after), branch_from_attrs)
+
+
+def _page(items: dict[str, dict[str, Any]], limit: int, after: str | None, decode) -> HistoryPage:
+    """A Query page as DynamoDB returns one: items after ``after`` in key order, up to ``limit`` and up to
+    1 MB of them (it stops after the item that crosses the megabyte)."""
+    keys, size, page = [k for k in sorted(items) if after is None or k > after], 0, []
+    for k in keys:
+        if len(page) == limit or size >= PAGE_BYTES:
+            break
+        page.append(k)
+        size += len(json.dumps(items[k], default=str)) + len(k)
+    more = len(page) < len(keys)
+    return HistoryPage([decode(k, dict(items[k])) for k in page], page[-1] if more and page else None, keys=page)
 
 
 def _due_key(attrs: dict[str, Any]) -> str | None:

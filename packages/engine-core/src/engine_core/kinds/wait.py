@@ -28,7 +28,7 @@ class WaitKind(KindBase):
 
     def run(self, op: StepOps) -> Outcome:
         spec = op.step.kind
-        event = pending(op.records, op.events, spec.event, op.step.index)
+        event = pending(op.records, op.list_events(spec.event), spec.event, op.step.index)
         if event is not None:
             return _settle(op, event.data, event.event_id)
         if op.execution.attempt > 0:

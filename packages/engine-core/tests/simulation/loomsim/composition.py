@@ -249,10 +249,10 @@ class CompStoreProxy(StoreProxy):
             return applied
         return self.sim.call("put_join", call)
 
-    def put_event(self, execution_id, record):
+    def put_event(self, execution_id, record, legacy=False):
         def call():
             existed = items.event_sort_key(record.name, record.event_id) in self.inner.events.get(execution_id, {})
-            applied = self.inner.put_event(execution_id, record)
+            applied = self.inner.put_event(execution_id, record, legacy=legacy)
             if applied:
                 self.sim.observe_write("put_event", execution_id, record=record, before={"existed": existed})
             return applied
@@ -1056,7 +1056,7 @@ def broken_store_class(kind: str):
     event_sort_key, event_to_attrs, branch_to_attrs = items.event_sort_key, items.event_to_attrs, items.branch_to_attrs
     if kind == "put_event_ignores_duplicates":
         class Broken(MemoryStore):
-            def put_event(self, execution_id, record):
+            def put_event(self, execution_id, record, legacy=False):
                 self._count("put_event")
                 # no attribute_not_exists: a repeated send is written (and reported new) again
                 self.events.setdefault(execution_id, {})[event_sort_key(record.name, record.event_id)] = \
