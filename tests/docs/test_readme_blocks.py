@@ -85,7 +85,7 @@ def _commands(block: str) -> list[str]:
 
 @pytest.mark.parametrize("block", _blocks("sh"))
 def test_shell_sessions_name_real_targets_and_valid_commands(block: str):
-    from loom_cli.main import _parser
+    from loom_cli.main import parser
 
     syntax = subprocess.run(["bash", "-n"], input=_PLACEHOLDER.sub("X", block), capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
@@ -101,7 +101,7 @@ def test_shell_sessions_name_real_targets_and_valid_commands(block: str):
                 assert not missing, f"`{part.strip()}` names make targets that do not exist: {missing}"
             elif words[0].endswith("loom"):
                 try:
-                    _parser().parse_args(words[1:])
+                    parser().parse_args(words[1:])
                 except SystemExit as exc:
                     pytest.fail(f"`{part.strip()}`: the loom CLI refuses these arguments (exit {exc.code})")
             else:

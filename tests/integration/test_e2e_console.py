@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from loom_cli.client import Client
+from loom_cli.sdk import LoomClient
 from loom_cli.console import Console
 
 CHROMIUM = os.environ.get("LOOM_CHROMIUM", "/usr/bin/chromium")
@@ -32,7 +32,7 @@ ORDER = {"order_id": "o-console", "amount_cents": 4200, "items": [{"sku": "loom-
 
 @pytest.fixture(scope="module")
 def console(loom):
-    c = Console(Client.create(loom.url, sign=False), interval_s=0.25).start()
+    c = Console(LoomClient(loom.url, sign=False), interval_s=0.25).start()
     yield c
     c.stop()
 

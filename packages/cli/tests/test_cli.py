@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from loom_cli.main import main, progress_line
+from loom_cli.main import main
+from loom_cli.watch import progress_line
 
 EID = "3f1c2a8e-0d7b-4c1e-9a55-1b2c3d4e5f60"
 
@@ -151,16 +152,32 @@ def test_unreachable_url_exits_4(capsys):
     assert "cannot reach" in capsys.readouterr().err
 
 
-def test_url_resolution_prefers_flag_then_env_then_local_state(api, tmp_path, monkeypatch, capsys):
+def test_url_resolution_prefers_flag_then_env_then_the_local_stacks_state_file(api, tmp_path, monkeypatch, capsys,
+                                                                             state_file):
+    # given: no URL anywhere, in a directory that is no checkout
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("LOOM_URL", raising=False)
-    assert main(["workflows"]) == 2 and "no control plane URL" in capsys.readouterr().err
-    (tmp_path / ".loom").mkdir()
-    (tmp_path / ".loom" / "local.json").write_text(json.dumps({"url": api.url}))
+    assert main(["workflows"]) == 2
+    err = capsys.readouterr().err
+    assert "no control plane URL" in err and str(state_file) in err and "make up" in err
+    # when: `make up` recorded the stack in the per-user state file, it is found from any directory
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text(json.dumps({"url": api.url}))
     assert main(["workflows"]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["workflows"]) == 0
+    # then: $LOOM_URL wins over it, and --url over both
     monkeypatch.setenv("LOOM_URL", "http://127.0.0.1:9")
     assert main(["workflows"]) == 4
     assert main(["--url", api.url, "workflows"]) == 0
+
+
+def test_an_unreadable_state_file_is_a_usage_error_naming_it(state_file, capsys):
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text("{not json")
+    assert main(["workflows"]) == 2
+    err = capsys.readouterr().err
+    assert str(state_file) in err and "make down && make up" in err
 
 
 def test_signed_requests_carry_a_valid_sigv4_signature(api, monkeypatch, capsys):
@@ -192,8 +209,7 @@ def test_signing_without_credentials_is_a_clear_usage_error(api, monkeypatch, tm
 
 
 def test_progress_line_shows_time_left_on_a_sleep():
-    line = progress_line({"status": "SLEEPING", "current_step": 3, "step_count": 5, "current_step_name": "ship",
-                          "timer": "sleep", "next_wake_at": "2999-01-01T00:00:00.000000Z"})
+    line = progress_line(_doc("SLEEPING", 3, timer="sleep", next_wake_at="2999-01-01T00:00:00.000000Z"))
     assert line.startswith("SLEEPING  step 3/5 ship  sleeping, ") and line.endswith(" left (until 2999-01-01T00:00:00.000000Z)")
 
 
@@ -293,8 +309,8 @@ def test_redrive_and_wake_post_to_their_routes_and_say_what_happens(api, capsys)
     assert capsys.readouterr().out.strip() == f"{EID}  fragile_import  RUNNING  redriven from step 2/4 import_rows (redrive 1)"
     assert main(["--url", api.url, "wake", EID]) == 0
     assert capsys.readouterr().out.strip() == f"{EID}  fragile_import  SLEEPING  woken: step 2/4 import_rows runs now"
-    assert [(r["method"], r["path"]) for r in api.requests] == [("POST", f"/executions/{EID}/redrive"),
-                                                                ("POST", f"/executions/{EID}/wake")]
+    assert [(r["method"], r["path"]) for r in api.requests if r["method"] == "POST"] == [
+        ("POST", f"/executions/{EID}/redrive"), ("POST", f"/executions/{EID}/wake")]
 
 
 def _record(i: int) -> dict:

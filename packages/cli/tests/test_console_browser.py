@@ -9,13 +9,13 @@ import pytest
 from browser_support import chromium
 from fake_control_plane import execution_doc
 
-from loom_cli.client import Client
+from loom_cli.sdk import LoomClient
 from loom_cli.console import Console
 
 
 @pytest.fixture
 def page(control_plane):
-    console = Console(Client.create(control_plane.url), interval_s=0.1).start()
+    console = Console(LoomClient(control_plane.url), interval_s=0.1).start()
     with chromium() as context:
         page = context.new_page()
         page.console_url = console.url.rstrip("/")
@@ -72,8 +72,8 @@ def test_start_from_the_generated_form_then_watch_wake_and_cancel_live(page, con
 
 def test_a_refused_action_shows_the_api_error_and_an_event_is_sent(page, control_plane):
     # given: an execution waiting for an event
-    control_plane.add(execution_doc("w-1", status="WAITING", step=2, waiting_for={"event": "approved",
-                                                                                 "timeout_at": None}))
+    control_plane.add(execution_doc("w-1", workflow="expense_approval", status="WAITING", step=1,
+                                    waiting_for={"event": "approved", "timeout_at": None}))
     page.goto(page.console_url + "/executions/w-1")
     # when: an event is sent from the dialog, prefilled with the awaited event's name
     page.click('button[data-action="send"]')
