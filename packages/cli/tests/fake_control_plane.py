@@ -90,6 +90,8 @@ class FakeControlPlane:
         self.histories: dict[str, dict] = {}
         self.scripts: dict[str, list[dict]] = {}
         """Per execution: what each next GET answers (a captured sequence), the last one repeated."""
+        self.starts: dict[str, str] = {}
+        """Per workflow: the (played) execution the next POST /executions of it answers with."""
         self.events: list[dict] = []
         self.url = ""
         self.counter = 0
@@ -204,6 +206,10 @@ class FakeControlPlane:
         wf = next((w for w in self.workflows["workflows"] if w["name"] == (body or {}).get("workflow")), None)
         if wf is None:
             return 404, {"error": "unknown_workflow", "message": f"no workflow named {(body or {}).get('workflow')!r}"}
+        if wf["name"] in self.starts:
+            eid = self.starts.pop(wf["name"])
+            return 202, {"execution_id": eid, "workflow": wf["name"], "status": "RUNNING", "current_step": 0,
+                         "created": True, "links": {"self": f"/executions/{eid}", "history": f"/executions/{eid}/history"}}
         schema = wf["input_schema"] or {}
         missing = [r for r in schema.get("required", []) if r not in body.get("input", {})]
         if missing:

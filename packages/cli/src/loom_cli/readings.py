@@ -94,10 +94,10 @@ def attempts_text(attempts: int) -> str:
 
 
 def compensation_note(e: Execution, wf: Workflow | None = None) -> str:
-    """While compensating: why (the failure, or the cancel) and which step is being undone."""
+    """While compensating: why (the failure, or the cancel) and which step is being undone, by what."""
     step = wf.step(e.current_step) if wf is not None else None
-    undo = f" (by {step.compensate})" if step is not None and step.compensate else ""
-    undoing = f"undoing step {step_label(e)}{undo}"
+    name = e.current_step_name or (step.name if step is not None else f"step {e.current_step}")
+    undoing = f"undoing {name}" + (f" with {step.compensate}" if step is not None and step.compensate else "")
     if e.error is not None:
         failed = e.error.step_name or (f"step {e.failed_step}" if e.failed_step is not None else "a step")
         return f"compensating after {failed} failed ({e.error.code}: {e.error.message}): {undoing}"
