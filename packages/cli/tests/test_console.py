@@ -321,22 +321,31 @@ def test_the_list_stream_pushes_new_executions(console, control_plane):
     resp.close()
 
 
-def test_loom_console_prints_its_url_serves_and_stops_on_ctrl_c(control_plane):
-    # given
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_loom_console_prints_its_url_serves_and_stops_on_ctrl_c_even_started_with_sigint_ignored(control_plane,
+                                                                                                 sigint):
+    # given: a console started as a shell starts a background job (SIGINT ignored, inherited), or plainly
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
     proc = subprocess.Popen([sys.executable, "-m", "loom_cli.main", "--url", control_plane.url, "console"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         line = proc.stdout.readline()
-        # then
         assert line.startswith("loom console: http://127.0.0.1:") and "unsigned" in line, line
         url = line.split()[2]
         with urllib.request.urlopen(url, timeout=10) as r:
             assert r.status == 200 and "Executions" in r.read().decode()
-    finally:
+        # when
         proc.send_signal(signal.SIGINT)
+        # then: it stops, and says so
         assert proc.wait(timeout=10) == 0
-    assert "stopped" in proc.stderr.read()
+        assert "stopped" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:  # never leave it running, whatever failed above
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
 
 
 def test_loom_console_refuses_a_port_in_use(control_plane, capsys):

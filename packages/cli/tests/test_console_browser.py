@@ -135,3 +135,28 @@ def test_the_list_filters_pages_and_shows_new_executions_live(page, control_plan
     confirm(page, "Start free_form?")
     page.wait_for_selector("#confirm-error:not([hidden])")
     assert "x: Input should be a valid string" in page.inner_text("#confirm-error .problems")
+
+
+PATTERNS = ["^[A-Z]{2}-[a-z0-9_-]+$", r"^\d{3}-\d{4}$", "[a-z]+(?:-[a-z]+)*", r"^(?P<year>\d{4})-\d{2}$",
+            r"^[\w.+-]+@[\w-]+\.[\w.-]+$", r"^\(\d+\)$", r"^a{2,}b?$", "^[^/]+$", r"^\$[0-9]+(\.[0-9]{2})?$",
+            "^[&!#%,:;<=>@`~]$", r"^[\[\]{}()|]+$", "x{y}z", r"^\-?\d+$"]
+
+
+def test_the_start_forms_patterns_compile_in_chromium_and_check_the_value(page, control_plane):
+    from loom_cli.console.patterns import html_pattern
+
+    # given: a field whose schema pattern has a bare "-" in a class (valid JavaScript, refused by the v flag)
+    schema = control_plane.workflows["workflows"][0]["input_schema"]
+    schema["properties"]["coupon"] = {"type": "string", "pattern": "^[A-Z]{2}-[a-z0-9_-]+$", "title": "Coupon"}
+    page.goto(page.console_url + "/workflows/order_fulfillment/start")
+    # when / then: the browser checks it (a pattern it could not compile would let anything through)
+    page.fill("#in-coupon", "not a coupon")
+    assert page.evaluate("document.querySelector('#in-coupon').validity.patternMismatch") is True
+    page.fill("#in-coupon", "AB-spring_sale-2")
+    assert page.evaluate("document.querySelector('#in-coupon').validity.patternMismatch") is False
+    # and every translated pattern compiles as the browser compiles the attribute (anchored, v flag)
+    translated = {p: html_pattern(p) for p in PATTERNS}
+    assert all(translated.values()), translated
+    refused = page.evaluate("""(ps) => ps.filter(p => { try { new RegExp('^(?:' + p + ')$', 'v'); return false; }
+                                                         catch (e) { return true; } })""", list(translated.values()))
+    assert refused == [], refused

@@ -26,10 +26,10 @@ def serve(client: LoomClient, port: int = 0, open_browser: bool = False, interva
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.default_int_handler)
     signed = "SigV4-signed" if client.signed else "unsigned"
-    print(f"loom console: {console.url}  (API {client.url}, {signed}; Ctrl-C stops it)", flush=True)
-    if open_browser:
-        webbrowser.open(console.url)
     try:
+        print(f"loom console: {console.url}  (API {client.url}, {signed}; Ctrl-C stops it)", flush=True)
+        if open_browser:
+            webbrowser.open(console.url)
         console.httpd.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         print("loom console: stopped", file=sys.stderr)
