@@ -155,13 +155,7 @@ class FakeControlPlane:
                     self.executions[parts[1]], self.histories[parts[1]] = moment["execution"], moment["history"]
                 return 200, copy.deepcopy(self.executions[parts[1]])
             if parts[2:] == ["history"]:
-                h = self.histories[parts[1]]
-                mine = [{"event": x["event"], "event_id": x["event_id"], "sent_at": "2026-01-01T00:00:00.000000Z",
-                         "by": "local", "data": x["data"], "consumed_by_step": None}
-                        for x in self.events if x["execution_id"] == parts[1]]
-                return 200, {"execution_id": parts[1], "steps": copy.deepcopy(h["steps"]),
-                             "operations": copy.deepcopy(h["operations"]), "events": (h.get("events") or []) + mine,
-                             "next_token": None}
+                return self._history(parts[1], query)
             ended = {"error": "execution_ended", "message": f"execution {parts[1]} is {e['status']}",
                      "execution_status": e["status"]}
             if parts[2:] == ["cancel"] and method == "POST":
@@ -199,6 +193,19 @@ class FakeControlPlane:
                 outcome = "delivered" if (e.get("waiting_for") or {}).get("event") == parts[3] else "buffered"
                 return 202, {"execution_id": parts[1], "event": parts[3], "event_id": event_id, "outcome": outcome}
             return 405, {"error": "method_not_allowed", "message": f"{method} {path}"}
+
+    def _history(self, eid: str, query: dict) -> tuple[int, dict]:
+        """A page of records (``limit``, 50 by default, as the API); operations and events with the first."""
+        h, limit, start = self.histories[eid], int(query.get("limit", 50)), int(query.get("next_token", 0))
+        steps = h["steps"][start:start + limit]
+        token = str(start + limit) if start + limit < len(h["steps"]) else None
+        page = {"execution_id": eid, "steps": copy.deepcopy(steps), "operations": [], "next_token": token}
+        if start == 0:
+            mine = [{"event": x["event"], "event_id": x["event_id"], "sent_at": "2026-01-01T00:00:00.000000Z",
+                     "by": "local", "data": x["data"], "consumed_by_step": None}
+                    for x in self.events if x["execution_id"] == eid]
+            page.update(operations=copy.deepcopy(h["operations"]), events=(h.get("events") or []) + mine)
+        return 200, page
 
     def _start(self, body) -> tuple[int, dict]:
         if self.refusal is not None:
