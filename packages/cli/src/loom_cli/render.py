@@ -16,7 +16,8 @@ def table(headers: list[str], rows: list[list[Any]], limit: int | None = 60) -> 
     cells = [[_cell(v, limit) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
+    rule = ["-" * min(w, 80) for w in widths]  # a whole error or context is wide: the rule need not be
+    return "\n".join([line(headers), line(rule)] + [line(r) for r in cells])
 
 
 def _cell(value: Any, limit: int | None = 60) -> str:
