@@ -240,9 +240,10 @@ class FakeControlPlane:
             rows = [x for x in rows if x["workflow"] == query["workflow"]]
         if query.get("status"):
             rows = [x for x in rows if x["status"] == query["status"]]
-        start = int(query.get("next_token", 0))
-        page = rows[start:start + limit]
+        if query.get("next_token"):  # the key of the last entry of the page before, as the API's tokens are
+            rows = [x for x in rows if f"{x['created_at']}#{x['execution_id']}" < query["next_token"]]
+        page = rows[:limit]
         # as DynamoDB's LastEvaluatedKey: a full page gets a token, whether or not anything follows
-        token = str(start + limit) if len(page) == limit else None
+        token = f"{page[-1]['created_at']}#{page[-1]['execution_id']}" if len(page) == limit else None
         return 200, {"executions": [{"execution_id": x["execution_id"], "workflow": x["workflow"], "status": x["status"],
                                      "created_at": x["created_at"]} for x in page], "next_token": token}

@@ -228,7 +228,7 @@ def test_list_offers_more_only_when_there_is_more(control_plane, capsys):
     # and with a second one, there is more
     control_plane.add(execution_doc("second", created_at="2026-01-02T00:00:00.000000Z"))
     code, out, _ = run(capsys, "--url", control_plane.url, "list", "--limit", "1")
-    assert "second" in out and out.strip().endswith("more: add --all, or --next-token 1")
+    assert "second" in out and out.strip().endswith("more: add --all, or --next-token 2026-01-02T00:00:00.000000Z#second")
 
 
 def test_status_json_into_a_closed_pipe_ends_quietly(control_plane):

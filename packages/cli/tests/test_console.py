@@ -83,9 +83,10 @@ def test_list_page_shows_newest_first_with_filters_and_an_older_page(console, co
     assert status == 200
     assert html.index("e-24") < html.index("e-23") and "e-04" not in html
     assert 'class="badge s-failed"' in html and 'class="badge s-running"' in html
-    assert 'id="next-page" href="/?limit=20&amp;next_token=20"' in html
+    token = "2026-01-01T00%3A00%3A05.000000Z%23e-05"  # the key of the page's last entry
+    assert f'id="next-page" href="/?limit=20&amp;next_token={token}"' in html
     assert 'data-sse="/sse/list?limit=20"' in html
-    status, older = get(console, "/?next_token=20")
+    status, older = get(console, f"/?next_token={token}")
     assert "e-04" in older and "e-24" not in older and "newest" in older and "data-sse" not in older
     # filters go to the API as its query parameters
     status, html = get(console, "/?workflow=order_fulfillment&status=failed")

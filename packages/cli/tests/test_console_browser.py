@@ -105,7 +105,7 @@ def test_the_list_filters_pages_and_shows_new_executions_live(page, control_plan
     page.goto(page.console_url + "/")
     assert page.locator("table.executions tbody tr").count() == 20
     page.click("#next-page")
-    page.wait_for_url(re.compile(r"next_token=20"))
+    page.wait_for_url(re.compile(r"next_token=2026"))
     assert page.locator("table.executions tbody tr").count() == 3
     page.goto(page.console_url + "/")
     page.select_option("#f-status", "FAILED")

@@ -144,3 +144,24 @@ def test_the_start_form_gives_the_browser_patterns_it_can_compile_and_the_rest_a
     assert 'title="must match ^[A-Z]{2}-[a-z0-9_-]+$"' in coupon
     ref = re.search(r'<input type="text"[^>]*name="ref"[^>]*>', html).group(0)
     assert "pattern=" not in ref and "must match <code>(?i)^ref-\\d+$</code> (the API checks it)" in html
+
+
+def test_the_list_offers_older_only_when_there_are_older_and_looks_that_up_once_a_while(console, control_plane):
+    # given: exactly a page of executions (the API hands out a token for a full page)
+    for i in range(20):
+        control_plane.add(execution_doc(f"e-{i:02d}", created_at=f"2026-01-01T00:00:{i:02d}.000000Z"))
+    # when / then: no link to an empty page
+    _, html = get(console, "/")
+    assert 'id="next-page"' not in html
+    # and the live list, polling every 0.1 s, looks past the token once, not on every poll
+    resp = urllib.request.urlopen(console.url + "sse/list", timeout=10)
+    read_events(resp, 1)
+    time.sleep(1.0)
+    resp.close()
+    polls = [r["path"] for r in control_plane.requests if r["path"].startswith("/executions?")]
+    peeks = [p for p in polls if "limit=1&" in p or p.endswith("limit=1")]
+    assert len(polls) - len(peeks) >= 5 and len(peeks) == 1, polls
+    # with one more, there is an older page
+    control_plane.add(execution_doc("e-new", created_at="2026-01-02T00:00:00.000000Z"))
+    _, html = get(console, "/")
+    assert 'id="next-page"' in html

@@ -63,6 +63,7 @@ class Console:
         self._workflows: tuple[float, list[Workflow]] | None = None
         self._lock = threading.Lock()
         self._wakes: dict[str, set[threading.Event]] = {}
+        self._more: dict[str, tuple[float, bool]] = {}
         handler = type("Handler", (_Handler,), {"console": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
@@ -120,8 +121,21 @@ class Console:
                 wake.set()
 
     def listing(self, workflow: str | None, status: str | None, next_token: str | None, limit: int) -> ListPage:
-        return self.client.list_page(workflow=workflow, status=status, next_token=next_token, limit=limit,
-                                     check_more=True)
+        """A page, its ``next_token`` kept only when an older page has executions in it. Whether one does is
+        looked up once per token a while (the list view polls every interval; older entries rarely change)."""
+        page = self.client.list_page(workflow=workflow, status=status, next_token=next_token, limit=limit)
+        token = page.next_token
+        if not token:
+            return page
+        key = f"{workflow}|{status}|{token}"
+        with self._lock:
+            known = self._more.get(key)
+        if known is None or time.monotonic() - known[0] > WORKFLOWS_TTL_S:
+            after = self.client.list_page(workflow=workflow, status=status, next_token=token, limit=1)
+            known = (time.monotonic(), bool(after.executions))
+            with self._lock:
+                self._more[key] = known
+        return page if known[1] else page.model_copy(update={"next_token": None})
 
 
 class _Handler(BaseHTTPRequestHandler):
