@@ -152,34 +152,6 @@ def test_unreachable_url_exits_4(capsys):
     assert "cannot reach" in capsys.readouterr().err
 
 
-def test_url_resolution_prefers_flag_then_env_then_the_local_stacks_state_file(api, tmp_path, monkeypatch, capsys,
-                                                                             state_file):
-    # given: no URL anywhere, in a directory that is no checkout
-    monkeypatch.chdir(tmp_path)
-    assert main(["workflows"]) == 2
-    err = capsys.readouterr().err
-    assert "no control plane URL" in err and str(state_file) in err and "make up" in err
-    # when: `make up` recorded the stack in the per-user state file, it is found from any directory
-    state_file.parent.mkdir(parents=True)
-    state_file.write_text(json.dumps({"url": api.url}))
-    assert main(["workflows"]) == 0
-    (tmp_path / "elsewhere").mkdir()
-    monkeypatch.chdir(tmp_path / "elsewhere")
-    assert main(["workflows"]) == 0
-    # then: $LOOM_URL wins over it, and --url over both
-    monkeypatch.setenv("LOOM_URL", "http://127.0.0.1:9")
-    assert main(["workflows"]) == 4
-    assert main(["--url", api.url, "workflows"]) == 0
-
-
-def test_an_unreadable_state_file_is_a_usage_error_naming_it(state_file, capsys):
-    state_file.parent.mkdir(parents=True)
-    state_file.write_text("{not json")
-    assert main(["workflows"]) == 2
-    err = capsys.readouterr().err
-    assert str(state_file) in err and "make down && make up" in err
-
-
 def test_signed_requests_carry_a_valid_sigv4_signature(api, monkeypatch, capsys):
     # given: credentials from the standard chain (here: environment variables)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
