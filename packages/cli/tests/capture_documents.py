@@ -21,6 +21,16 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DOCUMENTS = HERE / "documents"
+REPO = HERE.parents[2]
+
+
+def _relative(doc: Any) -> Any:
+    """The documents without this checkout's location (a step error names the file that raised it)."""
+    if isinstance(doc, dict):
+        return {k: _relative(v) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_relative(v) for v in doc]
+    return doc.replace(f"{REPO}/", "") if isinstance(doc, str) else doc
 
 
 def _parallel_registry():
@@ -105,7 +115,7 @@ def capture() -> dict[str, dict[str, Any]]:
         if then is not None:
             then(runner, eid)
             sequence += _follow(runner, rt, eid, ended)[1:]
-        out[name] = {"workflow": responses.workflow_view(registry.get(workflow)), "sequence": sequence}
+        out[name] = _relative({"workflow": responses.workflow_view(registry.get(workflow)), "sequence": sequence})
 
     scenario("map", examples, rt_examples, REGISTRY, "batch_resize", {"count": 4, "flaky_every": 2})
     scenario("parallel", custom, rt_custom, custom_registry, "order_checks", {"amount_cents": 900})
