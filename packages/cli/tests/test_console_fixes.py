@@ -4,7 +4,6 @@ pages use, and how soon a redriven page leaves FAILED."""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.request
