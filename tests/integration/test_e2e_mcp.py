@@ -115,3 +115,32 @@ def test_an_agent_lists_starts_watches_cancels_and_redrives_through_mcp(loom):
     assert out["failed"]["status"] == "FAILED" and out["failed"]["error"]["code"] == "permanent_error"
     assert not out["redrive"].is_error and out["redrive"].structured_content["redrives"] == 1
     assert out["redriven"]["status"] == "COMPLETED", out["redriven"]
+
+
+def test_loom_mcp_read_only_started_outside_the_repository_finds_the_stack(loom, tmp_path):
+    # given: an agent's host starting `loom mcp --read-only` in its own directory, the stack recorded in
+    # the per-user state file (this test's own), no --url
+    import json
+
+    state = tmp_path / "state" / "local.json"
+    state.parent.mkdir()
+    state.write_text(json.dumps({"url": loom.url}))
+    token, eid = loom.new_token("mcp-ro")
+    loom.start("flaky_greeting", {"name": "ro", "failures": 0}, token)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "loom_cli.main", "mcp", "--read-only"],
+                                   cwd=str(tmp_path), env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path),
+                                                           "PYTHONPATH": os.pathsep.join(sys.path),
+                                                           "LOOM_STATE_FILE": str(state)})
+
+    async def main():
+        async with Client(params, read_timeout_seconds=60) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            done = await until(client, eid, ("COMPLETED", "FAILED"))
+            cancel = await client.call_tool("cancel_execution", {"execution_id": eid})
+            return tools, done, cancel
+
+    tools, done, cancel = anyio.run(main)
+    # then
+    assert tools == {"list_workflows", "get_execution", "get_history", "list_executions"}
+    assert done["status"] == "COMPLETED"
+    assert cancel.is_error and cancel.structured_content["error"] == "unknown_tool"

@@ -1,4 +1,6 @@
-"""Fixtures for the CLI's tests: ``control_plane``, the fake control plane (fake_control_plane.py) on loopback."""
+"""Fixtures for the CLI's tests: ``control_plane``, the fake control plane (fake_control_plane.py) on loopback;
+and, for every test, a state file of its own (``LOOM_STATE_FILE``, empty) and no ``LOOM_URL``, so a local
+stack the developer has up is never found, read or written by a test."""
 
 from __future__ import annotations
 
@@ -14,6 +16,20 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fake_control_plane import FakeControlPlane  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _own_state_file(tmp_path, monkeypatch):
+    state = tmp_path / "loom-state" / "local.json"
+    monkeypatch.setenv("LOOM_STATE_FILE", str(state))
+    monkeypatch.delenv("LOOM_URL", raising=False)
+    return state
+
+
+@pytest.fixture
+def state_file(_own_state_file):
+    """The test's own per-user state file (absent until the test writes it)."""
+    return _own_state_file
 
 
 @pytest.fixture

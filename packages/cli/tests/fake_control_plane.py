@@ -1,14 +1,23 @@
-"""A stateful fake control plane, for the console, ``loom send`` and ``loom mcp`` tests (served by conftest.py).
+"""A stateful fake control plane, for the CLI, console, ``loom send`` and ``loom mcp`` tests (served by
+conftest.py).
 
-It answers the routes of README.md's API table (and issue 12's event route) with the documented shapes
-and error codes; tests change its documents directly to play an execution forward.
+It answers the routes of the API (docs/api.md) with the documented shapes and error codes, as the API
+answers once issue 21's engine side is in: a listing shows each execution's real status and filters by
+it, and an event id sent before is ``duplicate`` even after the execution ended. Tests change its
+documents directly to play an execution forward, or ``play`` a captured one (``documents/*.json``, real
+documents of the deployed API's routes: see capture_documents.py).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import urllib.parse
+from pathlib import Path
+
+DOCUMENTS = Path(__file__).resolve().parent / "documents"
+SCENARIOS = ("map", "parallel", "compensated", "waiting", "sleeping", "compensation_failed")
 
 ORDER_SCHEMA = {
     "$defs": {"OrderItem": {"properties": {"sku": {"minLength": 1, "title": "Sku", "type": "string"},
@@ -40,7 +49,7 @@ WORKFLOWS = {"workflows": [
     {"name": "expense_approval", "fingerprint": "f3", "retry": {"max_attempts": 5, "base": 2.0, "max_delay": 900.0},
      "step_timeout_s": 10, "input_schema": None, "steps": [
          {"index": 0, "name": "request_approval", "kind": "step"},
-         {"index": 1, "name": "approved", "kind": "wait_for_event", "event": "approved", "timeout_s": 86400},
+         {"index": 1, "name": "wait_approved", "kind": "wait_for_event", "event": "approved", "timeout_s": 86400},
          {"index": 2, "name": "settle_expense", "kind": "step", "compensate": "refund"}]},
     {"name": "batch_resize", "fingerprint": "f4", "retry": {"max_attempts": 5, "base": 2.0, "max_delay": 900.0},
      "step_timeout_s": 10, "input_schema": None, "steps": [
@@ -55,20 +64,34 @@ LIVE = ("RUNNING", "SLEEPING", "WAITING")
 
 def execution_doc(eid: str, workflow: str = "order_fulfillment", status: str = "RUNNING", step: int = 0,
                   created_at: str = "2026-01-01T00:00:00.000000Z", **extra) -> dict:
-    names = [s["name"] for s in ORDER_STEPS]
+    """A whole ``GET /executions/{id}`` document (every field the API writes), for an order by default."""
+    steps = next((w["steps"] for w in WORKFLOWS["workflows"] if w["name"] == workflow), ORDER_STEPS)
+    names = [s["name"] for s in steps]
     return {"execution_id": eid, "workflow": workflow, "status": status, "current_step": step, "version": 2,
             "context": {"order_id": "o-1"}, "error": None, "next_wake_at": None, "timer": None, "total_attempts": 1,
-            "attempt": 1, "started_by": "local", "cancelled_by": None, "cancel_reason": None, "redrives": 0,
-            "created_at": created_at, "updated_at": created_at, "expires_at": None, "step_count": len(names),
-            "current_step_name": names[step] if step < len(names) else None, **extra}
+            "attempt": 1, "attempt_started_at": None, "started_by": "local", "cancelled_by": None,
+            "cancel_reason": None, "redrives": 0, "waiting_for": None, "compensating": False, "compensated": None,
+            "failed_step": None, "compensation_error": None, "created_at": created_at, "updated_at": created_at,
+            "expires_at": None, "step_count": len(names), "current_step_name": names[step] if step < len(names) else None,
+            **extra}
+
+
+def scenario(name: str) -> dict:
+    """A captured execution: ``{"workflow", "sequence": [{"execution", "history"}, ...]}``."""
+    return json.loads((DOCUMENTS / f"{name}.json").read_text())
 
 
 class FakeControlPlane:
     def __init__(self):
         self.lock = threading.Lock()
         self.requests: list[dict] = []
+        self.workflows = copy.deepcopy(WORKFLOWS)
         self.executions: dict[str, dict] = {}
         self.histories: dict[str, dict] = {}
+        self.scripts: dict[str, list[dict]] = {}
+        """Per execution: what each next GET answers (a captured sequence), the last one repeated."""
+        self.starts: dict[str, str] = {}
+        """Per workflow: the (played) execution the next POST /executions of it answers with."""
         self.events: list[dict] = []
         self.url = ""
         self.counter = 0
@@ -80,6 +103,21 @@ class FakeControlPlane:
             self.executions[doc["execution_id"]] = doc
             self.histories[doc["execution_id"]] = {"steps": steps or [], "operations": operations or []}
         return doc
+
+    def play(self, name: str, at: int | None = -1) -> str:
+        """Serve a captured execution: its workflow, and its document number ``at`` (None: every GET
+        answers the next document of the sequence, each with the history of its moment). Returns its id."""
+        captured = scenario(name)
+        with self.lock:
+            wf = captured["workflow"]
+            self.workflows["workflows"] = [w for w in self.workflows["workflows"] if w["name"] != wf["name"]] + [wf]
+            first = captured["sequence"][0 if at is None else at]
+            eid = first["execution"]["execution_id"]
+            self.executions[eid] = copy.deepcopy(first["execution"])
+            self.histories[eid] = copy.deepcopy(first["history"])
+            if at is None:
+                self.scripts[eid] = copy.deepcopy(captured["sequence"])
+        return eid
 
     def update(self, eid: str, steps: list[dict] | None = None, **changes) -> None:
         with self.lock:
@@ -94,7 +132,7 @@ class FakeControlPlane:
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
         with self.lock:
             if path == "/workflows":
-                return 200, copy.deepcopy(WORKFLOWS)
+                return 200, copy.deepcopy(self.workflows)
             if path == "/executions" and method == "POST":
                 return self._start(body)
             if path == "/executions" and method == "GET":
@@ -111,14 +149,13 @@ class FakeControlPlane:
             if e is None:
                 return 404, {"error": "execution_not_found", "message": f"execution {parts[1]} does not exist"}
             if len(parts) == 2 and method == "GET":
-                return 200, copy.deepcopy(e)
+                script = self.scripts.get(parts[1])
+                if script:
+                    moment = script.pop(0) if len(script) > 1 else script[0]
+                    self.executions[parts[1]], self.histories[parts[1]] = moment["execution"], moment["history"]
+                return 200, copy.deepcopy(self.executions[parts[1]])
             if parts[2:] == ["history"]:
-                h = self.histories[parts[1]]
-                mine = [{"event": x["event"], "event_id": x["event_id"], "sent_at": "2026-01-01T00:00:00.000000Z",
-                         "by": "local", "data": x["data"], "consumed_by_step": None}
-                        for x in self.events if x["execution_id"] == parts[1]]
-                return 200, {"execution_id": parts[1], "steps": copy.deepcopy(h["steps"]),
-                             "operations": copy.deepcopy(h["operations"]), "events": mine, "next_token": None}
+                return self._history(parts[1], query)
             ended = {"error": "execution_ended", "message": f"execution {parts[1]} is {e['status']}",
                      "execution_status": e["status"]}
             if parts[2:] == ["cancel"] and method == "POST":
@@ -144,23 +181,42 @@ class FakeControlPlane:
             if len(parts) == 4 and parts[2] == "events" and method == "POST":
                 if not isinstance(body, dict) or not isinstance(body.get("data", {}), dict):
                     return 400, {"error": "invalid_request", "message": "data must be a JSON object"}
-                if e["status"] not in LIVE:
-                    return 409, ended
                 event_id = body.get("event_id") or f"ev-{len(self.events) + 1}"
                 duplicate = any(x["event_id"] == event_id and x["execution_id"] == parts[1] for x in self.events)
+                if duplicate:  # checked first: a retried send after the end is still a duplicate, not a refusal
+                    return 202, {"execution_id": parts[1], "event": parts[3], "event_id": event_id,
+                                 "outcome": "duplicate"}
+                if e["status"] not in LIVE:
+                    return 409, ended
                 self.events.append({"execution_id": parts[1], "event": parts[3], "event_id": event_id,
                                     "data": body.get("data", {})})
-                outcome = "duplicate" if duplicate else \
-                    ("delivered" if (e.get("waiting_for") or {}).get("event") == parts[3] else "buffered")
+                outcome = "delivered" if (e.get("waiting_for") or {}).get("event") == parts[3] else "buffered"
                 return 202, {"execution_id": parts[1], "event": parts[3], "event_id": event_id, "outcome": outcome}
             return 405, {"error": "method_not_allowed", "message": f"{method} {path}"}
+
+    def _history(self, eid: str, query: dict) -> tuple[int, dict]:
+        """A page of records (``limit``, 50 by default, as the API); operations and events with the first."""
+        h, limit, start = self.histories[eid], int(query.get("limit", 50)), int(query.get("next_token", 0))
+        steps = h["steps"][start:start + limit]
+        token = str(start + limit) if start + limit < len(h["steps"]) else None
+        page = {"execution_id": eid, "steps": copy.deepcopy(steps), "operations": [], "next_token": token}
+        if start == 0:
+            mine = [{"event": x["event"], "event_id": x["event_id"], "sent_at": "2026-01-01T00:00:00.000000Z",
+                     "by": "local", "data": x["data"], "consumed_by_step": None}
+                    for x in self.events if x["execution_id"] == eid]
+            page.update(operations=copy.deepcopy(h["operations"]), events=(h.get("events") or []) + mine)
+        return 200, page
 
     def _start(self, body) -> tuple[int, dict]:
         if self.refusal is not None:
             return self.refusal
-        wf = next((w for w in WORKFLOWS["workflows"] if w["name"] == (body or {}).get("workflow")), None)
+        wf = next((w for w in self.workflows["workflows"] if w["name"] == (body or {}).get("workflow")), None)
         if wf is None:
             return 404, {"error": "unknown_workflow", "message": f"no workflow named {(body or {}).get('workflow')!r}"}
+        if wf["name"] in self.starts:
+            eid = self.starts.pop(wf["name"])
+            return 202, {"execution_id": eid, "workflow": wf["name"], "status": "RUNNING", "current_step": 0,
+                         "created": True, "links": {"self": f"/executions/{eid}", "history": f"/executions/{eid}/history"}}
         schema = wf["input_schema"] or {}
         missing = [r for r in schema.get("required", []) if r not in body.get("input", {})]
         if missing:
@@ -172,7 +228,8 @@ class FakeControlPlane:
                             context=body.get("input", {}))
         self.executions[eid] = doc
         self.histories[eid] = {"steps": [], "operations": []}
-        return 202, {**copy.deepcopy(doc), "created": True}
+        return 202, {"execution_id": eid, "workflow": wf["name"], "status": "RUNNING", "current_step": 0, "created": True,
+                     "links": {"self": f"/executions/{eid}", "history": f"/executions/{eid}/history"}}
 
     def _list(self, query: dict) -> tuple[int, dict]:
         limit = int(query.get("limit", 20))
@@ -181,11 +238,12 @@ class FakeControlPlane:
         rows = sorted(self.executions.values(), key=lambda x: x["created_at"], reverse=True)
         if query.get("workflow"):
             rows = [x for x in rows if x["workflow"] == query["workflow"]]
-        shown = lambda x: "LIVE" if x["status"] in LIVE else x["status"]  # noqa: E731
         if query.get("status"):
-            rows = [x for x in rows if shown(x) == query["status"]]
-        start = int(query.get("next_token", 0))
-        page = rows[start:start + limit]
-        token = str(start + limit) if start + limit < len(rows) else None
-        return 200, {"executions": [{"execution_id": x["execution_id"], "workflow": x["workflow"], "status": shown(x),
+            rows = [x for x in rows if x["status"] == query["status"]]
+        if query.get("next_token"):  # the key of the last entry of the page before, as the API's tokens are
+            rows = [x for x in rows if f"{x['created_at']}#{x['execution_id']}" < query["next_token"]]
+        page = rows[:limit]
+        # as DynamoDB's LastEvaluatedKey: a full page gets a token, whether or not anything follows
+        token = f"{page[-1]['created_at']}#{page[-1]['execution_id']}" if len(page) == limit else None
+        return 200, {"executions": [{"execution_id": x["execution_id"], "workflow": x["workflow"], "status": x["status"],
                                      "created_at": x["created_at"]} for x in page], "next_token": token}

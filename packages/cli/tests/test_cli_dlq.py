@@ -1,4 +1,4 @@
-"""loom dlq list / redrive against SQS on moto (in-process), with the queues from .loom/local.json."""
+"""loom dlq list / redrive against SQS on moto, with the queues from the local stack's state file."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import pytest
 
 from loom_cli.main import main
 
+NO_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                  "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SQS")
+
 
 @pytest.fixture
-def queues(tmp_path, monkeypatch):
+def queues(state_file, tmp_path, monkeypatch):
     import boto3
     from moto import mock_aws
 
@@ -22,10 +25,38 @@ def queues(tmp_path, monkeypatch):
         sqs = boto3.client("sqs", region_name="us-east-1")
         queue = sqs.create_queue(QueueName="steps")["QueueUrl"]
         dlq = sqs.create_queue(QueueName="steps-dlq")["QueueUrl"]
-        (tmp_path / ".loom").mkdir()
-        (tmp_path / ".loom" / "local.json").write_text(json.dumps(
+        state_file.parent.mkdir(parents=True)
+        state_file.write_text(json.dumps(
             {"url": "http://127.0.0.1:9", "queue_url": queue, "dlq_url": dlq, "region": "us-east-1", "endpoint": None}))
         yield sqs, queue, dlq
+
+
+@pytest.fixture
+def local_sqs(state_file, tmp_path, monkeypatch):
+    """SQS as the local stack has it: moto's server on loopback, and a caller with no AWS credentials."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        admin = boto3.client("sqs", region_name="us-east-1", endpoint_url=endpoint, aws_access_key_id="admin",
+                             aws_secret_access_key="admin")
+        queue = admin.create_queue(QueueName="steps")["QueueUrl"]
+        dlq = admin.create_queue(QueueName="steps-dlq")["QueueUrl"]
+        state_file.parent.mkdir(parents=True)
+        state_file.write_text(json.dumps({"url": "http://127.0.0.1:9", "queue_url": queue, "dlq_url": dlq,
+                                          "region": "us-east-1", "endpoint": endpoint}))
+        for name in NO_CREDENTIALS:
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+        monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        yield admin, queue, dlq
+    finally:
+        server.stop()
 
 
 def _visible(sqs, url: str) -> int:
@@ -48,8 +79,25 @@ def test_dlq_list_shows_step_messages_and_notices_and_leaves_them(queues, capsys
     rows = json.loads(capsys.readouterr().out)["messages"]
     assert sorted(r["kind"] for r in rows) == ["failure_notice", "step_message"]
     assert {r["execution_id"] for r in rows} == {STEP["execution_id"], NOTICE["execution_id"]}
+    assert all(r["sent_at"].endswith("Z") for r in rows)
     assert _visible(sqs, dlq) == 2
     assert main(["dlq", "list"]) == 0 and "step 2 at version 7" in capsys.readouterr().out
+
+
+def test_dlq_list_on_the_local_stack_without_aws_credentials_lists_the_same_each_time(local_sqs, capsys):
+    # given: the local stack's queues (moto on loopback), a caller with no AWS credentials at all
+    admin, _, dlq = local_sqs
+    admin.send_message(QueueUrl=dlq, MessageBody=json.dumps(STEP))
+    admin.send_message(QueueUrl=dlq, MessageBody=json.dumps(NOTICE))
+    # when: listed twice
+    assert main(["dlq", "list"]) == 0, capsys.readouterr().err
+    first = capsys.readouterr().out
+    assert main(["dlq", "list"]) == 0
+    second = capsys.readouterr().out
+    # then: both messages, the same listing both times (no count that grows with each look), still queued
+    assert "step 2 at version 7" in first and "step_error: boom" in first
+    assert first == second
+    assert _visible(admin, dlq) == 2
 
 
 def test_dlq_redrive_returns_step_messages_to_the_step_queue_and_keeps_notices(queues, capsys):
@@ -74,7 +122,8 @@ def test_dlq_on_an_empty_queue_says_so(queues, capsys):
 def test_dlq_without_queues_is_a_usage_error_naming_the_fix(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["dlq", "list"]) == 2
-    assert "--env-dir" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--env-dir" in err and "make up" in err
 
 
 def test_workflows_table_summarises_each_input_schema():

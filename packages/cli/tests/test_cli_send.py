@@ -35,9 +35,31 @@ def test_send_posts_the_data_and_event_id_and_prints_the_outcome(waiting, capsys
 
 
 def test_send_of_an_event_nobody_waits_for_yet_is_buffered(waiting, capsys):
-    assert main(["--url", waiting.url, "send", EID, "shipped/by carrier", "--data", "{}"]) == 0
-    assert "buffered" in capsys.readouterr().out
-    assert waiting.requests[-1]["path"] == f"/executions/{EID}/events/shipped%2Fby%20carrier"
+    assert main(["--url", waiting.url, "send", EID, "shipped", "--data", "{}"]) == 0
+    assert capsys.readouterr().out.strip() == f"{EID}  event shipped  buffered  (event id ev-1)"
+    assert waiting.requests[-1]["path"] == f"/executions/{EID}/events/shipped"
+
+
+def test_send_with_a_name_the_api_would_refuse_names_it_as_typed_and_sends_nothing(waiting, capsys):
+    # given: a name outside A-Z a-z 0-9 _ . - (the API would echo it URL-encoded: shipped%2Fby%20carrier)
+    seen = len(waiting.requests)
+    # when
+    code = main(["--url", waiting.url, "send", EID, "shipped/by carrier"])
+    # then: a usage error that names it as the user typed it
+    err = capsys.readouterr().err
+    assert code == 2 and "'shipped/by carrier'" in err and "A-Z a-z 0-9 _ . -" in err, err
+    assert "%2F" not in err and len(waiting.requests) == seen
+
+
+def test_send_again_after_the_end_with_the_same_event_id_is_a_duplicate_not_a_refusal(waiting, capsys):
+    # given: an event delivered, then the execution ended
+    assert main(["--url", waiting.url, "send", EID, "approved", "--event-id", "mail-9"]) == 0
+    waiting.update(EID, status="COMPLETED", waiting_for=None)
+    capsys.readouterr()
+    # when: a sender retries the same event id (as the API answers it: duplicate, nothing changes)
+    code = main(["--url", waiting.url, "send", EID, "approved", "--event-id", "mail-9"])
+    # then
+    assert code == 0 and capsys.readouterr().out.strip() == f"{EID}  event approved  duplicate  (event id mail-9)"
 
 
 def test_send_reads_data_from_a_file(waiting, tmp_path, capsys):
@@ -90,8 +112,8 @@ def test_status_watch_and_history_show_waits_events_and_compensation(waiting, ca
 
 
 def test_watch_prints_a_wait_once_with_its_timeout():
-    from loom_cli.main import progress_line
+    from loom_cli.watch import progress_line
 
-    line = progress_line({"status": "WAITING", "current_step": 1, "step_count": 3, "current_step_name": "approved",
-                          "waiting_for": {"event": "approved", "timeout_at": "2999-01-01T00:00:00.000000Z"}})
-    assert line.startswith("WAITING   step 1/3 approved  waiting for event approved, ") and "left (until 2999" in line
+    line = progress_line(execution_doc(EID, "expense_approval", "WAITING", 1, timer="event",
+                                       waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00.000000Z"}))
+    assert line.startswith("WAITING   step 1/3 wait_approved  waiting for event approved, ") and "left (until 2999" in line

@@ -20,6 +20,8 @@ def test_the_wheel_ships_the_console_assets_and_keeps_mcp_an_extra(tmp_path):
         names = set(z.namelist())
         metadata = next(z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
     assert {"loom_cli/console/static/console.js", "loom_cli/console/static/console.css",
-            "loom_cli/console/server.py", "loom_cli/mcp_server.py"} <= names
+            "loom_cli/console/server.py", "loom_cli/mcp_server.py", "loom_cli/sdk/__init__.py",
+            "loom_cli/sdk/models.py"} <= names
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
-    assert requires == ["Requires-Dist: botocore>=1.34", "Requires-Dist: mcp<3,>=2.3; extra == 'mcp'"], requires
+    assert requires == ["Requires-Dist: botocore>=1.34", "Requires-Dist: pydantic<3,>=2.6",
+                        "Requires-Dist: mcp<3,>=2.3; extra == 'mcp'"], requires

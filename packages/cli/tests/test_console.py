@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 from fake_control_plane import execution_doc
 
-from loom_cli.client import Client
+from loom_cli.sdk import LoomClient
 from loom_cli.console import Console
 from loom_cli.console._html import span
 
@@ -25,7 +25,7 @@ T0 = "2026-01-01T00:00:00.000000Z"
 
 @pytest.fixture
 def console(control_plane):
-    c = Console(Client.create(control_plane.url), interval_s=0.1).start()
+    c = Console(LoomClient(control_plane.url), interval_s=0.1).start()
     yield c
     c.stop()
 
@@ -82,10 +82,11 @@ def test_list_page_shows_newest_first_with_filters_and_an_older_page(console, co
     # then: the first page of 20, newest first, statuses as badges, a link to the next page
     assert status == 200
     assert html.index("e-24") < html.index("e-23") and "e-04" not in html
-    assert 'class="badge s-failed"' in html and 'class="badge s-live"' in html
-    assert 'id="next-page" href="/?limit=20&amp;next_token=20"' in html
+    assert 'class="badge s-failed"' in html and 'class="badge s-running"' in html
+    token = "2026-01-01T00%3A00%3A05.000000Z%23e-05"  # the key of the page's last entry
+    assert f'id="next-page" href="/?limit=20&amp;next_token={token}"' in html
     assert 'data-sse="/sse/list?limit=20"' in html
-    status, older = get(console, "/?next_token=20")
+    status, older = get(console, f"/?next_token={token}")
     assert "e-04" in older and "e-24" not in older and "newest" in older and "data-sse" not in older
     # filters go to the API as its query parameters
     status, html = get(console, "/?workflow=order_fulfillment&status=failed")
@@ -107,8 +108,9 @@ def test_timeline_shows_attempts_errors_in_full_retries_and_marks(console, contr
     assert "attempt 2 failed; next attempt" in html and "data-left" in html
     assert 'summary>result (' in html                   # a large result is collapsed
     assert "sleep 20 s" in html
-    assert "↻ redriven ×1" in html and "after charge_payment failed (5 attempts)" in html and "feed broken" in html
-    assert 'data-action="cancel"' in html and 'data-action="wake"' in html and 'data-action="send"' in html
+    assert "redriven ×1" in html and "after charge_payment failed (5 attempts)" in html and "feed broken" in html
+    assert 'data-action="cancel"' in html and 'data-action="wake"' in html
+    assert 'data-action="send"' not in html  # order_fulfillment never waits for an event
     assert 'data-action="redrive"' not in html
     assert f'data-sse="/sse/executions/{EID}"' in html
 
@@ -128,11 +130,11 @@ def test_a_sleeping_execution_sleeps_in_its_sleep_step_and_the_next_one_waits(co
 
 
 def test_timeline_renders_waits_compensation_and_branches_when_present(console, control_plane):
-    control_plane.add(execution_doc("w1", status="WAITING", step=2,
-                                    waiting_for={"event": "pickup_confirmed", "timeout_at": "2999-01-01T00:00:00Z"}))
+    control_plane.add(execution_doc("w1", workflow="expense_approval", status="WAITING", step=1,
+                                    waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00Z"}))
     _, html = get(console, "/executions/w1")
-    assert 'class="step t-waiting' in html and "waiting for event <b>pickup_confirmed</b>" in html
-    assert 'data-action="send" data-event="pickup_confirmed"' in html
+    assert 'class="step t-waiting' in html and "waiting for event <b>approved</b>" in html
+    assert 'data-action="send" data-event="approved"' in html
     control_plane.add(
         execution_doc("c1", status="FAILED", step=1, compensated=True,
                       error={"code": "permanent_error", "message": "card declined"}),
@@ -143,9 +145,9 @@ def test_timeline_renders_waits_compensation_and_branches_when_present(console, 
                {"step_index": 0, "name": "undo_reserve", "kind": "compensation", "status": "SUCCEEDED",
                 "attempts": 1, "started_at": T0, "finished_at": T0, "result": None, "error": None, "final": False}])
     _, html = get(console, "/executions/c1")
-    assert "⎌ compensated" in html and "<h2>Compensation</h2>" in html and "undoes step 0 undo_reserve" in html
+    assert "</svg> compensated</span>" in html and "<h2>Compensation</h2>" in html and "undoes step 0 undo_reserve" in html
     assert '<table class="branches"><tbody><tr class="t-done"><td class="idx">1</td>' in html
-    assert 'data-action="redrive"' in html and "card declined" in html
+    assert 'data-action="redrive"' not in html and "card declined" in html  # compensated: the API refuses a redrive
     assert 'data-action="cancel"' not in html
 
 
@@ -177,7 +179,7 @@ def test_timeline_shows_waits_fan_outs_undo_steps_events_and_a_failed_compensati
     _, html = get(console, "/executions/c2")
     assert 'class="badge s-compensation_failed"' in html and "compensation failed" in html
     assert "refund API down" in html and 'class="step t-stopped k-step" data-step="2"' in html
-    assert 'data-action="redrive"' in html
+    assert 'data-action="redrive"' not in html  # the API refuses to redrive COMPENSATION_FAILED
 
 
 def test_start_form_is_generated_from_the_input_schema(console, control_plane):
@@ -226,7 +228,7 @@ def test_against_a_deployment_the_console_signs_and_the_browser_never_sees_crede
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    signed = Console(Client.create(control_plane.url, sign=True, region="eu-west-1"), interval_s=0.1).start()
+    signed = Console(LoomClient(control_plane.url, sign=True, region="eu-west-1"), interval_s=0.1).start()
     try:
         retrying_order(control_plane)
         # when: a page, an /api call and the live view, as the browser makes them (unsigned)
@@ -320,28 +322,37 @@ def test_the_list_stream_pushes_new_executions(console, control_plane):
     resp.close()
 
 
-def test_loom_console_prints_its_url_serves_and_stops_on_ctrl_c(control_plane):
-    # given
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_loom_console_prints_its_url_serves_and_stops_on_ctrl_c_even_started_with_sigint_ignored(control_plane,
+                                                                                                 sigint):
+    # given: a console started as a shell starts a background job (SIGINT ignored, inherited), or plainly
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
     proc = subprocess.Popen([sys.executable, "-m", "loom_cli.main", "--url", control_plane.url, "console"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         line = proc.stdout.readline()
-        # then
         assert line.startswith("loom console: http://127.0.0.1:") and "unsigned" in line, line
         url = line.split()[2]
         with urllib.request.urlopen(url, timeout=10) as r:
             assert r.status == 200 and "Executions" in r.read().decode()
-    finally:
+        # when
         proc.send_signal(signal.SIGINT)
+        # then: it stops, and says so
         assert proc.wait(timeout=10) == 0
-    assert "stopped" in proc.stderr.read()
+        assert "stopped" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:  # never leave it running, whatever failed above
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
 
 
 def test_loom_console_refuses_a_port_in_use(control_plane, capsys):
     from loom_cli.main import main
 
-    busy = Console(Client.create(control_plane.url))
+    busy = Console(LoomClient(control_plane.url))
     try:
         assert main(["--url", control_plane.url, "console", "--port", str(busy.port)]) == 2
         assert "cannot listen on 127.0.0.1" in capsys.readouterr().err

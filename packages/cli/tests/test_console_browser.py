@@ -9,13 +9,13 @@ import pytest
 from browser_support import chromium
 from fake_control_plane import execution_doc
 
-from loom_cli.client import Client
+from loom_cli.sdk import LoomClient
 from loom_cli.console import Console
 
 
 @pytest.fixture
 def page(control_plane):
-    console = Console(Client.create(control_plane.url), interval_s=0.1).start()
+    console = Console(LoomClient(control_plane.url), interval_s=0.1).start()
     with chromium() as context:
         page = context.new_page()
         page.console_url = console.url.rstrip("/")
@@ -72,8 +72,8 @@ def test_start_from_the_generated_form_then_watch_wake_and_cancel_live(page, con
 
 def test_a_refused_action_shows_the_api_error_and_an_event_is_sent(page, control_plane):
     # given: an execution waiting for an event
-    control_plane.add(execution_doc("w-1", status="WAITING", step=2, waiting_for={"event": "approved",
-                                                                                 "timeout_at": None}))
+    control_plane.add(execution_doc("w-1", workflow="expense_approval", status="WAITING", step=1,
+                                    waiting_for={"event": "approved", "timeout_at": None}))
     page.goto(page.console_url + "/executions/w-1")
     # when: an event is sent from the dialog, prefilled with the awaited event's name
     page.click('button[data-action="send"]')
@@ -105,7 +105,7 @@ def test_the_list_filters_pages_and_shows_new_executions_live(page, control_plan
     page.goto(page.console_url + "/")
     assert page.locator("table.executions tbody tr").count() == 20
     page.click("#next-page")
-    page.wait_for_url(re.compile(r"next_token=20"))
+    page.wait_for_url(re.compile(r"next_token=2026"))
     assert page.locator("table.executions tbody tr").count() == 3
     page.goto(page.console_url + "/")
     page.select_option("#f-status", "FAILED")
@@ -135,3 +135,28 @@ def test_the_list_filters_pages_and_shows_new_executions_live(page, control_plan
     confirm(page, "Start free_form?")
     page.wait_for_selector("#confirm-error:not([hidden])")
     assert "x: Input should be a valid string" in page.inner_text("#confirm-error .problems")
+
+
+PATTERNS = ["^[A-Z]{2}-[a-z0-9_-]+$", r"^\d{3}-\d{4}$", "[a-z]+(?:-[a-z]+)*", r"^(?P<year>\d{4})-\d{2}$",
+            r"^[\w.+-]+@[\w-]+\.[\w.-]+$", r"^\(\d+\)$", r"^a{2,}b?$", "^[^/]+$", r"^\$[0-9]+(\.[0-9]{2})?$",
+            "^[&!#%,:;<=>@`~]$", r"^[\[\]{}()|]+$", "x{y}z", r"^\-?\d+$"]
+
+
+def test_the_start_forms_patterns_compile_in_chromium_and_check_the_value(page, control_plane):
+    from loom_cli.console.patterns import html_pattern
+
+    # given: a field whose schema pattern has a bare "-" in a class (valid JavaScript, refused by the v flag)
+    schema = control_plane.workflows["workflows"][0]["input_schema"]
+    schema["properties"]["coupon"] = {"type": "string", "pattern": "^[A-Z]{2}-[a-z0-9_-]+$", "title": "Coupon"}
+    page.goto(page.console_url + "/workflows/order_fulfillment/start")
+    # when / then: the browser checks it (a pattern it could not compile would let anything through)
+    page.fill("#in-coupon", "not a coupon")
+    assert page.evaluate("document.querySelector('#in-coupon').validity.patternMismatch") is True
+    page.fill("#in-coupon", "AB-spring_sale-2")
+    assert page.evaluate("document.querySelector('#in-coupon').validity.patternMismatch") is False
+    # and every translated pattern compiles as the browser compiles the attribute (anchored, v flag)
+    translated = {p: html_pattern(p) for p in PATTERNS}
+    assert all(translated.values()), translated
+    refused = page.evaluate("""(ps) => ps.filter(p => { try { new RegExp('^(?:' + p + ')$', 'v'); return false; }
+                                                         catch (e) { return true; } })""", list(translated.values()))
+    assert refused == [], refused

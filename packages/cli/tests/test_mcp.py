@@ -41,7 +41,7 @@ def test_the_tools_are_listed_with_descriptions_and_json_schemas(control_plane):
     assert tools["start_execution"].input_schema["required"] == ["workflow"]
     assert tools["send_event"].input_schema["required"] == ["execution_id", "event"]
     assert tools["list_executions"].input_schema["properties"]["status"]["enum"] == [
-        "LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED"]
+        "RUNNING", "SLEEPING", "WAITING", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED"]
     assert tools["get_execution"].annotations.read_only_hint is True
     assert tools["cancel_execution"].annotations.destructive_hint is True
 
@@ -55,7 +55,7 @@ def test_an_agent_starts_inspects_signals_and_cancels_an_execution(control_plane
         eid = out["start"].structured_content["execution_id"]
         out["status"] = await client.call_tool("get_execution", {"execution_id": eid})
         out["history"] = await client.call_tool("get_history", {"execution_id": eid})
-        out["list"] = await client.call_tool("list_executions", {"workflow": "order_fulfillment", "status": "LIVE",
+        out["list"] = await client.call_tool("list_executions", {"workflow": "order_fulfillment", "status": "RUNNING",
                                                                  "limit": 5})
         out["send"] = await client.call_tool("send_event", {"execution_id": eid, "event": "approved",
                                                             "data": {"by": "agent"}, "event_id": "e-1"})
@@ -80,7 +80,7 @@ def test_an_agent_starts_inspects_signals_and_cancels_an_execution(control_plane
     assert sent[("POST", f"/executions/{eid}/events/approved")] == {"data": {"by": "agent"}, "event_id": "e-1"}
     assert sent[("POST", f"/executions/{eid}/cancel")] == {"reason": "test"}
     assert [r["path"] for r in control_plane.requests if r["path"].startswith("/executions?")] == [
-        "/executions?workflow=order_fulfillment&status=LIVE&limit=5"]
+        "/executions?workflow=order_fulfillment&status=RUNNING&limit=5"]
 
 
 def test_refusals_come_back_as_tool_errors_with_the_api_code_and_message(control_plane):
@@ -115,7 +115,7 @@ def test_only_loom_mcp_imports_the_sdk():
     import subprocess
 
     code = ("import sys, loom_cli.main, loom_cli.console, loom_cli.console.server; "
-            "from loom_cli.main import _parser; _parser().parse_args(['console']); "
+            "from loom_cli.main import parser; parser().parse_args(['console']); "
             "print(sorted(m for m in ('mcp', 'anyio', 'starlette', 'playwright') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

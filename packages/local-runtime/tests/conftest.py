@@ -31,6 +31,14 @@ def build_tiny_zip(path: Path, marker: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _own_user_state_file(tmp_path, monkeypatch) -> Path:
+    """A per-user state file of the test's own: a stack the developer has up is never read or replaced."""
+    path = tmp_path / "user-state" / "local.json"
+    monkeypatch.setenv("LOOM_STATE_FILE", str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def libs_dir() -> Path:
     return runtime_libs.ensure(REPO / "build" / "runtime-libs")

@@ -1,24 +1,36 @@
 """``loom dlq list`` and ``loom dlq redrive``: the dead-letter queue, read and emptied with your AWS
 credentials (the control plane has no rights on it). The queues come from ``--env-dir``'s Terraform
-outputs (``queue_url``, ``dlq_url``) or from the local stack's ``.loom/local.json``.
+outputs (``queue_url``, ``dlq_url``) or from the local stack ``make up`` recorded (its moto endpoint on
+loopback takes any credentials, so none are needed there).
 
 The DLQ holds step messages the transport gave up on (SQS moved them after ``maxReceiveCount``) and,
 when no status-change bus is configured, failure notices of FAILED executions. ``redrive`` returns the
 step messages to the step queue (a stale one is acknowledged and changes nothing, so returning every one
 is safe) and leaves notices where they are: they are not work to redo.
+
+SQS has no way to look without receiving, and every receive counts in a message's
+``ApproximateReceiveCount``, so ``list`` receives each message once (hidden while it looks, then visible
+again at once) and does not show that count: it would grow with every listing.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-import subprocess
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .client import CliError
+from .sdk import LoomError
+from .sdk.errors import CONFIGURATION, UNREACHABLE
+from .sdk.locate import local_stack, state_file, terraform_outputs
+from .sdk.transport import LOOPBACK_HOSTS
 
 NOTICE_KIND = "loom.execution_failed"
+LOOK_S = 30
+"""How long ``list`` keeps a message hidden while it looks (so one listing receives each message once)."""
+LOCAL_CREDENTIALS = {"aws_access_key_id": "loom-local", "aws_secret_access_key": "loom-local"}
 
 
 @dataclass(frozen=True)
@@ -28,36 +40,28 @@ class Queues:
     region: str | None
     endpoint: str | None
 
+    @property
+    def is_local(self) -> bool:
+        return bool(self.endpoint) and urllib.parse.urlparse(self.endpoint).hostname in LOOPBACK_HOSTS
 
-def queues(env_dir: str | None, local_state: Path) -> Queues:
+
+def queues(env_dir: str | None) -> Queues:
     if env_dir:
-        out = _terraform_outputs(Path(env_dir))
+        out = terraform_outputs(Path(env_dir))
         try:
             return Queues(out["queue_url"]["value"], out["dlq_url"]["value"],
                           (out.get("region") or {}).get("value"), (out.get("endpoint") or {}).get("value"))
         except (KeyError, TypeError):
-            raise CliError(f"{env_dir} has no queue_url/dlq_url outputs; has this environment been applied?", 2) from None
-    if local_state.exists():
+            raise LoomError(CONFIGURATION, f"{env_dir} has no queue_url/dlq_url outputs; has this environment been "
+                                           "applied?") from None
+    state = local_stack()
+    if state is not None:
         try:
-            state = json.loads(local_state.read_text())
             return Queues(state["queue_url"], state["dlq_url"], state.get("region"), state.get("endpoint"))
-        except (ValueError, KeyError) as exc:
-            raise CliError(f"{local_state} is unreadable ({exc}); run `make down && make up` again", 2) from None
-    raise CliError("the dlq commands read the queues from --env-dir terraform/envs/<env> or the local stack "
-                   "(`make up`): pass --env-dir", 2)
-
-
-def _terraform_outputs(env_dir: Path) -> dict[str, Any]:
-    if not env_dir.is_dir():
-        raise CliError(f"--env-dir {env_dir} is not a directory", 2)
-    try:
-        out = subprocess.run(["terraform", f"-chdir={env_dir}", "output", "-json", "-no-color"],
-                             capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise CliError("--env-dir needs the terraform CLI on PATH", 2) from None
-    if out.returncode != 0:
-        raise CliError(f"`terraform output` failed in {env_dir}: {out.stderr.strip()}", 2)
-    return json.loads(out.stdout or "{}")
+        except KeyError as exc:
+            raise LoomError(CONFIGURATION, f"{state_file()} has no {exc}; run `make down && make up` again") from None
+    raise LoomError(CONFIGURATION, "the dlq commands read the queues from --env-dir terraform/envs/<env> or the local "
+                                   f"stack (`make up` records it in {state_file()}): pass --env-dir")
 
 
 def sqs_client(q: Queues, profile: str | None = None) -> Any:
@@ -66,9 +70,18 @@ def sqs_client(q: Queues, profile: str | None = None) -> Any:
 
     session = botocore.session.Session(profile=profile)
     region = q.region or session.get_config_variable("region") or "us-east-1"
-    return session.create_client("sqs", region_name=region, endpoint_url=q.endpoint,
+    # the local stack's moto takes any credentials: do not require the caller to have some
+    keys = LOCAL_CREDENTIALS if q.is_local and session.get_credentials() is None else {}
+    return session.create_client("sqs", region_name=region, endpoint_url=q.endpoint, **keys,
                                  config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5,
                                                read_timeout=30))
+
+
+def _sent_at(attrs: dict[str, Any]) -> str | None:
+    ms = attrs.get("SentTimestamp")
+    if not ms or not str(ms).isdigit():
+        return None
+    return dt.datetime.fromtimestamp(int(ms) / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def describe(message: dict[str, Any]) -> dict[str, Any]:
@@ -77,9 +90,7 @@ def describe(message: dict[str, Any]) -> dict[str, Any]:
         body = json.loads(message.get("Body") or "")
     except ValueError:
         body = None
-    attrs = message.get("Attributes") or {}
-    row = {"message_id": message["MessageId"], "receives": int(attrs.get("ApproximateReceiveCount", 0)),
-           "sent_at": attrs.get("SentTimestamp")}
+    row = {"message_id": message["MessageId"], "sent_at": _sent_at(message.get("Attributes") or {})}
     if isinstance(body, dict) and body.get("kind") == NOTICE_KIND:
         error = body.get("error") or {}
         row.update(kind="failure_notice", execution_id=body.get("execution_id"), workflow=body.get("workflow"),
@@ -93,36 +104,100 @@ def describe(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def peek(client: Any, dlq_url: str, limit: int) -> list[dict[str, Any]]:
-    """Up to ``limit`` messages, left on the queue (visibility 0: visible again at once)."""
+    """Up to ``limit`` messages, each received once (hidden while this looks), then visible again at once."""
     seen: dict[str, dict[str, Any]] = {}
-    empty_rounds = 0
-    while len(seen) < limit and empty_rounds < 2:
-        got = client.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=min(10, limit - len(seen)),
-                                     VisibilityTimeout=0, WaitTimeSeconds=0, AttributeNames=["All"]).get("Messages", [])
-        fresh = [m for m in got if m["MessageId"] not in seen]
-        empty_rounds = empty_rounds + 1 if not fresh else 0
-        for m in fresh:
-            seen[m["MessageId"]] = m
-    return [describe(m) for m in list(seen.values())[:limit]]
+    try:
+        while len(seen) < limit:
+            got = client.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=min(10, limit - len(seen)),
+                                         VisibilityTimeout=LOOK_S, WaitTimeSeconds=0,
+                                         AttributeNames=["All"]).get("Messages", [])
+            if not got:
+                break
+            for m in got:
+                seen.setdefault(m["MessageId"], m)
+    finally:
+        from botocore.exceptions import ClientError
+
+        for m in seen.values():
+            try:
+                client.change_message_visibility(QueueUrl=dlq_url, ReceiptHandle=m["ReceiptHandle"],
+                                                 VisibilityTimeout=0)
+            except ClientError:  # deleted meanwhile (a redrive): nothing to show again; else visible after LOOK_S
+                pass
+    rows = [describe(m) for m in seen.values()]
+    return sorted(rows, key=lambda r: (r["sent_at"] or "", r["message_id"]))[:limit]
 
 
 def redrive(client: Any, q: Queues, limit: int) -> dict[str, int]:
     """Move up to ``limit`` step messages back to the step queue; notices and unknown bodies stay."""
     moved = kept = 0
     held: list[str] = []
-    while moved + kept < limit:
-        got = client.receive_message(QueueUrl=q.dlq_url, MaxNumberOfMessages=min(10, limit - moved - kept),
-                                     VisibilityTimeout=60, WaitTimeSeconds=0, AttributeNames=["All"]).get("Messages", [])
-        if not got:
-            break
-        for m in got:
-            if describe(m)["kind"] == "step_message":
-                client.send_message(QueueUrl=q.queue_url, MessageBody=m["Body"])
-                client.delete_message(QueueUrl=q.dlq_url, ReceiptHandle=m["ReceiptHandle"])
-                moved += 1
-            else:
-                held.append(m["ReceiptHandle"])
-                kept += 1
-    for handle in held:  # visible again for the next `dlq list`
-        client.change_message_visibility(QueueUrl=q.dlq_url, ReceiptHandle=handle, VisibilityTimeout=0)
+    try:
+        while moved + kept < limit:
+            got = client.receive_message(QueueUrl=q.dlq_url, MaxNumberOfMessages=min(10, limit - moved - kept),
+                                         VisibilityTimeout=60, WaitTimeSeconds=0,
+                                         AttributeNames=["All"]).get("Messages", [])
+            if not got:
+                break
+            for m in got:
+                if describe(m)["kind"] == "step_message":
+                    client.send_message(QueueUrl=q.queue_url, MessageBody=m["Body"])
+                    client.delete_message(QueueUrl=q.dlq_url, ReceiptHandle=m["ReceiptHandle"])
+                    moved += 1
+                else:
+                    held.append(m["ReceiptHandle"])
+                    kept += 1
+    finally:
+        for handle in held:  # visible again for the next `dlq list`
+            client.change_message_visibility(QueueUrl=q.dlq_url, ReceiptHandle=handle, VisibilityTimeout=0)
     return {"returned": moved, "left": kept}
+
+
+# -- the commands -------------------------------------------------------------------------------------------
+def _connect(args) -> tuple[Queues, Any]:
+    q = queues(args.env_dir)
+    try:
+        return q, sqs_client(q, args.profile)
+    except Exception as exc:  # no credentials, bad region: say so, do not trace
+        raise LoomError(UNREACHABLE, f"cannot reach SQS for {q.dlq_url}: {exc}") from None
+
+
+def _sqs(call, q: Queues):
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return call()
+    except ClientError as exc:
+        err = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 400
+        raise LoomError(str(err.get("Code")), f"SQS refused: {err.get('Message')} ({q.dlq_url})",
+                        status=status) from None
+    except BotoCoreError as exc:
+        raise LoomError(UNREACHABLE, f"cannot reach SQS for {q.dlq_url}: {exc}") from None
+
+
+def cmd_list(args) -> int:
+    q, sqs = _connect(args)
+    rows = _sqs(lambda: peek(sqs, q.dlq_url, args.limit), q)
+    if getattr(args, "json", False):
+        print(json.dumps({"dlq_url": q.dlq_url, "messages": rows}, indent=2, sort_keys=True))
+        return 0
+    if not rows:
+        print(f"the dead-letter queue is empty ({q.dlq_url})")
+        return 0
+    print(f"{'message':36}  {'kind':14}  {'sent':27}  {'execution':36}  detail")
+    for r in rows:
+        print(f"{r['message_id']:36}  {r['kind']:14}  {str(r['sent_at'] or '-'):27}  "
+              f"{str(r['execution_id'] or '-'):36}  {r['detail']}")
+    return 0
+
+
+def cmd_redrive(args) -> int:
+    q, sqs = _connect(args)
+    counts = _sqs(lambda: redrive(sqs, q, args.limit), q)
+    if getattr(args, "json", False):
+        print(json.dumps(counts, indent=2, sort_keys=True))
+    else:
+        print(f"returned {counts['returned']} step message(s) to {q.queue_url}; {counts['left']} other message(s) "
+              "(failure notices) left on the dead-letter queue")
+    return 0

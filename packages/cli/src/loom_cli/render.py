@@ -1,124 +1,151 @@
-"""Plain-text tables for terminals."""
+"""Plain-text tables for terminals, from the SDK's models."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from .readings import fanout_summary, where
+from .sdk.models import BranchRecord, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
 
-def table(headers: list[str], rows: list[list[Any]], limit: int = 60) -> str:
+CONTEXT_SHOWN = 400
+"""``loom status`` shows this much of the context (``--json`` shows all); errors are always shown whole."""
+
+
+def table(headers: list[str], rows: list[list[Any]], limit: int | None = 60) -> str:
     cells = [[_cell(v, limit) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     line = lambda values: "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in cells])
+    rule = ["-" * min(w, 80) for w in widths]  # a whole error or context is wide: the rule need not be
+    return "\n".join([line(headers), line(rule)] + [line(r) for r in cells])
 
 
-def _cell(value: Any, limit: int = 60) -> str:
+def _cell(value: Any, limit: int | None = 60) -> str:
     if value is None:
         return "-"
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
-def step_label(e: dict) -> str:
-    """The current step as every command numbers it: its index (the ``#`` of ``loom history``, counted
-    from 0), out of the step count, and its name: ``3/5 ship_order``; ``5/5 (done)`` once past the last."""
-    index, count = e["current_step"], e.get("step_count")
-    if not count:
-        return str(index)
-    name = e.get("current_step_name") or ("(done)" if index >= count else "")
-    return f"{index}/{count} {name}".strip()
+def _error(err: Any) -> str | None:
+    return None if err is None else f"{err.code}: {err.message}"
 
 
-def execution_table(e: dict) -> str:
-    error = e.get("error")
-    rows = [
-        ["execution_id", e["execution_id"]], ["workflow", e["workflow"]], ["status", e["status"]],
-        ["current step", step_label(e)], ["version", e["version"]], ["attempts", e.get("total_attempts")],
-        ["next wake", e.get("next_wake_at") and f"{e['next_wake_at']} ({e.get('timer')})"],
-        ["created", e.get("created_at")], ["updated", e.get("updated_at")],
-        ["started by", e.get("started_by")],
-        ["error", error and f"{error.get('code')}: {error.get('message')}"],
-        ["context", e.get("context")],
+def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
+    """``loom status``: every field a person needs, errors in full (their fix hint is at the end)."""
+    e = Execution.model_validate(e) if isinstance(e, dict) else e
+    context = json.dumps(e.context, sort_keys=True) if e.context is not None else None
+    if context is not None and len(context) > CONTEXT_SHOWN:
+        context = context[:CONTEXT_SHOWN] + f"... ({len(context):,} characters: --json shows all)"
+    rows: list[list[Any]] = [
+        ["execution_id", e.execution_id], ["workflow", e.workflow], ["status", e.status],
+        ["current step", where(e, wf)], ["version", e.version], ["attempts", e.total_attempts],
+        ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer})"],
+        ["created", e.created_at], ["updated", e.updated_at], ["started by", e.started_by],
     ]
-    if e.get("cancelled_by"):
-        rows.insert(-2, ["cancelled by", e["cancelled_by"] + (f" ({e['cancel_reason']})" if e.get("cancel_reason") else "")])
-    if e.get("redrives"):
-        rows.insert(-2, ["redrives", e["redrives"]])
-    waiting = e.get("waiting_for")
-    if waiting:
-        rows.insert(-2, ["waiting for", f"event {waiting.get('event')}"
-                         + (f" (times out {waiting['timeout_at']})" if waiting.get("timeout_at") else " (no timeout)")])
-    fanout = e.get("fanout")
-    if fanout:
-        rows.insert(-2, ["branches", f"{fanout.get('succeeded')}/{fanout.get('branches')} done, at most "
-                                     f"{fanout.get('max_concurrency')} at once"])
-    if e.get("failed_step") is not None and e.get("failed_step") != e.get("current_step"):
-        rows.insert(-2, ["failed step", e["failed_step"]])
-    if e.get("compensating") or e.get("compensated"):
-        rows.insert(-2, ["compensation", "running" if e.get("compensating") else "done: the completed steps were undone"])
-    comp = e.get("compensation_error")
-    if comp:
-        rows.insert(-2, ["compensation error", f"{comp.get('code')}: {comp.get('message')}"])
-    return table(["field", "value"], rows)
+    if e.cancelled_by:
+        rows.append(["cancelled by", e.cancelled_by + (f" ({e.cancel_reason})" if e.cancel_reason else "")])
+    if e.redrives:
+        rows.append(["redrives", e.redrives])
+    if e.waiting_for is not None:
+        w = e.waiting_for
+        rows.append(["waiting for", f"event {w.event}" + (f" (times out {w.timeout_at})" if w.timeout_at
+                                                         else " (no timeout)")])
+    if e.fanout is not None:
+        f = e.fanout
+        rows.append(["branches", f"{f.succeeded}/{f.branches} done, at most {f.max_concurrency} at once"])
+    if e.failed_step is not None and e.failed_step != e.current_step:
+        rows.append(["failed step", e.failed_step])
+    if e.compensating or e.compensated:
+        rows.append(["compensation", "running" if e.compensating else "done: the completed steps were undone"])
+    rows.append(["error", _error(e.error)])
+    if e.compensation_error is not None:
+        rows.append(["compensation error", _error(e.compensation_error)])
+    if e.context_error:
+        rows.append(["context error", e.context_error])
+    rows.append(["context", context])
+    return table(["field", "value"], rows, limit=None)
 
 
-def events_table(h: dict) -> str:
+def _step_name(r: BranchRecord, names: dict[int, str]) -> str:
+    return f"{names.get(r.step_index, 'step')}[{r.branch}]"
+
+
+def history_table(h: History | dict) -> str:
+    """``loom history``: one row per record with its kind (an undo is a ``compensation`` row, a branch is
+    ``name[n]`` under its ``fanout`` step, whose attempts are its branches')."""
+    h = History.model_validate(h) if isinstance(h, dict) else h
+    names = {r.step_index: r.name for r in h.steps if isinstance(r, StepRecord)}
     rows = []
-    for ev in h.get("events") or []:
-        if ev.get("corrupt"):
-            rows.append(["CORRUPT", ev.get("sort_key"), "-", "-", "-", ev.get("detail")])
+    for r in h.steps:
+        if isinstance(r, CorruptRecord):
+            rows.append(["?", r.sort_key, "?", "CORRUPT", "-", "-", "-", r.detail])
             continue
-        step = ev.get("consumed_by_step")
-        rows.append([ev.get("event"), ev.get("event_id"), ev.get("sent_at"), ev.get("by"),
-                     "kept for a wait" if step is None else f"step {step}", ev.get("data")])
+        err = _error(r.error) if r.status != "SUCCEEDED" else None
+        detail: Any = err if err is not None else r.result
+        if r.corrupt:
+            detail = f"CORRUPT: {r.detail}"
+        if isinstance(r, BranchRecord):
+            if r.result_omitted and err is None:
+                detail = "(result too large to show: the step's record holds it)"
+            rows.append([r.step_index, _step_name(r, names), "branch", r.status, r.attempts, r.started_at,
+                         r.finished_at, detail])
+            continue
+        kind, attempts = r.kind, r.attempts
+        if kind == "task" and isinstance(r.result, dict) and "wake_at" in r.result:
+            kind = "sleep"
+        if kind == "fanout":
+            branches = h.branches(r.step_index)
+            if branches:
+                summary = fanout_summary(branches)
+                attempts = summary.attempts
+                detail = err if err is not None else summary.text()
+        rows.append([r.step_index, r.name, kind, r.status, attempts, r.started_at, r.finished_at, detail])
+    return table(["#", "step", "kind", "status", "attempts", "started", "finished", "result / error"], rows)
+
+
+def events_table(h: History) -> str:
+    rows = []
+    for ev in h.events or []:
+        if isinstance(ev, CorruptRecord):
+            rows.append(["CORRUPT", ev.sort_key, "-", "-", "-", ev.detail])
+            continue
+        step = ev.consumed_by_step
+        rows.append([ev.event, ev.event_id, ev.sent_at, ev.by, "kept for a wait" if step is None else f"step {step}",
+                     ev.data])
     return table(["event", "event id", "sent", "by", "consumed by", "data"], rows)
 
 
-def executions_table(executions: list[dict]) -> str:
-    rows = [[x["execution_id"], x["workflow"], x["status"], x.get("created_at")] for x in executions]
+def executions_table(executions: list[ListEntry]) -> str:
+    rows = [[x.execution_id, x.workflow, x.status, x.created_at] for x in executions]
     return table(["execution_id", "workflow", "status", "created"], rows)
 
 
-def operations_table(h: dict) -> str:
+def operations_table(h: History) -> str:
     rows = []
-    for op in h.get("operations", []):
-        if op.get("corrupt"):
-            rows.append(["?", "CORRUPT", "-", op.get("sort_key"), op.get("detail")])
+    for op in h.operations:
+        if isinstance(op, CorruptRecord):
+            rows.append(["?", "CORRUPT", "-", op.sort_key, op.detail])
             continue
-        detail = op.get("detail") or {}
-        error = detail.get("error") if isinstance(detail, dict) else None
-        what = op.get("reason")
+        detail = op.detail or {}
+        error = detail.get("error") if isinstance(detail.get("error"), dict) else None
+        what = op.reason
         if error:  # a redrive: the failure it left behind
             what = f"after {detail.get('step_name', detail.get('step_index'))} failed " \
                    f"({detail.get('attempts', '?')} attempts): {error.get('code')}: {error.get('message')}"
-        elif op.get("op") == "wake" and isinstance(detail, dict):
+        elif op.op == "wake":
             what = f"skipped the {detail.get('was')} due {detail.get('due')}"
-        rows.append([op.get("version"), op.get("op"), op.get("at"), op.get("by"), what])
+        rows.append([op.version, op.op, op.at, op.by, what])
     return table(["version", "operation", "at", "by", "reason / detail"], rows, limit=160)
 
 
-def history_table(h: dict) -> str:
+def workflows_table(workflows: list[Workflow]) -> str:
     rows = []
-    for r in h.get("steps", []):
-        if r.get("corrupt") and "step_index" not in r:
-            rows.append(["?", r.get("sort_key"), "CORRUPT", "-", "-", "-", r.get("detail")])
-            continue
-        err = r.get("error")
-        detail = f"{err['code']}: {err['message']}" if err and r["status"] != "SUCCEEDED" else r.get("result")
-        if r.get("corrupt"):
-            detail = f"CORRUPT: {r.get('detail')}"
-        rows.append([r["step_index"], r["name"], r["status"], r["attempts"], r.get("started_at"), r.get("finished_at"), detail])
-    return table(["#", "step", "status", "attempts", "started", "finished", "result / error"], rows)
-
-
-def workflows_table(body: dict) -> str:
-    rows = []
-    for wf in body.get("workflows", []):
-        steps = " > ".join(s["name"] for s in wf["steps"])
-        retry = wf["retry"]
-        rows.append([wf["name"], len(wf["steps"]), f"{retry['max_attempts']}x base {retry['base']:g}s max {retry['max_delay']:g}s",
-                     input_summary(wf.get("input_schema")), steps])
+    for wf in workflows:
+        steps = " > ".join(s.name for s in wf.steps)
+        retry = wf.retry
+        policy = f"{retry.max_attempts}x base {retry.base:g}s max {retry.max_delay:g}s" if retry else "-"
+        rows.append([wf.name, len(wf.steps), policy, input_summary(wf.input_schema), steps])
     return table(["workflow", "steps", "retry", "input (* required; --json for the JSON Schema)", "step list"], rows)
 
 

@@ -1,6 +1,6 @@
 """Every reply shape of the control-plane API, as pydantic models, and how each is built from the engine's
 domain objects. This is the one home of the API's documents: the engine returns executions, records and
-events; what the JSON looks like is decided here (README.md's API table documents it).
+events; what the JSON looks like is decided here (docs/api.md documents it).
 
 A model's optional fields that only some replies carry (``context_error``, ``step_count``, ...) are left
 unset, and ``dump`` leaves unset fields out, so a reply never carries a key that does not apply.

@@ -4,7 +4,11 @@
     python -m loom_local up     [options]   background; prints the URL, writes .loom/local.json
     python -m loom_local down               stops what `up` started (its table is saved, `up` restores it)
     python -m loom_local reset              stops it too, and deletes the saved table: the next `up` starts clean
-    python -m loom_local status             is it up, and where
+    python -m loom_local status [--json]    is it up, and where (exit 0 either way)
+
+A running stack is recorded in RUN_DIR/local.json and in the per-user state file that ``loom`` and the
+SDK read from any directory (``$LOOM_STATE_FILE``, else ``$XDG_STATE_HOME`` or ``~/.local/state`` /
+``loom/local.json``), both refreshed every few seconds with the functions' current processes.
     python -m loom_local demo   [options]   the guided tour (`make demo`)
 
 Exit status: 0 success, 1 the stack failed (the message says why and what to do), 2 bad usage.
@@ -23,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loom_cli.sdk.locate import state_file as user_state_file
+
 from .demo import run as run_demo
 from .options import options_from, stack_args
 from .stack import LocalStack, _shown, install_signal_handlers
@@ -31,6 +37,10 @@ STATE_NAME = "local.json"
 PID_NAME = "runtime.pid"
 TABLE_FILE = Path("state") / "table.json"
 """The saved Loom table, under the run directory (``.loom/state/table.json``)."""
+REFRESH_S = 2.0
+"""How often a running stack rewrites its state files (the functions' processes come and go)."""
+UP_LINE = "Loom is up."
+"""How `run` announces itself; `up` prints its own summary instead of echoing this line."""
 
 
 class CliError(Exception):
@@ -67,22 +77,41 @@ def _table_file(args: argparse.Namespace, run_dir: Path) -> Path:
     return explicit.resolve() if explicit else run_dir / TABLE_FILE
 
 
+def _forget(user_state: Path, run_dir: Path) -> None:
+    """Remove the per-user record if it is this stack's (another checkout's `make up` may have replaced it)."""
+    try:
+        mine = json.loads(user_state.read_text()).get("run_dir") == str(run_dir)
+    except (OSError, ValueError, AttributeError):
+        return
+    if mine:
+        user_state.unlink(missing_ok=True)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     opts = options_from(args)
     opts.state_file = _table_file(args, opts.run_dir)
-    state = opts.run_dir / STATE_NAME
+    state, user_state = opts.run_dir / STATE_NAME, user_state_file()
     stack = LocalStack(opts)
     install_signal_handlers(stack)
+    started_at = time.time()
+
+    def record() -> None:
+        body = {**state_of(stack), "started_at": started_at, "repo": str(opts.repo)}
+        _write_json(state, body)
+        user_state.parent.mkdir(parents=True, exist_ok=True)
+        _write_json(user_state, body)
+
     try:
         stack.start()
-        _write_json(state, state_of(stack))
-        print(f"Loom is up. Control plane: {stack.url}  (Ctrl-C stops everything)", flush=True)
-        stack.wait()
+        record()
+        print(f"{UP_LINE} Control plane: {stack.url}  (Ctrl-C stops everything)", flush=True)
+        stack.wait(tick=record, every_s=REFRESH_S)
     except KeyboardInterrupt:
         print("stopping: function processes, pollers, schedule, Function URL, emulator", file=sys.stderr, flush=True)
     finally:
         stack.stop()
         state.unlink(missing_ok=True)
+        _forget(user_state, opts.run_dir)
         (opts.run_dir / PID_NAME).unlink(missing_ok=True)
     return 0
 
@@ -140,7 +169,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         while True:
             lines = log_path.read_text(errors="replace").splitlines()
             for line in lines[shown:]:
-                print(f"  {line}", flush=True)
+                if not line.startswith(UP_LINE):  # the summary below says it, once
+                    print(f"  {line}", flush=True)
             shown = len(lines)
             state = _read_state(run_dir)
             if state is not None:
@@ -157,7 +187,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     url = state["url"]
     print(f"""
 Loom is up (runtime pid {child.pid}). Control plane Function URL: {url}
-State, pids and URL: {run_dir / STATE_NAME}   Function logs: {run_dir / 'logs'}
+State, pids and URL: {run_dir / STATE_NAME} (and {user_state_file()}, where `loom` finds it from any directory)
+Function logs: {run_dir / 'logs'}
 
   curl -s {url}/workflows
   curl -s -X POST {url}/executions -H 'content-type: application/json' \\
@@ -228,6 +259,7 @@ def cmd_down(args: argparse.Namespace, *, report_save: bool = True) -> int:
             os.kill(pid, signal.SIGKILL)
     for f in (run_dir / STATE_NAME, pid_file):
         f.unlink(missing_ok=True)
+    _forget(user_state_file(), run_dir)  # the runtime does it on a clean stop; not if it had to be killed
     print("stopped the local stack" + ("" if clean else " (the runtime did not stop in 30 s and was killed)"))
     if report_save:
         shown = _shown(table_file)
@@ -259,15 +291,33 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pids(pids: list[int] | None) -> str:
+    if not pids:
+        return "no execution environment now (one starts with the function's next invocation)"
+    return f"pid{'s' if len(pids) > 1 else ''} {', '.join(map(str, pids))}"
+
+
 def cmd_status(args: argparse.Namespace) -> int:
+    """Is it up, and where; exit 0 either way (`make local-status` answers a question, it does not fail)."""
     run_dir = (args.run_dir or args.repo.resolve() / ".loom").resolve()
     state = _read_state(run_dir)
-    if state and _alive(state.get("pids", {}).get("runtime")):
-        print(json.dumps({k: state[k] for k in ("url", "endpoint", "pids", "logs", "queue_url", "dlq_url", "table")},
-                         indent=2))
+    up = bool(state) and _alive(state.get("pids", {}).get("runtime"))
+    if args.json:
+        shown = {k: state.get(k) for k in ("url", "endpoint", "pids", "logs", "queue_url", "dlq_url", "table")} \
+            if up else None
+        print(json.dumps({"running": up, **(shown or {})}, indent=2))
         return 0
-    print("the local stack is not running (`make up` starts it)")
-    return 3
+    if not up:
+        print("the local stack is not running (`make up` starts it)")
+        return 0
+    pids = state.get("pids", {})
+    lines = [f"the local stack is up: {state['url']}",
+             f"  runtime pid {pids.get('runtime')}, emulator (moto) pid {pids.get('emulator')} at {state.get('endpoint')}"]
+    lines += [f"  {role}: {_pids(found)}" for role, found in sorted((pids.get("functions") or {}).items())]
+    lines += [f"  table {state.get('table')}; queue {state.get('queue_url')}; dead letters {state.get('dlq_url')}",
+              f"  function logs in {state.get('logs')}; recorded in {run_dir / STATE_NAME} and {user_state_file()}"]
+    print("\n".join(lines))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd.add_argument("--state-file", type=Path, default=None, help=state_help)
         cmd.set_defaults(func=func)
     status = sub.add_parser("status", help="is the stack up")
+    status.add_argument("--json", action="store_true", help="print it as JSON ({\"running\": false} when it is not)")
     status.add_argument("--repo", type=Path, default=Path.cwd())
     status.add_argument("--run-dir", type=Path, default=None)
     status.set_defaults(func=cmd_status)

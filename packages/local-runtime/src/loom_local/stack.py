@@ -355,10 +355,11 @@ class LocalStack:
         return {"runtime": os.getpid(), "emulator": self.emulator.proc.pid if self.emulator.proc else None,
                 "functions": {role: fn.pids() for role, fn in self.functions.items()}}
 
-    def wait(self) -> None:
-        """Block until stop() is called (from a signal handler, say)."""
-        while not self._stopped.wait(0.5):
-            pass
+    def wait(self, tick: Callable[[], None] | None = None, every_s: float = 2.0) -> None:
+        """Block until stop() is called (from a signal handler, say), calling ``tick`` every ``every_s``."""
+        while not self._stopped.wait(every_s if tick is not None else 0.5):
+            if tick is not None:
+                tick()
 
 
 def install_signal_handlers(stack: LocalStack) -> None:

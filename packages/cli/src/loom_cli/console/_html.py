@@ -7,9 +7,11 @@ import html
 import json
 from typing import Any
 
-LIVE = ("RUNNING", "SLEEPING", "WAITING", "LIVE")
-ENDED = ("COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
-LIST_STATUSES = ("LIVE", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
+from ..sdk.models import ENDED_STATUSES, LIVE_STATUSES, STATUSES
+
+LIVE = LIVE_STATUSES
+ENDED = ENDED_STATUSES
+LIST_STATUSES = STATUSES
 RESULT_INLINE_MAX = 160
 """A result whose JSON is longer than this is collapsed (a ``<details>``) in the timeline."""
 
@@ -70,11 +72,12 @@ def badge(status: str | None) -> str:
     return f'<span class="badge s-{esc(s.lower())}">{esc(s)}</span>'
 
 
-
-def error_block(err: dict | None, cls: str = "error") -> str:
+def error_block(err: Any, cls: str = "error") -> str:
+    """An error (the SDK's ``ErrorInfo``, or an error document's dict) in full."""
     if not err:
         return ""
-    return f'<pre class="{cls}"><b>{esc(err.get("code"))}</b>: {esc(err.get("message"))}</pre>'
+    code, message = (err.get("code"), err.get("message")) if isinstance(err, dict) else (err.code, err.message)
+    return f'<pre class="{cls}"><b>{esc(code)}</b>: {esc(message)}</pre>'
 
 
 def json_block(value: Any, label: str = "result") -> str:
@@ -86,12 +89,3 @@ def json_block(value: Any, label: str = "result") -> str:
     return f'<details class="result"><summary>{esc(label)} ({len(text):,} characters)</summary><pre>{esc(text)}</pre></details>'
 
 
-
-def step_label(e: dict) -> str:
-    index, count = e.get("current_step"), e.get("step_count")
-    if index is None:
-        return "-"
-    if not count:
-        return str(index)
-    name = e.get("current_step_name") or ("(done)" if index >= count else "")
-    return f"{index}/{count} {name}".strip()

@@ -1,6 +1,7 @@
 """The start form, generated from a workflow's input JSON Schema (pydantic's ``model_json_schema``).
 
-Each property gets the input its type calls for: text (with minLength, maxLength, pattern), number (with
+Each property gets the input its type calls for: text (with minLength, maxLength, and the pattern as far as
+a browser can check it, see ``patterns.py``), number (with
 its bounds; integers step 1), checkbox, a select for an enum, and JSON in a textarea for lists, objects
 and unions; ``$ref`` into ``$defs`` is followed. ``console.js`` turns the fields back into typed JSON,
 leaves empty optional fields out (the model's defaults apply), and the API's ``invalid_input`` lists what
@@ -12,8 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..sdk.models import Workflow
 from ._html import esc
 from .pages import page
+from .patterns import html_pattern
 
 
 def _resolve(schema: dict, root: dict) -> dict:
@@ -50,8 +53,8 @@ def _example(prop: dict, root: dict, depth: int = 0) -> Any:
     return {"string": "", "integer": 0, "number": 0, "boolean": False}.get(kind)
 
 
-def start_form(wf: dict, token: str) -> str:
-    name, schema = wf["name"], wf.get("input_schema")
+def start_form(wf: Workflow, token: str) -> str:
+    name, schema = wf.name, wf.input_schema
     fields = []
     if schema:
         required = set(schema.get("required", []))
@@ -79,7 +82,12 @@ def start_form(wf: dict, token: str) -> str:
                 control = f'<input type="number" step="{step}"{bounds}{value} {attrs}>'
             elif kind == "string":
                 extra = "".join(f' {a}="{esc(prop[k])}"' for k, a in (("minLength", "minlength"),
-                                ("maxLength", "maxlength"), ("pattern", "pattern")) if k in prop)
+                                ("maxLength", "maxlength")) if k in prop)
+                pattern = html_pattern(prop.get("pattern"))
+                if pattern is not None:  # the title is what the browser's complaint shows
+                    extra += f' pattern="{esc(pattern)}" title="must match {esc(prop["pattern"])}"'
+                elif prop.get("pattern"):
+                    hint += f'<small>must match <code>{esc(prop["pattern"])}</code> (the API checks it)</small>'
                 value = f' value="{esc(default)}"' if default is not None else ""
                 control = f'<input type="text"{extra}{value} {attrs}>'
             else:

@@ -1,18 +1,23 @@
 """Server-rendered HTML for the console: the executions list, the workflows, one execution's timeline.
 
-Everything here is a pure function of API documents, so the live view (``server.py`` re-renders a
-fragment on every change and pushes it over SSE) and the first page load show the same thing, and the
-unit tests check the markup without a browser. Times go out as ``<time datetime=...>`` with a text
-rendered here; ``console.js`` keeps relative times and countdowns ticking.
+Everything here is a pure function of the SDK's models of the API's documents, so the live view
+(``server.py`` re-renders a fragment on every change and pushes it over SSE) and the first page load
+show the same thing, and the unit tests check the markup without a browser. Times go out as
+``<time datetime=...>`` with a text rendered here; ``console.js`` keeps relative times and countdowns ticking.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import urllib.parse
+from collections.abc import Iterable
 
+from ..readings import compensation_note, where
 from ..render import input_summary
-from ._html import LIST_STATUSES, LIVE, badge, error_block, esc, json_block, step_label, time_tag
+from ..sdk.models import Execution, History, ListPage, Workflow
+from ..sdk.stream import FailedAttempt
+from ._html import LIST_STATUSES, LIVE, badge, error_block, esc, json_block, time_tag
+from .icons import icon
 from .timeline import events_list, operations_list, timeline
 
 
@@ -20,7 +25,8 @@ def page(title: str, body: str, token: str, script: str = "") -> str:
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="loom-console-token" content="{esc(token)}">
-<title>{esc(title)} · Loom</title><link rel="stylesheet" href="/static/console.css"></head>
+<title>{esc(title)} · Loom</title><link rel="icon" type="image/svg+xml" href="/static/favicon.svg">
+<link rel="stylesheet" href="/static/console.css"></head>
 <body><header class="top"><a class="brand" href="/">Loom</a><nav><a href="/">Executions</a>
 <a href="/workflows">Workflows</a></nav><span id="live" class="live" title="live updates">●</span></header>
 <div id="banner" class="banner" hidden></div>
@@ -41,7 +47,7 @@ def list_query(workflow: str | None, status: str | None, next_token: str | None 
     return urllib.parse.urlencode(q)
 
 
-def list_page(listing: dict, workflows: list[str], workflow: str | None, status: str | None,
+def list_page(listing: ListPage, workflows: list[str], workflow: str | None, status: str | None,
               next_token: str | None, token: str, now: dt.datetime | None = None) -> str:
     wf_options = "".join(f'<option value="{esc(w)}"{" selected" if w == workflow else ""}>{esc(w)}</option>'
                          for w in workflows)
@@ -57,106 +63,109 @@ def list_page(listing: dict, workflows: list[str], workflow: str | None, status:
     return page("Executions", body, token)
 
 
-def list_fragment(listing: dict, workflow: str | None, status: str | None, next_token: str | None,
+def list_fragment(listing: ListPage, workflow: str | None, status: str | None, next_token: str | None,
                   now: dt.datetime | None = None) -> str:
     rows = []
-    for x in listing.get("executions", []):
-        eid = x.get("execution_id", "")
-        rows.append(f"""<tr data-id="{esc(eid)}"><td>{badge(x.get("status"))}</td>
-<td><a href="/executions/{esc(urllib.parse.quote(eid))}">{esc(eid)}</a></td><td>{esc(x.get("workflow"))}</td>
-<td>{time_tag(x.get("created_at"), now=now)}</td></tr>""")
+    for x in listing.executions:
+        eid = x.execution_id
+        rows.append(f"""<tr data-id="{esc(eid)}"><td>{badge(x.status)}</td>
+<td><a href="/executions/{esc(urllib.parse.quote(eid))}">{esc(eid)}</a></td><td>{esc(x.workflow)}</td>
+<td>{time_tag(x.created_at, now=now)}</td></tr>""")
     table = ("<table class=\"executions\"><thead><tr><th>status</th><th>execution</th><th>workflow</th>"
              f"<th>started</th></tr></thead><tbody>{''.join(rows)}</tbody></table>") if rows \
         else '<p class="empty">No executions match.</p>'
     pager = []
     if next_token:
         pager.append(f'<a href="/?{esc(list_query(workflow, status))}">⇤ newest</a>')
-    if listing.get("next_token"):
-        pager.append(f'<a id="next-page" href="/?{esc(list_query(workflow, status, listing["next_token"]))}">'
+    if listing.next_token:
+        pager.append(f'<a id="next-page" href="/?{esc(list_query(workflow, status, listing.next_token))}">'
                      'older →</a>')
-    note = ("<p class=\"hint\">LIVE is running, sleeping or waiting: open one to see which. The list index is "
-            "eventually consistent: a start or an end shows a moment later.</p>")
+    note = "<p class=\"hint\">The list index is eventually consistent: a start or an end shows a moment later.</p>"
     return table + (f'<nav class="pager">{" ".join(pager)}</nav>' if pager else "") + note
 
 
 # ---------------------------------------------------------------- workflows (the start form: forms.py)
 
 
-def workflows_page(body: dict, token: str) -> str:
+def workflows_page(workflows: list[Workflow], token: str) -> str:
     cards = []
-    for wf in body.get("workflows", []):
-        steps = " → ".join(f'<span class="k-{esc(s.get("kind", "step"))}">{esc(s["name"])}</span>'
-                           for s in wf.get("steps", []))
-        name = wf["name"]
-        retry = wf.get("retry") or {}
-        policy = (f'retries: {esc(retry.get("max_attempts"))} attempts, backoff from {esc(retry.get("base"))} s to '
-                  f'{esc(retry.get("max_delay"))} s') if retry else ""
-        cards.append(f"""<section class="card"><h2>{esc(name)}</h2><p class="steps">{steps}</p>
-<p class="hint">input: {esc(input_summary(wf.get("input_schema")))} · {policy}</p>
-<a class="button primary" href="/workflows/{esc(urllib.parse.quote(name))}/start">Start {esc(name)}</a></section>""")
+    for wf in workflows:
+        steps = " → ".join(f'<span class="k-{esc(s.kind)}">{esc(s.name)}</span>' for s in wf.steps)
+        retry = wf.retry
+        policy = (f'retries: {esc(retry.max_attempts)} attempts, backoff from {esc(retry.base)} s to '
+                  f'{esc(retry.max_delay)} s') if retry else ""
+        cards.append(f"""<section class="card"><h2>{esc(wf.name)}</h2><p class="steps">{steps}</p>
+<p class="hint">input: {esc(input_summary(wf.input_schema))} · {policy}</p>
+<a class="button primary" href="/workflows/{esc(urllib.parse.quote(wf.name))}/start">Start {esc(wf.name)}</a></section>""")
     return page("Workflows", "<h1>Workflows</h1>" + ("".join(cards) or '<p class="empty">No workflows.</p>'), token)
 
 
 # ---------------------------------------------------------------- one execution
 
 
-def execution_page(e: dict, history: dict, wf: dict | None, token: str, now: dt.datetime | None = None) -> str:
-    eid = e["execution_id"]
-    wf_link = f'<a href="/?workflow={esc(urllib.parse.quote(str(e.get("workflow"))))}">{esc(e.get("workflow"))}</a>'
+def execution_page(e: Execution, history: History, wf: Workflow | None, token: str,
+                   now: dt.datetime | None = None) -> str:
+    eid = e.execution_id
+    wf_link = f'<a href="/?workflow={esc(urllib.parse.quote(e.workflow))}">{esc(e.workflow)}</a>'
     body = f"""<p class="crumbs"><a href="/">Executions</a> / {wf_link} / <code id="execution-id">{esc(eid)}</code></p>
 <div id="execution" data-id="{esc(eid)}" data-sse="/sse/executions/{esc(urllib.parse.quote(eid))}">
 {execution_fragment(e, history, wf, now)}</div>"""
-    return page(f"{e.get('workflow')} {eid[:8]}", body, token)
+    return page(f"{e.workflow} {eid[:8]}", body, token)
 
 
-def _actions(e: dict) -> str:
-    status, buttons = e.get("status"), []
+def _actions(e: Execution, wf: Workflow | None, history: History) -> str:
+    status, buttons = e.status, []
     if status in LIVE:
         buttons.append('<button data-action="cancel" class="danger">Cancel…</button>')
-        if e.get("timer") in ("sleep", "retry") or status == "SLEEPING":
+        if e.timer in ("sleep", "retry") or status == "SLEEPING":
             buttons.append('<button data-action="wake">Wake now…</button>')
-        event = (e.get("waiting_for") or {}).get("event") or ""
-        buttons.append(f'<button data-action="send" data-event="{esc(event)}">Send event…</button>')
-    if status in ("FAILED", "COMPENSATION_FAILED"):
-        buttons.append(f'<button data-action="redrive" data-step="{esc(step_label(e))}" class="primary">Redrive…</button>')
+        waits = wf.waits_for() if wf is not None else None
+        if waits is None or waits:  # a workflow that never waits takes no event (unknown here: offer it)
+            event = (e.waiting_for.event if e.waiting_for else None) or (waits[0] if waits else "")
+            buttons.append(f'<button data-action="send" data-event="{esc(event)}">Send event…</button>')
+    if status == "FAILED" and not e.compensated:  # the API refuses a compensated one, and COMPENSATION_FAILED
+        buttons.append(f'<button data-action="redrive" data-step="{esc(where(e, wf, history))}" class="primary">'
+                       'Redrive…</button>')
     return f'<div class="actions">{"".join(buttons)}</div>' if buttons else ""
 
 
-def execution_fragment(e: dict, history: dict, wf: dict | None, now: dt.datetime | None = None,
-                       failures: dict[tuple[int, int], dict] | None = None) -> str:
+def execution_fragment(e: Execution, history: History, wf: Workflow | None, now: dt.datetime | None = None,
+                       failures: Iterable[FailedAttempt] = ()) -> str:
     """The part of the execution page that live updates replace: header, actions, timeline, operations.
 
-    ``failures`` are the failed attempts the live view saw, ``(step_index, attempt) -> error``: a step's
-    record keeps only its latest error, and a step that succeeds after retries keeps none.
+    ``failures`` are the failed attempts the live view saw: a step's record keeps only its latest
+    error, and a step that succeeds after retries keeps none.
     """
-    status = e.get("status")
+    status = e.status
     marks = []
-    if e.get("redrives"):
-        marks.append(f'<span class="mark redrive" title="redriven">↻ redriven ×{esc(e["redrives"])}</span>')
-    if e.get("compensating"):
-        marks.append('<span class="mark compensated" title="undoing its completed steps">⎌ compensating…</span>')
-    if e.get("compensated"):
-        marks.append('<span class="mark compensated" title="its compensations ran">⎌ compensated</span>')
-    facts = [("step", esc(step_label(e))), ("started", time_tag(e.get("created_at"), now=now)),
-             ("updated", time_tag(e.get("updated_at"), now=now)), ("started by", esc(e.get("started_by") or "-")),
-             ("attempts", esc(e.get("total_attempts") if e.get("total_attempts") is not None else "-"))]
-    if e.get("cancelled_by"):
-        why = f' ({esc(e["cancel_reason"])})' if e.get("cancel_reason") else ""
-        facts.append(("cancelled by", esc(e["cancelled_by"]) + why))
-    waiting = e.get("waiting_for") or None
-    if status == "WAITING" and waiting:
-        timeout = f', times out {time_tag(waiting.get("timeout_at"), "left", now)}' if waiting.get("timeout_at") else ""
-        facts.append(("waiting for", f'event <b>{esc(waiting.get("event"))}</b>{timeout}'))
-    elif e.get("next_wake_at") and e.get("timer") in ("sleep", "retry"):
-        facts.append((e["timer"], time_tag(e["next_wake_at"], "left", now)))
+    if e.redrives:
+        marks.append(f'<span class="mark redrive" title="redriven">{icon("redrive")} redriven ×{esc(e.redrives)}</span>')
+    if e.compensating:
+        marks.append(f'<span class="mark compensated" title="{esc(compensation_note(e, wf))}">{icon("undo")} '
+                     'compensating…</span>')
+    if e.compensated:
+        marks.append(f'<span class="mark compensated" title="its compensations ran">{icon("undo")} compensated</span>')
+    attempts = e.total_attempts if e.total_attempts is not None else "-"
+    facts = [("step", esc(where(e, wf, history))), ("started", time_tag(e.created_at, now=now)),
+             ("updated", time_tag(e.updated_at, now=now)), ("started by", esc(e.started_by or "-")),
+             ("attempts" if e.ended else "attempts so far", esc(attempts))]
+    if e.cancelled_by:
+        why = f' ({esc(e.cancel_reason)})' if e.cancel_reason else ""
+        facts.append(("cancelled by", esc(e.cancelled_by) + why))
+    waiting = e.waiting_for
+    if status == "WAITING" and waiting is not None:
+        timeout = f', times out {time_tag(waiting.timeout_at, "left", now)}' if waiting.timeout_at else ""
+        facts.append(("waiting for", f'event <b>{esc(waiting.event)}</b>{timeout}'))
+    elif e.next_wake_at and e.timer in ("sleep", "retry"):
+        facts.append((e.timer, time_tag(e.next_wake_at, "left", now)))
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
-    head = f"""<div class="head"><h1>{badge(status)} {esc(e.get("workflow"))} {"".join(marks)}</h1>{_actions(e)}</div>
-<dl class="facts">{dl}</dl>{error_block(e.get("error"), "error big") if status not in LIVE else ""}"""
-    if e.get("compensation_error"):
-        head += f'<div class="errlabel">compensation failed</div>{error_block(e["compensation_error"], "error big")}'
-    context = json_block(e.get("context"), "context") if e.get("context") is not None else ""
-    ops = events_list(history.get("events"), now) + operations_list(history.get("operations", []), now)
-    return (f'{head}<h2>Timeline</h2>{timeline(e, history.get("steps", []), wf, now, failures)}'
+    head = f"""<div class="head"><h1>{badge(status)} {esc(e.workflow)} {"".join(marks)}</h1>{_actions(e, wf, history)}</div>
+<dl class="facts">{dl}</dl>{error_block(e.error, "error big") if status not in LIVE else ""}"""
+    if e.compensating:
+        head += f'<p class="hint">{esc(compensation_note(e, wf))}</p>'
+    if e.compensation_error is not None:
+        head += f'<div class="errlabel">compensation failed</div>{error_block(e.compensation_error, "error big")}'
+    context = json_block(e.context, "context") if e.context is not None else ""
+    ops = events_list(history, now) + operations_list(history.operations, now)
+    return (f'{head}<h2>Timeline</h2>{timeline(e, history, wf, now, failures)}'
             f'{"<h2>Context</h2>" + context if context else ""}{ops}')
-
-

@@ -1,20 +1,22 @@
 """The console's HTTP server: pages, static files, the /api/* forwarder and the SSE live view.
 
 It listens on 127.0.0.1 only. The browser never talks to the control plane: ``/api/<path>`` is sent on
-through the CLI's :class:`~loom_cli.client.Client`, unsigned to the local stack and SigV4-signed with the
-caller's AWS credentials for a Function URL, so no credential reaches the page. Because a signing proxy
-on localhost is worth attacking from other web pages, every request must name this server in its Host
-header (no DNS rebinding), and every /api call must carry the page's per-process token in the
-``x-loom-console-token`` header (a cross-site form or fetch cannot set it without a CORS preflight,
-which this server never grants).
+through the SDK's client (:class:`~loom_cli.sdk.LoomClient`), unsigned to the local stack and
+SigV4-signed with the caller's AWS credentials for a Function URL, so no credential reaches the page.
+Because a signing proxy on localhost is worth attacking from other web pages, every request must name
+this server in its Host header (no DNS rebinding), and every /api call must carry the page's
+per-process token in the ``x-loom-console-token`` header (a cross-site form or fetch cannot set it
+without a CORS preflight, which this server never grants).
 
-Live updates: ``/sse/executions/{id}`` and ``/sse/list`` poll the API every ``interval_s`` and push the
-re-rendered fragment (``pages.py``) as a server-sent event when the documents changed.
+Live updates: ``/sse/executions/{id}`` follows ``LoomClient.stream`` (a poll every ``interval_s``, an
+ended execution five times less often, and at once after an action sent through this console), and
+``/sse/list`` polls the first page; each pushes the re-rendered fragment (``pages.py``) when it changed.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import threading
 import time
@@ -23,32 +25,45 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 
-from ..client import ApiError, CliError, Client
+from ..sdk import LoomClient, LoomError
+from ..sdk.models import History, ListPage, Workflow
 from . import forms, pages
-from ._html import ENDED, esc
+from ._html import esc
+from .icons import FAVICON
 
 MAX_BODY_BYTES = 1 << 20
 STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 WORKFLOWS_TTL_S = 30.0
 HEARTBEAT_S = 15.0
+ENDED_SLOWER = 5
+"""An ended execution changes only by an operator's redrive: poll it this many times less often."""
 TOKEN_HEADER = "x-loom-console-token"
+_ACTION = re.compile(r"\A/executions/([^/]+)/(cancel|redrive|wake|events/[^/]+)\Z")
+
+
+def _problem(exc: LoomError) -> tuple[int, dict[str, Any]]:
+    if exc.is_refusal:
+        return exc.status or 500, exc.document
+    return 502, {"error": exc.code, "message": exc.message}
 
 
 class Console:
     """A running console: ``Console(client).start()`` serves it on a free port of 127.0.0.1.
 
     Example:
-        >>> console = Console(Client.create("http://127.0.0.1:4566/")).start()
+        >>> console = Console(LoomClient("http://127.0.0.1:4566/")).start()
         >>> console.url            # 'http://127.0.0.1:54321/'
         >>> console.stop()
     """
 
-    def __init__(self, client: Client, port: int = 0, interval_s: float = 1.0):
+    def __init__(self, client: LoomClient, port: int = 0, interval_s: float = 1.0):
         self.client, self.interval_s = client, max(0.1, interval_s)
         self.token = secrets.token_urlsafe(24)
         self.stopping = threading.Event()
-        self._workflows: tuple[float, dict] | None = None
+        self._workflows: tuple[float, list[Workflow]] | None = None
         self._lock = threading.Lock()
+        self._wakes: dict[str, set[threading.Event]] = {}
+        self._more: dict[str, tuple[float, bool]] = {}
         handler = type("Handler", (_Handler,), {"console": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
@@ -64,33 +79,63 @@ class Console:
 
     def stop(self) -> None:
         self.stopping.set()
+        with self._lock:
+            for wakes in self._wakes.values():
+                for wake in wakes:
+                    wake.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def workflows(self) -> dict:
+    def workflows(self) -> list[Workflow]:
         """``GET /workflows``, kept for WORKFLOWS_TTL_S (the step list of a deployment changes rarely)."""
         with self._lock:
             if self._workflows and time.monotonic() - self._workflows[0] < WORKFLOWS_TTL_S:
                 return self._workflows[1]
-        _, body = self.client.request("GET", "/workflows")
+        workflows = self.client.workflows()
         with self._lock:
-            self._workflows = (time.monotonic(), body)
-        return body
+            self._workflows = (time.monotonic(), workflows)
+        return workflows
 
-    def workflow(self, name: str | None) -> dict | None:
+    def workflow(self, name: str | None) -> Workflow | None:
         try:
-            return next((w for w in self.workflows().get("workflows", []) if w.get("name") == name), None)
-        except CliError:
+            return next((w for w in self.workflows() if w.name == name), None)
+        except LoomError:
             return None
 
-    def execution_docs(self, execution_id: str) -> tuple[dict, dict]:
-        from ..main import full_history
+    # -- live views: an action sent through this console wakes the streams of its execution at once --
+    def watching(self, execution_id: str) -> threading.Event:
+        wake = threading.Event()
+        with self._lock:
+            self._wakes.setdefault(execution_id, set()).add(wake)
+        return wake
 
-        quoted = urllib.parse.quote(execution_id, safe="")
-        _, e = self.client.request("GET", f"/executions/{quoted}")
-        return e, full_history(self.client, execution_id)
+    def unwatch(self, execution_id: str, wake: threading.Event) -> None:
+        with self._lock:
+            self._wakes.get(execution_id, set()).discard(wake)
+
+    def nudge(self, execution_id: str) -> None:
+        with self._lock:
+            for wake in self._wakes.get(execution_id, ()):
+                wake.set()
+
+    def listing(self, workflow: str | None, status: str | None, next_token: str | None, limit: int) -> ListPage:
+        """A page, its ``next_token`` kept only when an older page has executions in it. Whether one does is
+        looked up once per token a while (the list view polls every interval; older entries rarely change)."""
+        page = self.client.list_page(workflow=workflow, status=status, next_token=next_token, limit=limit)
+        token = page.next_token
+        if not token:
+            return page
+        key = f"{workflow}|{status}|{token}"
+        with self._lock:
+            known = self._more.get(key)
+        if known is None or time.monotonic() - known[0] > WORKFLOWS_TTL_S:
+            after = self.client.list_page(workflow=workflow, status=status, next_token=token, limit=1)
+            known = (time.monotonic(), bool(after.executions))
+            with self._lock:
+                self._more[key] = known
+        return page if known[1] else page.model_copy(update={"next_token": None})
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -100,8 +145,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:  # the terminal shows the URL, not every request
         pass
-
-    # ------------------------------------------------------------ dispatch
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -120,6 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._forward(method, path[4:], split.query)
             if method != "GET":
                 return self._send_json(405, {"error": "method_not_allowed", "message": f"{method} {path}"})
+            if path in ("/favicon.ico", "/static/favicon.svg"):
+                return self._send(200, FAVICON.encode(), "image/svg+xml", {"cache-control": "max-age=86400"})
             if path.startswith("/static/"):
                 return self._static(path[len("/static/"):])
             if path.startswith("/sse/"):
@@ -128,8 +173,6 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the browser went away (a closed tab ends its event stream this way)
             return None
 
-    # ------------------------------------------------------------ pages
-
     def _page(self, path: str, query: dict[str, str]) -> None:
         c, token = self.console, self.console.token
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")] if path.strip("/") else []
@@ -137,10 +180,9 @@ class _Handler(BaseHTTPRequestHandler):
             if not parts:
                 workflow, status = query.get("workflow") or None, (query.get("status") or "").upper() or None
                 next_token = query.get("next_token") or None
-                limit = query.get("limit") if (query.get("limit") or "").isdigit() else "20"
-                q = pages.list_query(workflow, status, next_token, int(limit))
-                _, listing = c.client.request("GET", f"/executions?{q}")
-                names = [w["name"] for w in c.workflows().get("workflows", [])]
+                limit = int(query["limit"]) if (query.get("limit") or "").isdigit() else 20
+                listing = c.listing(workflow, status, next_token, limit)
+                names = [w.name for w in c.workflows()]
                 return self._send_html(200, pages.list_page(listing, names, workflow, status, next_token, token))
             if parts == ["workflows"]:
                 return self._send_html(200, pages.workflows_page(c.workflows(), token))
@@ -150,12 +192,11 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._error_page(404, "unknown_workflow", f"no workflow named {parts[1]!r}")
                 return self._send_html(200, forms.start_form(wf, token))
             if len(parts) == 2 and parts[0] == "executions":
-                e, history = c.execution_docs(parts[1])
-                return self._send_html(200, pages.execution_page(e, history, c.workflow(e.get("workflow")), token))
-        except ApiError as exc:
-            return self._error_page(exc.status, exc.code, exc.api_message)
-        except CliError as exc:
-            return self._error_page(502, "unreachable", str(exc))
+                e, history = c.client.get(parts[1]), c.client.history(parts[1])
+                return self._send_html(200, pages.execution_page(e, history, c.workflow(e.workflow), token))
+        except LoomError as exc:
+            status, doc = _problem(exc)
+            return self._error_page(status, doc["error"], doc["message"])
         return self._error_page(404, "not_found", f"no page at {path}")
 
     def _error_page(self, status: int, code: str, message: str) -> None:
@@ -168,8 +209,6 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_json(404, {"error": "not_found", "message": f"no static file {name!r}"})
         data = resources.files(__package__).joinpath("static", name).read_bytes()
         self._send(200, data, STATIC[name], {"cache-control": "no-cache"})
-
-    # ------------------------------------------------------------ /api forwarding
 
     def _forward(self, method: str, api_path: str, raw_query: str) -> None:
         if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), self.console.token):
@@ -187,47 +226,24 @@ class _Handler(BaseHTTPRequestHandler):
         target = api_path + (f"?{raw_query}" if raw_query else "")
         try:
             status, answer = self.console.client.request(method, target, body)
-        except ApiError as exc:
-            return self._send_json(exc.status, exc.body)
-        except CliError as exc:
-            return self._send_json(502, {"error": "unreachable", "message": str(exc)})
+        except LoomError as exc:
+            return self._send_json(*_problem(exc))
+        action = _ACTION.match(api_path) if method == "POST" else None
+        if action:  # the page shows the result now, not at the next (slower, once ended) poll
+            self.console.nudge(urllib.parse.unquote(action.group(1)))
         self._send_json(status, answer)
 
     # ------------------------------------------------------------ live view
 
     def _sse(self, path: str, query: dict[str, str]) -> None:
         parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/")]
-        c = self.console
         if len(parts) == 2 and parts[0] == "executions":
-            eid = parts[1]
-            failures: dict[tuple[int, int], dict] = {}
-            last: dict[str, Any] = {}
+            return self._stream_execution(parts[1])
+        if parts == ["list"]:
+            return self._stream_list(query.get("workflow") or None, (query.get("status") or "").upper() or None)
+        return self._send_json(404, {"error": "not_found", "message": f"no event stream at {path}"})
 
-            def poll() -> tuple[Any, str, bool]:
-                _, e = c.client.request("GET", f"/executions/{urllib.parse.quote(eid, safe='')}")
-                if e != last.get("execution"):
-                    # the engine writes the execution with every history record: unchanged, no history read
-                    from ..main import full_history
-
-                    last.update(execution=e, history=full_history(c.client, eid))
-                history = last["history"]
-                for r in history.get("steps", []):
-                    # a failed attempt's record, before the next attempt replaces it: kept for the page
-                    if r.get("status") == "FAILED" and r.get("error") and "step_index" in r \
-                            and r.get("branch") is None and r.get("kind") != "compensation":
-                        failures.setdefault((r["step_index"], r.get("attempts") or 0), r["error"])
-                html = pages.execution_fragment(e, history, c.workflow(e.get("workflow")), failures=failures)
-                return (e, history, len(failures)), json.dumps({"html": html, "status": e.get("status")}), \
-                    e.get("status") in ENDED
-        elif parts == ["list"]:
-            q = pages.list_query(query.get("workflow"), query.get("status"), None, 20)
-
-            def poll() -> tuple[Any, str, bool]:
-                _, listing = c.client.request("GET", f"/executions?{q}")
-                html = pages.list_fragment(listing, query.get("workflow"), query.get("status"), None)
-                return listing, json.dumps({"html": html}), False
-        else:
-            return self._send_json(404, {"error": "not_found", "message": f"no event stream at {path}"})
+    def _open_stream(self) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
@@ -235,24 +251,40 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         self.wfile.write(b"retry: 2000\n\n")
-        last_key, last_beat = None, time.monotonic()
+
+    def _stream_execution(self, eid: str) -> None:
+        c = self.console
+        wake = c.watching(eid)
+        beat = _Heartbeat(self)
+        self._open_stream()
+        try:
+            for change in c.client.stream(eid, interval_s=c.interval_s, ended_interval_s=c.interval_s * ENDED_SLOWER,
+                                          stop=c.stopping, wake=wake, on_poll=beat.maybe):
+                if change.problem is not None:
+                    self._event("problem", json.dumps(_problem(change.problem)[1]))
+                elif change.execution is not None:
+                    e, history = change.execution, change.history or History(execution_id=eid)
+                    html = pages.execution_fragment(e, history, c.workflow(e.workflow),
+                                                    failures=change.failed_attempts)
+                    self._event("update", json.dumps({"html": html, "status": e.status}))
+        finally:
+            c.unwatch(eid, wake)
+
+    def _stream_list(self, workflow: str | None, status: str | None) -> None:
+        c = self.console
+        beat = _Heartbeat(self)
+        self._open_stream()
+        last = None
         while not c.stopping.is_set():
-            ended = False
             try:
-                key, data, ended = poll()
-                if key != last_key:
-                    self._event("update", data)
-                    last_key = key
-            except ApiError as exc:
-                self._event("problem", json.dumps(exc.body))
-            except CliError as exc:
-                self._event("problem", json.dumps({"error": "unreachable", "message": str(exc)}))
-            if time.monotonic() - last_beat > HEARTBEAT_S:
-                self.wfile.write(b": keep-alive\n\n")
-                self.wfile.flush()
-                last_beat = time.monotonic()
-            # an ended execution changes only by an operator's redrive: look less often
-            c.stopping.wait(c.interval_s * (5 if ended else 1))
+                listing = c.listing(workflow, status, None, 20)
+                if listing != last:
+                    self._event("update", json.dumps({"html": pages.list_fragment(listing, workflow, status, None)}))
+                    last = listing
+            except LoomError as exc:
+                self._event("problem", json.dumps(_problem(exc)[1]))
+            beat.maybe()
+            c.stopping.wait(c.interval_s)
 
     def _event(self, name: str, data: str) -> None:
         self.wfile.write(f"event: {name}\ndata: {data}\n\n".encode())
@@ -277,3 +309,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
+
+
+class _Heartbeat:
+    """A comment line now and then, so proxies and the browser keep a quiet stream open."""
+
+    def __init__(self, handler: _Handler):
+        self.handler, self.last = handler, time.monotonic()
+
+    def maybe(self) -> None:
+        if time.monotonic() - self.last > HEARTBEAT_S:
+            self.handler.wfile.write(b": keep-alive\n\n")
+            self.handler.wfile.flush()
+            self.last = time.monotonic()

@@ -4,150 +4,142 @@ compensations, the events sent to it and the operator's actions."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 
+from ..readings import attempts_text, fanout_summary, sleeping_step, state_word
+from ..sdk.models import BranchRecord, CorruptRecord, Execution, History, Operation, StepRecord, Workflow, WorkflowStep
+from ..sdk.stream import FailedAttempt
 from ._html import LIVE, error_block, esc, json_block, parse_ts, span, time_tag
+from .icons import icon
 
-def _duration(r: dict) -> str:
-    start, end = parse_ts(r.get("started_at")), parse_ts(r.get("finished_at"))
+
+def _duration(r: StepRecord | BranchRecord) -> str:
+    start, end = parse_ts(r.started_at), parse_ts(r.finished_at)
     return span((end - start).total_seconds()) if start and end else ""
 
 
-def timeline(e: dict, records: list[dict], wf: dict | None, now: dt.datetime | None = None,
-             failures: dict[tuple[int, int], dict] | None = None) -> str:
-    planned = (wf or {}).get("steps") or []
-    main: dict[int, dict] = {}
-    branches: dict[int, list[dict]] = {}
-    compensations, corrupt = [], []
-    for r in records:
-        if "step_index" not in r:
-            corrupt.append(r)
-        elif r.get("kind") == "compensation":
-            compensations.append(r)
-        elif r.get("branch") is not None:
-            branches.setdefault(r["step_index"], []).append(r)
-        else:
-            main[r["step_index"]] = r
-    count = max([len(planned) or e.get("step_count") or 0, *(i + 1 for i in main), *(i + 1 for i in branches)])
-    sleeping = _sleeping_index(e, planned, main)
+def timeline(e: Execution, history: History, wf: Workflow | None, now: dt.datetime | None = None,
+             failures: Iterable[FailedAttempt] = ()) -> str:
+    planned = wf.steps if wf is not None else []
+    main = {r.step_index: r for r in history.records()}
+    fanned = {r.step_index for r in history.steps if isinstance(r, BranchRecord)}
+    corrupt = [r for r in history.steps if isinstance(r, CorruptRecord)]
+    count = max([len(planned) or e.step_count or 0, *(i + 1 for i in main), *(i + 1 for i in fanned)])
+    sleeping = sleeping_step(e, wf, history)
+    failures = list(failures)
     items = []
     for index in range(count):
-        spec = planned[index] if index < len(planned) else {}
-        seen = sorted((a, err) for (i, a), err in (failures or {}).items() if i == index)
-        items.append(_step_item(e, index, spec, main.get(index), branches.get(index, []), sleeping, now, seen))
+        spec = planned[index] if index < len(planned) else None
+        seen = [(f.attempt, f.error) for f in failures if f.step_index == index]
+        items.append(_step_item(e, index, spec, main.get(index), history.branches(index), sleeping, now, seen))
     for r in corrupt:
         items.append(f'<li class="step t-failed"><div class="row"><span class="name">corrupt record '
-                     f'{esc(r.get("sort_key"))}</span></div><pre class="error">{esc(r.get("detail"))}</pre></li>')
+                     f'{esc(r.sort_key)}</span></div><pre class="error">{esc(r.detail)}</pre></li>')
     out = f'<ol class="timeline" id="timeline">{"".join(items)}</ol>'
+    compensations = history.compensations()
     if compensations:
         comp = "".join(_record_row(r, _undo_title(r, planned), now) for r in compensations)
         out += f'<h2>Compensation</h2><ol class="timeline compensation">{comp}</ol>'
     return out
 
 
-def _undo_title(r: dict, planned: list[dict]) -> str:
+def _undo_title(r: StepRecord, planned: list[WorkflowStep]) -> str:
     """A compensation record carries its step's index and name; the workflow names the undo function."""
-    i = r.get("step_index")
-    undo = planned[i].get("compensate") if isinstance(i, int) and i < len(planned) else None
-    return f'⎌ {esc(undo or "compensation")} <span class="notes">undoes step {esc(i)} {esc(r.get("name"))}</span>'
+    undo = planned[r.step_index].compensate if r.step_index < len(planned) else None
+    return (f'{icon("undo")} {esc(undo or "compensation")} <span class="notes">undoes step {esc(r.step_index)} '
+            f'{esc(r.name)}</span>')
 
 
-def _is_sleep(spec: dict, r: dict | None) -> bool:
-    return spec.get("kind") == "sleep" or bool(r and isinstance(r.get("result"), dict) and "wake_at" in r["result"])
+def _state(e: Execution, index: int, r: StepRecord | None, is_current: bool) -> str:
+    status = e.status
+    if r is not None and is_current and status in LIVE and r.status == "FAILED":
+        return "running"  # the next attempt after a failed one; the record keeps the failure until it settles
+    if r is not None:
+        return {"SUCCEEDED": "done", "FAILED": "failed", "RUNNING": "running"}.get(r.status, "running")
+    if is_current and status in LIVE:
+        return "running"
+    if is_current and status in ("FAILED", "CANCELLED", "COMPENSATION_FAILED"):
+        return "stopped"
+    return "pending" if status in LIVE else "skipped"
 
 
-def _sleeping_index(e: dict, planned: list[dict], main: dict[int, dict]) -> int | None:
-    """Which step a SLEEPING execution sleeps in: a sleep step records its wake_at and the execution then
-    waits at the step after it (``current_step``), so it is the one before, when that is a sleep."""
-    if e.get("status") != "SLEEPING" or e.get("current_step") is None:
-        return None
-    before = e["current_step"] - 1
-    if before >= 0 and _is_sleep(planned[before] if before < len(planned) else {}, main.get(before)):
-        return before
-    return e["current_step"]
-
-
-def _step_item(e: dict, index: int, spec: dict, r: dict | None, branches: list[dict], sleeping: int | None,
-               now, seen: list[tuple[int, dict]] = ()) -> str:
-    status, current = e.get("status"), e.get("current_step")
-    if status in ("FAILED", "COMPENSATION_FAILED") and e.get("failed_step") is not None:
-        current = e["failed_step"]  # compensation moves on from the step that failed; show where it failed
-    kind = spec.get("kind") or ("sleep" if _is_sleep(spec, r) else "step")
-    name = (r or {}).get("name") or spec.get("name") or f"step {index}"
-    is_current = index == current and status not in ("COMPLETED",)
+def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecord | None,
+               branches: list[BranchRecord], sleeping: int | None, now, seen: list) -> str:
+    status, current = e.status, e.current_step
+    if status in ("FAILED", "COMPENSATION_FAILED") and e.failed_step is not None:
+        current = e.failed_step  # compensation moves on from the step that failed; show where it failed
+    is_sleep = (spec is not None and spec.kind == "sleep") or bool(r and isinstance(r.result, dict)
+                                                                   and "wake_at" in r.result)
+    kind = spec.kind if spec is not None else ("sleep" if is_sleep else "step")
+    name = (r.name if r else None) or (spec.name if spec else None) or f"step {index}"
+    is_current = index == current and status != "COMPLETED"
+    state = _state(e, index, r, is_current)
     notes = []
-    if r is not None and is_current and status in LIVE and r.get("status") == "FAILED":
-        state = "running"  # the next attempt after a failed one; the record keeps the failure until it settles
-    elif r is not None:
-        state = {"SUCCEEDED": "done", "FAILED": "failed", "RUNNING": "running"}.get(r.get("status"), "running")
-    elif is_current and status in LIVE:
-        state = "running"
-    elif is_current and status in ("FAILED", "CANCELLED", "COMPENSATION_FAILED"):
-        state = "stopped"
-    else:
-        state = "pending" if status in LIVE else "skipped"
-    if index == sleeping and e.get("next_wake_at"):
+    if index == sleeping and e.next_wake_at:
         state = "sleeping"
-        notes.append(f'sleeping, {time_tag(e["next_wake_at"], "left", now)} (until {esc(e["next_wake_at"])})')
+        notes.append(f'sleeping, {time_tag(e.next_wake_at, "left", now)} (until {esc(e.next_wake_at)})')
     elif is_current and status == "SLEEPING":
         state = "pending"
         notes.append("runs when the sleep ends")
     elif is_current and status == "WAITING":
         state = "waiting"
-        w = e.get("waiting_for") or {}
-        timeout = f', times out {time_tag(w.get("timeout_at"), "left", now)}' if w.get("timeout_at") else ", no timeout"
-        notes.append(f'waiting for event <b>{esc(w.get("event") or "?")}</b>{timeout}')
-    elif is_current and status == "RUNNING" and e.get("timer") == "retry" and e.get("next_wake_at"):
+        w = e.waiting_for
+        timeout = f', times out {time_tag(w.timeout_at, "left", now)}' if w and w.timeout_at else ", no timeout"
+        notes.append(f'waiting for event <b>{esc((w.event if w else None) or "?")}</b>{timeout}')
+    elif is_current and status == "RUNNING" and e.timer == "retry" and e.next_wake_at:
         state = "retrying"
-        notes.append(f'attempt {esc(e.get("attempt") or (r or {}).get("attempts") or "?")} failed; next attempt '
-                     f'{time_tag(e["next_wake_at"], "left", now)}')
-    elif is_current and status == "RUNNING" and e.get("fanout"):
-        f = e["fanout"]
-        notes.append(f'{esc(f.get("succeeded"))}/{esc(f.get("branches"))} branches done'
-                     + (f', at most {esc(f["max_concurrency"])} at once' if f.get("max_concurrency") else ""))
-    elif is_current and status == "RUNNING" and (r is None or r.get("status") != "SUCCEEDED"):
-        notes.append("running" + (f', attempt {esc(e["attempt"])}' if e.get("attempt") else ""))
-    if kind == "wait_for_event" and not (is_current and status == "WAITING"):
-        timeout = f', timeout {span(float(spec["timeout_s"]))}' if spec.get("timeout_s") else ""
-        notes.append(f'waits for event <b>{esc(spec.get("event"))}</b>{timeout}')
-    if kind in ("map", "parallel"):
-        over = f' over <code>{esc(spec["over"])}</code>' if spec.get("over") else ""
-        shown = is_current and e.get("fanout")  # the progress note says it already
-        limit = f', at most {esc(spec["max_concurrency"])} at once' if spec.get("max_concurrency") and not shown else ""
+        notes.append(f'attempt {esc(e.attempt or (r.attempts if r else None) or "?")} failed; next attempt '
+                     f'{time_tag(e.next_wake_at, "left", now)}')
+    elif is_current and status == "RUNNING" and e.fanout is not None:
+        f = e.fanout
+        notes.append(f'{esc(f.succeeded)}/{esc(f.branches)} branches done'
+                     + (f', at most {esc(f.max_concurrency)} at once' if f.max_concurrency else ""))
+    elif is_current and status == "RUNNING" and (r is None or r.status != "SUCCEEDED"):
+        notes.append("running" + (f', attempt {esc(e.attempt)}' if e.attempt else ""))
+    if kind == "wait_for_event" and spec is not None and not (is_current and status == "WAITING"):
+        timeout = f', timeout {span(float(spec.timeout_s))}' if spec.timeout_s else ""
+        notes.append(f'waits for event <b>{esc(spec.event)}</b>{timeout}')
+    if kind in ("map", "parallel") and spec is not None:
+        over = f' over <code>{esc(spec.over)}</code>' if spec.over else ""
+        shown = is_current and e.fanout is not None  # the progress note says it already
+        limit = f', at most {esc(spec.max_concurrency)} at once' if spec.max_concurrency and not shown else ""
         notes.append(f"{kind}{over}{limit}")
-    if r is not None and r.get("event_id"):
-        notes.append(f'got event id <code>{esc(r["event_id"])}</code>')
-    if kind == "sleep" and spec.get("sleep_s") is not None:
-        notes.append(f'sleep {span(float(spec["sleep_s"]))}')
-    if r is not None and r.get("attempts"):
-        attempts = r["attempts"]
-        notes.append(f'{attempts} attempt{"s" if attempts != 1 else ""}' + (" (retried)" if attempts > 1 else ""))
+    if r is not None and r.event_id:
+        notes.append(f'got event id <code>{esc(r.event_id)}</code>')
+    if kind == "sleep" and spec is not None and spec.sleep_s is not None:
+        notes.append(f'sleep {span(float(spec.sleep_s))}')
+    if branches:
+        notes.append(esc(fanout_summary(branches).attempts_text()))
+    elif r is not None and r.attempts and r.kind != "fanout":
+        notes.append(attempts_text(r.attempts))
     if r is not None and _duration(r) and kind != "sleep":
         notes.append(f"took {_duration(r)}")
-    if r is not None and r.get("started_at"):
-        notes.append(f'started {time_tag(r["started_at"], now=now)}')
+    if r is not None and r.started_at:
+        notes.append(f'started {time_tag(r.started_at, now=now)}')
     body = ""
-    shown = (r.get("attempts"), r.get("error")) if r is not None and r.get("error") else None
-    earlier = [(a, err) for a, err in seen if (a, err) != shown]
+    shown_error = (r.attempts, r.error) if r is not None and r.error else None
+    earlier = [(a, err) for a, err in seen if (a, err) != shown_error]
     if earlier:
-        rows = "".join(f'<li>attempt {esc(a)} failed: <b>{esc(err.get("code"))}</b>: {esc(err.get("message"))}</li>'
+        rows = "".join(f'<li>attempt {esc(a)} failed: <b>{esc(err.code)}</b>: {esc(err.message)}</li>'
                        for a, err in earlier)
         body += f'<ul class="attempts" title="failed attempts seen by this page">{rows}</ul>'
     if r is not None:
-        if r.get("error"):
+        if r.error:
             label = "error" if state == "failed" else "a failed attempt's error"
-            body += f'<div class="errlabel">{label}</div>{error_block(r["error"])}'
-        if r.get("corrupt"):
-            body += f'<pre class="error">CORRUPT: {esc(r.get("detail"))}</pre>'
-        body += json_block(r.get("result"))
+            body += f'<div class="errlabel">{label}</div>{error_block(r.error)}'
+        if r.corrupt:
+            body += f'<pre class="error">CORRUPT: {esc(r.detail)}</pre>'
+        if not branches:  # a fan-in's result is its branches' results, listed with them
+            body += json_block(r.result)
     if is_current and status == "FAILED" and r is None:
-        body += error_block(e.get("error"))
+        body += error_block(e.error)
     body += _branches(branches, now)
     mark = ""
     if kind not in ("step", "sleep"):
         mark += f'<span class="kind">{esc(kind)}</span>'
-    if spec.get("compensate"):
+    if spec is not None and spec.compensate:
         mark += f'<span class="kind" title="runs if the execution fails for good or is cancelled after this step">' \
-                f'undo: {esc(spec["compensate"])}</span>'
+                f'undo: {esc(spec.compensate)}</span>'
     return (f'<li class="step t-{state} k-{esc(kind)}" data-step="{index}"><div class="row"><span class="idx">{index}'
             f'</span><span class="name">{esc(name)}</span>{mark}<span class="state">{esc(state)}</span>'
             f'<span class="notes">{" · ".join(notes)}</span></div>{body}</li>')
@@ -157,84 +149,77 @@ BRANCHES_SHOWN_OPEN = 8
 """More branches than this are listed collapsed (a map over 1,000 items), opened when one failed."""
 
 
-def _branches(branches: list[dict], now) -> str:
+def _branches(branches: list[BranchRecord], now) -> str:
     if not branches:
         return ""
-    rows = "".join(_branch_row(b, now) for b in sorted(branches, key=lambda x: x.get("branch", 0)))
+    rows = "".join(_branch_row(b, now) for b in sorted(branches, key=lambda x: x.branch))
     rows = f'<table class="branches"><tbody>{rows}</tbody></table>'
-    counts: dict[str, int] = {}
-    for b in branches:
-        counts[_state(b)] = counts.get(_state(b), 0) + 1
-    summary = f'{len(branches)} branches: ' + ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    summary = fanout_summary(branches)
+    text = summary.states_text()
     if len(branches) <= BRANCHES_SHOWN_OPEN:
-        return f'<div class="branches"><div class="errlabel">{esc(summary)}</div>{rows}</div>'
-    opened = " open" if counts.get("failed") else ""
-    return f'<details class="branches"{opened}><summary>{esc(summary)}</summary>{rows}</details>'
+        return f'<div class="branches"><div class="errlabel">{esc(text)}</div>{rows}</div>'
+    opened = " open" if summary.states.get("failed") else ""
+    return f'<details class="branches"{opened}><summary>{esc(text)}</summary>{rows}</details>'
 
 
-def _branch_row(b: dict, now) -> str:
-    state = _state(b)
-    notes = [f'{b["attempts"]} attempt{"s" if b["attempts"] != 1 else ""}' if b.get("attempts") else "", _duration(b)]
-    if b.get("next_wake_at"):
-        notes.append(f'next attempt {time_tag(b["next_wake_at"], "left", now)}')
-    detail = error_block(b.get("error")) if b.get("error") else json_block(b.get("result"))
-    if b.get("result_omitted"):
+def _branch_row(b: BranchRecord, now) -> str:
+    state = state_word(b.status)
+    notes = [attempts_text(b.attempts) if b.attempts else "", _duration(b)]
+    if b.next_wake_at:
+        notes.append(f'next attempt {time_tag(b.next_wake_at, "left", now)}')
+    detail = error_block(b.error) if b.error else json_block(b.result)
+    if b.result_omitted:
         detail = '<span class="notes">result too large to show here</span>'
-    return (f'<tr class="t-{esc(state)}"><td class="idx">{esc(b.get("branch"))}</td><td class="state">{esc(state)}</td>'
+    return (f'<tr class="t-{esc(state)}"><td class="idx">{esc(b.branch)}</td><td class="state">{esc(state)}</td>'
             f'<td class="notes">{" · ".join(n for n in notes if n)}</td><td>{detail}</td></tr>')
 
 
-def _state(r: dict) -> str:
-    return {"SUCCEEDED": "done", "FAILED": "failed"}.get(r.get("status"), str(r.get("status") or "running").lower())
-
-
-def _record_row(r: dict, title: str, now, tag: str = "li") -> str:
-    state = _state(r)
-    attempts = r.get("attempts")
-    notes = [f"{attempts} attempt{'s' if attempts != 1 else ''}" if attempts else "", _duration(r)]
-    if r.get("next_wake_at"):
-        notes.append(f'next attempt {time_tag(r["next_wake_at"], "left", now)}')
-    if r.get("result_omitted"):
-        notes.append("result too large to show here")
+def _record_row(r: StepRecord, title: str, now, tag: str = "li") -> str:
+    state = state_word(r.status)
+    notes = [attempts_text(r.attempts) if r.attempts else "", _duration(r)]
     return (f'<{tag} class="step t-{state} sub"><div class="row"><span class="name">{title}</span>'
             f'<span class="state">{esc(state)}</span><span class="notes">{" · ".join(n for n in notes if n)}</span>'
-            f'</div>{error_block(r.get("error"))}{json_block(r.get("result"))}</{tag}>')
+            f'</div>{error_block(r.error)}{json_block(r.result)}</{tag}>')
 
 
-def operations_list(ops: list[dict], now: dt.datetime | None = None) -> str:
+_OP_ICONS = {"redrive": "redrive", "cancel": "cancel", "wake": "wake", "event": "event"}
+
+
+def operations_list(ops: list[Operation | CorruptRecord], now: dt.datetime | None = None) -> str:
     if not ops:
         return ""
     rows = []
     for op in ops:
-        if op.get("corrupt"):
-            rows.append(f'<li class="op">corrupt record {esc(op.get("sort_key"))}: {esc(op.get("detail"))}</li>')
+        if isinstance(op, CorruptRecord):
+            rows.append(f'<li class="op">corrupt record {esc(op.sort_key)}: {esc(op.detail)}</li>')
             continue
-        detail = op.get("detail") if isinstance(op.get("detail"), dict) else {}
-        what = esc(op.get("reason") or "")
-        if op.get("op") == "redrive" and detail.get("error"):
+        detail = op.detail or {}
+        what = esc(op.reason or "")
+        if op.op == "redrive" and isinstance(detail.get("error"), dict):
             err = detail["error"]
-            what = (f'after {esc(detail.get("step_name", detail.get("step_index")))} failed ({esc(detail.get("attempts", "?"))} '
-                    f'attempts): <b>{esc(err.get("code"))}</b>: {esc(err.get("message"))}')
-        elif op.get("op") == "wake":
+            what = (f'after {esc(detail.get("step_name", detail.get("step_index")))} failed '
+                    f'({esc(detail.get("attempts", "?"))} attempts): <b>{esc(err.get("code"))}</b>: '
+                    f'{esc(err.get("message"))}')
+        elif op.op == "wake":
             what = f'skipped the {esc(detail.get("was"))} due {esc(detail.get("due"))}'
-        icon = {"redrive": "↻", "cancel": "⨯", "wake": "⏰", "event": "✉"}.get(op.get("op"), "•")
-        rows.append(f'<li class="op op-{esc(op.get("op"))}">{icon} <b>{esc(op.get("op"))}</b> by {esc(op.get("by"))} '
-                    f'{time_tag(op.get("at"), now=now)} <span class="notes">{what}</span></li>')
+        mark = icon(_OP_ICONS.get(op.op, "dot"))
+        rows.append(f'<li class="op op-{esc(op.op)}">{mark} <b>{esc(op.op)}</b> by {esc(op.by)} '
+                    f'{time_tag(op.at, now=now)} <span class="notes">{what}</span></li>')
     return f'<h2>Operator actions</h2><ul class="ops">{"".join(rows)}</ul>'
 
 
-def events_list(events: list[dict] | None, now: dt.datetime | None = None) -> str:
+def events_list(history: History, now: dt.datetime | None = None) -> str:
     """The events sent to the execution, each with the step that consumed it (or kept for a later wait)."""
-    if not events:
+    if not history.events:
         return ""
     rows = []
-    for ev in events:
-        if ev.get("corrupt"):
-            rows.append(f'<li class="op">corrupt record {esc(ev.get("sort_key"))}: {esc(ev.get("detail"))}</li>')
+    for ev in history.events:
+        if isinstance(ev, CorruptRecord):
+            rows.append(f'<li class="op">corrupt record {esc(ev.sort_key)}: {esc(ev.detail)}</li>')
             continue
-        step = ev.get("consumed_by_step")
+        step = ev.consumed_by_step
         where = f"consumed by step {esc(step)}" if step is not None else "kept until a wait for it"
-        rows.append(f'<li class="op op-event">✉ <b>{esc(ev.get("event"))}</b> <code>{esc(ev.get("event_id"))}</code> by '
-                    f'{esc(ev.get("by"))} {time_tag(ev.get("sent_at"), now=now)} <span class="notes">{where}</span>'
-                    f'{json_block(ev.get("data"), "data")}</li>')
+        rows.append(f'<li class="op op-event">{icon("event")} <b>{esc(ev.event)}</b> <code>{esc(ev.event_id)}</code> '
+                    f'by {esc(ev.by)} {time_tag(ev.sent_at, now=now)} <span class="notes">{where}</span>'
+                    f'{json_block(ev.data, "data")}</li>')
     return f'<h2>Events</h2><ul class="ops events">{"".join(rows)}</ul>'

@@ -1,0 +1,61 @@
+"""The command line's argument types: durations and times, limits, ports, JSON objects from text or files."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .sdk import PAGE_MAX, LoomError
+from .sdk.client import INVALID_ARGUMENT
+
+_DURATION = re.compile(r"\A(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
+
+
+def since(text: str) -> str:
+    """A duration back from now (2h, 30m, 1d12h) or an ISO-8601 time, as the ISO-8601 UTC time to send."""
+    match = _DURATION.fullmatch(text.strip().lower())
+    if match and any(match.groups()):
+        w, d, h, m, s = (int(g or 0) for g in match.groups())
+        when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(weeks=w, days=d, hours=h, minutes=m, seconds=s)
+    else:
+        try:
+            when = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is neither a duration (90s, 30m, 2h, 1d, 1h30m) nor an "
+                                             "ISO-8601 time (2026-03-01T12:00:00Z)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def port(text: str) -> int:
+    if not (text.isdigit() and 0 <= int(text) <= 65535):
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text!r}")
+    return int(text)
+
+
+def limit(text: str) -> int:
+    if not (text.isdigit() and 1 <= int(text) <= PAGE_MAX):
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {PAGE_MAX}, got {text!r}")
+    return int(text)
+
+
+def json_object(text: str, source: str) -> dict[str, Any]:
+    """``text`` as a JSON object, or the file ``@path`` names; a usage error (exit 2) says what is wrong."""
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            text, source = path.read_text(), str(path)
+        except OSError as exc:
+            raise LoomError(INVALID_ARGUMENT, f"cannot read {path}: {exc.strerror}") from None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise LoomError(INVALID_ARGUMENT, f"{source} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise LoomError(INVALID_ARGUMENT, f"{source} must be a JSON object, got {type(value).__name__}")
+    return value

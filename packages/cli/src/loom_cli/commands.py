@@ -1,0 +1,155 @@
+"""The ``loom`` commands: each one SDK call (``loom_cli.sdk``) and what it prints."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .args import json_object
+from .readings import step_label
+from .render import events_table, execution_table, executions_table, history_table, operations_table, workflows_table
+from .sdk import LoomClient, LoomError
+from .sdk.models import Workflow
+from .watch import watch as follow
+
+
+def print_json(body: Any) -> None:
+    print(json.dumps(body, indent=2, sort_keys=True))
+
+
+def _definition(client: LoomClient, name: str) -> Workflow | None:
+    """The workflow's step list, for naming the step a sleep sleeps in; a table still prints without it."""
+    try:
+        return client.workflow(name)
+    except LoomError:
+        return None
+
+
+def start(client: LoomClient, args) -> int:
+    started = client.start(args.workflow, json_object(args.input, "--input"), idempotency_token=args.token)
+    if args.json:
+        print_json(started.document())
+    else:
+        verb = "started" if started.created else "already started (same token and input)"
+        print(f"{started.execution_id}  {started.workflow}  {started.status}  {verb}", flush=True)
+    if args.watch:
+        return follow(client, started.execution_id, as_json=args.json)
+    return 0
+
+
+def status(client: LoomClient, args) -> int:
+    e = client.get(args.execution_id)
+    if args.json:
+        print_json(e.document())
+    else:
+        print(execution_table(e, _definition(client, e.workflow) if e.status == "SLEEPING" else None))
+    return 0
+
+
+def history(client: LoomClient, args) -> int:
+    h = client.history(args.execution_id)
+    if args.json:
+        print_json(h.document())
+        return 0
+    print(history_table(h))
+    if h.events:
+        print()
+        print(events_table(h))
+    if h.operations:
+        print()
+        print(operations_table(h))
+    return 0
+
+
+def watch(client: LoomClient, args) -> int:
+    return follow(client, args.execution_id, interval_s=args.interval, timeout_s=args.timeout, as_json=args.json)
+
+
+def list_executions(client: LoomClient, args) -> int:
+    filters = {"workflow": args.workflow, "status": args.status, "started_after": args.since}
+    if args.all:
+        entries, token = [], None
+        page = client.list_page(**filters, limit=args.limit, next_token=args.next_token)
+        while True:
+            entries += page.executions
+            if not page.next_token:
+                break
+            page = client.list_page(**filters, limit=args.limit, next_token=page.next_token)
+    else:
+        page = client.list_page(**filters, limit=args.limit, next_token=args.next_token, check_more=True)
+        entries, token = list(page.executions), page.next_token
+    if args.json:
+        print_json({"executions": [x.document() for x in entries], "next_token": token})
+        return 0
+    print(executions_table(entries) if entries else "no executions match")
+    if token:
+        print(f"more: add --all, or --next-token {token}")
+    return 0
+
+
+def cancel(client: LoomClient, args) -> int:
+    e = client.cancel(args.execution_id, reason=args.reason)
+    if args.json:
+        print_json(e.document())
+    else:
+        why = f" ({e.cancel_reason})" if e.cancel_reason else ""
+        undo = "; compensating its completed steps first" if e.compensating else ""
+        print(f"{e.execution_id}  {e.workflow}  {e.status}  by {e.cancelled_by or '-'}{why}{undo}")
+    return 0
+
+
+def redrive(client: LoomClient, args) -> int:
+    e = client.redrive(args.execution_id)
+    if args.json:
+        print_json(e.document())
+    else:
+        print(f"{e.execution_id}  {e.workflow}  {e.status}  redriven from step {step_label(e)} (redrive {e.redrives})")
+    return 0
+
+
+def wake(client: LoomClient, args) -> int:
+    before = client.get(args.execution_id)
+    e = client.wake(args.execution_id)
+    if args.json:
+        print_json(e.document())
+    elif before.status == "WAITING":
+        event = before.waiting_for.event if before.waiting_for else None
+        print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: the wait for event {event or '?'} at step "
+              f"{step_label(before)} timed out now (its default applies, or the step fails)")
+    else:
+        print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: step {step_label(e)} runs now")
+    return 0
+
+
+def send(client: LoomClient, args) -> int:
+    sent = client.send(args.execution_id, args.name, json_object(args.data, "--data"), event_id=args.event_id)
+    if args.json:
+        print_json(sent.document())
+    else:
+        print(f"{sent.execution_id}  event {args.name}  {sent.outcome}  (event id {sent.event_id or '-'})")
+    return 0
+
+
+def workflows(client: LoomClient, args) -> int:
+    if args.json:
+        print_json({"workflows": [w.document() for w in client.workflows()]})
+    else:
+        print(workflows_table(client.workflows()))
+    return 0
+
+
+def console(client: LoomClient, args) -> int:
+    from .console import serve
+
+    return serve(client, port=args.port, open_browser=args.open, interval_s=args.interval)
+
+
+def mcp(args) -> int:
+    """``loom mcp``: the client is made when a tool first needs it, so a start with no URL yet (the stack
+    not up, no ``--url``) still serves, and each call says what is missing."""
+    from .mcp_server import serve
+
+    def connect() -> LoomClient:
+        return LoomClient(args.url, env_dir=args.env_dir, sign=args.sign, region=args.region, profile=args.profile)
+
+    return serve(connect, read_only=args.read_only, tools=args.tools)

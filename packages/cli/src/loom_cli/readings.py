@@ -1,0 +1,106 @@
+"""What the API's documents mean for a reader, shared by the terminal (``render``, ``watch``) and the
+console: which step to name, where a sleep sleeps, what a fan-out's attempts add up to. Pure functions of
+SDK models, no I/O."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .sdk.models import BranchRecord, Execution, History, StepRecord, Workflow
+
+
+def step_label(e: Execution, index: int | None = None, name: str | None = None) -> str:
+    """A step as every command numbers it: its index (the ``#`` of ``loom history``, counted from 0) out
+    of the step count, and its name: ``3/5 ship_order``; ``5/5 (done)`` once past the last."""
+    index = e.current_step if index is None else index
+    if name is None and index == e.current_step:
+        name = e.current_step_name
+    count = e.step_count
+    if not count:
+        return f"{index} {name}".strip() if name else str(index)
+    name = name or ("(done)" if index >= count else "")
+    return f"{index}/{count} {name}".strip()
+
+
+def _is_sleep_record(r: StepRecord | None) -> bool:
+    return r is not None and isinstance(r.result, dict) and "wake_at" in r.result
+
+
+def sleeping_step(e: Execution, wf: Workflow | None, history: History | None = None) -> int | None:
+    """The step a SLEEPING execution sleeps in. The engine has pointed ``current_step`` both at the sleep
+    step itself and at the step after it (the sleep's record already written), so either is read right."""
+    if e.status != "SLEEPING" or e.timer not in (None, "sleep"):
+        return None
+    current, before = e.current_step, e.current_step - 1
+    if wf is not None and wf.steps:
+        here, prior = wf.step(current), wf.step(before)
+        if here is not None and here.kind == "sleep":
+            return current
+        if prior is not None and prior.kind == "sleep":
+            return before
+        return current
+    records = {r.step_index: r for r in (history.records() if history else [])}
+    if _is_sleep_record(records.get(before)) and not _is_sleep_record(records.get(current)):
+        return before
+    return current
+
+
+def where(e: Execution, wf: Workflow | None = None, history: History | None = None) -> str:
+    """The step an execution's header names: the sleep it sleeps in, else its current step."""
+    index = sleeping_step(e, wf, history)
+    if index is None or index == e.current_step:
+        return step_label(e)
+    spec = wf.step(index) if wf is not None else None
+    record = next((r for r in (history.records() if history else []) if r.step_index == index), None)
+    return step_label(e, index, (spec.name if spec else None) or (record.name if record else None))
+
+
+@dataclass(frozen=True)
+class FanOutSummary:
+    """A parallel or map step's branches: how many, in which state, and their attempts."""
+
+    branches: int
+    states: dict[str, int]
+    attempts: int
+    retried: int
+    """Attempts beyond each branch's first: 0 when no branch was retried."""
+
+    def states_text(self) -> str:
+        """``12 branches: 11 done, 1 failed``"""
+        return f"{self.branches} branches: " + ", ".join(f"{n} {state}" for state, n in sorted(self.states.items()))
+
+    def attempts_text(self) -> str:
+        """``115 attempts (15 retried)``, or ``100 attempts (none retried)``: a branch's first attempt is no retry."""
+        return f"{self.attempts} attempts ({f'{self.retried} retried' if self.retried else 'none retried'})"
+
+    def text(self) -> str:
+        return f"{self.states_text()}; {self.attempts_text()}"
+
+
+def state_word(status: str | None) -> str:
+    return {"SUCCEEDED": "done", "FAILED": "failed"}.get(status or "", str(status or "running").lower())
+
+
+def fanout_summary(branches: list[BranchRecord]) -> FanOutSummary:
+    states = Counter(state_word(b.status) for b in branches)
+    attempts = sum(b.attempts for b in branches)
+    retried = sum(max(0, b.attempts - 1) for b in branches)
+    return FanOutSummary(len(branches), dict(states), attempts, retried)
+
+
+def attempts_text(attempts: int) -> str:
+    return f"{attempts} attempt{'s' if attempts != 1 else ''}" + (" (retried)" if attempts > 1 else "")
+
+
+def compensation_note(e: Execution, wf: Workflow | None = None) -> str:
+    """While compensating: why (the failure, or the cancel) and which step is being undone, by what."""
+    step = wf.step(e.current_step) if wf is not None else None
+    name = e.current_step_name or (step.name if step is not None else f"step {e.current_step}")
+    undoing = f"undoing {name}" + (f" with {step.compensate}" if step is not None and step.compensate else "")
+    if e.error is not None:
+        failed = e.error.step_name or (f"step {e.failed_step}" if e.failed_step is not None else "a step")
+        return f"compensating after {failed} failed ({e.error.code}: {e.error.message}): {undoing}"
+    if e.cancelled_by:
+        return f"compensating after a cancel by {e.cancelled_by}: {undoing}"
+    return f"compensating: {undoing}"

@@ -1,0 +1,87 @@
+"""Where the control plane is: an explicit URL, ``$LOOM_URL``, a Terraform environment's outputs, or the
+local stack that ``make up`` recorded in a per-user state file, found the same way from any directory.
+
+The state file is ``$LOOM_STATE_FILE`` if set, else ``$XDG_STATE_HOME/loom/local.json``, else
+``~/.local/state/loom/local.json``. ``make up`` (``python -m loom_local up``) writes it with the stack's
+URL, queues, endpoint and process ids; ``make down`` removes it. Several checkouts share it: the last
+``make up`` wins; point ``LOOM_STATE_FILE`` at another file to keep stacks apart (the tests always do).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .errors import CONFIGURATION, LoomError
+
+URL_ENV = "LOOM_URL"
+STATE_ENV = "LOOM_STATE_FILE"
+
+
+def state_file() -> Path:
+    """The per-user file recording the local stack (``make up`` writes it, ``make down`` removes it)."""
+    explicit = os.environ.get(STATE_ENV)
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "loom" / "local.json"
+
+
+def local_stack() -> dict[str, Any] | None:
+    """What ``make up`` recorded (url, queue_url, dlq_url, endpoint, region, pids, repo), or None."""
+    path = state_file()
+    if not path.exists():
+        return None
+    try:
+        state = json.loads(path.read_text())
+        if not isinstance(state, dict) or not isinstance(state.get("url"), str):
+            raise ValueError("it has no url")
+    except (OSError, ValueError) as exc:
+        raise LoomError(CONFIGURATION, f"{path} is unreadable ({exc}); run `make down && make up` again, or delete "
+                                       "it") from None
+    return state
+
+
+def resolve_url(url: str | None = None, env_dir: str | Path | None = None) -> str:
+    """``url``, then ``$LOOM_URL``, then ``env_dir``'s ``terraform output function_url``, then the local stack."""
+    if url:
+        return url
+    if os.environ.get(URL_ENV):
+        return os.environ[URL_ENV]
+    if env_dir:
+        return terraform_output(Path(env_dir), "function_url")
+    state = local_stack()
+    if state is not None:
+        return state["url"]
+    raise LoomError(CONFIGURATION, f"no control plane URL: pass --url, set {URL_ENV}, pass --env-dir "
+                                   f"terraform/envs/<env>, or start the local stack with `make up` (it records "
+                                   f"itself in {state_file()})")
+
+
+def terraform_outputs(env_dir: Path) -> dict[str, Any]:
+    """``terraform output -json`` of an applied environment directory."""
+    if not env_dir.is_dir():
+        raise LoomError(CONFIGURATION, f"--env-dir {env_dir} is not a directory")
+    try:
+        out = subprocess.run(["terraform", f"-chdir={env_dir}", "output", "-json", "-no-color"],
+                             capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise LoomError(CONFIGURATION, "--env-dir needs the terraform CLI on PATH") from None
+    if out.returncode != 0:
+        raise LoomError(CONFIGURATION, f"`terraform output` failed in {env_dir}: {out.stderr.strip()}; has this "
+                                       "environment been applied?")
+    try:
+        return json.loads(out.stdout or "{}")
+    except ValueError:
+        raise LoomError(CONFIGURATION, f"`terraform output -json` in {env_dir} printed something that is not "
+                                       "JSON") from None
+
+
+def terraform_output(env_dir: Path, name: str) -> str:
+    value = (terraform_outputs(env_dir).get(name) or {}).get("value")
+    if not isinstance(value, str) or not value:
+        raise LoomError(CONFIGURATION, f"{env_dir} has no `{name}` output; has this environment been applied?")
+    return value

@@ -1,0 +1,104 @@
+"""Following one execution: the changes the console's live view pushes to the browser, as an iterator.
+
+The API has no push channel, so this polls: ``GET /executions/{id}`` every ``interval_s``, and the
+whole history only when the execution document changed (the engine rewrites the execution with every
+record it writes). A step's record keeps only its latest error, and a step that succeeds after retries
+keeps none, so each failed attempt seen along the way is kept in ``Change.failed_attempts``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .errors import LoomError
+from .models import ErrorInfo, Execution, History, StepRecord
+
+
+class _Reader(Protocol):
+    def get(self, execution_id: str) -> Execution: ...
+
+    def history(self, execution_id: str) -> History: ...
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    step_index: int
+    attempt: int
+    error: ErrorInfo
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change: the execution now, its history (None when not asked for), and every failed attempt seen
+    so far; or ``problem``, a poll that failed (the stream goes on)."""
+
+    execution: Execution | None
+    history: History | None = None
+    failed_attempts: tuple[FailedAttempt, ...] = ()
+    problem: LoomError | None = None
+
+
+def failed_attempts(history: History, seen: dict[tuple[int, int], ErrorInfo]) -> None:
+    """Add the failed attempts ``history`` shows (a step's own records, not branches or undo steps) to ``seen``."""
+    for r in history.steps:
+        if isinstance(r, StepRecord) and r.kind != "compensation" and r.status == "FAILED" and r.error is not None:
+            seen.setdefault((r.step_index, r.attempts), r.error)
+
+
+def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended_interval_s: float | None = None,
+           with_history: bool | Callable[[Execution], bool] = True, stop: threading.Event | None = None,
+           wake: threading.Event | None = None, on_poll: Callable[[], None] | None = None) -> Iterator[Change]:
+    """Yield a :class:`Change` whenever the execution changed (the first one at once).
+
+    Args:
+        interval_s: seconds between polls while it is live.
+        ended_interval_s: after it ended, poll this often (an operator's redrive brings it back); None
+            (the default): stop after yielding the ended execution.
+        with_history: read the history with each change (False: ``Change.history`` is None; a function
+            of the execution: only for the changes it says so).
+        stop: set it to end the stream (between polls).
+        wake: set it to poll now rather than at the end of the interval (after an action, say).
+        on_poll: called after every poll, changed or not (an exception it raises ends the stream: the
+            console's heartbeat finds a closed browser tab this way).
+
+    Example:
+        >>> for change in client.stream(execution_id):
+        ...     print(change.execution.status, change.execution.current_step)
+    """
+    seen: dict[tuple[int, int], ErrorInfo] = {}
+    last: dict[str, Any] | None = None
+    while stop is None or not stop.is_set():
+        ended = False
+        try:
+            e = client.get(execution_id)
+            doc = e.document()
+            if doc != last:
+                read = with_history(e) if callable(with_history) else with_history
+                history = client.history(execution_id) if read else None
+                if history is not None:
+                    failed_attempts(history, seen)
+                last = doc
+                attempts = tuple(FailedAttempt(i, a, err) for (i, a), err in sorted(seen.items()))
+                yield Change(e, history, attempts)
+            ended = e.ended
+        except LoomError as exc:
+            yield Change(None, None, (), problem=exc)
+        if on_poll is not None:
+            on_poll()
+        if ended and ended_interval_s is None:
+            return
+        _pause(ended_interval_s if ended and ended_interval_s is not None else interval_s, stop, wake)
+
+
+def _pause(seconds: float, stop: threading.Event | None, wake: threading.Event | None) -> None:
+    if wake is not None:
+        wake.wait(seconds)
+        wake.clear()
+    elif stop is not None:
+        stop.wait(seconds)
+    else:
+        time.sleep(seconds)

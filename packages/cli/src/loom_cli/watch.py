@@ -1,0 +1,122 @@
+"""``loom watch``: follow an execution to its end, a line per change; a two-hour sleep is one line, a
+compensation one line per step it undoes, and each failed attempt's error is shown once."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from typing import Any
+
+from .readings import compensation_note, step_label, where
+from .render import history_table
+from .sdk import LoomClient, LoomError
+from .sdk.errors import WAIT_TIMEOUT
+from .sdk.models import Execution, History, Workflow
+from .sdk.stream import Change
+
+
+def seconds_until(iso: str | None, now: dt.datetime | None = None) -> str:
+    if not iso:
+        return "?"
+    when = dt.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+    seconds = max(0, int((when - (now or dt.datetime.now(dt.timezone.utc))).total_seconds()))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m{seconds % 60:02d}s"
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _undo_failure(e: Execution, history: History | None) -> str:
+    """While compensating: the undo step's latest failed attempt, if it has one."""
+    for r in (history.compensations() if history else []):
+        if r.step_index == e.current_step and r.status == "FAILED" and r.error is not None:
+            return f"; undo attempt {r.attempts} failed: {r.error.code}: {r.error.message}"
+    return ""
+
+
+def progress(e: Execution, wf: Workflow | None = None, change: Change | None = None) -> tuple[str, str]:
+    """One line of progress, as ``(what, countdown)``: ``what`` is printed when it changes, with the time
+    left on a sleep, backoff or wait (``countdown``) as it was then."""
+    status = e.status
+    label = f"{status:<9} step {where(e, wf, change.history if change else None)}"
+    if status == "WAITING":
+        w = e.waiting_for
+        left = f", {seconds_until(w.timeout_at)} left (until {w.timeout_at})" if w is not None and w.timeout_at else ""
+        return f"{label}  waiting for event {(w.event if w else None) or '?'}", left
+    if status == "COMPENSATION_FAILED":
+        err, comp = e.error, e.compensation_error
+        return (f"{status} step {step_label(e)}  {err.code if err else None}: {err.message if err else None}; "
+                f"compensation failed: {comp.code if comp else None}: {comp.message if comp else None}"), ""
+    if e.compensating:
+        return f"{label}  {compensation_note(e, wf)}{_undo_failure(e, change.history if change else None)}", ""
+    if status == "SLEEPING":
+        return f"{label}  sleeping", f", {seconds_until(e.next_wake_at)} left (until {e.next_wake_at})"
+    if e.timer == "retry" and status == "RUNNING":
+        failed = next((f for f in reversed(change.failed_attempts if change else ())
+                       if f.step_index == e.current_step), None)
+        error = f"  attempt {failed.attempt} failed: {failed.error.code}: {failed.error.message};" if failed else ""
+        return f"{label}{error}", f"  retry in {seconds_until(e.next_wake_at)}"
+    if status in ("FAILED", "CANCELLED"):
+        err = e.error
+        why = f"{err.code}: {err.message}" if status == "FAILED" and err else \
+            f"by {e.cancelled_by or '-'}" + (f": {e.cancel_reason}" if e.cancel_reason else "")
+        return f"{label}  {why}" + ("  (compensated)" if e.compensated else ""), ""
+    if status == "COMPLETED":
+        return f"{label}  attempts: {e.total_attempts}", ""
+    attempts = f"  attempts so far: {e.total_attempts}" if e.total_attempts else ""
+    fanout = f"  branches done: {e.fanout.succeeded}/{e.fanout.branches}" if e.fanout else ""
+    return f"{label}{attempts}{fanout}", ""
+
+
+def progress_line(e: Execution | dict[str, Any], wf: Workflow | None = None, change: Change | None = None) -> str:
+    what, countdown = progress(e if isinstance(e, Execution) else Execution.model_validate(e), wf, change)
+    return what + countdown
+
+
+def _needs_history(e: Execution) -> bool:
+    return (e.timer == "retry" and e.status == "RUNNING") or e.compensating
+
+
+def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, timeout_s: float | None = None,
+          as_json: bool = False) -> int:
+    """Print a line per change until the execution ends; 0 if it COMPLETED, 1 otherwise."""
+    last_printed, status = None, "?"
+    workflows: dict[str, Workflow | None] = {}
+
+    def definition(e: Execution) -> Workflow | None:
+        if e.workflow not in workflows:  # read once, and only when a line needs the step list
+            try:
+                workflows[e.workflow] = client.workflow(e.workflow)
+            except LoomError:
+                workflows[e.workflow] = None
+        return workflows[e.workflow]
+
+    stop = threading.Event()
+    timer = threading.Timer(timeout_s, stop.set) if timeout_s is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        for change in client.stream(execution_id, interval_s=interval_s, with_history=_needs_history, stop=stop):
+            if change.problem is not None:
+                raise change.problem
+            e = change.execution
+            assert e is not None
+            status = e.status
+            if as_json:
+                print(json.dumps(e.document(), sort_keys=True), flush=True)
+            else:
+                wf = definition(e) if e.status == "SLEEPING" or e.compensating else None
+                what, countdown = progress(e, wf, change)
+                if what != last_printed:
+                    print(what + countdown, flush=True)
+                    last_printed = what
+            if e.ended:
+                if not as_json:
+                    print(history_table(client.history(execution_id)))
+                return 0 if e.status == "COMPLETED" else 1
+    finally:
+        if timer is not None:
+            timer.cancel()
+    raise LoomError(WAIT_TIMEOUT, f"execution {execution_id} still {status} after {timeout_s or 0:g} s",
+                    execution_status=status)

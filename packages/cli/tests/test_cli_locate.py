@@ -1,0 +1,49 @@
+"""Where loom finds the control plane: --url, $LOOM_URL, then the local stack's per-user state file, the
+same from any directory."""
+
+from __future__ import annotations
+
+import json
+
+from loom_cli.main import main
+
+
+def test_url_resolution_prefers_flag_then_env_then_the_local_stacks_state_file(control_plane, tmp_path, monkeypatch,
+                                                                             capsys, state_file):
+    # given: no URL anywhere, in a directory that is no checkout
+    monkeypatch.chdir(tmp_path)
+    assert main(["workflows"]) == 2
+    err = capsys.readouterr().err
+    assert "no control plane URL" in err and str(state_file) in err and "make up" in err
+    # when: `make up` recorded the stack in the per-user state file, it is found from any directory
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text(json.dumps({"url": control_plane.url}))
+    assert main(["workflows"]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["workflows"]) == 0
+    # then: $LOOM_URL wins over it, and --url over both
+    monkeypatch.setenv("LOOM_URL", "http://127.0.0.1:9")
+    assert main(["workflows"]) == 4
+    assert main(["--url", control_plane.url, "workflows"]) == 0
+
+
+def test_an_unreadable_state_file_is_a_usage_error_naming_it(state_file, capsys):
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text("{not json")
+    assert main(["workflows"]) == 2
+    err = capsys.readouterr().err
+    assert str(state_file) in err and "make down && make up" in err
+
+
+def test_the_state_file_is_per_user_under_xdg_state_home_unless_loom_state_file_names_one(monkeypatch, tmp_path):
+    from loom_cli.sdk import state_file
+
+    monkeypatch.delenv("LOOM_STATE_FILE")
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert state_file() == tmp_path / "home" / ".local" / "state" / "loom" / "local.json"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert state_file() == tmp_path / "xdg" / "loom" / "local.json"
+    monkeypatch.setenv("LOOM_STATE_FILE", str(tmp_path / "mine.json"))
+    assert state_file() == tmp_path / "mine.json"

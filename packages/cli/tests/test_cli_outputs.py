@@ -1,0 +1,250 @@
+"""Every output path of the CLI (status, history, watch, list, and start --watch) on the executions that
+broke it: a map, a parallel, a compensated saga, a waiting approval, a sleep and a failed compensation,
+as the API really answers them (documents/*.json, captured by capture_documents.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from fake_control_plane import SCENARIOS, execution_doc, scenario
+
+from loom_cli.main import main
+
+SHAPES = ("map", "parallel", "compensated", "waiting")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_history_of_each_kind_of_execution_prints_every_record_with_its_kind(control_plane, capsys, name):
+    eid = control_plane.play(name)
+    # when
+    code, out, err = run(capsys, "--url", control_plane.url, "history", eid)
+    # then: one row per record (a branch is not missing a name: it is its step's, numbered), and a kind column
+    assert code == 0, err
+    header = out.splitlines()[0].split()
+    assert header[:4] == ["#", "step", "kind", "status"]
+    records = scenario(name)["sequence"][-1]["history"]["steps"]
+    rows = [line for line in out.splitlines()[2:] if re.match(r"\d+\s", line)]
+    assert len(rows) == len(records), out
+
+
+def test_history_of_a_map_names_each_branch_and_counts_its_attempts(control_plane, capsys):
+    eid = control_plane.play("map")
+    code, out, _ = run(capsys, "--url", control_plane.url, "history", eid)
+    assert code == 0
+    assert re.search(r"^1\s+resize_images\s+fanout\s+SUCCEEDED\s+6\s.*4 branches: 4 done; 6 attempts \(2 retried\)",
+                     out, re.M), out
+    for branch in range(4):
+        assert re.search(rf"^1\s+resize_images\[{branch}\]\s+branch\s+SUCCEEDED\s+[12]\s", out, re.M), out
+
+
+def test_history_of_a_parallel_names_each_branch(control_plane, capsys):
+    eid = control_plane.play("parallel")
+    code, out, _ = run(capsys, "--url", control_plane.url, "history", eid)
+    assert code == 0
+    assert re.search(r"^1\s+checks\[0\]\s+branch\s+SUCCEEDED\s+2\s.*\sclean$", out, re.M), out
+    assert re.search(r"^1\s+checks\[1\]\s+branch\s+SUCCEEDED\s+1\s.*\sin stock$", out, re.M), out
+    assert "2 branches: 2 done; 3 attempts (1 retried)" in out
+
+
+def test_history_of_a_compensated_saga_shows_the_undo_as_a_compensation_row(control_plane, capsys):
+    eid = control_plane.play("compensated")
+    code, out, _ = run(capsys, "--url", control_plane.url, "history", eid)
+    assert code == 0
+    assert re.search(r"^1\s+charge_payment\s+task\s+SUCCEEDED\s.*charge_id", out, re.M), out
+    assert re.search(r"^1\s+charge_payment\s+compensation\s+SUCCEEDED\s.*refunded_cents", out, re.M), out
+    assert re.search(r"^2\s+wait_for_carrier_pickup\s+sleep\s+SUCCEEDED", out, re.M), out
+    assert re.search(r"^3\s+ship_order\s+task\s+FAILED\s.*permanent_error: the carrier refuses", out, re.M), out
+
+
+def test_history_of_an_approval_shows_the_event_it_consumed(control_plane, capsys):
+    eid = control_plane.play("waiting")
+    code, out, _ = run(capsys, "--url", control_plane.url, "history", eid)
+    assert code == 0
+    assert re.search(r"^1\s+approval\s+event\s+SUCCEEDED", out, re.M), out  # the wait step, named "approval"
+    assert re.search(r"approved\s+mail-7\s.*\s+step 1\s", out), out
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_status_of_each_kind_of_execution_at_each_moment_prints_its_table(control_plane, capsys, name):
+    for at in range(len(scenario(name)["sequence"])):
+        eid = control_plane.play(name, at=at)
+        code, out, err = run(capsys, "--url", control_plane.url, "status", eid)
+        doc = scenario(name)["sequence"][at]["execution"]
+        assert code == 0, err
+        assert re.search(rf"^status\s+{doc['status']}$", out, re.M), out
+        if doc["status"] == "WAITING":
+            assert re.search(r"^waiting for\s+event approved \(times out 2026-01-02T", out, re.M), out
+        if doc.get("fanout"):
+            assert re.search(r"^branches\s+\d+/\d+ done, at most \d+ at once$", out, re.M), out
+        if doc["compensating"]:
+            assert re.search(r"^compensation\s+running$", out, re.M), out
+
+
+def test_status_prints_the_whole_error_with_its_fix_hint(control_plane, capsys):
+    # given: an error whose fix is at the end of a long message (the API writes them that way)
+    message = ("value at $.rows[1042].amount cannot be stored: Decimal('NaN') is not a number the ledger takes; "
+               "fix the feed's row 1042 (or drop it), then redrive this execution with `loom redrive`")
+    control_plane.add(execution_doc("f-1", status="FAILED", step=2, error={
+        "code": "permanent_error", "message": message, "type": "PermanentStepError", "step_index": 2,
+        "step_name": "wait_for_carrier_pickup", "retryable": False}))
+    # when
+    code, out, _ = run(capsys, "--url", control_plane.url, "status", "f-1")
+    # then
+    assert code == 0 and f"permanent_error: {message}" in out
+
+
+def test_status_of_a_failed_compensation_prints_both_errors_in_full(control_plane, capsys):
+    eid = control_plane.play("compensation_failed")
+    code, out, _ = run(capsys, "--url", control_plane.url, "status", eid)
+    assert code == 0
+    assert "permanent_error: the carrier refuses this address" in out
+    assert re.search(r"^compensation error\s+permanent_error: compensation of step 'charge' failed: the refund API "
+                     r"refused: charge ch-1 is disputed$", out, re.M), out
+
+
+@pytest.mark.parametrize("sleep_step_is_current", [False, True])
+def test_status_of_a_sleeping_execution_names_the_sleep_step(control_plane, capsys, sleep_step_is_current):
+    # given: asleep in wait_for_carrier_pickup (index 2): the engine points current_step at the step after
+    # it today, and at the sleep itself once issue 21's engine side lands; either reads the same
+    eid = control_plane.play("sleeping", at=1)
+    if sleep_step_is_current:
+        control_plane.update(eid, current_step=2, current_step_name="wait_for_carrier_pickup")
+    code, out, _ = run(capsys, "--url", control_plane.url, "status", eid)
+    assert code == 0
+    assert re.search(r"^current step\s+2/5 wait_for_carrier_pickup$", out, re.M), out
+
+
+def _watch_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.split(" ")[0] in (
+        "RUNNING", "SLEEPING", "WAITING", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")]
+
+
+@pytest.mark.parametrize("name, code", [("map", 0), ("parallel", 0), ("compensated", 1), ("waiting", 0),
+                                        ("sleeping", 0), ("compensation_failed", 1)])
+def test_watch_of_each_kind_of_execution_follows_it_to_the_end_and_prints_its_history(control_plane, capsys,
+                                                                                     name, code):
+    eid = control_plane.play(name, at=None)
+    exit_code, out, err = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0")
+    assert exit_code == code, err
+    lines = _watch_lines(out)
+    assert len(lines) == len(set(lines)), out  # no line twice
+    assert lines[-1].startswith(scenario(name)["sequence"][-1]["execution"]["status"])
+    assert "#  step" in out and "kind" in out  # then the history table
+
+
+def test_watch_of_a_map_shows_the_branches_done_and_ends_with_attempts_not_attempts_so_far(control_plane, capsys):
+    eid = control_plane.play("map", at=None)
+    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0")
+    lines = _watch_lines(out)
+    assert code == 0
+    assert "RUNNING   step 1/3 resize_images  attempts so far: 1  branches done: 2/4" in lines
+    assert lines[-1] == "COMPLETED step 3/3 (done)  attempts: 2"
+    assert "resize_images[3]" in out
+
+
+def test_watch_of_a_sleep_names_the_sleep_step(control_plane, capsys):
+    eid = control_plane.play("sleeping", at=None)
+    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0")
+    assert code == 0
+    assert any(line.startswith("SLEEPING  step 2/5 wait_for_carrier_pickup  sleeping, ") for line in _watch_lines(out))
+
+
+def test_watch_of_a_compensation_prints_each_undo_once_with_the_failure_that_started_it(control_plane, capsys):
+    # given: the saga compensating for several polls (its undo retried once), then compensated
+    captured = scenario("compensated")["sequence"]
+    compensating = next(m for m in captured if m["execution"]["compensating"])
+    undo_failed = copy.deepcopy(compensating)
+    undo_failed["history"]["steps"].append({
+        "step_index": 1, "name": "charge_payment", "kind": "compensation", "status": "FAILED", "attempts": 1,
+        "started_at": None, "finished_at": None, "result": None, "final": False,
+        "error": {"code": "step_error", "message": "refund API timed out"}})
+    moments = [compensating]
+    for n in range(1, 5):  # each poll a new version, the same step being undone
+        later = copy.deepcopy(undo_failed if n >= 2 else compensating)
+        later["execution"].update(version=later["execution"]["version"] + n,
+                                  total_attempts=later["execution"]["total_attempts"] + n,
+                                  timer="retry" if n >= 2 else "lease")
+        moments.append(later)
+    eid = control_plane.play("compensated", at=0)
+    control_plane.scripts[eid] = copy.deepcopy(captured[:2] + moments + captured[-1:])
+    # when
+    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0")
+    # then
+    lines = _watch_lines(out)
+    assert code == 1
+    why = ("compensating after ship_order failed (permanent_error: the carrier refuses sku 'undeliverable'; the "
+           "charge is refunded): undoing charge_payment with refund_payment")
+    assert lines.count(f"RUNNING   step 1/5 charge_payment  {why}") == 1, out
+    assert lines.count(f"RUNNING   step 1/5 charge_payment  {why}; undo attempt 1 failed: step_error: refund API "
+                       "timed out") == 1, out
+    assert lines[-1].startswith("FAILED    step 3/5 ship_order  permanent_error: ") and lines[-1].endswith(
+        "(compensated)")
+
+
+def test_start_watch_of_a_map_follows_it_to_completed(control_plane, capsys):
+    eid = control_plane.play("map", at=None)
+    control_plane.starts["batch_resize"] = eid
+    code, out, err = run(capsys, "--url", control_plane.url, "start", "batch_resize", "--input", '{"count": 4}',
+                         "--watch")
+    assert code == 0, err
+    assert out.splitlines()[0] == f"{eid}  batch_resize  RUNNING  started"
+    assert _watch_lines(out)[-1].startswith("COMPLETED") and "resize_images[0]" in out
+
+
+def test_list_shows_each_executions_real_status_and_filters_by_it(control_plane, capsys):
+    ids = {name: control_plane.play(name, at=1) for name in SHAPES}
+    code, out, _ = run(capsys, "--url", control_plane.url, "list")
+    assert code == 0
+    for name, eid in ids.items():
+        status = scenario(name)["sequence"][1]["execution"]["status"]
+        assert re.search(rf"^{eid}\s+\S+\s+{status}\s", out, re.M), out
+    code, out, _ = run(capsys, "--url", control_plane.url, "list", "--status", "waiting")
+    assert code == 0 and ids["waiting"] in out and ids["map"] not in out
+    assert control_plane.requests[-1]["path"] == "/executions?status=WAITING&limit=20"
+    code, out, _ = run(capsys, "--url", control_plane.url, "--json", "list", "--status", "RUNNING")
+    running = {eid for name, eid in ids.items() if scenario(name)["sequence"][1]["execution"]["status"] == "RUNNING"}
+    assert running and {x["execution_id"] for x in json.loads(out)["executions"]} == running
+
+
+def test_list_offers_more_only_when_there_is_more(control_plane, capsys):
+    # given: one execution; the API hands out a token for any full page
+    control_plane.add(execution_doc("only-one"))
+    code, out, _ = run(capsys, "--url", control_plane.url, "list", "--limit", "1")
+    assert code == 0 and "only-one" in out and "more" not in out, out
+    code, out, _ = run(capsys, "--url", control_plane.url, "--json", "list", "--limit", "1")
+    assert json.loads(out)["next_token"] is None
+    # and with a second one, there is more
+    control_plane.add(execution_doc("second", created_at="2026-01-02T00:00:00.000000Z"))
+    code, out, _ = run(capsys, "--url", control_plane.url, "list", "--limit", "1")
+    assert "second" in out and out.strip().endswith("more: add --all, or --next-token 2026-01-02T00:00:00.000000Z#second")
+
+
+def test_status_json_into_a_closed_pipe_ends_quietly(control_plane):
+    # given: a document larger than a pipe's buffer, read by `head`, which leaves after 10 bytes
+    control_plane.add(execution_doc("big", context={"rows": ["x" * 100] * 3000}))
+    loom = [sys.executable, "-m", "loom_cli.main", "--url", control_plane.url, "status", "big", "--json"]
+    # when
+    done = subprocess.run(f"{' '.join(loom)} | head -c 10 >/dev/null; echo \"loom=${{PIPESTATUS[0]}}\" >&2",
+                          shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=60)
+    # then: no traceback, exit 0
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert "loom=0" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["console", "mcp"])
+def test_help_of_console_and_mcp_offers_no_json_flag(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "-h"])
+    assert "--json" not in capsys.readouterr().out
