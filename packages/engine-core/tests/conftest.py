@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,9 @@ from engine_core.settings import EngineSettings
 
 UTC = dt.timezone.utc
 TABLE = "loom-test"
+ADAPTER_TESTS = str(Path(__file__).resolve().parent / "adapter")
+if ADAPTER_TESTS not in sys.path:  # sqlite_probes: what the store tests do to the SQLite file from outside
+    sys.path.insert(0, ADAPTER_TESTS)
 
 
 @pytest.fixture
@@ -66,7 +71,13 @@ def store(request):
     in ``engine_core.adapters.STORES`` runs the whole contract suite."""
     if request.param == "dynamodb":
         request.getfixturevalue("dynamo_client")  # moto, with the table
-    return build_store({STORE_ENV: request.param, "LOOM_TABLE_NAME": TABLE}, EngineSettings(shards=4))
+    env = {STORE_ENV: request.param, "LOOM_TABLE_NAME": TABLE}
+    if request.param == "sqlite":  # a fresh file per test, synchronous=FULL as deployed
+        env["LOOM_SQLITE_PATH"] = str(request.getfixturevalue("tmp_path") / "loom.db")
+    store = build_store(env, EngineSettings(shards=4))
+    yield store
+    if request.param == "sqlite":
+        store.close()
 
 
 @pytest.fixture

@@ -26,6 +26,9 @@ from engine_core.ports import Transition
 from engine_core.sharding import shard_of
 from engine_core.adapters.memory import MemoryStore
 
+import sqlite_probes
+from sqlite_probes import is_sqlite
+
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 RETENTION = dt.timedelta(days=30)
@@ -60,13 +63,15 @@ def claim(e: Execution, now: dt.datetime = T0) -> Execution:
 
 
 def is_dynamo(store) -> bool:
-    return not isinstance(store, MemoryStore)
+    return not isinstance(store, MemoryStore) and not is_sqlite(store)
 
 
 def corrupt_meta(store, execution_id: str, attr: str, value) -> None:
     if isinstance(store, MemoryStore):
         store.metas[execution_id][attr] = value
         return
+    if is_sqlite(store):
+        return sqlite_probes.set_attr(store, f"EXEC#{execution_id}", "#META", attr, value)
     from boto3.dynamodb.types import TypeSerializer
 
     store.client.update_item(
@@ -80,6 +85,8 @@ def corrupt_step(store, execution_id: str, sort_key: str, attr: str, value) -> N
     if isinstance(store, MemoryStore):
         store.steps[execution_id][sort_key][attr] = value
         return
+    if is_sqlite(store):
+        return sqlite_probes.set_attr(store, f"EXEC#{execution_id}", sort_key, attr, value)
     from boto3.dynamodb.types import TypeSerializer
 
     store.client.update_item(
@@ -108,7 +115,10 @@ class CountingClient:
 
 
 def calls_during(store, action) -> Counter:
-    """The store operations (memory) or DynamoDB API calls (DynamoDB) that ``action`` makes."""
+    """The store operations (memory), DynamoDB API calls (DynamoDB) or SQLite queries and write transactions
+    (SQLite) that ``action`` makes."""
+    if is_sqlite(store):
+        return sqlite_probes.calls_during(store, action)
     if isinstance(store, MemoryStore):
         before = Counter(store.calls)
         action()
@@ -162,10 +172,10 @@ def test_load_state_reads_execution_input_and_history_in_step_order_in_one_query
     assert state.execution == e and state.input_blob == INPUT
     assert [(r.step_index, r.name) for r in state.records] == [(0, "a"), (1, "b"), (2, "c")]
     assert state.records[1] == record(1, "b")
-    if is_dynamo(store):
-        assert calls == Counter(query=1)
-    else:
+    if isinstance(store, MemoryStore):
         assert calls == Counter(load_state=1)
+    else:  # one DynamoDB Query; one SQLite SELECT
+        assert calls == Counter(query=1)
 
 
 def test_create_with_replace_version_replaces_an_expired_execution_and_leaves_its_history_to_ttl(store):
@@ -788,6 +798,8 @@ def raw_put(store, pk_suffix: str, sort_key: str, execution_id: str, attrs: dict
         table = {"STEP#": store.steps, "EVT#": store.events}[sort_key[:4] if sort_key.startswith("EVT#") else "STEP#"]
         table.setdefault(execution_id, {})[sort_key] = dict(attrs)
         return
+    if is_sqlite(store):
+        return sqlite_probes.raw_put(store, f"EXEC#{execution_id}{pk_suffix}", sort_key, attrs)
     from boto3.dynamodb.types import TypeSerializer
 
     ser = TypeSerializer()
@@ -899,6 +911,8 @@ def items_of(store, execution_id: str) -> dict[str, list[dict]]:
     """Every item the store holds for the execution, by kind: what each store really wrote."""
     if isinstance(store, MemoryStore):
         return store.item_kinds(execution_id)
+    if is_sqlite(store):
+        return sqlite_probes.items_of(store, execution_id)
     from boto3.dynamodb.types import TypeDeserializer
 
     de, out = TypeDeserializer(), {}

@@ -43,6 +43,8 @@ from engine_core.registry import build_workflow
 from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import FakeQueue, LocalRunner
 
+import sqlite_probes
+
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -146,6 +148,8 @@ def corrupt_meta(store, execution_id: str, attr: str, value) -> None:
     if isinstance(store, MemoryStore):
         store.metas[execution_id][attr] = value
         return
+    if sqlite_probes.is_sqlite(store):
+        return sqlite_probes.set_attr(store, f"EXEC#{execution_id}", "#META", attr, value)
     from boto3.dynamodb.types import TypeSerializer
 
     store.client.update_item(
@@ -571,6 +575,10 @@ def test_defect8_a_corrupt_item_found_by_the_sweeper_fails_like_on_the_worker_pa
         attrs = store.metas[eid]
         assert attrs["status"] == "FAILED" and attrs["finalized"] is True
         assert attrs["expires_at"] == int((h.clock.now() + dt.timedelta(days=30)).timestamp())
+    elif sqlite_probes.is_sqlite(store):
+        attrs = sqlite_probes.meta(store, eid)
+        assert attrs["status"] == "FAILED" and attrs["finalized"] is True and "gsi1pk" not in attrs
+        assert attrs["expires_at"] == attrs["_ttl_column"] == int((h.clock.now() + dt.timedelta(days=30)).timestamp())
     else:
         item = store.client.get_item(TableName=store.table, Key={"PK": {"S": f"EXEC#{eid}"}, "SK": {"S": "#META"}})["Item"]
         assert item["status"]["S"] == "FAILED" and "GSI1PK" not in item
@@ -642,6 +650,11 @@ def test_chain_five_steps_run_in_one_delivery_with_one_record_and_one_commit_per
         calls = Counter(store.calls) - before
         # then: one read, the first step's claim, then per step one history write and one commit
         assert calls == Counter(load_state=1, put_step=5, commit=1 + 5)
+    elif sqlite_probes.is_sqlite(store):
+        holder = {}
+        calls = sqlite_probes.calls_during(store, lambda: holder.update(outcome=h.engine.process(m.body)))
+        outcome = holder["outcome"]
+        assert calls == Counter(query=1, write=5 + 1 + 5)  # one SELECT; a transaction per record and per commit
     else:
         counting = CountingClient(store.client)
         store.client = counting

@@ -7,6 +7,9 @@ module              what
 ``dynamodb``        the state store on the design's single table (``_dynamo_branches``: its fan-out items;
                     ``_dynamo_wire``: items in and out, ClientError translated, in one place)
 ``memory``          the state store in a dict, same conditions (tests, the simulation, the bench)
+``sqlite``          the state store in one local SQLite file, same conditions, safe across processes
+                    (``sqlite_db``: the file, its connections and transactions; ``sqlite_branches``: its
+                    fan-out items; ``sqlite_queue``: the step queue on the same file)
 ``_items``          the item mapping both stores share (model <-> flat attributes, sort keys)
 ``sqs``             the step queue and the DLQ's failure notices
 ``eventbridge``     status-change events
@@ -31,7 +34,8 @@ from ..settings import ConfigurationError, EngineSettings
 
 STORE_ENV = "LOOM_STORE"
 DEFAULT_STORE = "dynamodb"
-STORES: dict[str, str] = {"dynamodb": "engine_core.adapters.dynamodb", "memory": "engine_core.adapters.memory"}
+STORES: dict[str, str] = {"dynamodb": "engine_core.adapters.dynamodb", "memory": "engine_core.adapters.memory",
+                          "sqlite": "engine_core.adapters.sqlite"}
 """``LOOM_STORE`` value -> the adapter module whose ``store_from_env`` builds that store. Modules load
 only when chosen, so a memory-backed process never imports boto3 for its store."""
 

@@ -1,0 +1,457 @@
+"""SQLite adapter: the design's single table in one local file, with DynamoDB's conditions.
+
+``LOOM_STORE=sqlite`` with ``LOOM_SQLITE_PATH`` (the file, created if missing); ``LOOM_SQLITE_SYNCHRONOUS``
+(``FULL``, the default, or ``NORMAL``) and ``LOOM_SQLITE_BUSY_TIMEOUT_MS`` are described in ``sqlite_db``.
+
+=========  ===================  =====================  ===========================================
+item       pk                   sk                     index columns
+=========  ===================  =====================  ===========================================
+execution  ``EXEC#<id>``        ``#META``              gsi1 ``DUE#<shard>`` / ``<index_at>`` while
+                                                       live, ``FIN#<shard>`` / ``<finalize_by>``
+                                                       after; gsi2 ``<created_at>#<id>``
+input      ``EXEC#<id>``        ``#INPUT``             -
+join       ``EXEC#<id>``        ``JOIN#<nnn>``         -
+step       ``EXEC#<id>``        ``STEP#<nnn>#<name>``  -
+event      ``EXEC#<id>#E``      ``EVT#<name>#<id>``    -
+operation  ``EXEC#<id>#O``      ``OP#<version>#<op>``  -
+branch     ``EXEC#<id>#S<nnn>`` ``B#<bbbbb>``          -
+=========  ===================  =====================  ===========================================
+
+Each item's attributes are those of ``_items.py`` (the mapping every store shares), stored as JSON;
+``expires_at`` is also a column (the TTL; ``reap_expired`` deletes what it passed, as DynamoDB's TTL
+does). Every conditional write reads the stored item and writes under the file's write lock
+(``BEGIN IMMEDIATE``), so a condition holds across threads and processes: a version-checked commit, a
+history record written once per (run, version), an event once per id and run, a branch's completion
+and its count in one transaction. Operations and events sit in partitions of their own, so a
+delivery's one query (``load_state``) never reads them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..clock import format_ts, parse_ts
+from ..errors import CorruptStateError, ExecutionExistsError, ExecutionNotFoundError, StepSupersededError, TransitionConflictError
+from ..model import (
+    CorruptRecord,
+    ErrorInfo,
+    EventRecord,
+    Execution,
+    ExecutionState,
+    ListEntry,
+    OperationRecord,
+    Status,
+    StepRecord,
+)
+from ..ports import PAGE_BYTES, DuePage, DueRef, HistoryPage, ListPage, Transition
+from ..settings import ConfigurationError, EngineSettings
+from ..sharding import shard_of
+from . import sqlite_branches as _fanout
+from ._items import (
+    EVENT_PREFIX,
+    INPUT_ATTR,
+    JOIN_PREFIX,
+    LIVE,
+    OP_PREFIX,
+    START_ATTRS,
+    STEP_PREFIX,
+    TTL_ATTR,
+    _epoch,
+    event_from_attrs,
+    event_sort_key,
+    event_to_attrs,
+    execution_from_attrs,
+    execution_to_attrs,
+    list_key,
+    older_run,
+    operation_from_attrs,
+    operation_sort_key,
+    operation_to_attrs,
+    record_sort_key,
+    start_attrs,
+    step_from_attrs,
+    step_replaceable,
+    step_to_attrs,
+    valid_list_key,
+    with_start_attrs,
+)
+from .sqlite_db import (
+    BUSY_TIMEOUT_ENV,
+    DEFAULT_BUSY_TIMEOUT_MS,
+    PATH_ENV,
+    SYNCHRONOUS_ENV,
+    Database,
+    after_prefix,
+    attrs_of,
+    decoded,
+    dumps,
+    exec_pk as _pk,
+    get_raw,
+    put_item,
+    readable,
+)
+
+log = logging.getLogger("engine_core")
+
+META_SK = "#META"
+INPUT_SK = "#INPUT"
+EVENTS_PARTITION = "#E"
+OPS_PARTITION = "#O"
+_UNFAILABLE = frozenset(s.value for s in (Status.COMPLETED, Status.FAILED, Status.COMPENSATION_FAILED))
+"""The statuses ``fail_unreadable`` leaves alone (the other stores' condition on the same call)."""
+_IN_CHUNK = 500
+
+
+def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_config: Any = None) -> SqliteStore:
+    """``LOOM_STORE=sqlite``: the file ``LOOM_SQLITE_PATH`` (created with its directory if missing)."""
+    path = env.get(PATH_ENV, "")
+    if not path:
+        raise ConfigurationError(f"LOOM_STORE=sqlite needs {PATH_ENV}, the database file (created if missing), "
+                                 f"e.g. {PATH_ENV}=.loom/loom.db")
+    busy = env.get(BUSY_TIMEOUT_ENV) or str(DEFAULT_BUSY_TIMEOUT_MS)
+    if not busy.isdigit():
+        raise ConfigurationError(f"{BUSY_TIMEOUT_ENV}={busy!r} must be a whole number of milliseconds")
+    return SqliteStore(path, shards=settings.shards, synchronous=env.get(SYNCHRONOUS_ENV) or "FULL",
+                       busy_timeout_ms=int(busy))
+
+
+class SqliteStore:
+    """State store in one SQLite file, safe for several threads and several processes on that file.
+
+    Example:
+        >>> store = SqliteStore(".loom/loom.db", shards=4)
+    """
+
+    def __init__(self, path: str, shards: int = 1, synchronous: str = "FULL",
+                 busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, db: Database | None = None):
+        self.db = db or Database(path, synchronous, busy_timeout_ms, shards)
+        self.path, self.shards = self.db.path, self.db.shards
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- the execution item -----------------------------------------------------------------------------
+    def _put_meta(self, conn: Any, e: Execution) -> None:
+        shard = shard_of(e.execution_id, self.shards)
+        if e.due_at is not None:
+            gsi1: tuple[str | None, str | None] = (f"DUE#{shard}", format_ts(e.due_at))
+        elif e.finalize_by is not None:  # ended, housekeeping owed: the sweeper's second partition
+            gsi1 = (f"FIN#{shard}", format_ts(e.finalize_by))
+        else:
+            gsi1 = (None, None)
+        put_item(conn, _pk(e.execution_id), META_SK, execution_to_attrs(e), gsi1, list_key(e.created_at, e.execution_id))
+
+    @staticmethod
+    def _decode_meta(execution_id: str, raw: Any) -> Execution:
+        try:
+            attrs = attrs_of(raw)
+        except ValueError as exc:
+            raise CorruptStateError(execution_id, str(exc), str(raw)) from None
+        return execution_from_attrs(execution_id, attrs)
+
+    def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
+        eid = execution.execution_id
+        with self.db.write() as conn:
+            raw = get_raw(conn, _pk(eid), META_SK)
+            if raw is not None:
+                # Only an expired execution at that version is replaced (a run that reached the same
+                # version number since is not expired, so a late replacement cannot overwrite it).
+                old = readable(raw) or {}
+                ttl = old.get(TTL_ATTR)
+                expired_at_version = (replace_version is not None and old.get("version") == replace_version
+                                      and isinstance(ttl, int) and ttl <= _epoch(execution.created_at))
+                if not expired_at_version:
+                    raise ExecutionExistsError(self._decode_meta(eid, raw))
+            self._put_meta(conn, execution)
+            put_item(conn, _pk(eid), INPUT_SK, {INPUT_ATTR: input_blob, **start_attrs(execution)})
+
+    def load(self, execution_id: str) -> Execution | None:
+        with self.db.read() as conn:
+            raw = get_raw(conn, _pk(execution_id), META_SK)
+        return None if raw is None else self._decode_meta(execution_id, raw)
+
+    def load_state(self, execution_id: str) -> ExecutionState | None:
+        with self.db.read() as conn:  # one statement: one snapshot of the execution's partition
+            rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? ORDER BY sk", (_pk(execution_id),)).fetchall()
+        meta, input_blob, started = None, "", {}
+        records, operations, events, joins = [], [], [], {}
+        for sk, raw in rows:
+            if sk == META_SK:
+                meta = self._decode_meta(execution_id, raw)
+            elif sk == INPUT_SK:
+                stored = readable(raw) or {}  # unreadable: no input, so the context cannot be rebuilt (corrupt_state)
+                blob = stored.get(INPUT_ATTR, "")
+                input_blob = blob if isinstance(blob, str) else ""
+                started = {k: v for k, v in stored.items() if k in START_ATTRS}
+            elif sk.startswith(STEP_PREFIX):
+                records.append(decoded(sk, raw, step_from_attrs))
+            elif sk.startswith(OP_PREFIX):
+                operations.append(decoded(sk, raw, operation_from_attrs))
+            elif sk.startswith(EVENT_PREFIX):
+                events.append(decoded(sk, raw, event_from_attrs))
+            elif sk.startswith(JOIN_PREFIX) and (join := _fanout.decode_join(raw)) is not None:
+                joins[join.step_index] = join
+        if meta is None:
+            return None
+        return ExecutionState(with_start_attrs(meta, started), input_blob, records, operations, events, joins=joins)
+
+    def commit(self, transition: Transition) -> None:
+        new = transition.new
+        eid = new.execution_id
+        with self.db.write() as conn:
+            raw = get_raw(conn, _pk(eid), META_SK)
+            if raw is None:
+                raise ExecutionNotFoundError(eid)
+            # The advance is valid only from the exact (step, version) the caller read: a duplicate,
+            # stale or zombie delivery finds a newer version and changes nothing.
+            current = readable(raw)
+            if current is None or current.get("version") != transition.expected_version \
+                    or current.get("current_step") != transition.expected_step:
+                raise TransitionConflictError(eid, transition.expected_step, transition.expected_version,
+                                              self._decode_meta(eid, raw))
+            self._put_meta(conn, new)
+
+    def put_step(self, execution_id: str, record: StepRecord) -> None:
+        """Write a step's record unless a later attempt of this run (or a newer run) wrote one. Like a
+        DynamoDB PutItem it does not look at the execution item.
+
+        Written without waiting for the disk: the engine follows every record with the execution's commit,
+        whose sync makes the record durable too (the log is written in order). A crash between the two
+        (process or machine) is the engine's crash after the record either way: the claim's lease re-drives
+        the step, and its attempt writes the record again."""
+        sk = record_sort_key(record)
+        with self.db.write(durable=False) as conn:
+            raw = get_raw(conn, _pk(execution_id), sk)
+            if raw is not None:
+                old = readable(raw)
+                if old is None:  # reported as a CorruptRecord by every read until now; a fresh record replaces it
+                    log.warning("replacing an unreadable history record", extra={
+                        "execution_id": execution_id, "sort_key": sk, "store": str(self.path)})
+                elif not step_replaceable(old, record):
+                    raise StepSupersededError(execution_id, record.step_index, record.version, int(old["written_version"]))
+            put_item(conn, _pk(execution_id), sk, step_to_attrs(record))
+
+    def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
+        with self.db.write() as conn:
+            raw = get_raw(conn, _pk(execution_id), META_SK)
+            if raw is None:
+                return False
+            attrs = readable(raw)
+            if attrs is None:  # the bytes themselves are damaged: keep them, shown, beside the ending
+                attrs = {"execution_id": execution_id, "damaged": str(raw)}
+            if attrs.get("status") in _UNFAILABLE:
+                return False
+            for gone in ("next_wake_at", "timer", "index_at", "finalize_by"):
+                attrs.pop(gone, None)
+            attrs.update(status=Status.FAILED.value, list_status=Status.FAILED.value, error=error.model_dump_json(),
+                         updated_at=format_ts(now), finalized=True, **{TTL_ATTR: _epoch(expires_at)})
+            conn.execute("UPDATE items SET attrs = ?, expires_at = ?, gsi1pk = NULL, gsi1sk = NULL WHERE pk = ? AND sk = ?",
+                         (dumps(attrs), attrs[TTL_ATTR], _pk(execution_id), META_SK))
+        return True
+
+    def stamp_items(self, execution_id: str, expires_at: dt.datetime) -> int:
+        """Raise the TTL of every item of the execution but ``#META`` (its input, history, joins, events,
+        operations and branches) to ``expires_at``; never lowers one. Returns how many it raised."""
+        ttl, pk = _epoch(expires_at), _pk(execution_id)
+        with self.db.write() as conn:
+            rows = conn.execute(
+                "SELECT pk, sk, attrs FROM items WHERE (pk = ? OR (pk > ? AND pk < ?)) AND sk != ? "
+                "AND (expires_at IS NULL OR expires_at < ?)", (pk, pk + "#", pk + "$", META_SK, ttl)).fetchall()
+            for item_pk, sk, raw in rows:
+                attrs = readable(raw)
+                if attrs is None:  # damaged: its bytes stay as they are; the TTL column still moves
+                    conn.execute("UPDATE items SET expires_at = ? WHERE pk = ? AND sk = ?", (ttl, item_pk, sk))
+                    continue
+                attrs[TTL_ATTR] = ttl
+                conn.execute("UPDATE items SET attrs = ?, expires_at = ? WHERE pk = ? AND sk = ?",
+                             (dumps(attrs), ttl, item_pk, sk))
+        return len(rows)
+
+    def finalize(self, execution_id: str, version: int) -> None:
+        with self.db.write() as conn:
+            attrs = readable(get_raw(conn, _pk(execution_id), META_SK))
+            if attrs is None or attrs.get("version") != version:
+                return  # someone else finalized it, or it moved on
+            attrs["finalized"] = True
+            attrs.pop("finalize_by", None)  # out of the housekeeping index too
+            conn.execute("UPDATE items SET attrs = ?, gsi1pk = NULL, gsi1sk = NULL WHERE pk = ? AND sk = ?",
+                         (dumps(attrs), _pk(execution_id), META_SK))
+
+    def reap_expired(self, now: dt.datetime, limit: int = 1000) -> int:
+        """Delete up to ``limit`` items whose TTL has passed, as DynamoDB's TTL does in the background (the
+        local runtime's sweeper calls it; reads already treat an expired execution as gone)."""
+        with self.db.write() as conn:
+            cur = conn.execute("DELETE FROM items WHERE (pk, sk) IN (SELECT pk, sk FROM items WHERE expires_at <= ? "
+                               "LIMIT ?)", (_epoch(now), limit))
+            return cur.rowcount
+
+    # -- the due and housekeeping index -----------------------------------------------------------------
+    def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        return self._query_index("DUE", shard, now, limit, cursor)
+
+    def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
+        """Ended executions in ``shard`` whose housekeeping is overdue (their ``finalize_by`` passed)."""
+        return self._query_index("FIN", shard, now, limit, cursor)
+
+    def _query_index(self, prefix: str, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
+        sql, args = "SELECT gsi1sk, pk FROM items WHERE gsi1pk = ? AND gsi1sk <= ?", [f"{prefix}#{shard}", format_ts(now)]
+        if cursor is not None:
+            sql += " AND (gsi1sk, pk) > (?, ?)"
+            args += [str(cursor[0]), str(cursor[1])]
+        with self.db.read() as conn:
+            rows = conn.execute(sql + " ORDER BY gsi1sk, pk LIMIT ?", (*args, limit + 1)).fetchall()
+        page = rows[:limit]
+        return DuePage(items=[DueRef(execution_id=pk.removeprefix("EXEC#"), next_wake_at=parse_ts(key)) for key, pk in page],
+                       cursor=[page[-1][0], page[-1][1]] if len(rows) > limit and page else None, read_count=len(page))
+
+    def due_ids(self) -> set[str]:
+        """Executions the due index holds (only live ones carry a key): what a liveness check reads."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT pk FROM items WHERE gsi1pk LIKE 'DUE#%'").fetchall()
+        return {pk.removeprefix("EXEC#") for (pk,) in rows}
+
+    # -- history, operations, events ----------------------------------------------------------------------
+    def _all(self, pk: str, prefix: str, decode, limit: int | None = None) -> list[Any]:
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? AND sk >= ? AND sk < ? ORDER BY sk LIMIT ?",
+                                (pk, prefix, after_prefix(prefix), -1 if limit is None else limit)).fetchall()
+        return [decoded(sk, raw, decode) for sk, raw in rows]
+
+    def _page(self, pk: str, prefix: str, limit: int, after: str | None, decode) -> HistoryPage:
+        """Items of ``pk`` under ``prefix`` after ``after``, in key order: up to ``limit``, and as a DynamoDB
+        Query page up to 1 MB of them (it stops after the item that crosses the megabyte)."""
+        keys, records, size, more = [], [], 0, False
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? AND sk >= ? AND sk > ? AND sk < ? ORDER BY sk",
+                                (pk, prefix, "" if after is None else after, after_prefix(prefix)))
+            for sk, raw in rows:
+                if len(keys) == limit or size >= PAGE_BYTES:
+                    more = True
+                    break
+                keys.append(sk)
+                records.append(decoded(sk, raw, decode))
+                size += len(sk) + len(raw.encode("utf-8", "surrogateescape"))
+        return HistoryPage(records, keys[-1] if more and keys else None, keys=keys)
+
+    def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
+        return self._all(_pk(execution_id), STEP_PREFIX, step_from_attrs)
+
+    def history_page(self, execution_id: str, limit: int, after: str | None = None) -> HistoryPage:
+        return self._page(_pk(execution_id), STEP_PREFIX, limit, after, step_from_attrs)
+
+    @staticmethod
+    def _ops_pk(execution_id: str, legacy: bool) -> str:
+        return _pk(execution_id) + ("" if legacy else OPS_PARTITION)
+
+    @staticmethod
+    def _events_pk(execution_id: str, legacy: bool) -> str:
+        return _pk(execution_id) + ("" if legacy else EVENTS_PARTITION)
+
+    def put_operation(self, execution_id: str, record: OperationRecord, legacy: bool = False) -> None:
+        with self.db.write() as conn:
+            put_item(conn, self._ops_pk(execution_id, legacy), operation_sort_key(record), operation_to_attrs(record))
+
+    def operations(self, execution_id: str, legacy: bool = False) -> list[OperationRecord | CorruptRecord]:
+        return self._all(self._ops_pk(execution_id, legacy), OP_PREFIX, operation_from_attrs)
+
+    def operations_page(self, execution_id: str, limit: int, after: str | None = None,
+                        legacy: bool = False) -> HistoryPage:
+        return self._page(self._ops_pk(execution_id, legacy), OP_PREFIX, limit, after, operation_from_attrs)
+
+    def put_event(self, execution_id: str, record: EventRecord, legacy: bool = False) -> bool:
+        """Keep an event until a wait consumes it; False (nothing written) when its id was sent to this run
+        before. An event an earlier run under the same id left is replaced."""
+        pk, sk = self._events_pk(execution_id, legacy), event_sort_key(record.name, record.event_id)
+        with self.db.write() as conn:
+            raw = get_raw(conn, pk, sk)
+            if raw is not None:
+                stored = readable(raw)
+                if stored is not None and not older_run(stored, record.run, "sent_at"):
+                    return False  # sent before to this run: applied once
+            put_item(conn, pk, sk, event_to_attrs(record))
+        return True
+
+    def list_events(self, execution_id: str, name: str | None = None, legacy: bool = False,
+                    limit: int | None = None) -> list[EventRecord | CorruptRecord]:
+        prefix = EVENT_PREFIX if name is None else event_sort_key(name, "")
+        return self._all(self._events_pk(execution_id, legacy), prefix, event_from_attrs, limit)
+
+    def events_page(self, execution_id: str, limit: int, after: str | None = None, legacy: bool = False) -> HistoryPage:
+        return self._page(self._events_pk(execution_id, legacy), EVENT_PREFIX, limit, after, event_from_attrs)
+
+    # -- the list index -----------------------------------------------------------------------------------
+    def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
+                   created_before: dt.datetime | None = None) -> ListPage:
+        """Executions newest first, optionally within a creation window, resuming strictly below ``cursor``."""
+        low = "0" if created_after is None else format_ts(created_after)
+        high = "9" if created_before is None else format_ts(created_before) + "#~"
+        sql, args = "SELECT gsi2sk, attrs FROM items WHERE gsi2sk >= ? AND gsi2sk <= ?", [low, high]
+        if cursor is not None:
+            sql += " AND gsi2sk < ?"
+            args.append(str(cursor))
+        with self.db.read() as conn:
+            rows = conn.execute(sql + " ORDER BY gsi2sk DESC LIMIT ?", (*args, limit + 1)).fetchall()
+        entries = []
+        for key, raw in rows[:limit]:
+            created, _, eid = key.partition("#")
+            attrs = readable(raw) or {}
+            workflow, status = attrs.get("workflow"), attrs.get("list_status")
+            entries.append(ListEntry(execution_id=eid, workflow=workflow if isinstance(workflow, str) else "?",
+                                     status=status if isinstance(status, str) else LIVE, created_at=parse_ts(created)))
+        more = len(rows) > limit
+        return ListPage(entries, list_key(entries[-1].created_at, entries[-1].execution_id) if more and entries else None,
+                        len(entries))
+
+    def load_statuses(self, execution_ids: list[str]) -> dict[str, str]:
+        """The status each execution item holds now (unreadable and missing ones are left out)."""
+        out: dict[str, str] = {}
+        with self.db.read() as conn:
+            for start in range(0, len(execution_ids), _IN_CHUNK):
+                chunk = [_pk(eid) for eid in execution_ids[start:start + _IN_CHUNK]]
+                marks = ",".join("?" * len(chunk))
+                for pk, raw in conn.execute(f"SELECT pk, attrs FROM items WHERE sk = ? AND pk IN ({marks})",
+                                            (META_SK, *chunk)):
+                    status = (readable(raw) or {}).get("status")
+                    if isinstance(status, str):
+                        out[pk.removeprefix("EXEC#")] = status
+        return out
+
+    @staticmethod
+    def valid_list_cursor(cursor: Any) -> bool:
+        """A list index key the store made (``list_cursor``): creation time and id."""
+        return valid_list_key(cursor)
+
+    def list_cursor(self, entry: ListEntry) -> Any:
+        """A ``query_list`` cursor that resumes right after ``entry``."""
+        return list_key(entry.created_at, entry.execution_id)
+
+    # -- parallel and map steps (``sqlite_branches.py``) -----------------------------------------------------
+    def put_join(self, execution_id: str, join: Any) -> bool:
+        return _fanout.put_join(self, execution_id, join)
+
+    def get_join(self, execution_id: str, step_index: int) -> Any | None:
+        return _fanout.get_join(self, execution_id, step_index)
+
+    def create_branch(self, execution_id: str, branch: Any) -> None:
+        _fanout.create_branch(self, execution_id, branch)
+
+    def get_branch(self, execution_id: str, step_index: int, branch: int) -> Any | None:
+        return _fanout.get_branch(self, execution_id, step_index, branch)
+
+    def update_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
+        _fanout.update_branch(self, execution_id, branch, expected_version)
+
+    def complete_branch(self, execution_id: str, branch: Any, expected_version: int) -> None:
+        _fanout.complete_branch(self, execution_id, branch, expected_version)
+
+    def branches(self, execution_id: str, step_index: int) -> list[Any]:
+        return _fanout.branches(self, execution_id, step_index)
+
+    def branches_page(self, execution_id: str, step_index: int, limit: int, after: int | None = None) -> HistoryPage:
+        return _fanout.branches_page(self, execution_id, step_index, limit, after)
+
+
+__all__ = ["SqliteStore", "store_from_env"]
