@@ -14,7 +14,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 # Workflow and Lambda packages, their tools and their test support, installed editable into the dev
 # environment (no Lambda zip installs anything but its requirements.txt).
-PACKAGES := engine-core workflows-examples worker sweeper control-plane cli local-runtime test-support
+PACKAGES := engine-core workflows-examples worker sweeper control-plane cli local-runtime lite test-support
 
 .PHONY: help venv lock test test-unit clean
 

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from . import commands, dlq
+from . import commands, dev, dlq
 from .args import limit, port, since
 from .sdk import LoomClient, LoomError
 from .sdk.client import INVALID_ARGUMENT
@@ -137,6 +137,7 @@ def parser() -> argparse.ArgumentParser:
     dr.add_argument("--limit", type=limit, default=100, help="at most this many messages, 1-100 (default 100)")
     dr.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     dr.set_defaults(func=dlq.cmd_redrive, without_api=True)
+    dev.add_parser(sub)
     return p
 
 

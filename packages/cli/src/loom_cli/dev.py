@@ -1,0 +1,50 @@
+"""``loom dev``: Loom without AWS, for a package of workflows. One process runs the worker, the sweeper and
+the API on 127.0.0.1 with everything in one SQLite file (the ``loom-lite`` package; ``python -m loom_lite``
+is the same command). It records its URL where ``loom`` and ``LoomClient()`` look, so every other command
+works against it from any directory.
+
+    loom dev myflows              # import myflows (its @workflow classes register), serve until Ctrl-C
+    loom dev --db /tmp/a.db       # another file; the default is .loom/loom.db under the current directory
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .args import port
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("modules", nargs="*", metavar="MODULE",
+                   help="workflow modules to import (a module or package name, importable from the current directory, "
+                        "or a .py file); installed packages with a loom.workflows entry point load too")
+    p.add_argument("--db", help="the SQLite file (default: $LOOM_SQLITE_PATH, else .loom/loom.db); created if missing, "
+                               "kept across runs")
+    p.add_argument("--port", type=port, default=None, help="the API's port on 127.0.0.1 (default: a free one, printed)")
+    p.add_argument("--sweep-every", type=float, default=None, metavar="SECONDS",
+                   help="the sweeper's schedule (default 1 s)")
+    p.add_argument("--no-record", action="store_true",
+                   help="do not record the URL in the per-user state file (loom and LoomClient() then need --url)")
+    p.add_argument("--no-entry-points", action="store_true",
+                   help="load only the MODULEs named, not the installed loom.workflows packages")
+    p.add_argument("--quiet", action="store_true", help="print no line per handled message")
+
+
+def add_parser(sub: Any) -> None:
+    text = ("run Loom without AWS for a package of workflows: worker, sweeper and the API on 127.0.0.1, state in one "
+            "SQLite file; Ctrl-C stops it (a killed run resumes where it stood)")
+    d = sub.add_parser("dev", help=text, description=text)
+    add_arguments(d)
+    d.set_defaults(func=run, without_api=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from loom_lite.cli import serve
+    except ImportError as exc:
+        print(f"loom: error: loom dev needs the loom-lite package ({exc}); install it (pip install loom-lite; in "
+              "this repository `make venv` installs it)", file=sys.stderr)
+        return 2
+    return serve(args)

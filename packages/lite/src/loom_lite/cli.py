@@ -1,0 +1,101 @@
+"""``python -m loom_lite`` (and ``loom dev``, the same arguments: ``loom_cli.dev``): serve a package of
+workflows on one SQLite file until Ctrl-C or SIGTERM.
+
+Exit status: 0 after a clean stop, 2 when it cannot start (the message says what to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from engine_core import REGISTRY, Outcome, Registry
+from engine_core.errors import RegistrationError
+from engine_core.settings import ConfigurationError
+from loom_cli.dev import add_arguments
+
+from .config import LiteConfig
+from .runtime import LiteRuntime
+
+log = logging.getLogger("loom_lite")
+UP_LINE = "Loom is up on SQLite:"
+"""How a started runtime announces itself (``make demo-lite`` reads the URL after it)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loom_lite", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return serve(p.parse_args(argv))
+
+
+def load_workflows(modules: list[str], entry_points: bool = True, registry: Registry = REGISTRY) -> Registry:
+    """Import each module (a name importable from the current directory, or a .py file), then the installed
+    ``loom.workflows`` packages; their ``@workflow`` classes register in ``registry``."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    for name in modules:
+        try:
+            if name.endswith(".py"):
+                path = Path(name).resolve()
+                spec = importlib.util.spec_from_file_location(path.stem, path)
+                if spec is None or spec.loader is None or not path.is_file():
+                    raise FileNotFoundError(f"no file {path}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[path.stem] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(name)
+        except RegistrationError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(f"cannot import workflow module {name!r}: {type(exc).__name__}: {exc} (a module "
+                                     f"importable from {here}, or a .py file)") from exc
+    if entry_points:
+        registry.load_entry_points()
+    if not registry.all():
+        raise ConfigurationError("no workflows are registered: name a module that defines some (loom dev myflows), or "
+                                 "install a package with a loom.workflows entry point")
+    return registry
+
+
+def _printer(outcome: Outcome) -> None:
+    steps = f", {outcome.steps_run} step(s) run" if outcome.steps_run else ""
+    detail = f": {outcome.detail}" if outcome.detail else ""
+    log.info("%s step %s %s%s%s", outcome.execution_id, outcome.step, outcome.kind, steps, detail)
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    logging.getLogger("engine_core").setLevel(logging.WARNING)
+    try:
+        registry = load_workflows(args.modules, entry_points=not args.no_entry_points)
+        config = LiteConfig.from_env(db=Path(args.db) if args.db else None, port=args.port,
+                                     sweep_every_s=args.sweep_every, record=not args.no_record)
+        runtime = LiteRuntime(config, registry, on_outcome=None if args.quiet else _printer)
+    except (ConfigurationError, RegistrationError) as exc:
+        print(f"loom dev: error: {exc}", file=sys.stderr)
+        return 2
+
+    def graceful(signum: int, frame: object) -> None:  # SIGTERM: finish the message in hand, then stop
+        runtime.stop_event.set()
+        runtime.queue.sent.set()
+
+    previous = signal.signal(signal.SIGTERM, graceful)
+    try:
+        runtime.start()
+        names = ", ".join(registry.names())
+        print(f"{UP_LINE} {runtime.url}  store {config.db}  workflows: {names}  (Ctrl-C stops it)", flush=True)
+        runtime.run_worker()
+    except KeyboardInterrupt:
+        print("stopping: worker, sweeper and API", file=sys.stderr, flush=True)
+    finally:
+        runtime.stop()
+        signal.signal(signal.SIGTERM, previous)
+    return 0

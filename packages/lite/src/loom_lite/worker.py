@@ -1,0 +1,79 @@
+"""The worker loop: what Lambda's SQS event source mapping and the worker handler do, in one loop.
+
+Receive one message (hidden for the visibility timeout), give ``Engine.process`` the delivery's deadline
+(``LiteConfig.delivery_s``, as a Lambda invocation's timeout), then acknowledge it, or release it for an
+invocation with room for its step, or leave it for its visibility timeout when processing raised (the
+engine asks for redelivery by raising). A message that is not a step message is left too: after
+``max_receives`` receives the queue moves it to the dead letters, as SQS's redrive policy does.
+
+It runs on the main thread: a step's timeout is a SIGALRM there (``engine_core._runner``), as in Lambda.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from engine_core import Engine, InsufficientTimeError, Outcome, StepMessage
+from engine_core.adapters.sqlite_queue import Received, SqliteQueue
+
+log = logging.getLogger("loom_lite")
+
+
+class Worker:
+    def __init__(self, engine: Engine, queue: SqliteQueue, delivery_s: float, visibility_s: float, poll_s: float,
+                 stop: threading.Event, on_outcome: Callable[[Outcome], None] | None = None):
+        self.engine, self.queue = engine, queue
+        self.delivery_s, self.visibility_s, self.poll_s, self.stop = delivery_s, visibility_s, poll_s, stop
+        self.on_outcome = on_outcome
+        self.counts: Counter = Counter()
+
+    def run(self) -> None:
+        """Until ``stop`` is set: handle what is visible, else wait for a send of this process, the next
+        delayed message, or the poll interval (another process's sends), whichever comes first."""
+        while not self.stop.is_set():
+            self.queue.sent.clear()
+            if self.once():
+                continue
+            upcoming = self.queue.next_visible_in()
+            self.queue.sent.wait(self.poll_s if upcoming is None else min(upcoming, self.poll_s))
+
+    def once(self) -> bool:
+        """Receive and handle one message; False when none was visible."""
+        batch = self.queue.receive(1, visibility_timeout_s=self.visibility_s)
+        for received in batch:
+            self.handle(received)
+        return bool(batch)
+
+    def handle(self, received: Received) -> Outcome | None:
+        try:
+            message = StepMessage.model_validate_json(received.body)
+        except ValidationError as exc:
+            self.counts["malformed"] += 1
+            log.error("message %s is not a step message (%d problems); after %d receives it moves to the dead "
+                      "letters", received.message_id, exc.error_count(), self.queue.max_receives)
+            return None
+        deadline = time.monotonic() + self.delivery_s
+        try:
+            outcome = self.engine.process(message, remaining_ms=lambda: int((deadline - time.monotonic()) * 1000))
+        except InsufficientTimeError as exc:
+            # Nothing was written: back on the queue at once (a fresh delivery has its whole deadline).
+            self.counts["released"] += 1
+            log.warning("too little time left for the step (%d ms, %d needed); released", exc.remaining_ms, exc.needed_ms)
+            self.queue.release(received.receipt)
+            return None
+        except Exception:
+            self.counts["errors"] += 1
+            log.exception("processing %s failed; the message returns after its visibility timeout (%g s)",
+                          message.execution_id, self.visibility_s)
+            return None
+        self.queue.ack(received.receipt)
+        self.counts[outcome.kind] += 1
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
+        return outcome
