@@ -1,0 +1,152 @@
+"""The one-process runtime serves the control plane's own API: the SDK, the ``loom`` command line, the console
+and the MCP tools work against it unchanged, found through the per-user state file."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from engine_core import Registry, sleep, step, wait_for_event, workflow
+from loom_cli.console.server import Console
+from loom_cli.main import main as loom
+from loom_cli.mcp_tools import call_tool, select
+from loom_cli.sdk import LoomClient
+from loom_lite import LiteConfig, LiteRuntime
+from loom_lite.config import lite_settings
+
+
+def make_registry() -> Registry:
+    registry = Registry()
+
+    def hello(ctx):
+        return {"greeting": f"hello {ctx['name']}"}
+
+    def shout(ctx):
+        return {"shout": ctx["greeting"].upper()}
+
+    @workflow("greet", registry=registry)
+    class Greet:
+        steps = [hello, sleep(seconds=600, name="nap"), shout]
+
+    @workflow("approve", registry=registry)
+    class Approve:
+        steps = [hello, wait_for_event("approved", timeout=600), step(shout)]
+
+    return registry
+
+
+@pytest.fixture
+def state_file(tmp_path, monkeypatch):
+    path = tmp_path / "state" / "local.json"
+    monkeypatch.setenv("LOOM_STATE_FILE", str(path))
+    monkeypatch.delenv("LOOM_URL", raising=False)
+    return path
+
+
+@pytest.fixture
+def lite(tmp_path, state_file):
+    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02,
+                        settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
+    runtime = LiteRuntime(config, make_registry()).start(worker_thread=True)
+    yield runtime
+    runtime.stop()
+
+
+def http(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int, dict, dict]:
+    req = urllib.request.Request(url, data=body, method=method, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, dict(r.headers), json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), json.loads(exc.read())
+
+
+def test_lite_sdk_finds_the_runtime_through_the_state_file_and_drives_an_execution(lite, state_file):
+    # given: the runtime recorded itself where loom looks
+    recorded = json.loads(state_file.read_text())
+    assert recorded["kind"] == "lite" and recorded["url"] == lite.url
+    client = LoomClient()  # no URL: the state file's
+    # when
+    started = client.start("greet", {"name": "ada"})
+    sleeping = client.wait(started.execution_id, "SLEEPING", timeout_s=20)
+    client.wake(started.execution_id)
+    done = client.wait(started.execution_id, timeout_s=20)
+    # then
+    assert sleeping.status == "SLEEPING" and done.status == "COMPLETED"
+    history = client.history(started.execution_id)
+    assert [(r.name, r.status) for r in history.records()] == [("hello", "SUCCEEDED"), ("nap", "SUCCEEDED"),
+                                                               ("shout", "SUCCEEDED")]
+    assert [op.op for op in history.operations] == ["wake"] and history.operations[0].by == "local"
+
+
+def test_lite_loom_commands_start_send_and_read_against_it(lite, capsys):
+    # when: the command line starts an approval, sends its event, and reads it
+    assert loom(["--json", "start", "approve", "--input", '{"name": "bo"}']) == 0
+    eid = json.loads(capsys.readouterr().out)["execution_id"]
+    LoomClient().wait(eid, "WAITING", timeout_s=20)
+    assert loom(["send", eid, "approved", "--data", '{"ok": true}', "--event-id", "mail-1"]) == 0
+    LoomClient().wait(eid, timeout_s=20)
+    capsys.readouterr()
+    assert loom(["--json", "status", eid]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert loom(["list", "--workflow", "approve"]) == 0
+    listed = capsys.readouterr().out
+    # then
+    assert status["status"] == "COMPLETED" and {"ok": True} in status["context"].values()  # under the wait's name
+    assert eid in listed and "COMPLETED" in listed
+
+
+def test_lite_refusals_are_the_control_planes_own(lite):
+    # an unknown route, a wrong method, a bad body, an unknown workflow: the deployed API's answers
+    status, _, body = http(lite.url + "/nothing")
+    assert status == 404 and body["error"] == "not_found" and "routes are POST /executions" in body["message"]
+    status, headers, body = http(lite.url + "/workflows", "POST", b"{}")
+    assert status == 405 and body["error"] == "method_not_allowed" and headers.get("Allow") == "GET"
+    status, _, body = http(lite.url + "/executions", "POST", b"{not json")
+    assert status == 400 and body["error"] == "invalid_json"
+    status, _, body = http(lite.url + "/executions", "POST", json.dumps({"workflow": "nope", "input": {}}).encode())
+    assert status == 404 and body["error"] == "unknown_workflow"
+
+
+def test_lite_console_and_mcp_tools_work_against_it(lite):
+    client = LoomClient(lite.url)
+    eid = client.start("greet", {"name": "cy"}).execution_id
+    client.wait(eid, "SLEEPING", timeout_s=20)
+    # the console lists it and shows its timeline
+    console = Console(LoomClient(lite.url), interval_s=0.1).start()
+    try:
+        with urllib.request.urlopen(console.url, timeout=10) as r:
+            page = r.read().decode()
+        with urllib.request.urlopen(console.url + f"executions/{eid}", timeout=10) as r:
+            timeline = r.read().decode()
+    finally:
+        console.stop()
+    assert eid in page and "greet" in page and "nap" in timeline
+    # the MCP tools read and act on it
+    tools = {t.name: t for t in select()}
+    ok, doc = call_tool(lambda: LoomClient(lite.url), tools, "get_execution", {"execution_id": eid})
+    assert ok and doc["status"] == "SLEEPING"
+    ok, doc = call_tool(lambda: LoomClient(lite.url), tools, "cancel_execution", {"execution_id": eid, "reason": "test"})
+    assert ok and doc["status"] == "CANCELLED"
+
+
+def test_lite_stop_forgets_its_record_and_a_new_runtime_on_the_file_resumes(tmp_path, state_file):
+    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02,
+                        settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
+    first = LiteRuntime(config, make_registry()).start(worker_thread=True)
+    eid = LoomClient().start("greet", {"name": "di"}).execution_id
+    LoomClient().wait(eid, "SLEEPING", timeout_s=20)
+    first.stop()
+    assert not state_file.exists()
+    # when: another runtime opens the same file
+    second = LiteRuntime(config, make_registry()).start(worker_thread=True)
+    try:
+        client = LoomClient()
+        assert client.get(eid).status == "SLEEPING"
+        client.wake(eid)
+        assert client.wait(eid, timeout_s=20).status == "COMPLETED"
+    finally:
+        second.stop()
