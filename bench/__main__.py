@@ -17,7 +17,7 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "coldstart", "local", "fanout"]
+SECTIONS = ["steps", "sweep", "overhead", "coldstart", "local", "fanout", "lite"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -50,6 +50,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import fanout
 
         return fanout.measure_cases(fanout.CASES[:1] if quick else fanout.CASES, progress=say)
+    if name == "lite":
+        from . import lite
+
+        return lite.measure(repeats=1 if quick else 3, progress=say, quick=quick)
     raise ValueError(name)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import analysis, prices
 from ..analysis import TARGET_REQUESTS, TARGET_USD_PER_MILLION, TARGET_WRITE_UNITS
-from . import findings
+from . import findings, lite
 from ._fmt import Write, api_table, calls, cmd, fmt, met, steps_count, usd, verdict
 from .findings import Check
 
@@ -49,6 +49,8 @@ def targets(w: Write, results: dict[str, Any]) -> None:
         for c in findings.floor_checks(cold):
             w(f"| Handler import within {c.limit:g} ms of the floor, boto3 and its clients ({c.subject}, dev venv) | "
               f"{c.value:+.0f} ms | {verdict(c.ok)} |")
+    if results.get("lite"):
+        lite.target_row(w, results["lite"])
     w("")
 
 
