@@ -89,7 +89,8 @@ def items_of(store: SqliteStore, execution_id: str) -> dict[str, list[dict[str, 
 
 def calls_during(store: SqliteStore, action: Callable[[], Any]) -> Counter:
     """What ``action`` asked of SQLite, counted from the statements SQLite ran: ``query`` for a read outside
-    a write transaction, ``write`` for each write transaction (``BEGIN IMMEDIATE`` .. ``COMMIT``)."""
+    a write transaction, ``write`` for each write transaction (``BEGIN IMMEDIATE`` .. ``COMMIT``, or one
+    INSERT, UPDATE or DELETE on its own, which is its own transaction)."""
     seen: list[str] = []
     store.db.set_trace(seen.append)
     try:
@@ -106,4 +107,6 @@ def calls_during(store: SqliteStore, action: Callable[[], Any]) -> Counter:
             in_write = False
         elif statement.startswith("SELECT") and not in_write:
             counts["query"] += 1
+        elif statement.startswith(("INSERT", "UPDATE", "DELETE")) and not in_write:
+            counts["write"] += 1
     return counts

@@ -103,6 +103,28 @@ OPS_PARTITION = "#O"
 _UNFAILABLE = frozenset(s.value for s in (Status.COMPLETED, Status.FAILED, Status.COMPENSATION_FAILED))
 """The statuses ``fail_unreadable`` leaves alone (the other stores' condition on the same call)."""
 _IN_CHUNK = 500
+_DECODED_MAX = 20_000
+"""History rows kept decoded (``SqliteStore._step``), about 20 MB at most."""
+
+_COMMIT = ("UPDATE items SET attrs = ?, expires_at = ?, gsi1pk = ?, gsi1sk = ?, gsi2sk = ? WHERE pk = ? AND sk = '#META' "
+           "AND CASE WHEN json_valid(attrs) THEN json_extract(attrs, '$.version') = ? "
+           "AND json_extract(attrs, '$.current_step') = ? ELSE 0 END")
+"""A commit: the execution item at exactly (step, version) becomes the new one (an unreadable item never matches)."""
+
+_REPLACEABLE = """CASE
+    WHEN NOT json_valid(items.attrs) THEN 1
+    WHEN json_type(items.attrs, '$.written_version') IS NOT 'integer' THEN 1
+    WHEN :run IS NOT NULL AND CASE WHEN json_type(items.attrs, '$.run') = 'text'
+                                   THEN json_extract(items.attrs, '$.run') < :run
+                                   ELSE json_type(items.attrs, '$.finished_at') = 'text'
+                                        AND json_extract(items.attrs, '$.finished_at') < :run END THEN 1
+    ELSE (json_type(items.attrs, '$.run') IS NOT 'text' OR json_extract(items.attrs, '$.run') = :run)
+         AND json_extract(items.attrs, '$.written_version') < :version
+END"""
+"""``_items.step_replaceable`` on the stored record: one from before written versions, one an older run left, or
+one this run wrote at an earlier version is replaced (a CASE: SQLite does not promise to evaluate OR in order)."""
+_PUT_STEP = ("INSERT INTO items (pk, sk, attrs, expires_at) VALUES (:pk, :sk, :attrs, :ttl) ON CONFLICT (pk, sk) "
+             "DO UPDATE SET attrs = excluded.attrs, expires_at = excluded.expires_at WHERE " + _REPLACEABLE)
 
 
 def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_config: Any = None) -> SqliteStore:
@@ -129,12 +151,14 @@ class SqliteStore:
                  busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS, db: Database | None = None):
         self.db = db or Database(path, synchronous, busy_timeout_ms, shards)
         self.path, self.shards = self.db.path, self.db.shards
+        self._decoded: dict[str, StepRecord] = {}
 
     def close(self) -> None:
         self.db.close()
 
     # -- the execution item -----------------------------------------------------------------------------
-    def _put_meta(self, conn: Any, e: Execution) -> None:
+    def _meta_row(self, e: Execution) -> tuple[str, int | None, str | None, str | None, str]:
+        """The execution item's columns: its attributes, TTL, due or housekeeping index key, list index key."""
         shard = shard_of(e.execution_id, self.shards)
         if e.due_at is not None:
             gsi1: tuple[str | None, str | None] = (f"DUE#{shard}", format_ts(e.due_at))
@@ -142,7 +166,12 @@ class SqliteStore:
             gsi1 = (f"FIN#{shard}", format_ts(e.finalize_by))
         else:
             gsi1 = (None, None)
-        put_item(conn, _pk(e.execution_id), META_SK, execution_to_attrs(e), gsi1, list_key(e.created_at, e.execution_id))
+        attrs = execution_to_attrs(e)
+        return dumps(attrs), attrs.get(TTL_ATTR), gsi1[0], gsi1[1], list_key(e.created_at, e.execution_id)
+
+    def _put_meta(self, conn: Any, e: Execution) -> None:
+        conn.execute("INSERT OR REPLACE INTO items (attrs, expires_at, gsi1pk, gsi1sk, gsi2sk, pk, sk) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", (*self._meta_row(e), _pk(e.execution_id), META_SK))
 
     @staticmethod
     def _decode_meta(execution_id: str, raw: Any) -> Execution:
@@ -187,7 +216,7 @@ class SqliteStore:
                 input_blob = blob if isinstance(blob, str) else ""
                 started = {k: v for k, v in stored.items() if k in START_ATTRS}
             elif sk.startswith(STEP_PREFIX):
-                records.append(decoded(sk, raw, step_from_attrs))
+                records.append(self._step(sk, raw))
             elif sk.startswith(OP_PREFIX):
                 operations.append(decoded(sk, raw, operation_from_attrs))
             elif sk.startswith(EVENT_PREFIX):
@@ -201,38 +230,37 @@ class SqliteStore:
     def commit(self, transition: Transition) -> None:
         new = transition.new
         eid = new.execution_id
+        # The advance is valid only from the exact (step, version) the caller read: a duplicate, stale or
+        # zombie delivery finds a newer version and changes nothing. The condition is evaluated on the
+        # stored item in the same statement; only a loser reads it, to say who won.
         with self.db.write() as conn:
+            if conn.execute(_COMMIT, (*self._meta_row(new), _pk(eid), transition.expected_version,
+                                      transition.expected_step)).rowcount == 1:
+                return
             raw = get_raw(conn, _pk(eid), META_SK)
-            if raw is None:
-                raise ExecutionNotFoundError(eid)
-            # The advance is valid only from the exact (step, version) the caller read: a duplicate,
-            # stale or zombie delivery finds a newer version and changes nothing.
-            current = readable(raw)
-            if current is None or current.get("version") != transition.expected_version \
-                    or current.get("current_step") != transition.expected_step:
-                raise TransitionConflictError(eid, transition.expected_step, transition.expected_version,
-                                              self._decode_meta(eid, raw))
-            self._put_meta(conn, new)
+        if raw is None:
+            raise ExecutionNotFoundError(eid)
+        raise TransitionConflictError(eid, transition.expected_step, transition.expected_version, self._decode_meta(eid, raw))
 
     def put_step(self, execution_id: str, record: StepRecord) -> None:
         """Write a step's record unless a later attempt of this run (or a newer run) wrote one. Like a
-        DynamoDB PutItem it does not look at the execution item.
+        DynamoDB PutItem it does not look at the execution item; one upsert whose condition is
+        ``_items.step_replaceable`` on the stored item (an unreadable one is replaced: every read reported it).
 
         Written without waiting for the disk: the engine follows every record with the execution's commit,
         whose sync makes the record durable too (the log is written in order). A crash between the two
         (process or machine) is the engine's crash after the record either way: the claim's lease re-drives
         the step, and its attempt writes the record again."""
         sk = record_sort_key(record)
-        with self.db.write(durable=False) as conn:
-            raw = get_raw(conn, _pk(execution_id), sk)
-            if raw is not None:
-                old = readable(raw)
-                if old is None:  # reported as a CorruptRecord by every read until now; a fresh record replaces it
-                    log.warning("replacing an unreadable history record", extra={
-                        "execution_id": execution_id, "sort_key": sk, "store": str(self.path)})
-                elif not step_replaceable(old, record):
-                    raise StepSupersededError(execution_id, record.step_index, record.version, int(old["written_version"]))
-            put_item(conn, _pk(execution_id), sk, step_to_attrs(record))
+        attrs = step_to_attrs(record)
+        with self.db.statement(durable=False) as conn:
+            written = conn.execute(_PUT_STEP, {"pk": _pk(execution_id), "sk": sk, "attrs": dumps(attrs),
+                                               "ttl": attrs.get(TTL_ATTR), "run": record.run,
+                                               "version": record.version}).rowcount
+            if written == 1:
+                return
+            stored = readable(get_raw(conn, _pk(execution_id), sk)) or {}
+        raise StepSupersededError(execution_id, record.step_index, record.version, int(stored.get("written_version", 0)))
 
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
         with self.db.write() as conn:
@@ -335,6 +363,21 @@ class SqliteStore:
                 records.append(decoded(sk, raw, decode))
                 size += len(sk) + len(raw.encode("utf-8", "surrogateescape"))
         return HistoryPage(records, keys[-1] if more and keys else None, keys=keys)
+
+    def _step(self, sk: str, raw: Any) -> StepRecord | CorruptRecord:
+        """A history row, decoded once per stored text: a delivery re-reads the records before its step, and
+        decoding them (JSON, then the model) would otherwise grow with the history. The key is the exact
+        stored text, so a changed or damaged row is decoded afresh."""
+        if type(raw) is not str:
+            return decoded(sk, raw, step_from_attrs)
+        found = self._decoded.get(raw)
+        if found is None:
+            found = decoded(sk, raw, step_from_attrs)
+            if isinstance(found, StepRecord):
+                if len(self._decoded) >= _DECODED_MAX:
+                    self._decoded.clear()
+                self._decoded[raw] = found
+        return found
 
     def history(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         return self._all(_pk(execution_id), STEP_PREFIX, step_from_attrs)

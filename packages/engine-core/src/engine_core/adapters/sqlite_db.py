@@ -182,7 +182,8 @@ class Database:
                 "before it returns) or NORMAL (faster: a power loss or OS crash may roll back the last "
                 "commits; a process crash loses nothing)")
         self.synchronous, self.busy_timeout_ms = mode, int(busy_timeout_ms)
-        self._free: list[sqlite3.Connection] = []
+        self._free: dict[bool, list[sqlite3.Connection]] = {True: [], False: []}
+        """Pooled connections: durable ones in the configured mode, relaxed ones in ``synchronous=NORMAL``."""
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._trace: Any = None
@@ -194,7 +195,7 @@ class Database:
         self.shards = self._setup(shards)
 
     # -- connections ------------------------------------------------------------------------------------
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, durable: bool = True) -> sqlite3.Connection:
         with self.translated("open"):
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=self.busy_timeout_ms / 1000)
@@ -204,25 +205,25 @@ class Database:
                 conn.close()
                 raise ConfigurationError(f"{self.path} cannot use write-ahead logging (journal_mode is {mode!r}); "
                                          "put it on a local file system")
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA synchronous={self.synchronous if durable else 'NORMAL'}")
             conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
             conn.execute("PRAGMA journal_size_limit=67108864")
             if self._trace is not None:
                 conn.set_trace_callback(self._trace)
             return conn
 
-    def _take(self) -> sqlite3.Connection:
+    def _take(self, durable: bool = True) -> sqlite3.Connection:
         with self._lock:
             if os.getpid() != self._pid:  # a forked child: the parent's connections are not its to use
-                self._free, self._pid = [], os.getpid()
-            if self._free:
-                return self._free.pop()
-        return self._open()
+                self._free, self._pid = {True: [], False: []}, os.getpid()
+            if self._free[durable]:
+                return self._free[durable].pop()
+        return self._open(durable)
 
-    def _give(self, conn: sqlite3.Connection) -> None:
+    def _give(self, conn: sqlite3.Connection, durable: bool = True) -> None:
         with self._lock:
-            if os.getpid() == self._pid and len(self._free) < 8:
-                self._free.append(conn)
+            if os.getpid() == self._pid and len(self._free[durable]) < 8:
+                self._free[durable].append(conn)
                 return
         conn.close()
 
@@ -231,12 +232,12 @@ class Database:
         What a test counts to say how many queries and writes an operation made."""
         with self._lock:
             self._trace = callback
-            for conn in self._free:
+            for conn in self._free[True] + self._free[False]:
                 conn.set_trace_callback(callback)
 
     def close(self) -> None:
         with self._lock:
-            free, self._free = self._free, []
+            free, self._free = self._free[True] + self._free[False], {True: [], False: []}
         for conn in free:
             conn.close()
 
@@ -267,29 +268,31 @@ class Database:
         """A write transaction under the file's write lock (``BEGIN IMMEDIATE``): the conditions read inside
         it still hold when it commits. Rolled back if the block raises. ``durable=False`` commits without
         waiting for the disk (the next durable commit syncs it)."""
-        conn = self._take()
-        relaxed = not durable and self.synchronous == "FULL"
+        with self.statement(durable) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def statement(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """A connection for single statements, each its own transaction (a conditional upsert or update is
+        atomic alone); ``durable=False``: one whose commits do not wait for the disk."""
+        conn = self._take(durable)
         try:
             with self.translated("write"):
-                if relaxed:
-                    conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
+                yield conn
         finally:
             try:
                 if conn.in_transaction:
                     conn.rollback()
-                if relaxed:
-                    conn.execute(f"PRAGMA synchronous={self.synchronous}")
             except sqlite3.Error:
                 conn.close()
             else:
-                self._give(conn)
+                self._give(conn, durable)
 
     # -- errors ---------------------------------------------------------------------------------------------
     @contextmanager
@@ -331,6 +334,11 @@ class Database:
             if shards is not None:
                 conn.execute("INSERT OR IGNORE INTO loom_meta (key, value) VALUES ('shards', ?)", (str(shards),))
             stored = dict(conn.execute("SELECT key, value FROM loom_meta").fetchall())
+            try:  # the conditional writes evaluate their conditions on the stored JSON (built in since 3.38)
+                conn.execute("SELECT json_extract('{\"a\":1}', '$.a')").fetchone()
+            except sqlite3.OperationalError:
+                raise ConfigurationError(f"this Python's SQLite ({sqlite3.sqlite_version}) has no JSON functions; "
+                                         "the SQLite store needs SQLite 3.38 or later (or one built with JSON1)") from None
         version = int(stored.get("schema", SCHEMA_VERSION))
         if version > SCHEMA_VERSION:
             raise ConfigurationError(f"{self.path} was written by a newer Loom (schema {version}; this one knows "
