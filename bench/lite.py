@@ -7,7 +7,7 @@
   the difference divided by 990, so startup, schema creation and the warm-up are not counted. Without
   strace on the machine the count is reported as not measured.
 - **The fsync floor**: the median time of a 100-byte write plus ``fdatasync`` on a file in the same
-  directory; no durable step can cost less.
+  directory, sampled 50 times before each run; no durable step can cost less.
 - **Growth**: Loom's time per step for 10, 100, 1,000 and 10,000 steps in one file (executions of at most
   1,000 steps, ``LOOM_MAX_STEPS``' cap: 10,000 steps are ten 1,000-step executions one after another).
 """
@@ -60,7 +60,7 @@ def marginal(small: float, big: float, n_small: int, n_big: int) -> float:
     return (big - small) / (n_big - n_small)
 
 
-def fsync_floor_us(directory: Path, samples: int = 200) -> float:
+def fsync_samples_us(directory: Path, samples: int = 50) -> list[float]:
     path = directory / "floor.bin"
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -75,7 +75,7 @@ def fsync_floor_us(directory: Path, samples: int = 200) -> float:
     finally:
         os.close(fd)
         path.unlink(missing_ok=True)
-    return statistics.median(times) * 1e6
+    return [t * 1e6 for t in times]
 
 
 def _per_step(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -94,13 +94,16 @@ def measure(repeats: int = 3, progress: Callable[[str], None] = print, quick: bo
     try:
         out: dict[str, Any] = {"steps": STEPS, "repeats": repeats, "sqlite": sqlite3.sqlite_version,
                                "dbos_version": getattr(dbos, "__version__", None) or _dist_version("dbos")}
-        out["fsync_floor_us"] = fsync_floor_us(work)
-        progress(f"  lite: fsync floor {out['fsync_floor_us']:.0f} us (100 B write + fdatasync, median)")
+        floor: list[float] = []
         runs: dict[str, list] = {"loom": [], "dbos": []}
         for r in range(repeats):  # alternating, so both meet the same disk and the same neighbours
             for engine in ("loom", "dbos"):
+                floor += fsync_samples_us(work)  # the floor is sampled between the runs it is compared with
                 runs[engine].append(run(engine, STEPS, 1, work / f"{engine}-{r}"))
                 progress(f"  lite: {engine} {STEPS} steps: {runs[engine][-1]['wall_s'] / STEPS * 1000:.2f} ms per step")
+        out["fsync_floor_us"] = statistics.median(floor)
+        progress(f"  lite: fsync floor {out['fsync_floor_us']:.0f} us (100 B write + fdatasync, median of "
+                 f"{len(floor)} taken between the runs)")
         for engine in runs:
             out[engine] = _per_step(runs[engine])
         out["ratio"] = out["dbos"]["per_step_ms"] / out["loom"]["per_step_ms"]

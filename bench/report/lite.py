@@ -54,7 +54,7 @@ def lite_section(w: Write, lite: dict[str, Any]) -> None:
       "defaults. Each run is a fresh process (`bench/lite_run.py`) that first runs a 3-step warm-up; the two "
       f"alternate, {lite['repeats']} runs each, medians reported. fsyncs are counted by `strace -f -c` (fsync and "
       "fdatasync) as (a 1,000-step run - a 10-step run) / 990. The floor is one 100-byte write plus `fdatasync` on "
-      "the same disk, median of 200.\n")
+      "the same disk: the median of 50 samples taken before each run.\n")
     w("| per step, 1,000 steps | Loom, SQLite store | DBOS on SQLite |")
     w("|---|---:|---:|")
     w(f"| wall time (median) | {fmt(loom['per_step_ms'], 3)} ms | {fmt(dbos['per_step_ms'], 3)} ms |")

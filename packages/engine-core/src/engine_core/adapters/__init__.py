@@ -9,7 +9,8 @@ module              what
 ``memory``          the state store in a dict, same conditions (tests, the simulation, the bench)
 ``sqlite``          the state store in one local SQLite file, same conditions, safe across processes
                     (``sqlite_db``: the file, its connections and transactions; ``sqlite_branches``: its
-                    fan-out items; ``sqlite_queue``: the step queue on the same file)
+                    fan-out items; ``sqlite_index``: its indexes; ``sqlite_housekeeping``: TTLs and endings;
+                    ``sqlite_queue``: the step queue on the same file)
 ``_items``          the item mapping both stores share (model <-> flat attributes, sort keys)
 ``sqs``             the step queue and the DLQ's failure notices
 ``eventbridge``     status-change events

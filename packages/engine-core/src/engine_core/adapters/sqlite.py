@@ -33,7 +33,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ..clock import format_ts, parse_ts
+from ..clock import format_ts
 from ..errors import CorruptStateError, ExecutionExistsError, ExecutionNotFoundError, StepSupersededError, TransitionConflictError
 from ..model import (
     CorruptRecord,
@@ -43,18 +43,18 @@ from ..model import (
     ExecutionState,
     ListEntry,
     OperationRecord,
-    Status,
     StepRecord,
 )
-from ..ports import PAGE_BYTES, DuePage, DueRef, HistoryPage, ListPage, Transition
+from ..ports import DuePage, HistoryPage, ListPage, Transition
 from ..settings import ConfigurationError, EngineSettings
 from ..sharding import shard_of
 from . import sqlite_branches as _fanout
+from . import sqlite_housekeeping as _housekeeping
+from . import sqlite_index as _index
 from ._items import (
     EVENT_PREFIX,
     INPUT_ATTR,
     JOIN_PREFIX,
-    LIVE,
     OP_PREFIX,
     START_ATTRS,
     STEP_PREFIX,
@@ -73,7 +73,6 @@ from ._items import (
     record_sort_key,
     start_attrs,
     step_from_attrs,
-    step_replaceable,
     step_to_attrs,
     valid_list_key,
     with_start_attrs,
@@ -84,9 +83,10 @@ from .sqlite_db import (
     PATH_ENV,
     SYNCHRONOUS_ENV,
     Database,
-    after_prefix,
     attrs_of,
     decoded,
+    read_all,
+    read_page,
     dumps,
     exec_pk as _pk,
     get_raw,
@@ -100,9 +100,6 @@ META_SK = "#META"
 INPUT_SK = "#INPUT"
 EVENTS_PARTITION = "#E"
 OPS_PARTITION = "#O"
-_UNFAILABLE = frozenset(s.value for s in (Status.COMPLETED, Status.FAILED, Status.COMPENSATION_FAILED))
-"""The statuses ``fail_unreadable`` leaves alone (the other stores' condition on the same call)."""
-_IN_CHUNK = 500
 _DECODED_MAX = 20_000
 """History rows kept decoded (``SqliteStore._step``), about 20 MB at most."""
 
@@ -262,107 +259,59 @@ class SqliteStore:
             stored = readable(get_raw(conn, _pk(execution_id), sk)) or {}
         raise StepSupersededError(execution_id, record.step_index, record.version, int(stored.get("written_version", 0)))
 
+    # -- housekeeping (``sqlite_housekeeping.py``) ---------------------------------------------------------
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
-        with self.db.write() as conn:
-            raw = get_raw(conn, _pk(execution_id), META_SK)
-            if raw is None:
-                return False
-            attrs = readable(raw)
-            if attrs is None:  # the bytes themselves are damaged: keep them, shown, beside the ending
-                attrs = {"execution_id": execution_id, "damaged": str(raw)}
-            if attrs.get("status") in _UNFAILABLE:
-                return False
-            for gone in ("next_wake_at", "timer", "index_at", "finalize_by"):
-                attrs.pop(gone, None)
-            attrs.update(status=Status.FAILED.value, list_status=Status.FAILED.value, error=error.model_dump_json(),
-                         updated_at=format_ts(now), finalized=True, **{TTL_ATTR: _epoch(expires_at)})
-            conn.execute("UPDATE items SET attrs = ?, expires_at = ?, gsi1pk = NULL, gsi1sk = NULL WHERE pk = ? AND sk = ?",
-                         (dumps(attrs), attrs[TTL_ATTR], _pk(execution_id), META_SK))
-        return True
+        return _housekeeping.fail_unreadable(self.db, execution_id, error, now, expires_at)
 
     def stamp_items(self, execution_id: str, expires_at: dt.datetime) -> int:
         """Raise the TTL of every item of the execution but ``#META`` (its input, history, joins, events,
         operations and branches) to ``expires_at``; never lowers one. Returns how many it raised."""
-        ttl, pk = _epoch(expires_at), _pk(execution_id)
-        with self.db.write() as conn:
-            rows = conn.execute(
-                "SELECT pk, sk, attrs FROM items WHERE (pk = ? OR (pk > ? AND pk < ?)) AND sk != ? "
-                "AND (expires_at IS NULL OR expires_at < ?)", (pk, pk + "#", pk + "$", META_SK, ttl)).fetchall()
-            for item_pk, sk, raw in rows:
-                attrs = readable(raw)
-                if attrs is None:  # damaged: its bytes stay as they are; the TTL column still moves
-                    conn.execute("UPDATE items SET expires_at = ? WHERE pk = ? AND sk = ?", (ttl, item_pk, sk))
-                    continue
-                attrs[TTL_ATTR] = ttl
-                conn.execute("UPDATE items SET attrs = ?, expires_at = ? WHERE pk = ? AND sk = ?",
-                             (dumps(attrs), ttl, item_pk, sk))
-        return len(rows)
+        return _housekeeping.stamp_items(self.db, execution_id, expires_at)
 
     def finalize(self, execution_id: str, version: int) -> None:
-        with self.db.write() as conn:
-            attrs = readable(get_raw(conn, _pk(execution_id), META_SK))
-            if attrs is None or attrs.get("version") != version:
-                return  # someone else finalized it, or it moved on
-            attrs["finalized"] = True
-            attrs.pop("finalize_by", None)  # out of the housekeeping index too
-            conn.execute("UPDATE items SET attrs = ?, gsi1pk = NULL, gsi1sk = NULL WHERE pk = ? AND sk = ?",
-                         (dumps(attrs), _pk(execution_id), META_SK))
+        _housekeeping.finalize(self.db, execution_id, version)
 
     def reap_expired(self, now: dt.datetime, limit: int = 1000) -> int:
         """Delete up to ``limit`` items whose TTL has passed, as DynamoDB's TTL does in the background (the
         local runtime's sweeper calls it; reads already treat an expired execution as gone)."""
-        with self.db.write() as conn:
-            cur = conn.execute("DELETE FROM items WHERE (pk, sk) IN (SELECT pk, sk FROM items WHERE expires_at <= ? "
-                               "LIMIT ?)", (_epoch(now), limit))
-            return cur.rowcount
+        return _housekeeping.reap_expired(self.db, now, limit)
 
-    # -- the due and housekeeping index -----------------------------------------------------------------
+    # -- the due, housekeeping and list indexes (``sqlite_index.py``) ----------------------------------------
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
-        return self._query_index("DUE", shard, now, limit, cursor)
+        return _index.query(self.db, "DUE", shard, now, limit, cursor)
 
     def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
         """Ended executions in ``shard`` whose housekeeping is overdue (their ``finalize_by`` passed)."""
-        return self._query_index("FIN", shard, now, limit, cursor)
-
-    def _query_index(self, prefix: str, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
-        sql, args = "SELECT gsi1sk, pk FROM items WHERE gsi1pk = ? AND gsi1sk <= ?", [f"{prefix}#{shard}", format_ts(now)]
-        if cursor is not None:
-            sql += " AND (gsi1sk, pk) > (?, ?)"
-            args += [str(cursor[0]), str(cursor[1])]
-        with self.db.read() as conn:
-            rows = conn.execute(sql + " ORDER BY gsi1sk, pk LIMIT ?", (*args, limit + 1)).fetchall()
-        page = rows[:limit]
-        return DuePage(items=[DueRef(execution_id=pk.removeprefix("EXEC#"), next_wake_at=parse_ts(key)) for key, pk in page],
-                       cursor=[page[-1][0], page[-1][1]] if len(rows) > limit and page else None, read_count=len(page))
+        return _index.query(self.db, "FIN", shard, now, limit, cursor)
 
     def due_ids(self) -> set[str]:
         """Executions the due index holds (only live ones carry a key): what a liveness check reads."""
-        with self.db.read() as conn:
-            rows = conn.execute("SELECT pk FROM items WHERE gsi1pk LIKE 'DUE#%'").fetchall()
-        return {pk.removeprefix("EXEC#") for (pk,) in rows}
+        return _index.due_ids(self.db)
+
+    def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
+                   created_before: dt.datetime | None = None) -> ListPage:
+        """Executions newest first, optionally within a creation window, resuming strictly below ``cursor``."""
+        return _index.query_list(self.db, limit, cursor, created_after, created_before)
+
+    def load_statuses(self, execution_ids: list[str]) -> dict[str, str]:
+        """The status each execution item holds now (unreadable and missing ones are left out)."""
+        return _index.load_statuses(self.db, execution_ids)
+
+    @staticmethod
+    def valid_list_cursor(cursor: Any) -> bool:
+        """A list index key the store made (``list_cursor``): creation time and id."""
+        return valid_list_key(cursor)
+
+    def list_cursor(self, entry: ListEntry) -> Any:
+        """A ``query_list`` cursor that resumes right after ``entry``."""
+        return list_key(entry.created_at, entry.execution_id)
 
     # -- history, operations, events ----------------------------------------------------------------------
     def _all(self, pk: str, prefix: str, decode, limit: int | None = None) -> list[Any]:
-        with self.db.read() as conn:
-            rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? AND sk >= ? AND sk < ? ORDER BY sk LIMIT ?",
-                                (pk, prefix, after_prefix(prefix), -1 if limit is None else limit)).fetchall()
-        return [decoded(sk, raw, decode) for sk, raw in rows]
+        return read_all(self.db, pk, prefix, decode, limit)
 
     def _page(self, pk: str, prefix: str, limit: int, after: str | None, decode) -> HistoryPage:
-        """Items of ``pk`` under ``prefix`` after ``after``, in key order: up to ``limit``, and as a DynamoDB
-        Query page up to 1 MB of them (it stops after the item that crosses the megabyte)."""
-        keys, records, size, more = [], [], 0, False
-        with self.db.read() as conn:
-            rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? AND sk >= ? AND sk > ? AND sk < ? ORDER BY sk",
-                                (pk, prefix, "" if after is None else after, after_prefix(prefix)))
-            for sk, raw in rows:
-                if len(keys) == limit or size >= PAGE_BYTES:
-                    more = True
-                    break
-                keys.append(sk)
-                records.append(decoded(sk, raw, decode))
-                size += len(sk) + len(raw.encode("utf-8", "surrogateescape"))
-        return HistoryPage(records, keys[-1] if more and keys else None, keys=keys)
+        return read_page(self.db, pk, prefix, limit, after, decode)
 
     def _step(self, sk: str, raw: Any) -> StepRecord | CorruptRecord:
         """A history row, decoded once per stored text: a delivery re-reads the records before its step, and
@@ -424,52 +373,6 @@ class SqliteStore:
 
     def events_page(self, execution_id: str, limit: int, after: str | None = None, legacy: bool = False) -> HistoryPage:
         return self._page(self._events_pk(execution_id, legacy), EVENT_PREFIX, limit, after, event_from_attrs)
-
-    # -- the list index -----------------------------------------------------------------------------------
-    def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
-                   created_before: dt.datetime | None = None) -> ListPage:
-        """Executions newest first, optionally within a creation window, resuming strictly below ``cursor``."""
-        low = "0" if created_after is None else format_ts(created_after)
-        high = "9" if created_before is None else format_ts(created_before) + "#~"
-        sql, args = "SELECT gsi2sk, attrs FROM items WHERE gsi2sk >= ? AND gsi2sk <= ?", [low, high]
-        if cursor is not None:
-            sql += " AND gsi2sk < ?"
-            args.append(str(cursor))
-        with self.db.read() as conn:
-            rows = conn.execute(sql + " ORDER BY gsi2sk DESC LIMIT ?", (*args, limit + 1)).fetchall()
-        entries = []
-        for key, raw in rows[:limit]:
-            created, _, eid = key.partition("#")
-            attrs = readable(raw) or {}
-            workflow, status = attrs.get("workflow"), attrs.get("list_status")
-            entries.append(ListEntry(execution_id=eid, workflow=workflow if isinstance(workflow, str) else "?",
-                                     status=status if isinstance(status, str) else LIVE, created_at=parse_ts(created)))
-        more = len(rows) > limit
-        return ListPage(entries, list_key(entries[-1].created_at, entries[-1].execution_id) if more and entries else None,
-                        len(entries))
-
-    def load_statuses(self, execution_ids: list[str]) -> dict[str, str]:
-        """The status each execution item holds now (unreadable and missing ones are left out)."""
-        out: dict[str, str] = {}
-        with self.db.read() as conn:
-            for start in range(0, len(execution_ids), _IN_CHUNK):
-                chunk = [_pk(eid) for eid in execution_ids[start:start + _IN_CHUNK]]
-                marks = ",".join("?" * len(chunk))
-                for pk, raw in conn.execute(f"SELECT pk, attrs FROM items WHERE sk = ? AND pk IN ({marks})",
-                                            (META_SK, *chunk)):
-                    status = (readable(raw) or {}).get("status")
-                    if isinstance(status, str):
-                        out[pk.removeprefix("EXEC#")] = status
-        return out
-
-    @staticmethod
-    def valid_list_cursor(cursor: Any) -> bool:
-        """A list index key the store made (``list_cursor``): creation time and id."""
-        return valid_list_key(cursor)
-
-    def list_cursor(self, entry: ListEntry) -> Any:
-        """A ``query_list`` cursor that resumes right after ``entry``."""
-        return list_key(entry.created_at, entry.execution_id)
 
     # -- parallel and map steps (``sqlite_branches.py``) -----------------------------------------------------
     def put_join(self, execution_id: str, join: Any) -> bool:

@@ -36,6 +36,7 @@ from typing import Any
 
 from ..errors import StorageError
 from ..model import CorruptRecord
+from ..ports import PAGE_BYTES, HistoryPage
 from ..settings import ConfigurationError
 from ._items import TTL_ATTR
 
@@ -353,5 +354,32 @@ class Database:
         return int(stored["shards"])
 
 
+def read_all(db: Database, pk: str, prefix: str, decode: Callable[[str, dict[str, Any]], Any],
+             limit: int | None = None) -> list[Any]:
+    """The items of ``pk`` whose sort key starts with ``prefix``, in key order (at most ``limit``), decoded."""
+    with db.read() as conn:
+        rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? AND sk >= ? AND sk < ? ORDER BY sk LIMIT ?",
+                            (pk, prefix, after_prefix(prefix), -1 if limit is None else limit)).fetchall()
+    return [decoded(sk, raw, decode) for sk, raw in rows]
+
+
+def read_page(db: Database, pk: str, prefix: str, limit: int, after: str | None,
+              decode: Callable[[str, dict[str, Any]], Any]) -> HistoryPage:
+    """Items of ``pk`` under ``prefix`` after ``after``, in key order: up to ``limit``, and as a DynamoDB Query
+    page up to 1 MB of them (it stops after the item that crosses the megabyte)."""
+    keys, records, size, more = [], [], 0, False
+    with db.read() as conn:
+        rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? AND sk >= ? AND sk > ? AND sk < ? ORDER BY sk",
+                            (pk, prefix, "" if after is None else after, after_prefix(prefix)))
+        for sk, raw in rows:
+            if len(keys) == limit or size >= PAGE_BYTES:
+                more = True
+                break
+            keys.append(sk)
+            records.append(decoded(sk, raw, decode))
+            size += len(sk) + len(raw.encode("utf-8", "surrogateescape"))
+    return HistoryPage(records, keys[-1] if more and keys else None, keys=keys)
+
+
 __all__ = ["BUSY_TIMEOUT_ENV", "Database", "PATH_ENV", "SYNCHRONOUS_ENV", "Undecodable", "after_prefix", "attrs_of",
-           "decoded", "dumps", "exec_pk", "get_raw", "put_item", "readable"]
+           "decoded", "dumps", "exec_pk", "get_raw", "put_item", "read_all", "read_page", "readable"]
