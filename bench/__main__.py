@@ -17,7 +17,7 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "coldstart", "local", "fanout"]
+SECTIONS = ["steps", "sweep", "overhead", "history", "coldstart", "local", "fanout"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -38,6 +38,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import overhead
 
         return overhead.measure(repeats=3 if quick else 5, progress=say)
+    if name == "history":
+        from . import history
+
+        return history.measure(repeats=1 if quick else 3, progress=say)
     if name == "coldstart":
         from . import coldstart
 

@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import branches, plots, runtime, steppath, text
+from . import branches, history, plots, runtime, steppath, text
 from ._fmt import RUN_ALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +50,8 @@ def render(results: dict[str, Any]) -> str:
         runtime.sweeper_section(w, results["sweep"])
     if "overhead" in results:
         runtime.overhead_section(w, results["overhead"], results.get("local"))
+    if "history" in results:
+        history.history_section(w, results["history"])
     if "coldstart" in results:
         runtime.coldstart_section(w, results["coldstart"])
     if "fanout" in results:

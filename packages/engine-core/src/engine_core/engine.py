@@ -176,7 +176,7 @@ class Engine(UsesLifecycle):
         """
         eid = message.execution_id
         try:
-            state = self.store.load_state(eid)
+            state = self.store.load_state(eid, since=message.checkpoint)
         except CorruptStateError as exc:
             self.life.fail_unreadable(eid, exc)
             return Outcome("corrupt", eid, message.step, exc.detail)

@@ -37,6 +37,12 @@ class UsesLifecycle:
     clock = property(lambda self: self.life.clock, lambda self, v: setattr(self.life, "clock", v))
 
 
+def message_checkpoint(e: Execution) -> int | None:
+    """Where a delivery of ``e`` may start reading its history: its checkpoint, unless it compensates
+    (each compensation reads the result of the step it undoes, wherever that lies)."""
+    return None if e.compensating else e.checkpoint
+
+
 def failure_notice(e: Execution) -> dict[str, Any]:
     error = e.error.model_dump() if e.error else None
     notice = {"kind": "loom.execution_failed", "execution_id": e.execution_id, "workflow": e.workflow,
@@ -132,8 +138,8 @@ class Lifecycle:
         delay = 0.0 if wake_at is None else (wake_at - self.clock.now()).total_seconds()
         if delay > self.settings.max_queue_delay_s:
             return
-        self.queue.send(StepMessage(execution_id=e.execution_id, step=e.current_step, version=e.version),
-                        delay_s=max(0, math.ceil(delay)))
+        self.queue.send(StepMessage(execution_id=e.execution_id, step=e.current_step, version=e.version,
+                                    checkpoint=message_checkpoint(e)), delay_s=max(0, math.ceil(delay)))
 
     def _due_key(self, new: Execution) -> Execution:
         """A timer (sleep, retry, event timeout, a wake) short enough to ride SQS ``DelaySeconds`` has its

@@ -169,6 +169,9 @@ class Execution(_Frozen):
     undo_failed_step: bool = False
     """While compensating and after: the step at ``failed_step`` is undone too (a cancel caught an attempt
     of it that succeeded or whose outcome is unknown)."""
+    checkpoint: int | None = None
+    """The latest step whose history record also holds the whole context after it: a delivery rebuilds
+    the context from that record and the records after it, however long the history."""
     layout: int = Field(default=1, ge=1, le=2)
     """Where the execution's items live: 2 (engine-core 0.3 on): operations and events in partitions of
     their own, which a delivery's query never reads; 1: in the execution's partition, as before."""
@@ -230,6 +233,9 @@ class StepRecord(_Frozen):
     of one delivery only the first writes, and a stalled older writer never replaces a newer record."""
     run: str | None = None
     """The run that wrote it (``Execution.run``); None for items written before runs were named."""
+    context_blob: str | None = None
+    """A checkpoint: the whole context after this step (encoded), so a delivery need not read the records
+    before it. Written with the record, on some steps only (``Execution.checkpoint`` names the latest)."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +252,9 @@ class ExecutionState:
     """EventRecord (or CorruptRecord) sent to the execution, in key order."""
     joins: dict[int, Any] = field(default_factory=dict)
     """The join item (``Join``) of each parallel or map step that has fanned out, by step index."""
+    records_from: int | None = None
+    """None: ``records`` is the whole history. A step index: the history from that step's record on
+    (a delivery that read from a checkpoint)."""
 
 
 class OperationRecord(_FrozenDeferred):
@@ -303,6 +312,9 @@ class StepMessage(_Frozen):
     branch: int | None = Field(default=None, ge=0)
     """A parallel or map branch of the step (its own item and lifecycle); None for the step itself."""
     branch_version: int | None = Field(default=None, ge=1)
+    checkpoint: int | None = Field(default=None, ge=0)
+    """The step whose record held the context when the message was sent: the delivery reads the history
+    from there on (one read of that tail, not of the whole history). None: from the start."""
 
     @field_validator("execution_id")
     @classmethod

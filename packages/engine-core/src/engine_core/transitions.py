@@ -77,13 +77,15 @@ def redriven(e: Execution, now: dt.datetime, lease_s: float, slack_s: float, max
 
 def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.timedelta, *, lease_s: float,
              slack_s: float, claim_expiry_at: dt.datetime | None = None, deadline: dt.datetime | None = None,
-             finalized: bool = False, finalize_grace_s: float = 0.0) -> Execution:
+             finalized: bool = False, finalize_grace_s: float = 0.0, checkpoint: int | None = None) -> Execution:
     """The current step succeeded: move to the next one, or COMPLETED after the last.
 
     With ``claim_expiry_at`` the same write claims the next step for this invocation (attempt 1),
     so a chain needs no second write; without it the next step waits for its message (``lease_s``).
     """
     step = e.current_step + 1
+    if checkpoint is not None:  # the record just written holds the whole context: deliveries read from it
+        e = e.model_copy(update={"checkpoint": checkpoint})
     if step >= step_count:
         return _ended(e, now, Status.COMPLETED, None, retention, finalized, finalize_grace_s, current_step=step)
     if claim_expiry_at is not None:

@@ -990,3 +990,17 @@ def test_load_statuses_reads_each_execution_items_status(store):
     store.commit(Transition(0, 1, transitions.failed(ended, T0, ErrorInfo(code="x", message="y"), RETENTION)))
     got = store.load_statuses([live.execution_id, ended.execution_id, new_execution(3).execution_id])
     assert got == {live.execution_id: "RUNNING", ended.execution_id: "FAILED"}
+
+
+def test_load_state_since_a_checkpoint_reads_the_execution_its_input_joins_and_the_history_from_there(store):
+    e = new_execution(layout=2)
+    store.create(e, INPUT)
+    assert store.put_join(e.execution_id, _join())
+    for i in range(1003):
+        store.put_step(e.execution_id, record(i, f"s{i}", version=2))
+    state = store.load_state(e.execution_id, since=998)
+    assert state.execution.execution_id == e.execution_id and state.input_blob == INPUT
+    assert state.joins == {1: _join()} and state.records_from == 998
+    # key order is step order past 999 too (STEP#999 < STEP#~001000)
+    assert [r.step_index for r in state.records] == [998, 999, 1000, 1001, 1002]
+    assert [r.step_index for r in store.load_state(e.execution_id).records] == list(range(1003))

@@ -24,9 +24,20 @@ EVENT_PREFIX = "EVT#"
 COMPENSATION_SUFFIX = "#compensation"
 
 
+def step_number(index: int) -> str:
+    """A step index as its history key writes it: three digits up to 999 (as every key written so far),
+    then ``~`` and six digits, which sorts after them all, so key order stays step order."""
+    return f"{index:03d}" if index < 1000 else f"~{index:06d}"
+
+
+def step_index_of(sort_key: str) -> int:
+    """The step index of a history key (``STEP#<number>#<name>...``)."""
+    return int(sort_key.split("#")[1].lstrip("~"))
+
+
 def step_sort_key(index: int, name: str, kind: str = "task") -> str:
     """A step's history key; a compensation's record sits right after the record of the step it undoes."""
-    return f"STEP#{index:03d}#{name}" + (COMPENSATION_SUFFIX if kind == "compensation" else "")
+    return f"STEP#{step_number(index)}#{name}" + (COMPENSATION_SUFFIX if kind == "compensation" else "")
 
 
 def record_sort_key(r: StepRecord) -> str:
@@ -118,6 +129,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         attrs["resends"] = e.resends
     if e.layout != 1:
         attrs["layout"] = e.layout
+    if e.checkpoint is not None:
+        attrs["checkpoint"] = e.checkpoint
     optional = {
         "next_wake_at": None if e.next_wake_at is None else format_ts(e.next_wake_at),
         "timer": None if e.timer is None else e.timer.value,
@@ -176,6 +189,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             lost_attempts=_int(attrs.get("lost_attempts", 0)),
             resends=_int(attrs.get("resends", 0)),
             layout=_int(attrs.get("layout", 1)),
+            checkpoint=_int(attrs["checkpoint"]) if "checkpoint" in attrs else None,
             stamped_until=_from_epoch(attrs["stamped_until"]) if "stamped_until" in attrs else None,
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
@@ -284,6 +298,8 @@ def step_to_attrs(r: StepRecord) -> dict[str, Any]:
         attrs["event_id"] = r.event_id
     if r.run is not None:
         attrs[RUN_ATTR] = r.run
+    if r.context_blob is not None:
+        attrs["context"] = r.context_blob
     optional = {
         "started_at": None if r.started_at is None else format_ts(r.started_at),
         "finished_at": None if r.finished_at is None else format_ts(r.finished_at),
@@ -312,6 +328,7 @@ def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | Corrup
             kind=_str(attrs.get("kind", "task")),
             event_id=attrs.get("event_id"),
             run=_run(attrs),
+            context_blob=_str(attrs["context"]) if "context" in attrs else None,
         )
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
