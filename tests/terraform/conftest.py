@@ -1,8 +1,10 @@
 """Fixtures for the Terraform suite: a moto server, a scratch copy of terraform/, and one apply per env.
 
-The suite applies ``envs/local`` and ``envs/dev`` (with ``emulator_override.tf.example`` dropped in)
-to one fresh moto server, plans ``envs/dev`` and ``envs/prod`` unchanged for static checks, and
-finally destroys both applies. Everything runs in a temporary copy of ``terraform/`` (``dist/`` is
+The suite applies ``envs/local``, ``envs/dev`` (with ``emulator_override.tf.example`` dropped in) and
+``examples/vendored`` (a platform team's root: boundary, role path, the worker in a VPC, extra worker
+statements, an allow-list; its network and boundary policy created in moto first) to one fresh moto
+server, plans ``envs/dev``, ``envs/prod`` and ``examples/vendored`` unchanged for static checks, and
+finally destroys the three applies. Everything runs in a temporary copy of ``terraform/`` (``dist/`` is
 symlinked beside it), so no state, lock file or override ever lands in the working tree, and an
 interactive local stack's state is never touched.
 
@@ -49,6 +51,8 @@ ZIPS = ("worker.zip", "sweeper.zip", "control-plane.zip")
 # Terraform runs at once: applies and plans mostly wait on the emulator (SQS settles for ~25 s).
 PARALLEL_RUNS = 4
 RUN_TIMEOUT_S = 600
+# The Terraform roots the session applies to the emulator (and destroys at its end).
+APPLIED = ("local", "dev", "vendored")
 
 
 class TerraformRunError(Exception):
@@ -97,8 +101,11 @@ class Emulator:
 def _start_moto(log_path: Path) -> Emulator:
     port = _free_port()
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the process
+    # AWS managed policies (AWSLambdaVPCAccessExecutionRole, attached to a worker in a VPC) exist in
+    # every real account; moto loads them only when asked.
+    env = {**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"}
     proc = subprocess.Popen(_moto_command(port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -287,6 +294,36 @@ module "bad_event_bus" {{
   lambda_zips   = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
   status_events = {{ enabled = true, event_bus_name = "not a bus!" }}
 }}
+
+module "wildcard_worker_statement" {{
+  source                   = "../../modules/loom"
+  lambda_zips              = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  worker_policy_statements = [{{ sid = "All", actions = ["s3:*"], resources = ["arn:aws:s3:::b/*"] }}]
+}}
+
+module "star_resource_worker_statement" {{
+  source                   = "../../modules/loom"
+  lambda_zips              = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  worker_policy_statements = [{{ sid = "Metrics", actions = ["cloudwatch:PutMetricData"], resources = ["*"] }}]
+}}
+
+module "bad_architecture" {{
+  source       = "../../modules/loom"
+  lambda_zips  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  architecture = "x86"
+}}
+
+module "bad_access_principal" {{
+  source          = "../../modules/loom"
+  lambda_zips     = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  workflow_access = {{ order_fulfillment = {{ start = ["two words"], operate = [] }} }}
+}}
+
+module "bad_boundary" {{
+  source                       = "../../modules/loom"
+  lambda_zips                  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  iam_permissions_boundary_arn = "platform-boundary"
+}}
 """
 
 _CROSS_VARIABLE_CASES = """
@@ -344,6 +381,45 @@ output "by_arn" {{
 """
 
 
+# The vendored example applied to the emulator: moto answers PutFunctionRecursionConfig with 404, and
+# the session destroys what it applied. Nothing else of the team's configuration changes.
+_VENDORED_OVERRIDE = """\
+# Written by tests/terraform: the vendored example applied to moto.
+module "loom" {
+  manage_recursion_config     = false
+  deletion_protection_enabled = false
+}
+"""
+
+VENDORED_PRINCIPALS = {
+    "orders_app_role_arn": "arn:aws:iam::123456789012:role/orders-app",
+    "oncall_role_arn": "arn:aws:iam::123456789012:role/oncall",
+}
+
+
+def _vendored_inputs(emulator: Emulator) -> dict[str, str]:
+    """What a team's account already has (its network, its boundary policy), made in the emulator, as the
+    example's variables."""
+    ec2, iam = emulator.client("ec2"), emulator.client("iam")
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.42.{n}.0/24")["Subnet"]["SubnetId"] for n in (1, 2)]
+    group = ec2.create_security_group(GroupName="loom-orders-worker", Description="Loom worker", VpcId=vpc)["GroupId"]
+    boundary = iam.create_policy(PolicyName="platform-boundary", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": ["dynamodb:*", "sqs:*", "logs:*", "events:*", "ec2:*", "s3:GetObject",
+                                                     "secretsmanager:GetSecretValue"], "Resource": "*"}]}))["Policy"]["Arn"]
+    return {
+        "region": REGION,
+        "artifacts_dir": str(DIST / "lambda"),
+        "permissions_boundary_arn": boundary,
+        "private_subnet_ids": json.dumps(subnets),
+        "worker_security_group_ids": json.dumps([group]),
+        "documents_bucket": "acme-orders",
+        "payment_api_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:payments/api-key-AbCdEf",
+        **VENDORED_PRINCIPALS,
+    }
+
+
 class Lab:
     """The moto server plus every Terraform run of the session, started together in the background.
 
@@ -368,6 +444,11 @@ class Lab:
         # local pointed at a dist directory without zips.
         shutil.copytree(envs / "local", envs / "local-nozip")
         (scratch / "empty-dist").mkdir()
+        # The vendored example: planned as it is, and applied with the emulator's two exceptions.
+        examples = self.tree / "examples"
+        shutil.copytree(examples / "vendored", examples / "vendored-apply")
+        (examples / "vendored-apply" / "emulator_override.tf").write_text(_VENDORED_OVERRIDE, encoding="utf-8")
+        self.vendored_inputs = _vendored_inputs(self.emulator)
 
         ws = self.workspaces = {
             "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint}),
@@ -386,12 +467,16 @@ class Lab:
             "status-events-plan": Workspace("examples/status-events", self.tree / "examples" / "status-events",
                                             emulator_env, background=True),
             "existing-bus-plan": self._checks("existing-bus", _EXISTING_BUS_CASES, emulator_env),
+            "vendored": Workspace("examples/vendored (applied)", examples / "vendored-apply", emulator_env,
+                                  self.vendored_inputs),
+            "vendored-plan": Workspace("examples/vendored (plan)", examples / "vendored", emulator_env,
+                                       self.vendored_inputs, background=True),
         }
         submit = self.pool.submit
-        self.applies: dict[str, Future[Applied]] = {env: submit(ws[env].apply) for env in ("local", "dev")}
+        self.applies: dict[str, Future[Applied]] = {env: submit(ws[env].apply) for env in APPLIED}
         self.plans: dict[str, Future[dict[str, Any]]] = {
             env: submit(ws[f"{env}-plan"].plan_json)
-            for env in ("dev", "prod", "disabled", "status-events", "existing-bus")}
+            for env in ("dev", "prod", "disabled", "status-events", "existing-bus", "vendored")}
         self.failures: dict[str, Future[str]] = {
             "single-variable": submit(ws["single-variable"].failure, "validate"),
             "cross-variable": submit(ws["cross-variable"].failure, "plan", "-input=false"),
@@ -454,3 +539,10 @@ def code_sha256() -> Any:
 @pytest.fixture(scope="session")
 def dist() -> Path:
     return DIST
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """test_destroy_leaves_nothing destroys every apply of the session: run it after everything else,
+    whatever the files' order."""
+    last = [i for i in items if i.name == "test_destroy_leaves_nothing"]
+    items[:] = [i for i in items if i not in last] + last

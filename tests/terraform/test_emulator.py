@@ -1,7 +1,7 @@
 """envs/local and envs/dev applied to moto's server, read back with boto3, then destroyed.
 
 Each check reads what the emulator holds, not what Terraform says it created. The last test destroys
-both environments and asserts that nothing is left; it must stay last in this file.
+every apply of the session (conftest runs it after every other test) and asserts that nothing is left.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ HANDLERS = {
     "sweeper": "loom_sweeper.handler.handler",
     "control_plane": "loom_control_plane.handler.handler",
 }
-SERVICE_NAMES = {"worker": "loom-worker", "sweeper": "loom-sweeper", "control_plane": "loom-control-plane"}
+ROLE_SUFFIX = {"worker": "worker", "sweeper": "sweeper", "control_plane": "control-plane"}
 ZIP_NAMES = {"worker": "worker.zip", "sweeper": "sweeper.zip", "control_plane": "control-plane.zip"}
 RESERVED = {"worker": 10, "sweeper": 1, "control_plane": 5}
 
@@ -71,13 +71,13 @@ class Deployed:
         return self.function(role)["Configuration"]
 
 
-# Function-scoped on purpose: a module-scoped parametrized fixture would let pytest reorder tests
-# around test_destroy_leaves_nothing. The applies themselves happen once per session (see conftest).
+# Function-scoped on purpose: a module-scoped parametrized fixture would let pytest reorder tests. The
+# applies themselves happen once per session (see conftest).
 @pytest.fixture(params=sorted(SPECS))
 def deployed(request: pytest.FixtureRequest, lab: Any) -> Deployed:
     spec = SPECS[request.param]
     if lab.destroyed:
-        pytest.fail("the environments were already destroyed: keep test_destroy_leaves_nothing last in this file")
+        pytest.fail("the environments were already destroyed: conftest runs test_destroy_leaves_nothing last")
     return Deployed(spec, lab.outputs(spec.key), lab.emulator)
 
 
@@ -187,8 +187,26 @@ def test_function_environment_names_table_queue_and_shard_count(deployed: Deploy
     assert env["LOOM_DLQ_URL"] == out["dlq_url"]
     assert env["LOOM_SHARDS"] == str(out["shard_count"]) == "4"
     assert float(env["LOOM_LEASE_S"]) == out["visibility_timeout_s"]
-    assert env["POWERTOOLS_SERVICE_NAME"] == SERVICE_NAMES[role]
-    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Loom"
+    # from the stack's name: two stacks in one account and region keep their metrics and alarms apart
+    assert env["POWERTOOLS_SERVICE_NAME"] == out["function_names"][role] == f"{deployed.spec.name}-{ROLE_SUFFIX[role]}"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == f"Loom/{deployed.spec.name}"
+    # the allow-list is the control plane's alone, and empty (open) unless workflow_access is set
+    assert ("LOOM_WORKFLOW_ACCESS" in env) is (role == "control_plane")
+    assert env.get("LOOM_WORKFLOW_ACCESS", "") == ""
+
+
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_function_role_is_named_after_the_stack_and_region_at_the_root_path(deployed: Deployed, role: str) -> None:
+    # when
+    arn = deployed.config(role)["Role"]
+    role_doc = deployed.client("iam").get_role(RoleName=arn.rsplit("/", 1)[1])["Role"]
+
+    # then: IAM names are global, so the region keeps one stack name in two regions apart
+    assert role_doc["RoleName"] == f"{deployed.spec.name}-{ROLE_SUFFIX[role]}-us-east-1"
+    assert role_doc["Path"] == "/" and "PermissionsBoundary" not in role_doc
+    assert deployed.config(role)["Architectures"] == ["x86_64"]
+    assert deployed.config(role)["TracingConfig"] == {"Mode": "PassThrough"}
+    assert not deployed.config(role).get("VpcConfig", {}).get("SubnetIds")
 
 
 @pytest.mark.parametrize("role", sorted(HANDLERS))
@@ -393,7 +411,7 @@ def test_alarms_watch_the_queues_functions_failed_executions_throttles_and_the_s
 
     failed = alarms[f"{name}-executions-failed"]
     assert sorted((ns, metric, tuple(dims.items()), stat) for ns, metric, dims, stat in _metric_queries(failed).values()) == [
-        ("Loom", "ExecutionsFailed", (("service", s),), "Sum") for s in ("loom-control-plane", "loom-sweeper", "loom-worker")]
+        (f"Loom/{name}", "ExecutionsFailed", (("service", fn),), "Sum") for fn in sorted(fns.values())]
     assert failed["TreatMissingData"] == "notBreaching"
 
     table = deployed.out["table_name"]
@@ -450,7 +468,7 @@ def test_plan_after_apply_finds_nothing_to_change(deployed: Deployed, lab: Any) 
     assert drift == "", f"a plan right after the apply still wants changes:\n{drift[-3000:]}"
 
 
-# -- destroy (keep last) --------------------------------------------------------------------------
+# -- destroy (conftest runs it last) --------------------------------------------------------------------------
 def _leftovers(emulator: Any) -> dict[str, list[str]]:
     lam, iam = emulator.client("lambda"), emulator.client("iam")
     roles = [r["RoleName"] for r in iam.list_roles()["Roles"]]
@@ -470,16 +488,18 @@ def _leftovers(emulator: Any) -> dict[str, list[str]]:
 
 
 def test_destroy_leaves_nothing(lab: Any) -> None:
-    # given: both applies finished, and the emulator holds their resources
-    for env in SPECS:
+    # given: every apply finished (envs/local, envs/dev, examples/vendored), and the emulator holds their resources
+    applied = lab.applies
+    for env in applied:
         lab.outputs(env)
     before = _leftovers(lab.emulator)
-    assert len(before["functions"]) == 6 and len(before["queues"]) == 4 and len(before["tables"]) == 2
+    n = len(applied)
+    assert len(before["functions"]) == 3 * n and len(before["queues"]) == 2 * n and len(before["tables"]) == n
 
     # when
     lab.destroyed = True
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for f in [pool.submit(lab.workspaces[env].destroy) for env in SPECS]:
+        for f in [pool.submit(lab.workspaces[env].destroy) for env in applied]:
             f.result()
 
     # then
