@@ -31,7 +31,7 @@ def test_validate_rejects_wildcard_worker_statements_an_unknown_architecture_and
     # then: each with what to do instead
     assert 'An extra policy statement has an IAM action with "*": list the exact actions' in log
     assert 'An extra policy statement has Resource "*": name the ARNs' in log
-    assert "attach a policy to the role (output role_name) outside the module" in log
+    assert "attach a policy to the role (output role_names.worker) outside the module" in log
     assert "architecture must be x86_64 or arm64 (and the zips built for it: `make build LAMBDA_ARCH=arm64`)" in log
     assert "workflow_access: every workflow name and principal must be non-empty with no whitespace" in log
     assert "iam_permissions_boundary_arn must be an IAM policy ARN" in log

@@ -90,6 +90,16 @@ output "region" {
 }
 # -- snippet: end -----------------------------------------------------------------------------
 
+output "function_names" {
+  description = "The three functions, <name>-worker, <name>-sweeper and <name>-control-plane."
+  value       = module.loom.function_names
+}
+
+output "table_name" {
+  description = "The DynamoDB table (also the prefix of the alarms' names)."
+  value       = module.loom.table_name
+}
+
 output "role_names" {
   description = "The execution roles, <name>-<function>-<region>, under the path /loom/."
   value       = module.loom.role_names

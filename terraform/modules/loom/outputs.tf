@@ -115,5 +115,5 @@ output "metrics_namespace" {
 
 output "loom_version" {
   description = "Loom's version these modules belong to (terraform/modules/VERSION; released under the git tag loom-v<version>)."
-  value       = local.loom_version
+  value       = var.create ? local.loom_version : null
 }

@@ -233,6 +233,22 @@ variable "worker_policy_statements" {
   }))
   default  = []
   nullable = false
+
+  # The function module checks the same; here they fail at `terraform validate` already.
+  validation {
+    condition     = alltrue([for s in var.worker_policy_statements : alltrue([for a in s.actions : !strcontains(a, "*")])])
+    error_message = "An extra policy statement has an IAM action with \"*\": list the exact actions your workflow steps call (least privilege)."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.worker_policy_statements : alltrue([for r in s.resources : r != "*"])])
+    error_message = "An extra policy statement has Resource \"*\": name the ARNs (a pattern such as arn:aws:s3:::bucket/* is fine). For an action that only works on \"*\", attach a policy to the role (output role_names.worker) outside the module."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.worker_policy_statements : length(s.actions) > 0 && length(s.resources) > 0 && can(regex("^[A-Za-z0-9]+$", s.sid))]) && length(distinct([for s in var.worker_policy_statements : s.sid])) == length(var.worker_policy_statements)
+    error_message = "Each extra policy statement needs a unique alphanumeric sid, at least one action and at least one resource."
+  }
 }
 
 variable "architecture" {
