@@ -62,7 +62,7 @@ def _blocks(kind: str) -> list:
             for n, (lang, body) in enumerate(_fenced(doc.read_text(encoding="utf-8"))) if lang == kind]
 
 
-def test_every_block_is_of_a_kind_this_test_checks():
+def test_blocks_of_both_documents_are_of_kinds_this_file_checks():
     kinds = {lang for doc in DOCS for lang, _ in _fenced(doc.read_text(encoding="utf-8"))}
     fences = sum(doc.read_text(encoding="utf-8").count("```") for doc in DOCS)
     assert fences == 2 * sum(len(_fenced(doc.read_text(encoding="utf-8"))) for doc in DOCS), "a fence was not read"
@@ -199,7 +199,7 @@ def test_engine_core_release_example_is_the_next_patch_of_this_checkouts_engine_
         f"`make bump-engine-core VERSION={major}.{minor}.{patch + 1} LAMBDAS=sweeper`")
 
 
-def test_documented_engine_core_ranges_are_this_checkouts():
+def test_engine_core_ranges_in_the_documents_are_this_checkouts():
     # given: the range workflows-examples really requires
     examples = tomllib.loads((ROOT / "packages/workflows-examples/pyproject.toml").read_text())["project"]
     (required,) = [d for d in examples["dependencies"] if d.startswith("loom-engine-core")]
@@ -214,7 +214,7 @@ def test_documented_engine_core_ranges_are_this_checkouts():
     assert set(re.findall(r"`(loom-engine-core>=[0-9.]+)`", deploying)) == {f"loom-engine-core>={major}.{minor}"}
 
 
-def test_loom_tag_examples_are_this_checkouts_version():
+def test_loom_tag_examples_when_concrete_are_this_checkouts_version():
     # given
     version = (ROOT / "terraform" / "modules" / "VERSION").read_text().strip()
 
@@ -233,7 +233,7 @@ def _documents() -> list[Path]:
     return sorted(found)
 
 
-def test_every_document_vendors_the_modules_at_one_path():
+def test_vendoring_path_in_every_document_is_the_same():
     # when
     paths = {(str(p.relative_to(ROOT)), m) for p in _documents()
              for m in re.findall(r"vendor/loom/[\w/.-]*", p.read_text(encoding="utf-8", errors="replace"))}
@@ -245,6 +245,6 @@ def test_every_document_vendors_the_modules_at_one_path():
     assert refs and all(m.startswith("//terraform/modules/loom?ref=loom-vX.Y.Z") for _, m in refs), sorted(refs)
 
 
-def test_readme_links_to_both_documents():
+def test_readme_when_its_sections_moved_links_to_both_documents():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "(docs/deploying.md)" in text and "(docs/releasing.md)" in text

@@ -52,7 +52,7 @@ def _commands(doc: dict[str, Any]) -> list[tuple[str, list[str]]]:
     return found
 
 
-def test_workflows_exist_and_every_job_has_a_timeout():
+def test_workflows_when_listed_are_ci_and_release_and_every_job_has_a_timeout():
     # then
     assert {p.name for p in WORKFLOWS} == {"ci.yml", "release.yml"}
     for path in WORKFLOWS:
@@ -131,7 +131,7 @@ def test_release_builds_on_both_tags_and_publishes_engine_core_only_when_an_inde
     assert release["permissions"] == {"contents": "read"}
 
 
-def test_tf_mirror_fetches_the_provider_version_the_environments_pin():
+def test_tf_mirror_version_when_compared_is_the_one_the_environments_pin():
     # given
     pinned = {re.search(r'^\s+version\s*=\s*"([^"]+)"', p.read_text(), re.M).group(1)
               for p in (ROOT / "terraform" / "envs").glob("*/versions.tf")}

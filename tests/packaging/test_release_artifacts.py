@@ -22,7 +22,7 @@ LOOM_VERSION = (ROOT / "terraform" / "modules" / "VERSION").read_text().strip()
 ENGINE_VERSION = source_version("engine-core")
 
 
-def test_loom_version_file_holds_one_version():
+def test_loom_version_file_when_read_holds_one_version():
     assert re.fullmatch(r"\d+\.\d+\.\d+", LOOM_VERSION), LOOM_VERSION
 
 

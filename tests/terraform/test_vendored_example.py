@@ -97,7 +97,7 @@ def test_vendored_plan_puts_only_the_worker_in_the_vpc_with_its_managed_policy(l
     assert {k: f["architectures"] for k, f in functions.items()} == {k: ["x86_64"] for k in ROLES}
 
 
-def test_vendored_plan_gives_the_worker_its_step_statements_and_the_control_plane_the_allow_list(lab: Any) -> None:
+def test_vendored_plan_gives_the_worker_its_step_statements_in_a_policy_of_their_own(lab: Any) -> None:
     # given
     resources = _resources(lab.plan("vendored")["planned_values"]["root_module"])
 
@@ -105,14 +105,11 @@ def test_vendored_plan_gives_the_worker_its_step_statements_and_the_control_plan
     # (Loom's own policies name ARNs known only after the apply; the team's statements are known now)
     policies = {r["name"]: json.loads(r["policy"]) for r in _of(resources, "aws_iam_role_policy").values()
                 if "policy" in r}
-    env = {_role_key(a): f["environment"][0]["variables"] for a, f in _of(resources, "aws_lambda_function").items()}
     recursion = _of(resources, "aws_lambda_function_recursion_config")
 
     # then: the team's statements in a policy of their own, on the worker only
     assert policies[f"{NAME}-worker-workflow-steps"]["Statement"] == STEP_STATEMENTS
     assert {n for n in policies if n.endswith("-workflow-steps")} == {f"{NAME}-worker-workflow-steps"}
-    _check_access(env["control_plane"]["LOOM_WORKFLOW_ACCESS"])
-    assert "LOOM_WORKFLOW_ACCESS" not in env["worker"] and "LOOM_WORKFLOW_ACCESS" not in env["sweeper"]
     assert [r["recursive_loop"] for r in recursion.values()] == ["Allow"]  # as it is: the emulator apply drops it
 
 
@@ -171,6 +168,8 @@ def test_vendored_apply_runs_the_worker_in_the_team_subnets_and_the_allow_list_i
     assert {k: c["Role"] for k, c in configs.items()} == {
         k: f"arn:aws:iam::123456789012:role/loom/{name}" for k, name in ROLES.items()}
     _check_access(configs["control_plane"]["Environment"]["Variables"]["LOOM_WORKFLOW_ACCESS"])
+    assert not {"LOOM_WORKFLOW_ACCESS"} & (set(configs["worker"]["Environment"]["Variables"])
+                                           | set(configs["sweeper"]["Environment"]["Variables"]))
 
 
 def test_vendored_apply_outputs_the_queues_and_url_the_cli_reads(lab: Any, applied: dict[str, Any]) -> None:
