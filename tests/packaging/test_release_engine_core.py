@@ -183,3 +183,16 @@ def test_wheel_from_history_when_not_a_git_checkout_says_how_to_fix(tmp_path):
         build_lambda.wheel_from_history("engine-core", "0.0.9", {"0" * 64}, tmp_path / "wheels", root=root)
     # then
     assert "make lock-lambdas LAMBDAS=" in str(error.value) or "git" in str(error.value)
+
+
+def test_wheel_from_history_when_the_clone_is_shallow_says_ci_needs_full_depth(tmp_path):
+    # given: a depth-1 clone, as a CI checkout without fetch-depth: 0 is, and a pin on a version not at HEAD
+    repo = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", f"file://{ROOT}", str(repo)], check=True)
+    # when
+    with pytest.raises(build_lambda.BuildError) as error:
+        build_lambda.wheel_from_history("engine-core", "0.0.1", {"0" * 64}, tmp_path / "wheels", root=repo)
+    # then
+    message = str(error.value)
+    assert "this is a shallow clone" in message and "fetch-depth: 0" in message
+    assert "git fetch --unshallow --tags" in message
