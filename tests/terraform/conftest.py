@@ -41,6 +41,19 @@ from typing import Any
 import boto3
 import pytest
 
+# Helper modules beside this file (importlib mode adds no directory to sys.path).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deployed_stacks import SPECS, Deployed  # noqa: E402
+from terraform_cases import (  # noqa: E402
+    BACKEND_OVERRIDE,
+    CROSS_VARIABLE_CASES,
+    EXISTING_BUS_CASES,
+    OFFLINE_PROVIDER,
+    SINGLE_VARIABLE_CASES,
+    VENDORED_OVERRIDE,
+    vendored_inputs,
+)
+
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM_DIR = REPO / "terraform"
 DIST = REPO / "dist"
@@ -246,180 +259,6 @@ def _copy_tree(scratch: Path) -> Path:
     return root / "terraform"
 
 
-_BACKEND_OVERRIDE = """\
-# Written by tests/terraform: plan with local state instead of the S3 backend. Nothing else changes.
-terraform {
-  backend "local" {}
-}
-"""
-
-_OFFLINE_PROVIDER = """
-provider "aws" {
-  region                      = "us-east-1"
-  access_key                  = "test"
-  secret_key                  = "test"
-  skip_credentials_validation = true
-  skip_metadata_api_check     = true
-  skip_requesting_account_id  = true
-}
-"""
-
-# Inputs the modules must refuse. Terraform checks single-variable validations at `validate` time and
-# cross-variable ones (which read other inputs) only at `plan` time, and stops after the first phase
-# that fails; so one configuration per phase, one module instance per broken rule.
-_SINGLE_VARIABLE_CASES = """
-module "receive_count_4" {{
-  source             = "../../modules/queue"
-  name               = "q"
-  consumer_timeout_s = 60
-  max_receive_count  = 4
-}}
-
-module "wildcard_action" {{
-  source            = "../../modules/function"
-  name              = "f"
-  handler           = "loom_worker.handler.handler"
-  zip_path          = "{dist}/local/worker.zip"
-  policy_statements = [{{ sid = "All", actions = ["dynamodb:*"], resources = ["arn:aws:dynamodb:us-east-1:123456789012:table/t"] }}]
-}}
-
-module "zero_shards" {{
-  source      = "../../modules/loom"
-  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  shard_count = 0
-}}
-
-module "bad_event_bus" {{
-  source        = "../../modules/loom"
-  lambda_zips   = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  status_events = {{ enabled = true, event_bus_name = "not a bus!" }}
-}}
-
-module "wildcard_worker_statement" {{
-  source                   = "../../modules/loom"
-  lambda_zips              = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  worker_policy_statements = [{{ sid = "All", actions = ["s3:*"], resources = ["arn:aws:s3:::b/*"] }}]
-}}
-
-module "star_resource_worker_statement" {{
-  source                   = "../../modules/loom"
-  lambda_zips              = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  worker_policy_statements = [{{ sid = "Metrics", actions = ["cloudwatch:PutMetricData"], resources = ["*"] }}]
-}}
-
-module "bad_architecture" {{
-  source       = "../../modules/loom"
-  lambda_zips  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  architecture = "x86"
-}}
-
-module "bad_access_principal" {{
-  source          = "../../modules/loom"
-  lambda_zips     = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  workflow_access = {{ order_fulfillment = {{ start = ["two words"], operate = [] }} }}
-}}
-
-module "bad_boundary" {{
-  source                       = "../../modules/loom"
-  lambda_zips                  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  iam_permissions_boundary_arn = "platform-boundary"
-}}
-"""
-
-_CROSS_VARIABLE_CASES = """
-module "dlq_not_longer" {{
-  source                  = "../../modules/queue"
-  name                    = "q"
-  consumer_timeout_s      = 60
-  message_retention_s     = 86400
-  dlq_message_retention_s = 86400
-}}
-
-module "reserved_below_mapping" {{
-  source               = "../../modules/function"
-  name                 = "f1"
-  handler              = "loom_worker.handler.handler"
-  zip_path             = "{dist}/local/worker.zip"
-  reserved_concurrency = 2
-  sqs_trigger          = {{ queue_arn = "arn:aws:sqs:us-east-1:123456789012:q", maximum_concurrency = 5 }}
-}}
-
-module "missing_zip" {{
-  source   = "../../modules/function"
-  name     = "f2"
-  handler  = "loom_worker.handler.handler"
-  zip_path = "{dist}/nowhere/worker.zip"
-}}
-"""
-
-
-# status_events with an existing bus, by name and by ARN: no bus created, the ARN built or kept.
-_EXISTING_BUS_CASES = """
-module "bus_by_name" {{
-  source        = "../../modules/loom"
-  name          = "ev-by-name"
-  lambda_zips   = {{ worker = "{dist}/local/worker.zip", sweeper = "{dist}/local/sweeper.zip", control_plane = "{dist}/local/control-plane.zip" }}
-  status_events = {{ enabled = true, event_bus_name = "orders" }}
-  create_alarms = false
-}}
-
-module "bus_by_arn" {{
-  source        = "../../modules/loom"
-  name          = "ev-by-arn"
-  lambda_zips   = {{ worker = "{dist}/local/worker.zip", sweeper = "{dist}/local/sweeper.zip", control_plane = "{dist}/local/control-plane.zip" }}
-  status_events = {{ enabled = true, event_bus_name = "arn:aws:events:eu-west-1:210987654321:event-bus/shared" }}
-  create_alarms = false
-}}
-
-output "by_name" {{
-  value = {{ name = module.bus_by_name.status_event_bus_name, arn = module.bus_by_name.status_event_bus_arn }}
-}}
-
-output "by_arn" {{
-  value = {{ name = module.bus_by_arn.status_event_bus_name, arn = module.bus_by_arn.status_event_bus_arn }}
-}}
-"""
-
-
-# The vendored example applied to the emulator: moto answers PutFunctionRecursionConfig with 404, and
-# the session destroys what it applied. Nothing else of the team's configuration changes.
-_VENDORED_OVERRIDE = """\
-# Written by tests/terraform: the vendored example applied to moto.
-module "loom" {
-  manage_recursion_config     = false
-  deletion_protection_enabled = false
-}
-"""
-
-VENDORED_PRINCIPALS = {
-    "orders_app_role_arn": "arn:aws:iam::123456789012:role/orders-app",
-    "oncall_role_arn": "arn:aws:iam::123456789012:role/oncall",
-}
-
-
-def _vendored_inputs(emulator: Emulator) -> dict[str, str]:
-    """What a team's account already has (its network, its boundary policy), made in the emulator, as the
-    example's variables."""
-    ec2, iam = emulator.client("ec2"), emulator.client("iam")
-    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
-    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.42.{n}.0/24")["Subnet"]["SubnetId"] for n in (1, 2)]
-    group = ec2.create_security_group(GroupName="loom-orders-worker", Description="Loom worker", VpcId=vpc)["GroupId"]
-    boundary = iam.create_policy(PolicyName="platform-boundary", PolicyDocument=json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": ["dynamodb:*", "sqs:*", "logs:*", "events:*", "ec2:*", "s3:GetObject",
-                                                     "secretsmanager:GetSecretValue"], "Resource": "*"}]}))["Policy"]["Arn"]
-    return {
-        "region": REGION,
-        "artifacts_dir": str(DIST / "lambda"),
-        "permissions_boundary_arn": boundary,
-        "private_subnet_ids": json.dumps(subnets),
-        "worker_security_group_ids": json.dumps([group]),
-        "documents_bucket": "acme-orders",
-        "payment_api_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:payments/api-key-AbCdEf",
-        **VENDORED_PRINCIPALS,
-    }
-
-
 class Lab:
     """The moto server plus every Terraform run of the session, started together in the background.
 
@@ -438,7 +277,7 @@ class Lab:
         # Pristine dev and prod, planned only: what would go to AWS, checked statically.
         shutil.copytree(envs / "dev", envs / "dev-plan")
         for name in ("dev-plan", "prod"):
-            (envs / name / "backend_override.tf").write_text(_BACKEND_OVERRIDE, encoding="utf-8")
+            (envs / name / "backend_override.tf").write_text(BACKEND_OVERRIDE, encoding="utf-8")
         # dev applied to the emulator through the documented override.
         shutil.copyfile(envs / "dev" / "emulator_override.tf.example", envs / "dev" / "emulator_override.tf")
         # local pointed at a dist directory without zips.
@@ -447,8 +286,8 @@ class Lab:
         # The vendored example: planned as it is, and applied with the emulator's two exceptions.
         examples = self.tree / "examples"
         shutil.copytree(examples / "vendored", examples / "vendored-apply")
-        (examples / "vendored-apply" / "emulator_override.tf").write_text(_VENDORED_OVERRIDE, encoding="utf-8")
-        self.vendored_inputs = _vendored_inputs(self.emulator)
+        (examples / "vendored-apply" / "emulator_override.tf").write_text(VENDORED_OVERRIDE, encoding="utf-8")
+        self.vendored_inputs = vendored_inputs(self.emulator.client, REGION, DIST)
 
         ws = self.workspaces = {
             "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint}),
@@ -457,8 +296,8 @@ class Lab:
                              {"status_events": "{enabled=true}"}),
             "dev-plan": Workspace("envs/dev (plan)", envs / "dev-plan", emulator_env, background=True),
             "prod-plan": Workspace("envs/prod (plan)", envs / "prod", emulator_env, background=True),
-            "single-variable": self._checks("single-variable", _SINGLE_VARIABLE_CASES, emulator_env),
-            "cross-variable": self._checks("cross-variable", _CROSS_VARIABLE_CASES, emulator_env),
+            "single-variable": self._checks("single-variable", SINGLE_VARIABLE_CASES, emulator_env),
+            "cross-variable": self._checks("cross-variable", CROSS_VARIABLE_CASES, emulator_env),
             "local-nozip": Workspace("envs/local (no zips)", envs / "local-nozip", emulator_env,
                                      {"endpoint": self.emulator.endpoint, "dist_dir": str(scratch / "empty-dist")},
                                      background=True),
@@ -466,7 +305,7 @@ class Lab:
                                        background=True),
             "status-events-plan": Workspace("examples/status-events", self.tree / "examples" / "status-events",
                                             emulator_env, background=True),
-            "existing-bus-plan": self._checks("existing-bus", _EXISTING_BUS_CASES, emulator_env),
+            "existing-bus-plan": self._checks("existing-bus", EXISTING_BUS_CASES, emulator_env),
             "vendored": Workspace("examples/vendored (applied)", examples / "vendored-apply", emulator_env,
                                   self.vendored_inputs),
             "vendored-plan": Workspace("examples/vendored (plan)", examples / "vendored", emulator_env,
@@ -487,7 +326,7 @@ class Lab:
     def _checks(self, name: str, cases: str, env: dict[str, str]) -> Workspace:
         path = self.tree / "checks" / name
         path.mkdir(parents=True)
-        (path / "main.tf").write_text(cases.format(dist=DIST) + _OFFLINE_PROVIDER, encoding="utf-8")
+        (path / "main.tf").write_text(cases.format(dist=DIST) + OFFLINE_PROVIDER, encoding="utf-8")
         return Workspace(f"checks/{name}", path, env, background=True)
 
     def applied(self, env: str) -> Applied:
@@ -519,6 +358,16 @@ def lab() -> Iterator[Lab]:
     finally:
         lab.close()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# Function-scoped on purpose: a module-scoped parametrized fixture would let pytest reorder tests. The
+# applies themselves happen once per session (see Lab).
+@pytest.fixture(params=sorted(SPECS))
+def deployed(request: pytest.FixtureRequest, lab: Any) -> Deployed:
+    spec = SPECS[request.param]
+    if lab.destroyed:
+        pytest.fail("the environments were already destroyed: conftest runs test_destroy_leaves_nothing last")
+    return Deployed(spec, lab.outputs(spec.key), lab.emulator)
 
 
 @pytest.fixture(scope="session")

@@ -65,7 +65,7 @@ def test_policy_when_malformed_refuses_every_guarded_action_saying_what_is_wrong
     (APP, APP + "x", False),
     (ONCALL_ROLE, ONCALL, True),                                  # a role ARN (with a path) matches its sessions
     (ONCALL_ROLE, STRANGER, False),                               # not another role whose name starts the same
-    (ONCALL_ROLE, f"arn:aws:sts::210987654321:assumed-role/oncall/ana", False),  # nor the same name elsewhere
+    (ONCALL_ROLE, "arn:aws:sts::210987654321:assumed-role/oncall/ana", False),  # nor the same name elsewhere
     (f"arn:aws:sts::{ACCOUNT}:assumed-role/approvals/*", APPROVER, True),
     (f"arn:aws:sts::{ACCOUNT}:assumed-role/approvals/*", ONCALL, False),
     ("*", "local", True),
