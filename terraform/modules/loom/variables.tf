@@ -252,7 +252,7 @@ variable "worker_policy_statements" {
 }
 
 variable "architecture" {
-  description = "Instruction set of the three functions: x86_64 (default) or arm64 (Graviton: about 20% cheaper per GB-second). The zips must be built for it: `make build LAMBDA_ARCH=arm64` writes dist/lambda-arm64/*.zip."
+  description = "Instruction set of the three functions: x86_64 (default) or arm64 (Graviton). The zips must be built for it: `make build LAMBDA_ARCH=arm64` writes dist/lambda-arm64/*.zip."
   type        = string
   default     = "x86_64"
 
@@ -294,7 +294,7 @@ variable "workflow_access" {
   }
 
   validation {
-    # Lambda allows 4 KB of environment variables in all; Loom's own take about 1 KB.
+    # Lambda allows 4 KB of environment variables in all, Loom's own LOOM_* settings included.
     condition     = length(jsonencode(var.workflow_access)) <= 2048
     error_message = "workflow_access is over 2,048 characters as JSON, too much for a Lambda environment variable beside Loom's own (4 KB in all): list roles rather than their sessions, or use \"*\" patterns."
   }
