@@ -48,7 +48,7 @@ def _zip_versions(path: Path) -> dict[str, str]:
 
 # The code under test, copied from the working tree over the clone's HEAD: the build tooling, its make
 # targets and the build tests that run on the clone.
-TOOLING = ("tools", "mk", "tests/packaging", "tests/fixtures", "pytest.ini", "Makefile")
+TOOLING = ("tools", "mk", "tests/packaging", "tests/fixtures", "pytest.ini", "Makefile", ".github")
 
 
 def _clone(tmp_path: Path) -> Path:
