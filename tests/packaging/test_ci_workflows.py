@@ -163,6 +163,23 @@ def test_publish_engine_core_when_not_configured_refuses_before_installing_anyth
                                 "RELEASE_TAG=loom-v0.0.1"], capture_output=True, text=True)
 
     # then
-    assert done.returncode == 2 and "ENGINE_CORE_INDEX_URL is empty" in done.stderr
-    assert wrong_tag.returncode == 2 and "publishes an engine-core-vX.Y.Z release" in wrong_tag.stderr
+    assert done.returncode != 0 and "ENGINE_CORE_INDEX_URL is empty" in done.stderr
+    assert wrong_tag.returncode != 0 and "publishes an engine-core-vX.Y.Z release" in wrong_tag.stderr
     assert not (tmp_path / "venv").exists()
+
+
+def test_github_release_without_a_tag_or_a_built_release_refuses_before_calling_gh(tmp_path):
+    # when
+    untagged = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "github-release", "RELEASE_TAG="],
+                              capture_output=True, text=True)
+    unbuilt = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "github-release",
+                              "RELEASE_TAG=loom-v0.0.1", f"RELEASE_DIR={tmp_path}/release"],
+                             capture_output=True, text=True)
+    dry = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "github-release",
+                          "RELEASE_TAG=loom-v0.0.1"], capture_output=True, text=True, check=True)
+
+    # then: what is missing and the command that makes it; the release itself is gh's, checked first
+    assert untagged.returncode != 0 and "usage: make github-release RELEASE_TAG=" in untagged.stderr
+    assert unbuilt.returncode != 0 and "run make release RELEASE_TAG=loom-v0.0.1 first" in unbuilt.stderr
+    assert "sha256sum --check --strict SHA256SUMS" in dry.stdout
+    assert 'gh release create "loom-v0.0.1" --verify-tag' in dry.stdout
