@@ -98,3 +98,8 @@ output "status_event_bus_arn" {
   description = "ARN of the status-change event bus, or null when status_events is disabled."
   value       = local.status_bus_arn
 }
+
+output "operator_policy_json" {
+  description = "The IAM policy an operator needs for the loom CLI (dlq list/redrive included), the console and the MCP server: attach it to your operators' role."
+  value       = local.operator_policy_json
+}
