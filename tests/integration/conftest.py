@@ -297,6 +297,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                             f"(not passed or not run: {', '.join(missing) or 'a -k/-m selection'})")
         return
     calls = [c for r in records for c in r["calls"]]
+    if os.environ.get("LOOM_E2E_IAM_RECORD"):  # refresh packages/test-support/tests/fixtures/e2e_iam.json
+        unique = sorted({json.dumps(c, sort_keys=True) for c in calls})
+        Path(os.environ["LOOM_E2E_IAM_RECORD"]).write_text(json.dumps(
+            {**{k: records[0][k] for k in ("region", "account", "policies")},
+             "calls": [json.loads(c) for c in unique]}, indent=1, sort_keys=True) + "\n")
     result = iam_check.check(calls, records[0]["policies"], records[0]["region"], records[0]["account"])
     unneeded = result.unneeded_statements()
     if unneeded:

@@ -315,8 +315,8 @@ def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) 
         "sweeper": {("dynamodb:Query", f"{table}/index/GSI1")}
         | {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "Query")}
         | {("sqs:SendMessage", queue), ("sqs:SendMessage", dlq)},
-        "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "Query")}
-        | {("sqs:SendMessage", queue)},
+        "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "UpdateItem", "Query")}
+        | {("dynamodb:Query", f"{table}/index/GSI2"), ("sqs:SendMessage", queue)},
     }[role] | logs
     if deployed.spec.status_events:
         expected |= {("events:PutEvents", out["status_event_bus_arn"])}

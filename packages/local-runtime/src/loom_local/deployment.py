@@ -136,7 +136,7 @@ def read(clients: Any, region: str, name_prefix: str = "") -> Deployment:
     for c in configs:
         full = lam.get_function(FunctionName=c["FunctionName"])
         by_arn[full["Configuration"]["FunctionArn"]] = full["Configuration"]
-    account = _arn_parts(next(iter(by_arn)))[2]
+    account = _arn_parts(next(iter(by_arn)))[1]
     deployment = Deployment(region=region, account=account)
 
     def add(role: str, arn: str) -> None:

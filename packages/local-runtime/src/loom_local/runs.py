@@ -41,11 +41,11 @@ def start_run(run_dir: Path, run_id: str | None = None) -> Path:
     stack_dir = runs / run_id
     for sub in ("logs", "faults", "calls"):
         (stack_dir / sub).mkdir(parents=True, exist_ok=True)
-    _symlink(run_dir / CURRENT, f"{RUNS}/{run_id}")
-    logs = run_dir / "logs"
-    if logs.is_dir() and not logs.is_symlink():  # the layout before runs/: keep it, as a run of its own
-        logs.rename(runs / f"00000000T000000Z-before-runs-{os.getpid()}")
-    _symlink(logs, f"{CURRENT}/logs")
+    for name, target in ((CURRENT, f"{RUNS}/{run_id}"), ("logs", f"{CURRENT}/logs")):
+        link = run_dir / name
+        if link.is_dir() and not link.is_symlink():  # a real directory (the layout before runs/): keep it aside
+            link.rename(runs / f"00000000T000000Z-{name}-{os.getpid()}")
+        _symlink(link, target)
     for old in sorted(p for p in runs.iterdir() if p.is_dir())[:-KEEP]:
         if old != stack_dir:
             shutil.rmtree(old, ignore_errors=True)
