@@ -58,8 +58,6 @@ def resource_params(service: str, operation: str, body: dict[str, Any]) -> dict[
         params["RequestItems"] = sorted(body.get("RequestItems") or {})
     elif service == "events" and operation == "PutEvents":
         params["Entries"] = [{"EventBusName": e.get("EventBusName") or "default"} for e in body.get("Entries") or []]
-    elif service == "sqs" and operation == "DeleteMessageBatch":
-        params["Entries"] = len(body.get("Entries") or [])
     return params
 
 
