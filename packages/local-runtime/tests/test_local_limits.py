@@ -18,7 +18,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from loom_local.calls import ACCESS_KEYS, read_calls
-from loom_local.esm import MappingConfig, QueuePoller, fit_payload
+from loom_local.esm import MappingConfig, QueuePoller, describe_record, fit_payload
 from loom_local.function_url import FunctionUrlServer, UrlConfig
 from loom_local.limits import LAMBDA_REQUEST_MAX_BYTES, put_events_entry_bytes
 from loom_local.stack import Emulator
@@ -248,3 +248,15 @@ def test_event_source_mapping_worker_response_over_6_mb_fails_the_whole_batch(ma
     assert sqs.deleted == []
     log = Path(fn.logs.path(fn.spec.name)).read_text()
     assert "holds 2 messages: m0 (not a step message); m1 (not a step message)" in log
+
+
+def test_describe_record_names_the_execution_step_version_and_branch_a_message_carries():
+    # given
+    body = {"execution_id": "6f1c2b1e-0000-4000-8000-000000000001", "step": 3, "version": 7, "branch": 12,
+            "branch_version": 2}
+
+    # when
+    line = describe_record({"messageId": "m-9", "body": json.dumps(body)})
+
+    # then
+    assert line == "m-9 execution 6f1c2b1e-0000-4000-8000-000000000001 step 3 v7 branch 12"

@@ -65,7 +65,7 @@ locals {
       # Query of an index on the index's own ARN, not the table's.
       sid       = "QueryListIndex"
       actions   = ["dynamodb:Query"]
-      resources = ["${module.table.table_arn}/index/${coalesce(module.table.list_index_name, "GSI2")}"]
+      resources = [try("${module.table.table_arn}/index/${module.table.list_index_name}", null)]
     },
     {
       sid       = "SendStepMessages"
