@@ -57,7 +57,8 @@ test-local-runtime: local-runtime ## The local runtime's own tests (tiny zips, n
 # stack of its own: the tests mostly wait (leases, deadlines, sleeps), so three stacks on two cores
 # finish in about half the time of one. E2E_WORKERS=0 runs them in this process on one stack.
 E2E_WORKERS ?= 3
+E2E_DIST ?= loadfile
 test-integration: $(LOCAL_PREREQS) ## End-to-end tests through the deployed functions, with real process kills
-	$(PY) -m pytest $(if $(filter-out 0,$(E2E_WORKERS)),-n $(E2E_WORKERS) --dist loadfile) $(PYTEST_ARGS) tests/integration
+	$(PY) -m pytest $(if $(filter-out 0,$(E2E_WORKERS)),-n $(E2E_WORKERS) --dist $(E2E_DIST)) $(PYTEST_ARGS) tests/integration
 
 TEST_TARGETS += test-integration
