@@ -68,3 +68,8 @@ def test_make_up_and_make_demo_give_the_functions_the_same_examples_configuratio
     for env in (up_examples, demo_examples):
         assert os.path.isabs(env["LOOM_EXAMPLES_LEDGER_PATH"])
     assert Path(up_examples["LOOM_EXAMPLES_LEDGER_PATH"]).parent == tmp_path / "up" / "state"  # reset with the table
+
+
+def test_start_run_when_one_process_starts_stacks_back_to_back_gives_each_its_own_directory(tmp_path):
+    made = [runs.start_run(tmp_path) for _ in range(runs.KEEP)]
+    assert len(set(made)) == runs.KEEP and all(p.is_dir() for p in made)

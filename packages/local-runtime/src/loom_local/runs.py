@@ -6,8 +6,8 @@
     RUN_DIR/current -> runs/<run id> the newest run
     RUN_DIR/logs    -> current/logs  (where `make up` has always said the logs are)
 
-A run id is the UTC start time plus the runtime's pid (``20261201T184702Z-4242``), so ids sort by
-start. The newest :data:`KEEP` runs are kept; older ones are deleted when a new one starts.
+A run id is the UTC start time (to the microsecond) plus the runtime's pid
+(``20261201T184702.123456Z-4242``), so ids sort by start and two stacks of one process never share one. The newest :data:`KEEP` runs are kept; older ones are deleted when a new one starts.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ CURRENT = "current"
 
 
 def new_run_id() -> str:
-    return f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}-{os.getpid()}"
+    return f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S.%fZ}-{os.getpid()}"
 
 
 def _symlink(link: Path, target: str) -> None:
@@ -35,9 +35,15 @@ def _symlink(link: Path, target: str) -> None:
 
 
 def start_run(run_dir: Path, run_id: str | None = None) -> Path:
-    """Create this run's directory, make it ``current``, and delete all but the newest :data:`KEEP` runs."""
-    run_id = run_id or new_run_id()
+    """Create this run's directory, make it ``current``, and delete all but the newest :data:`KEEP` runs.
+
+    ``run_id`` names it (``make up`` picks one before its runtime starts, to put runtime.log there);
+    without one, a new id is made.
+    """
+    given = run_id is not None
     runs = run_dir / RUNS
+    while run_id is None or (runs / run_id).exists() and not given:
+        given, run_id = False, new_run_id()  # a fresh id is never an existing run's
     stack_dir = runs / run_id
     for sub in ("logs", "faults", "calls"):
         (stack_dir / sub).mkdir(parents=True, exist_ok=True)
