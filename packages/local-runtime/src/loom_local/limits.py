@@ -4,7 +4,8 @@ What moto 5.2 already enforces, with AWS's errors (so the local stack gets them 
 item over 400 KB (``ValidationException``: "Item size has exceeded the maximum allowed size", or
 "Item size to update ..." for an UpdateItem), a Query page of at most 1 MB (the page stops there and
 carries a ``LastEvaluatedKey``), and an SQS message over the queue's ``MaximumMessageSize``
-(``InvalidParameterValue``; 1 MiB, SQS's maximum, unless the queue sets less).
+(``InvalidParameterValue``; Loom's queues are deployed with 256 KiB, the AWS provider's default
+``max_message_size``; SQS allows up to 1 MiB).
 
 What is enforced here instead:
 
