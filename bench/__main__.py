@@ -17,7 +17,7 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "history", "coldstart", "local", "fanout"]
+SECTIONS = ["steps", "sweep", "overhead", "history", "coldstart", "local", "fanout", "recovery"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -50,6 +50,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import local
 
         return local.measure(progress=say, quick=quick)
+    if name == "recovery":
+        from . import recovery
+
+        return recovery.measure(progress=say, quick=quick)
     if name == "fanout":
         from . import fanout
 

@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import branches, history, plots, runtime, steppath, text
+from . import branches, history, plots, recovery, runtime, steppath, text
 from ._fmt import RUN_ALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +56,8 @@ def render(results: dict[str, Any]) -> str:
         runtime.coldstart_section(w, results["coldstart"])
     if "fanout" in results:
         branches.fanout_section(w, results["fanout"])
+    if "recovery" in results:
+        recovery.recovery_section(w, results["recovery"])
     runtime.method(w)
     return "\n".join(out) + "\n"
 

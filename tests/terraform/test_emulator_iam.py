@@ -45,8 +45,8 @@ def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) 
         "sweeper": {("dynamodb:Query", f"{table}/index/GSI1")}
         | {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "Query")}
         | {("sqs:SendMessage", queue), ("sqs:SendMessage", dlq)},
-        "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "Query")}
-        | {("sqs:SendMessage", queue)},
+        "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "UpdateItem", "Query", "BatchGetItem")}
+        | {("dynamodb:Query", f"{table}/index/GSI2"), ("sqs:SendMessage", queue)},
     }[role] | logs
     if deployed.spec.status_events:
         expected |= {("events:PutEvents", out["status_event_bus_arn"])}
@@ -64,12 +64,15 @@ _ENGINE = Path(__file__).resolve().parents[2] / "packages" / "engine-core" / "sr
 _IAM_FOR = {
     "get_item": {"dynamodb:GetItem"}, "put_item": {"dynamodb:PutItem"}, "update_item": {"dynamodb:UpdateItem"},
     "query": {"dynamodb:Query"}, "transact_write_items": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
-    "send_message": {"sqs:SendMessage"},
+    "batch_get_item": {"dynamodb:BatchGetItem"},
+    "send_message": {"sqs:SendMessage"}, "change_message_visibility": {"sqs:ChangeMessageVisibility"},
 }
+_LIST_ONLY = {"batch_get_item"}
+"""Calls only a list page makes (the control plane's GET /executions): the worker never lists."""
 
 
-def test_worker_role_covers_every_aws_call_engine_core_makes(deployed: Deployed) -> None:
-    # given: the boto3 operations engine-core's adapters call (the worker runs every path)
+def test_roles_cover_every_aws_call_engine_core_makes(deployed: Deployed) -> None:
+    # given: the boto3 operations engine-core's adapters call (the worker runs every path but listing)
     sources = [_ENGINE / "adapters" / name for name in ("dynamodb.py", "_dynamo_branches.py", "sqs.py")]
     calls = {op for src in sources for op in re.findall(r"(?:self|store)\.client\.([a-z_]+)\(", src.read_text("utf-8"))}
     unknown = calls - set(_IAM_FOR)
@@ -80,7 +83,10 @@ def test_worker_role_covers_every_aws_call_engine_core_makes(deployed: Deployed)
     assert transact_kinds <= {"Put", "Update"}, f"transactions now hold {transact_kinds}: grant the item actions"
 
     # when
-    actions = {a for a, _ in grants_of(role_statements(deployed, "worker"))}
+    worker = {a for a, _ in grants_of(role_statements(deployed, "worker"))}
+    control_plane = {a for a, _ in grants_of(role_statements(deployed, "control_plane"))}
 
     # then
-    assert set().union(*(_IAM_FOR[op] for op in calls)) <= actions
+    assert set().union(*(_IAM_FOR[op] for op in calls - _LIST_ONLY)) <= worker
+    assert set().union(*(_IAM_FOR[op] for op in _LIST_ONLY)) <= control_plane
+    assert _LIST_ONLY <= calls, "a list-only call is gone: drop it from _LIST_ONLY and its grant"

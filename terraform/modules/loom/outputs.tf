@@ -117,3 +117,8 @@ output "loom_version" {
   description = "Loom's version these modules belong to (terraform/modules/VERSION; released under the git tag loom-v<version>)."
   value       = var.create ? local.loom_version : null
 }
+
+output "operator_policy_json" {
+  description = "The IAM policy an operator needs for the loom CLI (dlq list/redrive included), the console and the MCP server: attach it to your operators' role."
+  value       = local.operator_policy_json
+}
