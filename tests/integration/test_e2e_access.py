@@ -61,7 +61,7 @@ class _Api:
         try:
             return self.client.request(method, path, body)
         except ApiError as refused:
-            return refused.status, refused.body
+            return refused.status, refused.document
 
 
 def _as(stack: LocalStack, caller: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:

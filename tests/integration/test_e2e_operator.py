@@ -26,8 +26,9 @@ def test_loom_dlq_list_and_redrive_when_a_step_message_is_dead_lettered_return_i
     loom.sqs.send_message(QueueUrl=loom.dlq_url, MessageBody=step_message(eid, 0, 1))
     state = {"url": loom.url, "queue_url": loom.queue_url, "dlq_url": loom.dlq_url, "region": loom.deployment.region,
              "endpoint": loom.stack.endpoint}
-    (tmp_path / ".loom").mkdir()
-    (tmp_path / ".loom" / "local.json").write_text(json.dumps(state))
+    (tmp_path / "local.json").write_text(json.dumps(state))
+    monkeypatch.setenv("LOOM_STATE_FILE", str(tmp_path / "local.json"))  # where `make up` records the stack
+    monkeypatch.delenv("LOOM_URL", raising=False)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", OPERATOR_ACCESS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")

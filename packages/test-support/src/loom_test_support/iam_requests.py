@@ -6,7 +6,8 @@ resource, and some operations need several (AWS's Service Authorization Referenc
 
 - DynamoDB acts on ``table/<name>``, and a Query or Scan with ``IndexName`` on
   ``table/<name>/index/<index>``; ``TransactWriteItems`` is authorized per item action (PutItem,
-  UpdateItem, DeleteItem, ConditionCheckItem) on each item's table;
+  UpdateItem, DeleteItem, ConditionCheckItem) on each item's table, ``BatchGetItem`` and
+  ``BatchWriteItem`` by their own action on each table they name;
 - SQS acts on the queue's ARN (from its URL); a batch operation is its single action
   (``DeleteMessageBatch`` is ``sqs:DeleteMessage``);
 - EventBridge ``PutEvents`` acts on each entry's bus (``default`` when the entry names none);
@@ -65,8 +66,11 @@ def requests_of(call: dict[str, Any], region: str, account: str) -> list[Request
         if op == "TransactWriteItems":
             return [req(_TRANSACT[kind], f"{table}/{spec['TableName']}")
                     for item in params.get("TransactItems") or [] for kind, spec in item.items()]
-        if op in ("BatchGetItem", "BatchWriteItem"):
-            raise UnknownCallError(f"{op} needs its item actions per table; map them before Loom calls it")
+        if op in ("BatchGetItem", "BatchWriteItem"):  # its own action, on each table it names
+            tables = list(params.get("RequestItems") or {})
+            if not tables:
+                raise UnknownCallError(f"dynamodb:{op} without RequestItems: {params}")
+            return [req(op, f"{table}/{name}") for name in tables]
         if "TableName" not in params:
             raise UnknownCallError(f"dynamodb:{op} without a TableName: {params}")
         resource = f"{table}/{params['TableName']}"
