@@ -99,6 +99,21 @@ class ErrorInfo(_Frozen):
     retryable: bool = False
 
 
+class CodeStep(_Frozen):
+    """A code-first execution's current position, as the function called it (``engine_core.durable``):
+    what an operator's action or an outside input needs to know of it without running the function."""
+
+    name: str
+    kind: str
+    """``task``, ``sleep``, ``event`` or ``fanout``."""
+    event: str | None = None
+    """A wait's event; for a task that issues a callback token (``wait_for_callback``), the event of the
+    wait right after it."""
+    undo: bool = False
+    """It has a compensation."""
+    timeout_s: float | None = None
+
+
 class Execution(_Frozen):
     execution_id: str
     workflow: str
@@ -172,6 +187,8 @@ class Execution(_Frozen):
     checkpoint: int | None = None
     """The latest step whose history record also holds the whole context after it: a delivery rebuilds
     the context from that record and the records after it, however long the history."""
+    code_step: CodeStep | None = None
+    """Code-first executions only: the current position as the function called it."""
     layout: int = Field(default=1, ge=1, le=2)
     """Where the execution's items live: 2 (engine-core 0.3 on): operations and events in partitions of
     their own, which a delivery's query never reads; 1: in the execution's partition, as before."""
@@ -236,6 +253,8 @@ class StepRecord(_Frozen):
     context_blob: str | None = None
     """A checkpoint: the whole context after this step (encoded), so a delivery need not read the records
     before it. Written with the record, on some steps only (``Execution.checkpoint`` names the latest)."""
+    undo: bool = False
+    """Code-first: the step has a compensation (what a cancel needs to know without running the function)."""
 
 
 @dataclass(frozen=True)
