@@ -111,7 +111,10 @@ class Replay:
                            "an earlier delivery called")
         if self.stop_at is not None and p >= self.stop_at:
             raise Stop()
-        if r is not None and r.status is StepStatus.SUCCEEDED and (r.kind != "sleep" or p < e.current_step):
+        # A sleep's record is written when it begins: it is done once the execution moved past it (a replay
+        # to a position, ``stop_at``, only ever goes through positions that completed).
+        if r is not None and r.status is StepStatus.SUCCEEDED and (r.kind != "sleep" or p < e.current_step
+                                                                   or self.stop_at is not None):
             return value_of(r)
         if self.stop_at is not None:
             self._mismatch(p, _what(d.kind.kind, d.name), "nothing completed", "the history has")
