@@ -490,7 +490,7 @@ class Operator:
         wf = self.definition(e)
         waits = None if wf is None else wf.waits()
         if wf is not None and waits is not None:
-            if name not in waits:
+            if name not in waits and not _callback:  # a callback's wait is the one its token names
                 raise ExecutionStateConflictError(
                     "unknown_event", f"workflow {e.workflow!r} never waits for an event named {name!r}; it waits "
                     "for: " + (", ".join(sorted(waits)) or "no events"), e.status.value)

@@ -41,7 +41,7 @@ from ..model import RetryPolicy
 from ..registry import DEFAULT_EVENT_TIMEOUT_S, EVENT_NAME_RE, MAX_SLEEP_S, REGISTRY, WORKFLOW_NAME_RE, Registry
 from ..steps import MAX_BRANCHES, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
 from . import _current
-from .plan import CodeStepDef
+from .plan import Call
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME_RE = re.compile(r"\A[^#\s]{1,100}\Z")
@@ -222,10 +222,9 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
     _check_timeout(timeout_s, call)
     if compensate is not None and not callable(compensate):
         raise TypeError(f"{call}: compensate must be a function, got {type(compensate).__name__}")
-    d = CodeStepDef(index=0, name=name, kind=TaskSpec(fn=_body(fn, args, kwargs)), retry=retry,
-                    timeout_s=None if timeout_s is None else float(timeout_s),
-                    compensate=None if compensate is None else _undo(compensate, args, kwargs))
-    return run.call(d)
+    return run.call(Call(name, TaskSpec(fn=_body(fn, args, kwargs)), retry,
+                         None if timeout_s is None else float(timeout_s),
+                         None if compensate is None else _undo(compensate, args, kwargs)))
 
 
 def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: float = 0, name: str = "sleep") -> None:
@@ -239,7 +238,7 @@ def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: flo
     _check_name(name, call)
     if not 0 < total <= MAX_SLEEP_S:
         raise ValueError(f"{call}: a sleep lasts between 0 and 366 days")
-    run.call(CodeStepDef(index=0, name=name, kind=SleepSpec(float(total))))
+    run.call(Call(name, SleepSpec(float(total))))
 
 
 def _wait_spec(event: str, timeout: float, default: Any, model: type | None, call: str) -> WaitSpec:
@@ -271,7 +270,7 @@ def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, defa
     run = _run(call)
     _check_retry(retry, call)
     spec = _wait_spec(event, timeout, default, model, call)
-    return run.call(CodeStepDef(index=0, name=event, kind=spec, retry=retry))
+    return run.call(Call(event, spec, retry))
 
 
 def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: float = DEFAULT_EVENT_TIMEOUT_S,
@@ -298,9 +297,9 @@ def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: floa
         finally:
             _current.BODY.reset(token)
 
-    run.call(CodeStepDef(index=0, name=f"{event}.submit", kind=TaskSpec(fn=submitting), retry=retry,
-                         timeout_s=None if timeout_s is None else float(timeout_s), callback_event=event))
-    return run.call(CodeStepDef(index=0, name=event, kind=spec, retry=retry))
+    run.call(Call(f"{event}.submit", TaskSpec(fn=submitting), retry, None if timeout_s is None else float(timeout_s),
+                  callback_event=event))
+    return run.call(Call(event, spec, retry))
 
 
 def _fanout(name: str, fns: tuple, values: tuple | None, max_concurrency: int | None, retry: Any,
@@ -321,8 +320,7 @@ def _fanout(name: str, fns: tuple, values: tuple | None, max_concurrency: int | 
         raise ValueError(f"{call}: {count} branches; at most {MAX_BRANCHES}")
     bodies = tuple(_body(fn, (), {}) for fn in fns) if values is None else (_item_body(fns[0]),)
     spec = FanOutSpec(fns=bodies, max_concurrency=max_concurrency, values=values)
-    d = CodeStepDef(index=0, name=name, kind=spec, retry=retry, timeout_s=None if timeout_s is None else float(timeout_s))
-    return run.call(d)
+    return run.call(Call(name, spec, retry, None if timeout_s is None else float(timeout_s)))
 
 
 def _item_body(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

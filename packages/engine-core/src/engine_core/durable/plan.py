@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model import CodeStep, Execution, StepRecord
 from ..steps import FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef
@@ -25,10 +25,10 @@ def _elsewhere(*_: Any, **__: Any) -> Any:
     raise RuntimeError("this position's function is known only to a worker running the workflow's code")
 
 
-def describe(d: StepDef) -> CodeStep:
+def describe(d: StepDef) -> str:
     """The execution item's description of position ``d`` (``Execution.code_step``)."""
     event = getattr(d.kind, "event", None) or getattr(d, "callback_event", None)
-    return CodeStep(name=d.name, kind=d.kind.kind, event=event, undo=d.compensate is not None, timeout_s=d.timeout_s)
+    return CodeStep(d.name, d.kind.kind, event, d.compensate is not None, d.timeout_s).encode()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +37,22 @@ class CodeStepDef(StepDef):
     (a ``wait_for_callback``'s submitting task, whose body hands out that wait's token)."""
 
     callback_event: str | None = None
+
+
+class Call(NamedTuple):
+    """A durable call as the function made it, before it has a position."""
+
+    name: str
+    kind: Any
+    """The spec (``TaskSpec``, ``SleepSpec``, ``WaitSpec``, ``FanOutSpec``)."""
+    retry: Any = None
+    timeout_s: float | None = None
+    compensate: Callable[..., Any] | None = None
+    callback_event: str | None = None
+
+    def at(self, index: int) -> CodeStepDef:
+        return CodeStepDef(index=index, name=self.name, kind=self.kind, retry=self.retry, timeout_s=self.timeout_s,
+                           compensate=self.compensate, callback_event=self.callback_event)
 
 
 def _spec(kind: str, event: str | None) -> Any:
@@ -69,9 +85,14 @@ class CodeSteps(Sequence):
         self._e, self._records = e, records
         self._called: dict[int, StepDef] = {}
         self._recorded: dict[int, StepDef] | None = None
+        self._described: dict[int, StepDef] | None = None
+        self._top = -1
+        self._length = -1
 
     def put(self, d: StepDef) -> None:
         self._called[d.index] = d
+        if d.index > self._top:
+            self._top, self._length = d.index, -1
 
     def called(self, index: int) -> StepDef | None:
         return self._called.get(index)
@@ -84,18 +105,23 @@ class CodeSteps(Sequence):
         return self._recorded
 
     def _current(self) -> dict[int, StepDef]:
-        e, c = self._e, self._e.code_step
-        if c is None:
-            return {}
-        out = {e.current_step: from_description(e.current_step, c)}
-        if c.kind == "task" and c.event is not None:  # the wait a wait_for_callback's token is for
-            out[e.current_step + 1] = CodeStepDef(index=e.current_step + 1, name=c.event,
-                                                  kind=WaitSpec(event=c.event, timeout_s=0.0))
+        if self._described is not None:
+            return self._described
+        e, c = self._e, self._e.code_position
+        out: dict[int, StepDef] = {}
+        if c is not None:
+            out[e.current_step] = from_description(e.current_step, c)
+            if c.kind == "task" and c.event is not None:  # the wait a wait_for_callback's token is for
+                out[e.current_step + 1] = CodeStepDef(index=e.current_step + 1, name=c.event,
+                                                      kind=WaitSpec(event=c.event, timeout_s=0.0))
+        self._described = out
         return out
 
     def __len__(self) -> int:
-        known = [*self._current(), *self._called]
-        return max(self._e.current_step, max(known) + 1) if known else self._e.current_step
+        if self._length < 0:
+            top = max(self._top, max(self._current(), default=-1))
+            self._length = max(self._e.current_step, top + 1)
+        return self._length
 
     def _at(self, index: int) -> StepDef:
         if index in self._called:
@@ -109,6 +135,9 @@ class CodeSteps(Sequence):
         return CodeStepDef(index=index, name="?", kind=TaskSpec(fn=_elsewhere))
 
     def __getitem__(self, index: Any) -> Any:
+        called = self._called.get(index) if type(index) is int else None
+        if called is not None:
+            return called
         if isinstance(index, slice):
             return [self._at(i) for i in range(*index.indices(len(self)))]
         if index < 0:

@@ -11,14 +11,13 @@ failure), ``Stop`` (a replay that only had to reach a position), ``Nondeterminis
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Protocol
 
 from .. import codec
 from ..model import Execution, StepRecord, StepStatus
 from ..outcome import Outcome
 from ..steps import StepDef
-from .plan import RETURN_KIND, CodeSteps
+from .plan import RETURN_KIND, Call, CodeSteps
 
 
 class Suspend(BaseException):
@@ -92,25 +91,26 @@ class Replay:
         """The engine's clock (a test's manual clock, else the system's)."""
         return self.run.now()
 
-    def call(self, d: StepDef) -> Any:
+    def call(self, d: Call) -> Any:
         if self.broken is not None:
             raise self.broken
         if self.closed is not None:  # the function caught the delivery's end and went on: end it again
             raise Suspend(self.closed)
         p = self.position
         self.position += 1
-        d = dataclasses.replace(d, index=p)
-        self.run.plan.put(d)
         e = self.run.execution
         r = self.recorded.get(p)
         if r is not None and (r.name != d.name or r.kind != d.kind.kind):
             self._mismatch(p, _what(d.kind.kind, d.name), _what(r.kind, r.name), "the history recorded")
-        if r is None and p == e.current_step and e.code_step is not None and not e.compensating \
-                and (e.code_step.name, e.code_step.kind) != (d.name, d.kind.kind):
-            self._mismatch(p, _what(d.kind.kind, d.name), _what(e.code_step.kind, e.code_step.name),
-                           "an earlier delivery called")
-        if self.stop_at is not None and p >= self.stop_at:
-            raise Stop()
+        if r is None and p == e.current_step and e.code_step is not None and not e.compensating:
+            before = e.code_position
+            if before is not None and (before.name, before.kind) != (d.name, d.kind.kind):
+                self._mismatch(p, _what(d.kind.kind, d.name), _what(before.kind, before.name),
+                               "an earlier delivery called")
+        if self.stop_at is not None:  # a replay to a position keeps every call (their compensations, a branch's body)
+            self.run.plan.put(d.at(p))
+            if p >= self.stop_at:
+                raise Stop()
         # A sleep's record is written when it begins: it is done once the execution moved past it (a replay
         # to a position, ``stop_at``, only ever goes through positions that completed).
         if r is not None and r.status is StepStatus.SUCCEEDED and (r.kind != "sleep" or p < e.current_step
@@ -118,8 +118,10 @@ class Replay:
             return value_of(r)
         if self.stop_at is not None:
             self._mismatch(p, _what(d.kind.kind, d.name), "nothing completed", "the history has")
+        called = d.at(p)
+        self.run.plan.put(called)
         try:
-            return self.run.at(d)
+            return self.run.at(called)
         except Suspend as end:
             self.closed = end.outcome
             raise
@@ -135,8 +137,9 @@ class Replay:
         if later:
             r = self.recorded[later[0]]
             self._mismatch(p, "return", _what(r.kind, r.name), "the history recorded")
-        if e.current_step == p and e.code_step is not None and p not in self.recorded and not e.compensating:
-            self._mismatch(p, "return", _what(e.code_step.kind, e.code_step.name), "an earlier delivery called")
+        before = e.code_position
+        if e.current_step == p and before is not None and p not in self.recorded and not e.compensating:
+            self._mismatch(p, "return", _what(before.kind, before.name), "an earlier delivery called")
 
     def _mismatch(self, p: int, now: str, then: str, source: str) -> None:
         self.broken = NondeterministicReplay(

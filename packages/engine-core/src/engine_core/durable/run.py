@@ -31,6 +31,7 @@ from .plan import RETURN_KIND, CodeSteps, code_plan, describe
 from .replay import EngineRaised, NondeterministicReplay, Replay, Stop, Suspend, value_of
 
 log = logging.getLogger("engine_core")
+_NOTHING = object()
 
 
 def _where(exc: BaseException) -> str:
@@ -49,6 +50,9 @@ class CodeRun(StepRun):
         self.pending = False
         """The current position settled in this delivery; the write that moves on waits for the next call."""
         self.settled: StepRecord | None = None
+        self._described: tuple[StepDef, Any] | None = None
+        self.settled_value: Any = _NOTHING
+        """A step's value as the codec hands it on (no second decode of the record just written)."""
         super().__init__(life, kinds, code_plan(wf, state.execution, list(state.records)), state, remaining_ms,
                          yield_after_ms)
 
@@ -140,12 +144,14 @@ class CodeRun(StepRun):
         if cap is not None:
             raise Suspend(self.fail(cap))
         kind = self.kinds.kinds[d.kind.kind]
-        self.settled = None
+        self.settled, self.settled_value = None, _NOTHING
         outcome = kind.finish_cancel(self) if e.cancel_requested else kind.run(self)
         if outcome.kind == "cancel_requested":
             outcome = self.finish_cancel(undo_current=self.execution.lost_attempts > 0)
         if outcome.kind != "chained":
             raise Suspend(outcome)
+        if self.settled_value is not _NOTHING:
+            return self.settled_value
         return None if self.settled is None else value_of(self.settled)
 
     def _settled_here(self, e: Execution) -> bool:
@@ -209,7 +215,9 @@ class CodeRun(StepRun):
         if not new.status.is_terminal and not new.compensating:
             d = self.plan.called(new.current_step)
             if d is not None:
-                described = describe(d)
+                if self._described is None or self._described[0] is not d:
+                    self._described = (d, describe(d))
+                described = self._described[1]
                 if new.code_step != described:
                     new = new.model_copy(update={"code_step": described})
         return super().commit(new)
@@ -218,10 +226,11 @@ class CodeRun(StepRun):
     def succeed(self, result: Any) -> Outcome:
         e, step = self.execution, self.step
         try:
-            blob, _ = codec.roundtrip(result, "result")
+            blob, value = codec.roundtrip(result, "result")
             self.check_size(f"result of step {step.name!r}", blob)
         except (NonSerializableResultError, ResultTooLargeError) as exc:
             return self.fail(self.error(exc.code, str(exc)))
+        self.settled_value = value
         now = self.clock.now()
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
                             version=e.version, started_at=e.attempt_started_at, finished_at=now, result_blob=blob,
