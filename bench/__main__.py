@@ -17,7 +17,7 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "history", "coldstart", "local", "fanout", "recovery"]
+SECTIONS = ["steps", "sweep", "overhead", "history", "code", "coldstart", "local", "fanout", "recovery"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -42,6 +42,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import history
 
         return history.measure(repeats=1 if quick else 3, progress=say)
+    if name == "code":
+        from . import code
+
+        return code.measure(repeats=1 if quick else 3, progress=say)
     if name == "coldstart":
         from . import coldstart
 

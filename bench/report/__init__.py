@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import branches, history, plots, recovery, runtime, steppath, text
+from . import branches, code, history, plots, recovery, runtime, steppath, text
 from ._fmt import RUN_ALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +56,8 @@ def render(results: dict[str, Any]) -> str:
         runtime.coldstart_section(w, results["coldstart"])
     if "fanout" in results:
         branches.fanout_section(w, results["fanout"])
+    if "code" in results:
+        code.code_section(w, results["code"])
     if "recovery" in results:
         recovery.recovery_section(w, results["recovery"])
     runtime.method(w)

@@ -97,8 +97,9 @@ class Lifecycle:
         """How long the worker that ends an execution has for its housekeeping before the sweeper does
         it: the lease of the step it just ran, which outlasts that step's whole budget."""
         wf = self._workflow(e.workflow)
-        index = min(e.current_step, len(wf.steps) - 1) if wf is not None else 0
-        return self.lease_s(e.workflow, index) if wf is not None else lease_seconds(self.settings, 0.0)
+        if wf is None or not wf.steps:  # not deployed here, or code-first (no step list)
+            return lease_seconds(self.settings, 0.0 if wf is None else wf.step_timeout_s or 0.0)
+        return self.lease_s(e.workflow, min(e.current_step, len(wf.steps) - 1))
 
     def item_expiry(self, e: Execution, now: dt.datetime) -> dt.datetime:
         """The TTL an item of ``e`` written now carries: retention plus ``history_grace_s`` from now, and

@@ -9,7 +9,7 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -99,6 +99,34 @@ class ErrorInfo(_Frozen):
     retryable: bool = False
 
 
+class CodeStep(NamedTuple):
+    """A code-first execution's current position, as the function called it (``engine_core.durable``):
+    what an operator's action or an outside input needs to know of it without running the function.
+    Stored on the execution item as one short string (``Execution.code_step``), rewritten by every step."""
+
+    name: str
+    kind: str
+    """``task``, ``sleep``, ``event`` or ``fanout``."""
+    event: str | None = None
+    """A wait's event; for a task that issues a callback token (``wait_for_callback``), the event of the
+    wait right after it."""
+    undo: bool = False
+    """It has a compensation."""
+    timeout_s: float | None = None
+
+    def encode(self) -> str:
+        """``name#kind#event#undo#timeout`` (step names and events never hold ``#``)."""
+        return "#".join((self.name, self.kind, self.event or "", "1" if self.undo else "",
+                         "" if self.timeout_s is None else repr(self.timeout_s)))
+
+    @classmethod
+    def decode(cls, text: str | None) -> CodeStep | None:
+        if not text:
+            return None
+        name, kind, event, undo, timeout = (text.split("#") + ["", "", "", ""])[:5]
+        return cls(name, kind, event or None, undo == "1", float(timeout) if timeout else None)
+
+
 class Execution(_Frozen):
     execution_id: str
     workflow: str
@@ -172,6 +200,9 @@ class Execution(_Frozen):
     checkpoint: int | None = None
     """The latest step whose history record also holds the whole context after it: a delivery rebuilds
     the context from that record and the records after it, however long the history."""
+    code_step: str | None = None
+    """Code-first executions only: the current position as the function called it (``CodeStep.encode``;
+    read it with ``code_position``)."""
     layout: int = Field(default=1, ge=1, le=2)
     """Where the execution's items live: 2 (engine-core 0.3 on): operations and events in partitions of
     their own, which a delivery's query never reads; 1: in the execution's partition, as before."""
@@ -189,6 +220,12 @@ class Execution(_Frozen):
         if not self.status.is_terminal and self.finalize_by is not None:
             raise ValueError("only terminal executions owe housekeeping")
         return self
+
+    @property
+    def code_position(self) -> CodeStep | None:
+        """Code-first: the current position as the function called it (None for a step list, or before the
+        function's first call)."""
+        return CodeStep.decode(self.code_step)
 
     def is_expired(self, now: dt.datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -236,6 +273,8 @@ class StepRecord(_Frozen):
     context_blob: str | None = None
     """A checkpoint: the whole context after this step (encoded), so a delivery need not read the records
     before it. Written with the record, on some steps only (``Execution.checkpoint`` names the latest)."""
+    undo: bool = False
+    """Code-first: the step has a compensation (what a cancel needs to know without running the function)."""
 
 
 @dataclass(frozen=True)

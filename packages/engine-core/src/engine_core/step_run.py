@@ -113,8 +113,7 @@ class StepRun:
         self._whole_positions: dict[tuple[int, bool], int] | None = None
         upto = e.failed_step if e.compensating and e.failed_step is not None else e.current_step
         try:
-            self.data: dict[str, Any] | None = rebuild_context(state.input_blob, self.records, self.wf, upto,
-                                                               state.records_from)
+            self.data: dict[str, Any] | None = self._context(state, upto)
         except Exception as exc:
             if state.records_from is not None:  # the checkpoint it read from is not usable: read it all
                 whole = self.life.store.load_state(e.execution_id)
@@ -124,6 +123,10 @@ class StepRun:
             self.data = None
             self.corrupt_error = ErrorInfo(code="corrupt_state", message=f"stored context is unreadable: {exc}")
         self._count_tail()
+
+    def _context(self, state: ExecutionState, upto: int) -> dict[str, Any]:
+        """The context the step at ``upto`` sees (raises ValueError when a record it needs is unreadable)."""
+        return rebuild_context(state.input_blob, self.records, self.wf, upto, state.records_from)
 
     def _count_tail(self) -> None:
         """Where the next checkpoint is due: the results since the last one (count and bytes), and the size

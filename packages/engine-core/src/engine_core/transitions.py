@@ -96,6 +96,14 @@ def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.time
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 
 
+def returned(e: Execution, now: dt.datetime, positions: int, retention: dt.timedelta, finalized: bool = False,
+             finalize_grace_s: float = 0.0) -> Execution:
+    """A code-first function returned after ``positions`` durable calls: COMPLETED (the step it was at
+    settled earlier in this delivery, or it called none)."""
+    return _ended(e, now, Status.COMPLETED, None, retention, finalized, finalize_grace_s, current_step=positions,
+                  code_step=None)
+
+
 def slept(e: Execution, now: dt.datetime, wake_at: dt.datetime) -> Execution:
     """The current step is a sleep: wait at it, with nothing running, until ``wake_at`` (then the
     sleep's delivery moves past it). ``attempt`` 1 marks that the sleep began; a sweeper's re-drive or an

@@ -29,9 +29,9 @@ from ..steps import WorkflowDef
 
 log = logging.getLogger("engine_core")
 
-NOT_COMPENSATED = frozenset({"workflow_definition_mismatch", "corrupt_state"})
-"""Failures that end an execution without compensating: its definition or its state cannot be trusted
-to say what ran."""
+NOT_COMPENSATED = frozenset({"workflow_definition_mismatch", "corrupt_state", "nondeterministic_replay"})
+"""Failures that end an execution without compensating: its definition, its state or (code-first) its
+function cannot be trusted to say what ran."""
 
 
 def _done(records: list[Any], index: int, kind: str) -> StepRecord | None:
