@@ -32,8 +32,11 @@ $(VENV)/.installed: requirements-dev.txt $(foreach p,$(PACKAGES),packages/$(p)/p
 lock: venv ## Re-pin requirements-dev.txt (pip-tools)
 	$(VENV)/bin/pip-compile -q --strip-extras --no-emit-index-url --output-file requirements-dev.txt requirements-dev.in
 
+# The package suites are independent (moto in-process, free ports, temporary directories): they run in
+# UNIT_WORKERS pytest-xdist processes, one per core here. UNIT_WORKERS=0 runs them in this process.
+UNIT_WORKERS ?= 2
 test-unit: venv ## Package tests only (no Terraform, no local stack)
-	$(PY) -m pytest $(PYTEST_ARGS) $(foreach p,$(PACKAGES),packages/$(p)/tests)
+	$(PY) -m pytest $(if $(filter-out 0,$(UNIT_WORKERS)),-n $(UNIT_WORKERS)) $(PYTEST_ARGS) $(foreach p,$(PACKAGES),packages/$(p)/tests)
 
 clean: ## Remove build outputs (keeps .venv)
 	rm -rf build dist .loom

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "coldstart", "local", "fanout", "lite"]
+SECTIONS = ["steps", "sweep", "overhead", "history", "code", "coldstart", "local", "fanout", "recovery", "lite"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -38,6 +38,14 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import overhead
 
         return overhead.measure(repeats=3 if quick else 5, progress=say)
+    if name == "history":
+        from . import history
+
+        return history.measure(repeats=1 if quick else 3, progress=say)
+    if name == "code":
+        from . import code
+
+        return code.measure(repeats=1 if quick else 3, progress=say)
     if name == "coldstart":
         from . import coldstart
 
@@ -46,6 +54,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import local
 
         return local.measure(progress=say, quick=quick)
+    if name == "recovery":
+        from . import recovery
+
+        return recovery.measure(progress=say, quick=quick)
     if name == "fanout":
         from . import fanout
 

@@ -3,11 +3,17 @@
 #   make build-wheels   engine-core + workflows-examples wheels into dist/wheels (byte-reproducible),
 #                       plus any earlier version a Lambda still pins (kept, or rebuilt from git history)
 #   make lock-lambdas   re-pin packages/<fn>/requirements.txt with hashes (LAMBDAS=sweeper: only that one)
-#   make build          dist/lambda/<fn>.zip for Lambda python3.12 x86_64 (what Terraform deploys)
+#   make build          dist/lambda/<fn>.zip for Lambda python3.12 x86_64 (what Terraform deploys);
+#                       LAMBDA_ARCH=arm64 builds dist/lambda-arm64/<fn>.zip for Graviton (architecture = "arm64")
 #   make build-local    dist/local/<fn>.zip for this machine's Python (the local stack: make up, make demo)
 #   make bump-engine-core VERSION=0.1.1 [LAMBDAS=sweeper]
 #                       release engine-core: moves its version, __version__ and the chosen Lambdas'
 #                       pins together, then re-locks those Lambdas (the others keep their pins)
+#
+# EXAMPLES=0 (any build target) leaves Loom's example workflows (packages/workflows-examples: a poison
+# pill, a fake payment ledger, ...) out of every zip: each zip installs its Lambda's lock minus that
+# entry and whatever only it required, so nothing is re-locked and the zips stay hash-locked. Pass it
+# with your own workflows (EXTRA_WHEELS) for production, or `export EXAMPLES=0` once.
 #
 # Each Lambda builds from its own lock, so Lambdas may pin different engine-core versions. The locks
 # pin the local wheels by sha256, so a change to engine-core or workflows-examples without a version
@@ -20,14 +26,22 @@
 #   make up EXTRA_WHEELS=/path/wheels/                       # the local stack runs the dist/local zips
 #
 # EXTRA_WHEELS (space-separated) go into every zip; their sha256 are recorded in EXTRA_LOCK (default
-# dist/extra-workflows.lock; point it at a file in your own repository to keep the record) and
-# checked on every later build: a wheel with the same name and version but other bytes is refused
+# dist/extra-workflows.lock; point it at a file in your own repository to keep the record; every
+# version ever built stays in it) and checked on every later build: a wheel with the same name and
+# version but other bytes is refused
 # (`make lock-extras EXTRA_WHEELS=...` re-records on purpose). Everything in a zip is installed with
 # pip --require-hashes, so the zips stay hash-locked and byte-reproducible. Make also reads these
 # from the environment (`export EXTRA_WHEELS=...`); a build without them holds Loom's packages only.
 
 LAMBDAS := worker sweeper control-plane
 WHEEL_DIR := dist/wheels
+# x86_64 (default) or arm64; tools/build_lambda.py refuses anything else. x86_64 zips go to dist/lambda
+# (what envs/dev and envs/prod deploy by default), arm64 ones to dist/lambda-arm64.
+LAMBDA_ARCH ?= x86_64
+LAMBDA_DIST = dist/lambda$(if $(filter x86_64,$(LAMBDA_ARCH)),,-$(LAMBDA_ARCH))
+# 1 (default) or 0; tools/build_lambda.py refuses anything else.
+EXAMPLES ?= 1
+EXAMPLES_ARG = --examples $(EXAMPLES)
 BUILD_LAMBDA := $(PY) tools/build_lambda.py
 EXTRA_WHEELS ?=
 EXTRA_REQUIREMENTS ?=
@@ -64,14 +78,14 @@ bump-engine-core: venv ## Release engine-core: VERSION=x.y.z [LAMBDAS=sweeper] m
 	$(BUILD_LAMBDA) wheels --out $(WHEEL_DIR)
 	$(call lock-lambdas-of,$(LAMBDAS))
 
-build: build-wheels ## Build dist/lambda/{worker,sweeper,control-plane}.zip for Lambda python3.12 (EXTRA_WHEELS=...)
-	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(LAMBDAS)
-	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime lambda --wheels $(WHEEL_DIR) $(EXTRA_ARGS) --out dist/lambda/$(f).zip &&) true
-	cd dist/lambda && sha256sum $(addsuffix .zip,$(LAMBDAS)) > SHA256SUMS
+build: build-wheels ## Build dist/lambda/{worker,sweeper,control-plane}.zip for Lambda python3.12 (LAMBDA_ARCH=arm64, EXAMPLES=0, EXTRA_WHEELS=...)
+	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) $(LAMBDAS)
+	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime lambda --arch $(LAMBDA_ARCH) --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) --out $(LAMBDA_DIST)/$(f).zip &&) true
+	cd $(LAMBDA_DIST) && sha256sum $(addsuffix .zip,$(LAMBDAS)) > SHA256SUMS
 
-build-local: build-wheels ## Build dist/local/<fn>.zip for this machine's Python (same pins; EXTRA_WHEELS=...)
-	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(LAMBDAS)
-	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime local --wheels $(WHEEL_DIR) $(EXTRA_ARGS) --out dist/local/$(f).zip &&) true
+build-local: build-wheels ## Build dist/local/<fn>.zip for this machine's Python (same pins; EXAMPLES=0, EXTRA_WHEELS=...)
+	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) $(LAMBDAS)
+	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime local --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) --out dist/local/$(f).zip &&) true
 
 test-build: venv ## Build tests: reproducible wheels and zips, locks match wheels, zips import in a clean venv
 	$(PY) -m pytest $(PYTEST_ARGS) tests/packaging

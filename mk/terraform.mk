@@ -15,7 +15,8 @@ TF_PLUGIN_MIRROR ?= /opt/tf-plugins
 TF_BUILD_DIR := $(abspath build/terraform)
 TF_RC := $(TF_BUILD_DIR)/terraformrc
 TF_PLUGIN_CACHE := $(TF_BUILD_DIR)/plugin-cache
-TF_MODULE_DIRS := $(sort $(wildcard terraform/modules/*))
+# Directories only (terraform/modules/VERSION is the modules' version file, not a module).
+TF_MODULE_DIRS := $(sort $(patsubst %/,%,$(dir $(wildcard terraform/modules/*/*.tf))))
 TF_ENV_DIRS := $(sort $(wildcard terraform/envs/*))
 TF_EXAMPLE_DIRS := $(sort $(wildcard terraform/examples/*))
 CHECKOV_VERSION ?= 3.3.30

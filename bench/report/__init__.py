@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import branches, lite, plots, runtime, steppath, text
+from . import branches, code, history, lite, plots, recovery, runtime, steppath, text
 from ._fmt import RUN_ALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,10 +50,16 @@ def render(results: dict[str, Any]) -> str:
         runtime.sweeper_section(w, results["sweep"])
     if "overhead" in results:
         runtime.overhead_section(w, results["overhead"], results.get("local"))
+    if "history" in results:
+        history.history_section(w, results["history"])
     if "coldstart" in results:
         runtime.coldstart_section(w, results["coldstart"])
     if "fanout" in results:
         branches.fanout_section(w, results["fanout"])
+    if "code" in results:
+        code.code_section(w, results["code"])
+    if "recovery" in results:
+        recovery.recovery_section(w, results["recovery"])
     if "lite" in results:
         lite.lite_section(w, results["lite"])
     runtime.method(w)

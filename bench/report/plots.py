@@ -28,6 +28,11 @@ def charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
 
+    if results.get("history"):
+        from .history import history_chart
+
+        history_chart(plt, results["history"], save)
+
     steps = results.get("steps")
     if steps:
         sizes = steps["sizes"]

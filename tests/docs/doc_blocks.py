@@ -8,6 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "packages").glob("*/README.md"))]
+SEPARATE = {"docs/deploying.md", "docs/releasing.md"}
+"""Their blocks (Terraform, aws, release commands) are checked by tests/docs/test_deploy_docs.py's rules."""
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 NEEDS_STACK = "# needs the local stack (make up)"
 """A python block that starts with this line drives the local stack: the integration tier runs it."""
@@ -17,10 +19,18 @@ def blocks(kind: str | None = None) -> list[tuple[str, int, str]]:
     """``(document, n, body)`` of every block of ``kind`` (all kinds with None), in document order."""
     found = []
     for doc in DOCS:
+        if str(doc.relative_to(ROOT)) in SEPARATE:
+            continue
         for n, (lang, body) in enumerate(BLOCK.findall(doc.read_text(encoding="utf-8"))):
             if kind is None or lang == kind:
                 found.append((str(doc.relative_to(ROOT)), n, body))
     return found
+
+
+def kinds() -> set[str]:
+    """The languages of every block :func:`blocks` reads."""
+    return {lang for doc in DOCS if str(doc.relative_to(ROOT)) not in SEPARATE
+            for lang, _ in BLOCK.findall(doc.read_text(encoding="utf-8"))}
 
 
 def needs_stack(body: str) -> bool:

@@ -14,6 +14,14 @@ test shares it and works on executions of its own. Settings that make recovery q
 Every test reads through the control plane's Function URL, as a user would; a few also look at the
 queues directly. Crash points are armed per execution: its id is derived from the idempotency token
 before the start, exactly as the engine derives it.
+
+IAM, as AWS would enforce it: every function calls under its own role's key and the operator's tools
+under the operator's, and the stack records each call (loom_local.calls). When the session's stack
+stops, every distinct call is checked against the policies Terraform rendered for that principal (the
+roles' policies as applied, the `operator_policy_json` output), and the session fails listing each call
+AWS would deny. When the whole tier ran, each statement is also removed in turn: one whose removal
+denies none of the tier's calls fails the run too (a statement nothing needs, or a path no test takes).
+Under pytest-xdist each worker has a stack of its own; the controller checks the union of their calls.
 """
 
 from __future__ import annotations
@@ -32,7 +40,9 @@ from typing import Any
 import pytest
 
 from loom_local import terraform
+from loom_local.calls import read_calls
 from loom_local.stack import LocalStack, StackOptions
+from loom_test_support import iam_check
 
 REPO = Path(__file__).resolve().parents[2]
 # The tests import their shared helpers (e2e_support) by name; importlib mode does not add this directory.
@@ -164,7 +174,7 @@ class Loom:
 
 
 @pytest.fixture(scope="session")
-def loom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loom]:
+def loom(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Loom]:
     run_dir = tmp_path_factory.mktemp("loom-local")
     env_dir = Path(os.environ.get("LOOM_LOCAL_ENV_DIR") or REPO / "terraform" / "envs" / "local")
     declared = terraform.declared_variables(env_dir)
@@ -184,6 +194,7 @@ def loom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loom]:
         max_concurrency=WORKER_CONCURRENCY,
         function_env={"LOOM_EXAMPLES_LEDGER_PATH": str(ledger), "LOOM_EXAMPLES_FIXES_DIR": str(fixes)},
         observer=events, progress=progress))
+    policies = None
     try:
         stack.start()
         lease = float(stack.deployment.worker.environment.get("LOOM_LEASE_S", "900"))
@@ -191,9 +202,44 @@ def loom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loom]:
             pytest.fail(f"the local environment deploys LOOM_LEASE_S={lease:g}; these tests need at most "
                         f"{MAX_LEASE_S} s (every crash recovery waits for it). terraform/envs/local should declare "
                         f"a lease_s variable (this suite sets it to {LEASE_S})", pytrace=False)
+        policies = deployed_policies(stack)
         yield Loom(stack, events, ledger, fixes)
     finally:
         stack.stop()
+    if policies is not None:
+        _check_iam(request.config, stack, policies)
+
+
+def _check_iam(config: pytest.Config, stack: LocalStack, policies: dict[str, Any]) -> None:
+    d = stack.deployment
+    calls = read_calls(stack.calls_dir)
+    shared = _iam_dir(config)
+    shared.mkdir(parents=True, exist_ok=True)
+    (shared / f"{os.getpid()}.json").write_text(json.dumps(
+        {"calls": calls, "policies": policies, "region": d.region, "account": d.account}))
+    result = iam_check.check(calls, policies, d.region, d.account)
+    print(f"\n{result.report()}", file=sys.stderr)
+    if not result.ok:
+        pytest.fail(result.report(), pytrace=False)
+
+
+def _iam_dir(config: pytest.Config) -> Path:
+    """Where each stack leaves its calls and policies for the whole run's statement check."""
+    workerinput = getattr(config, "workerinput", None)
+    return Path(workerinput["loom_iam_dir"] if workerinput else config._loom_iam_dir)  # type: ignore[attr-defined]
+
+
+def deployed_policies(stack: LocalStack) -> dict[str, dict[str, Any]]:
+    """Each principal's policies as Terraform rendered them: the roles' as applied, the operator's output."""
+    lam, iam = stack.client("lambda"), stack.client("iam")
+    out: dict[str, dict[str, Any]] = {}
+    for role, f in stack.deployment.functions.items():
+        role_arn = lam.get_function(FunctionName=f.name)["Configuration"]["Role"]
+        out[role] = iam_check.role_policies(iam, role_arn.rsplit("/", 1)[-1])
+    outputs = json.loads((stack.stack_dir / "terraform.tfstate").read_text()).get("outputs", {})
+    operator = (outputs.get("operator_policy_json") or {}).get("value")
+    out["operator"] = {"operator_policy_json": json.loads(operator)} if operator else {}
+    return out
 
 
 def pytest_collection_modifyitems(items):
@@ -208,3 +254,62 @@ def _no_leftover_arms(request):
     yield
     if "loom" in request.fixturenames:
         request.getfixturevalue("loom").faults.disarm_all()
+
+
+# -- the whole run's IAM statement check (one process: the xdist controller, or the only one) --------
+_RUN: dict[str, Any] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        import tempfile
+
+        config._loom_iam_dir = tempfile.mkdtemp(prefix="loom-iam-")  # type: ignore[attr-defined]
+        _RUN.update(config=config, passed_files=set())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # pytest-xdist: hand each worker the shared directory
+    node.workerinput["loom_iam_dir"] = node.config._loom_iam_dir
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "passed_files" in _RUN and report.when == "call" and report.passed:
+        _RUN["passed_files"].add(report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1])
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or not hasattr(config, "_loom_iam_dir"):
+        return
+    import shutil
+
+    shared = Path(config._loom_iam_dir)
+    records = [json.loads(p.read_text()) for p in sorted(shared.glob("*.json"))]
+    shutil.rmtree(shared, ignore_errors=True)
+    modules = {p.name for p in Path(__file__).resolve().parent.glob("test_*.py")}
+    missing = sorted(modules - _RUN.get("passed_files", set()))
+    if not records:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if missing or config.option.keyword or config.option.markexpr:
+        reporter.write_line(f"IAM statement check not run: it needs every end-to-end module to pass "
+                            f"(not passed or not run: {', '.join(missing) or 'a -k/-m selection'})")
+        return
+    calls = [c for r in records for c in r["calls"]]
+    if os.environ.get("LOOM_E2E_IAM_RECORD"):  # refresh packages/test-support/tests/fixtures/e2e_iam.json
+        unique = sorted({json.dumps(c, sort_keys=True) for c in calls})
+        Path(os.environ["LOOM_E2E_IAM_RECORD"]).write_text(json.dumps(
+            {**{k: records[0][k] for k in ("region", "account", "policies")},
+             "calls": [json.loads(c) for c in unique]}, indent=1, sort_keys=True) + "\n")
+    result = iam_check.check(calls, records[0]["policies"], records[0]["region"], records[0]["account"])
+    unneeded = result.unneeded_statements()
+    if unneeded:
+        reporter.write_line("IAM: removing any of these statements denies none of the end-to-end tier's calls "
+                            "(a statement nothing needs, or a path no test takes):\n  " + "\n  ".join(unneeded),
+                            red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    else:
+        n = sum(len(v) for v in result.statements.values())
+        reporter.write_line(f"IAM: each of the {n} statements is needed: removing any one denies a call the "
+                            "end-to-end tier made")

@@ -83,4 +83,4 @@ def test_the_cli_shows_a_compensated_saga_and_a_waiting_approval(loom, capsys):
     assert code == 0 and "delivered" in capsys.readouterr().out
     assert loom.wait(waiting)["status"] == "COMPLETED"
     assert main(["--url", loom.url, "history", waiting]) == 0
-    assert re.search(r"^1\s+wait_approved\s+event\s+SUCCEEDED", capsys.readouterr().out, re.M)
+    assert re.search(r"^1\s+approval\s+event\s+SUCCEEDED", capsys.readouterr().out, re.M)

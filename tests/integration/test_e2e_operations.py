@@ -31,7 +31,7 @@ def test_the_3am_journey_poison_find_fix_redrive_completed(loom, capsys):
     asleep = loom.wait(eid, until=("SLEEPING",))
     assert ts(asleep["next_wake_at"]) > ts(asleep["updated_at"]) and asleep["current_step"] == 1  # at its sleep
     code, out, _ = cli(capsys, "--url", loom.url, "wake", eid)
-    assert code == 0 and "woken: step 2/4 import_rows runs now" in out, out
+    assert code == 0 and "woken: the sleep at step 1/4 wait_for_export_window ends now; step 2/4 runs next" in out, out
     failed = loom.wait(eid)
     assert failed["status"] == "FAILED", failed
     assert failed["error"]["code"] == "permanent_error" and feed in failed["error"]["message"]

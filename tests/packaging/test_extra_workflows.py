@@ -36,8 +36,8 @@ def locked_wheels(tmp_path_factory) -> Path:
     build_lambda.build_wheels(out)
     pins = build_lambda.locked_pins(ROOT / "packages/control-plane/requirements.txt")
     for package in build_lambda.WHEEL_PACKAGES:
-        version, hashes = pins[build_lambda._dist_name(package)]
-        wheel = out / f"{build_lambda._dist_name(package).replace('-', '_')}-{version}-py3-none-any.whl"
+        version, hashes = pins[build_lambda.dist_name(package)]
+        wheel = out / f"{build_lambda.dist_name(package).replace('-', '_')}-{version}-py3-none-any.whl"
         if not wheel.exists() or build_lambda.sha256_file(wheel) not in hashes:
             build_lambda.wheel_from_history(package, version, hashes, out)
     build_lambda.check_lock("control-plane", out)
@@ -110,6 +110,27 @@ def test_zip_when_the_extra_wheel_is_tampered_with_is_refused_until_relocked(loc
     assert build_lambda.locked_pins(lock)["acme-flows"][1] == {hashlib.sha256(good.read_bytes()).hexdigest()}
 
 
+def test_extra_lock_when_a_new_version_is_built_keeps_the_earlier_one_and_still_refuses_its_tampering(outside):
+    # given: acme-flows 1.0.0 built in, then 1.1.0
+    lock = outside / "loom-extras.lock"
+    first = acme.build_wheel(outside / "v1", version="1.0.0")
+    second = acme.build_wheel(outside / "v2", version="1.1.0")
+    build_lambda.Extras([first], lock=lock)
+    # when
+    extras = build_lambda.Extras([second], lock=lock)
+    # then: the lock records both versions; pip is given only the wheel passed this time
+    recorded = lock.read_text()
+    for wheel, version in ((first, "1.0.0"), (second, "1.1.0")):
+        assert f"acme-flows=={version}" in recorded and hashlib.sha256(wheel.read_bytes()).hexdigest() in recorded
+    assert extras.wheel_requirements() == (
+        f"acme-flows==1.1.0 --hash=sha256:{hashlib.sha256(second.read_bytes()).hexdigest()}\n")
+    # and going back to 1.0.0 with other bytes is still refused
+    tampered = acme.build_wheel(outside / "bad", version="1.0.0", tamper="import os  # not what was shipped")
+    with pytest.raises(build_lambda.BuildError, match="changed without a version bump"):
+        build_lambda.Extras([tampered], lock=lock)
+    assert "acme-flows==1.1.0" in lock.read_text()
+
+
 def test_extra_requirements_without_hashes_are_refused_with_the_fix(tmp_path, capsys):
     # given
     requirements = tmp_path / "requirements.txt"
@@ -141,7 +162,7 @@ def test_extra_wheel_replacing_a_locked_dependency_is_refused(tmp_path):
     # given: a pydantic wheel of another version than the Lambda's lock
     extras = build_lambda.Extras()
     extras.names = {"pydantic": "1.0.0"}
-    extras.requirement_files = [tmp_path / "x"]
+    extras.wheel_pins = {"pydantic": ("1.0.0", "0" * 64)}
     # when / then
     with pytest.raises(build_lambda.BuildError, match="a zip holds one version"):
         build_lambda.check_extras("worker", extras)
@@ -160,3 +181,20 @@ def test_make_passes_extra_wheels_to_every_zip_of_both_builds():
     for command in commands:
         assert "--extra-wheels /teams/acme/wheels --extra-wheels /teams/acme/b.whl" in command
         assert "--extra-requirements /teams/acme/req.txt" in command and "--extra-lock /teams/acme/loom.lock" in command
+        assert "--examples 1" in command
+
+
+def test_make_build_with_examples_0_and_arm64_passes_both_to_every_zip():
+    # when: a dry run (prints the commands, runs none)
+    done = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "-o", ".venv/.installed", "build",
+                           "build-local", "EXAMPLES=0", "LAMBDA_ARCH=arm64"], capture_output=True, text=True, check=True)
+    # then: the check and all six zips leave the examples out; the Lambda zips are for arm64, in their own directory
+    lines = [c for line in done.stdout.splitlines() for c in line.split(" && ")]
+    checks = [c for c in lines if " check " in c]
+    zips = [c for c in lines if " zip " in c]
+    assert len(checks) == 2 and all("--examples 0" in c for c in checks)
+    assert len(zips) == 6 and all("--examples 0" in c for c in zips)
+    lambda_zips = [c for c in zips if "--runtime lambda" in c]
+    assert len(lambda_zips) == 3
+    assert all("--arch arm64" in c and "--out dist/lambda-arm64/" in c for c in lambda_zips)
+    assert "cd dist/lambda-arm64 && sha256sum" in done.stdout

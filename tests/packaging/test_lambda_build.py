@@ -1,5 +1,10 @@
 """`make build`'s guarantees: reproducible wheels, locks that match them, deterministic zips, and zips
-that import and answer in a clean Python that has nothing but what the Lambda runtime provides."""
+that import and answer in a clean Python that has nothing but what the Lambda runtime provides.
+
+Every test here holds on mixed pins too: after the one-Lambda release (`make bump-engine-core
+VERSION=<next> LAMBDAS=sweeper`) the other Lambdas still pin the earlier engine-core, whose wheel
+`make build-wheels` rebuilds from git history (tests/packaging/test_release_engine_core.py runs these
+tests on such a clone)."""
 
 from __future__ import annotations
 
@@ -27,9 +32,15 @@ HANDLERS = {"worker": "loom_worker.handler", "sweeper": "loom_sweeper.handler",
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> Path:
+    """What `make build-wheels` makes: the working tree's wheels, and every earlier version a Lambda still pins."""
     out = tmp_path_factory.mktemp("wheels")
     build_lambda.build_wheels(out)
+    build_lambda.provide_locked_wheels(out)
     return out
+
+
+def _lock(function: str) -> dict[str, tuple[str, set[str]]]:
+    return build_lambda.locked_pins(ROOT / "packages" / function / "requirements.txt")
 
 
 def _digest(path: Path) -> str:
@@ -86,13 +97,16 @@ def _project_version(package: str) -> str:
     return tomllib.loads((ROOT / "packages" / package / "pyproject.toml").read_text())["project"]["version"]
 
 
-def test_locked_pins_when_reading_a_lock_returns_versions_and_hashes():
+@pytest.mark.parametrize("function", sorted(HANDLERS))
+def test_locked_pins_when_reading_a_lock_returns_versions_and_hashes(function):
+    from packaging.version import Version
+
     # when
-    pins = build_lambda.locked_pins(ROOT / "packages/control-plane/requirements.txt")
-    # then
+    pins = _lock(function)
+    # then: the local packages at the working tree's version or an earlier release (mixed pins)
     assert pins["aws-lambda-powertools"][0] == "3.37.0"
-    assert pins["loom-engine-core"][0] == _project_version("engine-core")
-    assert pins["loom-workflows-examples"][0] == _project_version("workflows-examples")
+    for package in build_lambda.WHEEL_PACKAGES:
+        assert Version(pins[build_lambda.dist_name(package)][0]) <= Version(_project_version(package)), package
     assert all(len(h) == 64 for _, hashes in pins.values() for h in hashes)
     assert all(hashes for _, hashes in pins.values())
     assert "boto3" not in pins and "botocore" not in pins
@@ -130,8 +144,67 @@ def test_lambda_zip_when_built_twice_has_the_same_sha256(wheels, tmp_path):
         names = zf.namelist()
     assert "loom_sweeper/handler.py" in names and "engine_core/adapters/bootstrap.py" in names
     assert any(n.startswith("pydantic_core/") and n.endswith("cpython-312-x86_64-linux-gnu.so") for n in names)
-    assert f"loom_workflows_examples-{_project_version('workflows-examples')}.dist-info/entry_points.txt" in names
+    examples_version = _lock("sweeper")["loom-workflows-examples"][0]
+    assert f"loom_workflows_examples-{examples_version}.dist-info/entry_points.txt" in names
+    engine_version = _lock("sweeper")["loom-engine-core"][0]
+    assert f"loom_engine_core-{engine_version}.dist-info/METADATA" in names
     assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith(("boto3/", "botocore/")) for n in names)
+
+
+@pytest.mark.slow
+def test_lambda_zip_when_built_for_arm64_holds_aarch64_binaries_only(wheels, tmp_path):
+    # when
+    build_lambda.build_zip("worker", "lambda", wheels, tmp_path / "worker.zip", arch="arm64")
+    # then: pydantic-core for Graviton, nothing for x86_64
+    with zipfile.ZipFile(tmp_path / "worker.zip") as zf:
+        binaries = [n for n in zf.namelist() if n.endswith(".so")]
+    assert binaries and all("aarch64" in n for n in binaries), binaries
+    assert any(n.endswith("cpython-312-aarch64-linux-gnu.so") for n in binaries)
+
+
+def test_zip_when_the_architecture_is_unknown_is_refused_before_building(wheels, tmp_path):
+    # when
+    with pytest.raises(build_lambda.BuildError) as error:
+        build_lambda.build_zip("worker", "lambda", wheels, tmp_path / "worker.zip", arch="x86")
+    # then
+    assert "x86_64 or arm64" in str(error.value) and not (tmp_path / "worker.zip").exists()
+
+
+_LOCK = """\
+# header
+alpha==1.0 \\
+    --hash=sha256:{a}
+    # via -r requirements.in
+examples==2.0 \\
+    --hash=sha256:{b}
+    # via -r requirements.in
+only-examples==3.0 \\
+    --hash=sha256:{c}
+    # via examples
+deep==4.0 \\
+    --hash=sha256:{d}
+    # via only-examples
+shared==5.0 \\
+    --hash=sha256:{e}
+    # via
+    #   alpha
+    #   examples
+""".format(a="a" * 64, b="b" * 64, c="c" * 64, d="d" * 64, e="e" * 64)
+
+
+def test_requirements_without_drops_the_package_and_what_only_it_required(tmp_path):
+    # when
+    text, dropped = build_lambda.requirements_without(_LOCK, {"examples"})
+    # then: shared and direct requirements stay, with their hashes
+    assert dropped == ["examples", "only-examples", "deep"]
+    (tmp_path / "lock.txt").write_text(text)
+    assert set(build_lambda.locked_pins(tmp_path / "lock.txt")) == {"alpha", "shared"}
+    assert f"--hash=sha256:{'e' * 64}" in text and "# header" in text
+
+
+def test_requirements_without_a_package_the_lock_lacks_says_so():
+    with pytest.raises(build_lambda.BuildError, match="pins no nothing-here"):
+        build_lambda.requirements_without(_LOCK, {"nothing-here"})
 
 
 _PROBE = """
@@ -156,49 +229,83 @@ print(json.dumps({"reply": reply, "handler_file": handler.__file__, "engine_core
 """
 
 
-@pytest.mark.slow
-def test_local_zips_when_unpacked_in_a_clean_venv_import_and_answer(wheels, tmp_path):
-    # given: a venv holding only boto3 (what the Lambda runtime adds), and the three local zips
-    venv = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def runtime_python(tmp_path_factory) -> Path:
+    """A venv holding only boto3 (what the Lambda runtime adds to a zip)."""
+    venv = tmp_path_factory.mktemp("runtime") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                     f"boto3=={version('boto3')}", f"botocore=={version('botocore')}"], check=True)
+    return python
+
+
+_ENV = {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
+        "LOOM_TABLE_NAME": "loom-probe", "LOOM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/loom-probe",
+        "LOOM_DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/loom-probe-dlq",
+        "POWERTOOLS_SERVICE_NAME": "probe", "POWERTOOLS_METRICS_NAMESPACE": "Probe"}
+
+
+def _probe(python: Path, tmp_path: Path, archive: Path, function: str, event: dict) -> dict:
+    """Unpack ``archive`` and call its handler with ``event`` in ``python`` (isolated: only the zip and boto3)."""
     (tmp_path / "probe.py").write_text(_PROBE)
+    task = tmp_path / "task" / function
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(task)
+    (tmp_path / f"{function}.json").write_text(json.dumps(event))
+    done = subprocess.run([str(python), "-I", str(tmp_path / "probe.py"), str(task), function, HANDLERS[function],
+                           str(tmp_path / f"{function}.json")], env={"PATH": os.environ["PATH"], **_ENV},
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    probe = json.loads(done.stdout.strip().splitlines()[-1])
+    # everything came from the unpacked zip, not from the dev environment
+    assert probe["handler_file"].startswith(str(task)) and probe["engine_core_file"].startswith(str(task))
+    return probe["reply"]
+
+
+def _workflows_event() -> dict:
+    return {**json.loads((ROOT / "tests/events/function_url_get_execution.json").read_text()), "rawPath": "/workflows"}
+
+
+@pytest.mark.slow
+def test_local_zips_when_unpacked_in_a_clean_venv_import_and_answer(wheels, runtime_python, tmp_path):
+    # given: the three local zips
     events = {
         "worker": {"Records": [{**json.loads((ROOT / "tests/events/sqs_step_batch.json").read_text())["Records"][0],
                                 "body": "not a step message"}]},
         "sweeper": json.loads((ROOT / "tests/events/eventbridge_scheduled.json").read_text()),
-        "control-plane": {**json.loads((ROOT / "tests/events/function_url_get_execution.json").read_text()),
-                          "rawPath": "/workflows"},
+        "control-plane": _workflows_event(),
     }
-    env = {"PATH": os.environ["PATH"], "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x",
-           "AWS_SECRET_ACCESS_KEY": "x", "LOOM_TABLE_NAME": "loom-probe",
-           "LOOM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/loom-probe",
-           "LOOM_DLQ_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/loom-probe-dlq",
-           "POWERTOOLS_SERVICE_NAME": "probe", "POWERTOOLS_METRICS_NAMESPACE": "Probe"}
     replies = {}
-    for function, module in HANDLERS.items():
+    for function in HANDLERS:
         archive = tmp_path / f"{function}.zip"
         build_lambda.build_zip(function, "local", wheels, archive)
-        task = tmp_path / "task" / function
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(task)
-        (tmp_path / f"{function}.json").write_text(json.dumps(events[function]))
         # when
-        done = subprocess.run([str(python), "-I", str(tmp_path / "probe.py"), str(task), function, module,
-                               str(tmp_path / f"{function}.json")], env=env, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        probe = json.loads(done.stdout.strip().splitlines()[-1])
-        # then: everything came from the unpacked zip, not from the dev environment
-        assert probe["handler_file"].startswith(str(task)) and probe["engine_core_file"].startswith(str(task))
-        replies[function] = probe["reply"]
+        replies[function] = _probe(runtime_python, tmp_path, archive, function, events[function])
+    # then
     assert replies["worker"] == {"batchItemFailures": [{"itemIdentifier": events["worker"]["Records"][0]["messageId"]}]}
     assert replies["sweeper"]["shards_scanned"] == 0 and replies["sweeper"]["truncated"] is True
     assert replies["control-plane"]["statusCode"] == 200
     names = {w["name"] for w in json.loads(replies["control-plane"]["body"])["workflows"]}
-    from engine_core import REGISTRY
-
-    REGISTRY.load_entry_points()  # the examples package installed here is the one the zips were built from
-    assert names == {wf.name for wf in REGISTRY.all() if wf.source.startswith("loom_examples.")}
     assert {"order_fulfillment", "order_saga", "expense_approval", "batch_resize"} <= names
+    if _lock("control-plane")["loom-workflows-examples"][0] == _project_version("workflows-examples"):
+        from engine_core import REGISTRY
+
+        REGISTRY.load_entry_points()  # the examples package installed here is the one the zip was built from
+        assert names == {wf.name for wf in REGISTRY.all() if wf.source.startswith("loom_examples.")}
+
+
+@pytest.mark.slow
+def test_local_zip_without_examples_holds_none_and_answers_with_no_workflows(wheels, runtime_python, tmp_path):
+    # given: the control plane built as `make build-local EXAMPLES=0` builds it
+    archive = tmp_path / "control-plane.zip"
+    assert build_lambda.main(["zip", "control-plane", "--runtime", "local", "--wheels", str(wheels), "--examples", "0",
+                              "--extra-lock", str(tmp_path / "x.lock"), "--out", str(archive)]) == 0
+    with zipfile.ZipFile(archive) as zf:
+        names = zf.namelist()
+    # when
+    reply = _probe(runtime_python, tmp_path, archive, "control-plane", _workflows_event())
+    # then: no example package, its metadata or its entry point; the rest of the lock is there
+    assert not any(n.startswith(("loom_examples/", "loom_workflows_examples-")) for n in names)
+    assert "loom_control_plane/handler.py" in names and any(n.startswith("loom_engine_core-") for n in names)
+    assert reply["statusCode"] == 200 and json.loads(reply["body"]) == {"workflows": []}

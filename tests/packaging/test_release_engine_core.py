@@ -1,6 +1,8 @@
-"""Releasing engine-core for one Lambda, as the README says: on a clone of this repository, bump
+"""Releasing engine-core for one Lambda, as docs/releasing.md says: on a clone of this repository, bump
 engine-core, move only the sweeper to it, rebuild from a fresh dist/, and the other two zips are the
-same bytes as before. Also the pieces: `set-version` moves every pin and refuses what would break."""
+same bytes as before; then `make test-build`'s tests pass on those mixed pins, in the clone (what CI
+runs on the commit the procedure makes). Also the pieces: `set-version` moves every pin and refuses
+what would break."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -45,14 +46,25 @@ def _zip_versions(path: Path) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in found if m}
 
 
+# The code under test, copied from the working tree over the clone's HEAD: the build tooling, its make
+# targets and the build tests that run on the clone.
+TOOLING = ("tools", "mk", "tests/packaging", "tests/fixtures", "pytest.ini", "Makefile", ".github")
+
+
 def _clone(tmp_path: Path) -> Path:
-    """HEAD of this repository, with the working tree's build tooling (the code under test)."""
+    """HEAD of this repository, with the working tree's build tooling and build tests."""
     repo = tmp_path / "loom"
     subprocess.run(["git", "clone", "--quiet", "--shared", str(ROOT), str(repo)], check=True)
-    for rel in ("tools/build_lambda.py", "mk/build.mk"):
-        shutil.copyfile(ROOT / rel, repo / rel)
+    for rel in TOOLING:
+        source, target = ROOT / rel, repo / rel
+        if source.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copyfile(source, target)
     if _git(repo, "status", "--porcelain"):
-        _git(repo, "commit", "--quiet", "-am", "test: the working tree's build tooling")
+        _git(repo, "add", "--all", *TOOLING)
+        _git(repo, "commit", "--quiet", "-m", "test: the working tree's build tooling")
     return repo
 
 
@@ -68,7 +80,7 @@ def test_release_when_one_lambda_moves_to_a_new_engine_core_the_other_zips_stay_
                       capture_output=True).returncode != 0:
         _make(repo, "lock-lambdas")
         _git(repo, "commit", "--quiet", "-am", "test: re-lock the development engine-core")
-    old = build_lambda._source_version("engine-core", repo)
+    old = build_lambda.source_version("engine-core", repo)
     new = re.sub(r"(\d+)$", lambda m: str(int(m.group(1)) + 1), old)  # 0.1.0 -> 0.1.1: a patch release
     _make(repo, "build", "LAMBDAS=worker control-plane")
     before = {f: (repo / "dist/lambda" / f"{f}.zip").read_bytes() for f in ("worker", "control-plane")}
@@ -81,7 +93,7 @@ def test_release_when_one_lambda_moves_to_a_new_engine_core_the_other_zips_stay_
     _make(repo, "build")
 
     # then: every place that names engine-core's version moved together...
-    assert build_lambda._source_version("engine-core", repo) == new
+    assert build_lambda.source_version("engine-core", repo) == new
     init = (repo / "packages/engine-core/src/engine_core/__init__.py").read_text()
     assert f'__version__ = "{old}"' not in init
     assert f"loom-engine-core=={new}\n" in (repo / "packages/sweeper/requirements.in").read_text()
@@ -100,6 +112,19 @@ def test_release_when_one_lambda_moves_to_a_new_engine_core_the_other_zips_stay_
                            capture_output=True, text=True, check=True)
     assert probe.stdout.startswith(str(ROOT))
 
+    # when: `make test-build`'s tests on the commit the procedure made (all but this one, which would recurse)
+    shutil.rmtree(repo / "dist")
+    pytest = [str(VENV / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/packaging",
+              "--ignore=tests/packaging/test_release_engine_core.py"]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    collected = subprocess.run([*pytest, "--collect-only"], cwd=repo, capture_output=True, text=True, env=env)
+    expected = len([line for line in collected.stdout.splitlines() if "::" in line])
+    tests = subprocess.run(pytest, cwd=repo, capture_output=True, text=True, env=env)
+    # then: green on mixed pins, every one of them run (none skipped or deselected)
+    summary = tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else ""
+    assert tests.returncode == 0, f"the build tests fail on mixed pins:\n{tests.stdout[-6000:]}\n{tests.stderr[-2000:]}"
+    assert expected > 30 and re.match(rf"^{expected} passed in ", summary), (expected, summary)
+
 
 def _copy_version_files(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
@@ -117,14 +142,14 @@ def test_set_version_when_releasing_moves_engine_core_and_the_chosen_lambdas_pin
     root = _copy_version_files(tmp_path)
     old_worker = (root / "packages/worker/requirements.in").read_text()
     # when
-    current = build_lambda._source_version("engine-core", root)
+    current = build_lambda.source_version("engine-core", root)
     patch = re.sub(r"(\d+)$", lambda m: str(int(m.group(1)) + 7), current)  # within workflows-examples' range
     changed = build_lambda.set_version("engine-core", patch, ("sweeper", "control-plane"), root=root)
     # then
     assert {p.relative_to(root).as_posix() for p in changed} >= {
         "packages/engine-core/pyproject.toml", "packages/sweeper/requirements.in",
         "packages/control-plane/requirements.in"}
-    assert build_lambda._source_version("engine-core", root) == patch
+    assert build_lambda.source_version("engine-core", root) == patch
     init = (root / "packages/engine-core/src/engine_core/__init__.py").read_text()
     assert f'__version__ = "{patch}"' in init or "__version__ = \"" not in init  # a literal moves; metadata needs nothing
     for function in ("sweeper", "control-plane"):
@@ -157,3 +182,16 @@ def test_wheel_from_history_when_not_a_git_checkout_says_how_to_fix(tmp_path):
         build_lambda.wheel_from_history("engine-core", "0.0.9", {"0" * 64}, tmp_path / "wheels", root=root)
     # then
     assert "make lock-lambdas LAMBDAS=" in str(error.value) or "git" in str(error.value)
+
+
+def test_wheel_from_history_when_the_clone_is_shallow_says_ci_needs_full_depth(tmp_path):
+    # given: a depth-1 clone, as a CI checkout without fetch-depth: 0 is, and a pin on a version not at HEAD
+    repo = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", f"file://{ROOT}", str(repo)], check=True)
+    # when
+    with pytest.raises(build_lambda.BuildError) as error:
+        build_lambda.wheel_from_history("engine-core", "0.0.1", {"0" * 64}, tmp_path / "wheels", root=repo)
+    # then
+    message = str(error.value)
+    assert "this is a shallow clone" in message and "fetch-depth: 0" in message
+    assert "git fetch --unshallow --tags" in message

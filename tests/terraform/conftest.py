@@ -1,8 +1,10 @@
 """Fixtures for the Terraform suite: a moto server, a scratch copy of terraform/, and one apply per env.
 
-The suite applies ``envs/local`` and ``envs/dev`` (with ``emulator_override.tf.example`` dropped in)
-to one fresh moto server, plans ``envs/dev`` and ``envs/prod`` unchanged for static checks, and
-finally destroys both applies. Everything runs in a temporary copy of ``terraform/`` (``dist/`` is
+The suite applies ``envs/local``, ``envs/dev`` (with ``emulator_override.tf.example`` dropped in) and
+``examples/vendored`` (a platform team's root: boundary, role path, the worker in a VPC, extra worker
+statements, an allow-list; its network and boundary policy created in moto first) to one fresh moto
+server, plans ``envs/dev``, ``envs/prod`` and ``examples/vendored`` unchanged for static checks, and
+finally destroys the three applies. Everything runs in a temporary copy of ``terraform/`` (``dist/`` is
 symlinked beside it), so no state, lock file or override ever lands in the working tree, and an
 interactive local stack's state is never touched.
 
@@ -39,6 +41,19 @@ from typing import Any
 import boto3
 import pytest
 
+# Helper modules beside this file (importlib mode adds no directory to sys.path).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from deployed_stacks import SPECS, Deployed  # noqa: E402
+from terraform_cases import (  # noqa: E402
+    BACKEND_OVERRIDE,
+    CROSS_VARIABLE_CASES,
+    EXISTING_BUS_CASES,
+    OFFLINE_PROVIDER,
+    SINGLE_VARIABLE_CASES,
+    VENDORED_OVERRIDE,
+    vendored_inputs,
+)
+
 REPO = Path(__file__).resolve().parents[2]
 TERRAFORM_DIR = REPO / "terraform"
 DIST = REPO / "dist"
@@ -49,6 +64,8 @@ ZIPS = ("worker.zip", "sweeper.zip", "control-plane.zip")
 # Terraform runs at once: applies and plans mostly wait on the emulator (SQS settles for ~25 s).
 PARALLEL_RUNS = 4
 RUN_TIMEOUT_S = 600
+# The Terraform roots the session applies to the emulator (and destroys at its end).
+APPLIED = ("local", "dev", "vendored")
 
 
 class TerraformRunError(Exception):
@@ -97,8 +114,11 @@ class Emulator:
 def _start_moto(log_path: Path) -> Emulator:
     port = _free_port()
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the process
+    # AWS managed policies (AWSLambdaVPCAccessExecutionRole, attached to a worker in a VPC) exist in
+    # every real account; moto loads them only when asked.
+    env = {**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"}
     proc = subprocess.Popen(_moto_command(port), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -239,111 +259,6 @@ def _copy_tree(scratch: Path) -> Path:
     return root / "terraform"
 
 
-_BACKEND_OVERRIDE = """\
-# Written by tests/terraform: plan with local state instead of the S3 backend. Nothing else changes.
-terraform {
-  backend "local" {}
-}
-"""
-
-_OFFLINE_PROVIDER = """
-provider "aws" {
-  region                      = "us-east-1"
-  access_key                  = "test"
-  secret_key                  = "test"
-  skip_credentials_validation = true
-  skip_metadata_api_check     = true
-  skip_requesting_account_id  = true
-}
-"""
-
-# Inputs the modules must refuse. Terraform checks single-variable validations at `validate` time and
-# cross-variable ones (which read other inputs) only at `plan` time, and stops after the first phase
-# that fails; so one configuration per phase, one module instance per broken rule.
-_SINGLE_VARIABLE_CASES = """
-module "receive_count_4" {{
-  source             = "../../modules/queue"
-  name               = "q"
-  consumer_timeout_s = 60
-  max_receive_count  = 4
-}}
-
-module "wildcard_action" {{
-  source            = "../../modules/function"
-  name              = "f"
-  handler           = "loom_worker.handler.handler"
-  zip_path          = "{dist}/local/worker.zip"
-  policy_statements = [{{ sid = "All", actions = ["dynamodb:*"], resources = ["arn:aws:dynamodb:us-east-1:123456789012:table/t"] }}]
-}}
-
-module "zero_shards" {{
-  source      = "../../modules/loom"
-  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  shard_count = 0
-}}
-
-module "bad_event_bus" {{
-  source        = "../../modules/loom"
-  lambda_zips   = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
-  status_events = {{ enabled = true, event_bus_name = "not a bus!" }}
-}}
-"""
-
-_CROSS_VARIABLE_CASES = """
-module "dlq_not_longer" {{
-  source                  = "../../modules/queue"
-  name                    = "q"
-  consumer_timeout_s      = 60
-  message_retention_s     = 86400
-  dlq_message_retention_s = 86400
-}}
-
-module "reserved_below_mapping" {{
-  source               = "../../modules/function"
-  name                 = "f1"
-  handler              = "loom_worker.handler.handler"
-  zip_path             = "{dist}/local/worker.zip"
-  reserved_concurrency = 2
-  sqs_trigger          = {{ queue_arn = "arn:aws:sqs:us-east-1:123456789012:q", maximum_concurrency = 5 }}
-}}
-
-module "missing_zip" {{
-  source   = "../../modules/function"
-  name     = "f2"
-  handler  = "loom_worker.handler.handler"
-  zip_path = "{dist}/nowhere/worker.zip"
-}}
-"""
-
-
-# status_events with an existing bus, by name and by ARN: no bus created, the ARN built or kept.
-_EXISTING_BUS_CASES = """
-module "bus_by_name" {{
-  source        = "../../modules/loom"
-  name          = "ev-by-name"
-  lambda_zips   = {{ worker = "{dist}/local/worker.zip", sweeper = "{dist}/local/sweeper.zip", control_plane = "{dist}/local/control-plane.zip" }}
-  status_events = {{ enabled = true, event_bus_name = "orders" }}
-  create_alarms = false
-}}
-
-module "bus_by_arn" {{
-  source        = "../../modules/loom"
-  name          = "ev-by-arn"
-  lambda_zips   = {{ worker = "{dist}/local/worker.zip", sweeper = "{dist}/local/sweeper.zip", control_plane = "{dist}/local/control-plane.zip" }}
-  status_events = {{ enabled = true, event_bus_name = "arn:aws:events:eu-west-1:210987654321:event-bus/shared" }}
-  create_alarms = false
-}}
-
-output "by_name" {{
-  value = {{ name = module.bus_by_name.status_event_bus_name, arn = module.bus_by_name.status_event_bus_arn }}
-}}
-
-output "by_arn" {{
-  value = {{ name = module.bus_by_arn.status_event_bus_name, arn = module.bus_by_arn.status_event_bus_arn }}
-}}
-"""
-
-
 class Lab:
     """The moto server plus every Terraform run of the session, started together in the background.
 
@@ -362,12 +277,17 @@ class Lab:
         # Pristine dev and prod, planned only: what would go to AWS, checked statically.
         shutil.copytree(envs / "dev", envs / "dev-plan")
         for name in ("dev-plan", "prod"):
-            (envs / name / "backend_override.tf").write_text(_BACKEND_OVERRIDE, encoding="utf-8")
+            (envs / name / "backend_override.tf").write_text(BACKEND_OVERRIDE, encoding="utf-8")
         # dev applied to the emulator through the documented override.
         shutil.copyfile(envs / "dev" / "emulator_override.tf.example", envs / "dev" / "emulator_override.tf")
         # local pointed at a dist directory without zips.
         shutil.copytree(envs / "local", envs / "local-nozip")
         (scratch / "empty-dist").mkdir()
+        # The vendored example: planned as it is, and applied with the emulator's two exceptions.
+        examples = self.tree / "examples"
+        shutil.copytree(examples / "vendored", examples / "vendored-apply")
+        (examples / "vendored-apply" / "emulator_override.tf").write_text(VENDORED_OVERRIDE, encoding="utf-8")
+        self.vendored_inputs = vendored_inputs(self.emulator.client, REGION, DIST)
 
         ws = self.workspaces = {
             "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint}),
@@ -376,8 +296,8 @@ class Lab:
                              {"status_events": "{enabled=true}"}),
             "dev-plan": Workspace("envs/dev (plan)", envs / "dev-plan", emulator_env, background=True),
             "prod-plan": Workspace("envs/prod (plan)", envs / "prod", emulator_env, background=True),
-            "single-variable": self._checks("single-variable", _SINGLE_VARIABLE_CASES, emulator_env),
-            "cross-variable": self._checks("cross-variable", _CROSS_VARIABLE_CASES, emulator_env),
+            "single-variable": self._checks("single-variable", SINGLE_VARIABLE_CASES, emulator_env),
+            "cross-variable": self._checks("cross-variable", CROSS_VARIABLE_CASES, emulator_env),
             "local-nozip": Workspace("envs/local (no zips)", envs / "local-nozip", emulator_env,
                                      {"endpoint": self.emulator.endpoint, "dist_dir": str(scratch / "empty-dist")},
                                      background=True),
@@ -385,13 +305,17 @@ class Lab:
                                        background=True),
             "status-events-plan": Workspace("examples/status-events", self.tree / "examples" / "status-events",
                                             emulator_env, background=True),
-            "existing-bus-plan": self._checks("existing-bus", _EXISTING_BUS_CASES, emulator_env),
+            "existing-bus-plan": self._checks("existing-bus", EXISTING_BUS_CASES, emulator_env),
+            "vendored": Workspace("examples/vendored (applied)", examples / "vendored-apply", emulator_env,
+                                  self.vendored_inputs),
+            "vendored-plan": Workspace("examples/vendored (plan)", examples / "vendored", emulator_env,
+                                       self.vendored_inputs, background=True),
         }
         submit = self.pool.submit
-        self.applies: dict[str, Future[Applied]] = {env: submit(ws[env].apply) for env in ("local", "dev")}
+        self.applies: dict[str, Future[Applied]] = {env: submit(ws[env].apply) for env in APPLIED}
         self.plans: dict[str, Future[dict[str, Any]]] = {
             env: submit(ws[f"{env}-plan"].plan_json)
-            for env in ("dev", "prod", "disabled", "status-events", "existing-bus")}
+            for env in ("dev", "prod", "disabled", "status-events", "existing-bus", "vendored")}
         self.failures: dict[str, Future[str]] = {
             "single-variable": submit(ws["single-variable"].failure, "validate"),
             "cross-variable": submit(ws["cross-variable"].failure, "plan", "-input=false"),
@@ -402,7 +326,7 @@ class Lab:
     def _checks(self, name: str, cases: str, env: dict[str, str]) -> Workspace:
         path = self.tree / "checks" / name
         path.mkdir(parents=True)
-        (path / "main.tf").write_text(cases.format(dist=DIST) + _OFFLINE_PROVIDER, encoding="utf-8")
+        (path / "main.tf").write_text(cases.format(dist=DIST) + OFFLINE_PROVIDER, encoding="utf-8")
         return Workspace(f"checks/{name}", path, env, background=True)
 
     def applied(self, env: str) -> Applied:
@@ -436,6 +360,16 @@ def lab() -> Iterator[Lab]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+# Function-scoped on purpose: a module-scoped parametrized fixture would let pytest reorder tests. The
+# applies themselves happen once per session (see Lab).
+@pytest.fixture(params=sorted(SPECS))
+def deployed(request: pytest.FixtureRequest, lab: Any) -> Deployed:
+    spec = SPECS[request.param]
+    if lab.destroyed:
+        pytest.fail("the environments were already destroyed: conftest runs test_destroy_leaves_nothing last")
+    return Deployed(spec, lab.outputs(spec.key), lab.emulator)
+
+
 @pytest.fixture(scope="session")
 def emulator(lab: Lab) -> Emulator:
     return lab.emulator
@@ -454,3 +388,10 @@ def code_sha256() -> Any:
 @pytest.fixture(scope="session")
 def dist() -> Path:
     return DIST
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """test_destroy_leaves_nothing destroys every apply of the session: run it after everything else,
+    whatever the files' order."""
+    last = [i for i in items if i.name == "test_destroy_leaves_nothing"]
+    items[:] = [i for i in items if i not in last] + last

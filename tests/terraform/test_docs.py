@@ -84,3 +84,17 @@ def test_readme_status_events_sample_is_the_validated_example() -> None:
     for field in ('"execution_id"', '"workflow"', '"status"', '"error"', '"current_step"', '"step_count"',
                   '"started_at"', '"ended_at"', '"by"', '"source": "loom"', '"detail-type": "Loom Execution Status Change"'):
         assert field in section, f"the documented event lacks {field}"
+
+
+def test_documented_local_visibility_timeout_is_six_local_worker_timeouts() -> None:
+    # given: envs/local's worker timeout, of which the queue's visibility timeout is six
+    variables = (TERRAFORM / "envs" / "local" / "variables.tf").read_text(encoding="utf-8")
+    worker_timeout_s = int(re.search(r'variable "worker_timeout_s" \{.*?default\s*=\s*(\d+)', variables, re.S).group(1))
+
+    # when
+    readme = (TERRAFORM / "README.md").read_text(encoding="utf-8")
+    runtime = (TERRAFORM.parent / "packages" / "local-runtime" / "README.md").read_text(encoding="utf-8")
+
+    # then
+    assert f"{6 * worker_timeout_s} s in\n  `local`" in readme
+    assert f"queue's {6 * worker_timeout_s} s visibility timeout" in runtime

@@ -1,19 +1,18 @@
 """envs/local and envs/dev applied to moto's server, read back with boto3, then destroyed.
 
 Each check reads what the emulator holds, not what Terraform says it created. The last test destroys
-both environments and asserts that nothing is left; it must stay last in this file.
+every apply of the session (conftest runs it after every other test) and asserts that nothing is left.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from deployed_stacks import HANDLERS, Deployed, grants_of, role_statements
 
 # One apply of each env takes a minute or two (SQS queue creation waits ~25 s per queue); the first
 # test to need it waits for it.
@@ -24,61 +23,9 @@ REQUIRED_ENV = {
     "LOOM_MAX_STEPS", "LOOM_MAX_TOTAL_ATTEMPTS", "LOOM_SWEEP_MAX_ITEMS", "LOOM_FUNCTION_TIMEOUT_S", "LOOM_MAX_CHAIN_STEPS", "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE", "LOG_LEVEL", "LOOM_EVENT_BUS_NAME",
 }
-HANDLERS = {
-    "worker": "loom_worker.handler.handler",
-    "sweeper": "loom_sweeper.handler.handler",
-    "control_plane": "loom_control_plane.handler.handler",
-}
-SERVICE_NAMES = {"worker": "loom-worker", "sweeper": "loom-sweeper", "control_plane": "loom-control-plane"}
+ROLE_SUFFIX = {"worker": "worker", "sweeper": "sweeper", "control_plane": "control-plane"}
 ZIP_NAMES = {"worker": "worker.zip", "sweeper": "sweeper.zip", "control_plane": "control-plane.zip"}
 RESERVED = {"worker": 10, "sweeper": 1, "control_plane": 5}
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    key: str
-    name: str
-    runtime: str
-    dist_subdir: str
-    esm_enabled: bool
-    status_events: bool
-    """conftest applies dev with status_events = { enabled = true } and local with the default (off)."""
-
-
-SPECS = {
-    "local": EnvSpec("local", "loom-local", "python3.11", "local", esm_enabled=False, status_events=False),
-    "dev": EnvSpec("dev", "loom-dev", "python3.12", "lambda", esm_enabled=True, status_events=True),
-}
-
-
-@dataclass(frozen=True)
-class Deployed:
-    spec: EnvSpec
-    out: dict[str, Any]
-    emulator: Any
-
-    def client(self, service: str) -> Any:
-        return self.emulator.client(service)
-
-    @property
-    def account(self) -> str:
-        return self.out["table_arn"].split(":")[4]
-
-    def function(self, role: str) -> dict[str, Any]:
-        return self.client("lambda").get_function(FunctionName=self.out["function_names"][role])
-
-    def config(self, role: str) -> dict[str, Any]:
-        return self.function(role)["Configuration"]
-
-
-# Function-scoped on purpose: a module-scoped parametrized fixture would let pytest reorder tests
-# around test_destroy_leaves_nothing. The applies themselves happen once per session (see conftest).
-@pytest.fixture(params=sorted(SPECS))
-def deployed(request: pytest.FixtureRequest, lab: Any) -> Deployed:
-    spec = SPECS[request.param]
-    if lab.destroyed:
-        pytest.fail("the environments were already destroyed: keep test_destroy_leaves_nothing last in this file")
-    return Deployed(spec, lab.outputs(spec.key), lab.emulator)
 
 
 def _sqs_attrs(d: Deployed, url: str) -> dict[str, str]:
@@ -187,8 +134,26 @@ def test_function_environment_names_table_queue_and_shard_count(deployed: Deploy
     assert env["LOOM_DLQ_URL"] == out["dlq_url"]
     assert env["LOOM_SHARDS"] == str(out["shard_count"]) == "4"
     assert float(env["LOOM_LEASE_S"]) == out["visibility_timeout_s"]
-    assert env["POWERTOOLS_SERVICE_NAME"] == SERVICE_NAMES[role]
-    assert env["POWERTOOLS_METRICS_NAMESPACE"] == "Loom"
+    # from the stack's name: two stacks in one account and region keep their metrics and alarms apart
+    assert env["POWERTOOLS_SERVICE_NAME"] == out["function_names"][role] == f"{deployed.spec.name}-{ROLE_SUFFIX[role]}"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == f"Loom/{deployed.spec.name}"
+    # the allow-list is the control plane's alone, and empty (open) unless workflow_access is set
+    assert ("LOOM_WORKFLOW_ACCESS" in env) is (role == "control_plane")
+    assert env.get("LOOM_WORKFLOW_ACCESS", "") == ""
+
+
+@pytest.mark.parametrize("role", sorted(HANDLERS))
+def test_function_role_is_named_after_the_stack_and_region_at_the_root_path(deployed: Deployed, role: str) -> None:
+    # when
+    arn = deployed.config(role)["Role"]
+    role_doc = deployed.client("iam").get_role(RoleName=arn.rsplit("/", 1)[1])["Role"]
+
+    # then: IAM names are global, so the region keeps one stack name in two regions apart
+    assert role_doc["RoleName"] == f"{deployed.spec.name}-{ROLE_SUFFIX[role]}-us-east-1"
+    assert role_doc["Path"] == "/" and "PermissionsBoundary" not in role_doc
+    assert deployed.config(role)["Architectures"] == ["x86_64"]
+    assert deployed.config(role)["TracingConfig"] == {"Mode": "PassThrough"}
+    assert not deployed.config(role).get("VpcConfig", {}).get("SubnetIds")
 
 
 @pytest.mark.parametrize("role", sorted(HANDLERS))
@@ -259,103 +224,6 @@ def test_only_the_control_plane_has_a_function_url(deployed: Deployed) -> None:
             lam.get_function_url_config(FunctionName=deployed.out["function_names"][role])
 
 
-# -- IAM ------------------------------------------------------------------------------------------
-def _role_statements(d: Deployed, role: str) -> list[dict[str, Any]]:
-    iam = d.client("iam")
-    role_name = d.config(role)["Role"].split("/")[-1]
-    assert iam.list_attached_role_policies(RoleName=role_name)["AttachedPolicies"] == []
-    statements = []
-    for policy_name in iam.list_role_policies(RoleName=role_name)["PolicyNames"]:
-        doc = iam.get_role_policy(RoleName=role_name, PolicyName=policy_name)["PolicyDocument"]
-        doc = json.loads(doc) if isinstance(doc, str) else doc
-        statements += doc["Statement"]
-    return statements
-
-
-def _grants(statements: list[dict[str, Any]]) -> set[tuple[str, str]]:
-    grants = set()
-    for s in statements:
-        assert s["Effect"] == "Allow"
-        actions = [s["Action"]] if isinstance(s["Action"], str) else s["Action"]
-        resources = [s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"]
-        grants |= {(a, r) for a in actions for r in resources}
-    return grants
-
-
-@pytest.mark.parametrize("role", sorted(HANDLERS))
-def test_role_policy_has_no_wildcard_action_or_resource(deployed: Deployed, role: str) -> None:
-    # given
-    own_log_streams = (f"arn:aws:logs:us-east-1:{deployed.account}:log-group:"
-                       f"/aws/lambda/{deployed.out['function_names'][role]}:*")
-
-    # when
-    grants = _grants(_role_statements(deployed, role))
-
-    # then
-    assert grants
-    for action, resource in grants:
-        assert "*" not in action, f"wildcard action {action}"
-        assert resource != "*", f"{action} on every resource"
-        # The only "*" allowed: the stream names of the function's own log group.
-        assert "*" not in resource or resource == own_log_streams, f"{action} on {resource}"
-
-
-@pytest.mark.parametrize("role", sorted(HANDLERS))
-def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) -> None:
-    # given
-    out = deployed.out
-    table, queue, dlq = out["table_arn"], out["queue_arn"], out["dlq_arn"]
-    logs = {(a, f"arn:aws:logs:us-east-1:{deployed.account}:log-group:/aws/lambda/{out['function_names'][role]}:*")
-            for a in ("logs:CreateLogStream", "logs:PutLogEvents")}
-    expected = {
-        "worker": {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "Query")}
-        | {(f"sqs:{a}", queue) for a in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes",
-                                          "ChangeMessageVisibility", "SendMessage")}
-        | {("sqs:SendMessage", dlq)},
-        "sweeper": {("dynamodb:Query", f"{table}/index/GSI1")}
-        | {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "Query")}
-        | {("sqs:SendMessage", queue), ("sqs:SendMessage", dlq)},
-        "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "Query")}
-        | {("sqs:SendMessage", queue)},
-    }[role] | logs
-    if deployed.spec.status_events:
-        expected |= {("events:PutEvents", out["status_event_bus_arn"])}
-
-    # when
-    grants = _grants(_role_statements(deployed, role))
-
-    # then
-    assert grants == expected
-    assert not any(a == "dynamodb:DeleteItem" for a, _ in grants)
-
-
-_ENGINE = Path(__file__).resolve().parents[2] / "packages" / "engine-core" / "src" / "engine_core"
-# boto3 operation -> the IAM actions it needs. TransactWriteItems is authorized per item action.
-_IAM_FOR = {
-    "get_item": {"dynamodb:GetItem"}, "put_item": {"dynamodb:PutItem"}, "update_item": {"dynamodb:UpdateItem"},
-    "query": {"dynamodb:Query"}, "transact_write_items": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
-    "send_message": {"sqs:SendMessage"},
-}
-
-
-def test_worker_role_covers_every_aws_call_engine_core_makes(deployed: Deployed) -> None:
-    # given: the boto3 operations engine-core's adapters call (the worker runs every path)
-    sources = [_ENGINE / "adapters" / name for name in ("dynamodb.py", "_dynamo_branches.py", "sqs.py")]
-    calls = {op for src in sources for op in re.findall(r"(?:self|store)\.client\.([a-z_]+)\(", src.read_text("utf-8"))}
-    unknown = calls - set(_IAM_FOR)
-    assert not unknown, (f"engine-core now calls {sorted(unknown)}: grant it in terraform/modules/loom/iam.tf "
-                         "(least privilege, per function) and add it to _IAM_FOR here")
-    transact_kinds = {kind for src in sources[:2]
-                      for kind in re.findall(r'\{"(Put|Update|Delete|ConditionCheck)":', src.read_text("utf-8"))}
-    assert transact_kinds <= {"Put", "Update"}, f"transactions now hold {transact_kinds}: grant the item actions"
-
-    # when
-    actions = {a for a, _ in _grants(_role_statements(deployed, "worker"))}
-
-    # then
-    assert set().union(*(_IAM_FOR[op] for op in calls)) <= actions
-
-
 # -- alarms ---------------------------------------------------------------------------------------
 def _metric_queries(alarm: dict[str, Any]) -> dict[str, tuple[str, str, dict[str, str], str]]:
     return {q["Id"]: (q["MetricStat"]["Metric"]["Namespace"], q["MetricStat"]["Metric"]["MetricName"],
@@ -393,7 +261,7 @@ def test_alarms_watch_the_queues_functions_failed_executions_throttles_and_the_s
 
     failed = alarms[f"{name}-executions-failed"]
     assert sorted((ns, metric, tuple(dims.items()), stat) for ns, metric, dims, stat in _metric_queries(failed).values()) == [
-        ("Loom", "ExecutionsFailed", (("service", s),), "Sum") for s in ("loom-control-plane", "loom-sweeper", "loom-worker")]
+        (f"Loom/{name}", "ExecutionsFailed", (("service", fn),), "Sum") for fn in sorted(fns.values())]
     assert failed["TreatMissingData"] == "notBreaching"
 
     table = deployed.out["table_name"]
@@ -426,7 +294,7 @@ def test_status_events_bus_environment_and_permission_only_when_enabled(deployed
 
     # when
     env = deployed.config(role)["Environment"]["Variables"]
-    put_events = {(a, r) for a, r in _grants(_role_statements(deployed, role)) if a.startswith("events:")}
+    put_events = {(a, r) for a, r in grants_of(role_statements(deployed, role)) if a.startswith("events:")}
 
     # then
     if deployed.spec.status_events:
@@ -450,7 +318,7 @@ def test_plan_after_apply_finds_nothing_to_change(deployed: Deployed, lab: Any) 
     assert drift == "", f"a plan right after the apply still wants changes:\n{drift[-3000:]}"
 
 
-# -- destroy (keep last) --------------------------------------------------------------------------
+# -- destroy (conftest runs it last) --------------------------------------------------------------------------
 def _leftovers(emulator: Any) -> dict[str, list[str]]:
     lam, iam = emulator.client("lambda"), emulator.client("iam")
     roles = [r["RoleName"] for r in iam.list_roles()["Roles"]]
@@ -470,16 +338,18 @@ def _leftovers(emulator: Any) -> dict[str, list[str]]:
 
 
 def test_destroy_leaves_nothing(lab: Any) -> None:
-    # given: both applies finished, and the emulator holds their resources
-    for env in SPECS:
+    # given: every apply finished (envs/local, envs/dev, examples/vendored), and the emulator holds their resources
+    applied = lab.applies
+    for env in applied:
         lab.outputs(env)
     before = _leftovers(lab.emulator)
-    assert len(before["functions"]) == 6 and len(before["queues"]) == 4 and len(before["tables"]) == 2
+    n = len(applied)
+    assert len(before["functions"]) == 3 * n and len(before["queues"]) == 2 * n and len(before["tables"]) == n
 
     # when
     lab.destroyed = True
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for f in [pool.submit(lab.workspaces[env].destroy) for env in SPECS]:
+        for f in [pool.submit(lab.workspaces[env].destroy) for env in applied]:
             f.result()
 
     # then

@@ -188,7 +188,7 @@ def test_plan_alarms_on_failed_executions_throttles_a_stopped_sweeper_and_step_a
 
     failed = alarms[f"{name}-executions-failed"]
     assert sorted((ns, metric, tuple(dims.items()), stat) for ns, metric, dims, stat in _queried(failed).values()) == [
-        ("Loom", "ExecutionsFailed", (("service", s),), "Sum") for s in ("loom-control-plane", "loom-sweeper", "loom-worker")]
+        (f"Loom/{name}", "ExecutionsFailed", (("service", fn),), "Sum") for fn in sorted(functions.values())]
     assert _expression(failed) == " + ".join(f"FILL({i}, 0)" for i in sorted(_queried(failed)))
     assert (failed["comparison_operator"], failed["threshold"], failed["treat_missing_data"]) == (
         "GreaterThanOrEqualToThreshold", 1, "notBreaching")

@@ -24,6 +24,19 @@ def test_validate_rejects_low_receive_count_wildcard_action_bad_shard_count_and_
     assert "status_events.event_bus_name must be null (create <name>-events), an event bus name" in log
 
 
+def test_validate_rejects_wildcard_worker_statements_an_unknown_architecture_and_bad_access_and_boundary(lab: Any) -> None:
+    # when
+    log = lab.failure("single-variable")
+
+    # then: each with what to do instead
+    assert 'An extra policy statement has an IAM action with "*": list the exact actions' in log
+    assert 'An extra policy statement has Resource "*": name the ARNs' in log
+    assert "attach a policy to the role (output role_names.worker) outside the module" in log
+    assert "architecture must be x86_64 or arm64 (and the zips built for it: `make build LAMBDA_ARCH=arm64`)" in log
+    assert "workflow_access: every workflow name and principal must be non-empty with no whitespace" in log
+    assert "iam_permissions_boundary_arn must be an IAM policy ARN" in log
+
+
 def test_plan_rejects_short_dlq_retention_throttling_concurrency_and_missing_zip(lab: Any) -> None:
     # when
     log = lab.failure("cross-variable")

@@ -150,3 +150,37 @@ def test_lite_stop_forgets_its_record_and_a_new_runtime_on_the_file_resumes(tmp_
         assert client.wait(eid, timeout_s=20).status == "COMPLETED"
     finally:
         second.stop()
+
+
+def test_lite_runs_a_code_first_workflow_through_its_sleep_and_event(tmp_path, state_file):
+    # given: a plain function with step(), a durable sleep and an event, on the SQLite file
+    from engine_core import durable as d
+
+    registry = Registry()
+    calls: list[str] = []
+
+    def charge(amount):
+        calls.append("charge")
+        return {"charged": amount}
+
+    @d.durable("code_order", registry=registry, events={"approved": None})
+    def code_order(order):
+        charged = d.step("charge", charge, order["amount"])
+        d.sleep(600, name="cool_off")
+        approval = d.wait_for_event("approved", timeout=600)
+        return {"charged": charged["charged"], "by": approval["by"]}
+
+    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02,
+                        settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
+    with LiteRuntime(config, registry).start(worker_thread=True):
+        client = LoomClient()
+        # when
+        started = client.start("code_order", {"amount": 12})
+        client.wait(started.execution_id, "SLEEPING", timeout_s=20)
+        client.wake(started.execution_id)
+        client.wait(started.execution_id, "WAITING", timeout_s=20)
+        client.send(started.execution_id, "approved", {"by": "ops"})
+        done = client.wait(started.execution_id, timeout_s=20)
+    # then: the result is the function's return, its step ran once across the suspensions
+    assert done.status == "COMPLETED" and done.result == {"charged": 12, "by": "ops"}
+    assert calls == ["charge"]

@@ -97,6 +97,7 @@ def test_the_stack_runs_a_hand_made_deployment_and_stops_clean(tmp_path, zip_dir
         assert d.queue.visibility_timeout_s == VISIBILITY_S and d.queue.max_receive_count == MAX_RECEIVES
         assert d.rule.expression == "rate(1 minute)"
         assert d.url.auth_type == "AWS_IAM"
+        assert (d.region, d.account) == ("us-east-1", "123456789012")  # the functions' ARNs name the account
 
         # The deployed environment reaches the process, plus what Lambda injects.
         status, _, body = _http("GET", stack.url + "/env")

@@ -47,14 +47,67 @@ variable "allowed_account_ids" {
 }
 
 variable "dist_dir" {
-  description = "Directory holding worker.zip, sweeper.zip and control-plane.zip for Lambda's python3.12. null means <repo>/dist/lambda, written by `make build`."
+  description = "Directory holding worker.zip, sweeper.zip and control-plane.zip for Lambda's python3.12. null means <repo>/dist/lambda, written by `make build` (dist/lambda-arm64 with architecture = \"arm64\", written by `make build LAMBDA_ARCH=arm64`)."
   type        = string
   default     = null
 
   validation {
-    condition     = alltrue([for z in ["worker.zip", "sweeper.zip", "control-plane.zip"] : fileexists("${coalesce(var.dist_dir, "${path.module}/../../../dist/lambda")}/${z}")])
-    error_message = "Lambda zips missing in ${coalesce(var.dist_dir, abspath("${path.module}/../../../dist/lambda"))}: run `make build` first (or point dist_dir at worker.zip, sweeper.zip and control-plane.zip)."
+    condition     = alltrue([for z in ["worker.zip", "sweeper.zip", "control-plane.zip"] : fileexists("${coalesce(var.dist_dir, "${path.module}/../../../dist/${var.architecture == "arm64" ? "lambda-arm64" : "lambda"}")}/${z}")])
+    error_message = "Lambda zips missing in ${coalesce(var.dist_dir, abspath("${path.module}/../../../dist/${var.architecture == "arm64" ? "lambda-arm64" : "lambda"}"))}: run `make build${var.architecture == "arm64" ? " LAMBDA_ARCH=arm64" : ""}` first (or point dist_dir at worker.zip, sweeper.zip and control-plane.zip)."
   }
+}
+
+variable "architecture" {
+  description = "x86_64 (default) or arm64; the zips must be built for it (`make build LAMBDA_ARCH=arm64`)."
+  type        = string
+  default     = "x86_64"
+}
+
+variable "tracing_mode" {
+  description = "X-Ray tracing of the functions: PassThrough (default) or Active."
+  type        = string
+  default     = "PassThrough"
+}
+
+variable "iam_permissions_boundary_arn" {
+  description = "Permissions boundary for the execution roles, if the account requires one."
+  type        = string
+  default     = null
+}
+
+variable "iam_role_path" {
+  description = "Path of the execution roles (e.g. /loom/)."
+  type        = string
+  default     = "/"
+}
+
+variable "worker_vpc_config" {
+  description = "Subnets and security groups for the worker (null: none); see modules/loom."
+  type = object({
+    subnet_ids         = list(string)
+    security_group_ids = list(string)
+  })
+  default = null
+}
+
+variable "worker_policy_statements" {
+  description = "IAM statements ({ sid, actions, resources }) for what the workflow steps call; see modules/loom."
+  type = list(object({
+    sid       = string
+    actions   = list(string)
+    resources = list(string)
+  }))
+  default = []
+}
+
+variable "workflow_access" {
+  description = "Per-workflow allow-list of who may start (start), operate (operate) and send events to (send) each workflow; see modules/loom and docs/deploying.md. {}: none."
+  type = map(object({
+    start   = list(string)
+    operate = list(string)
+    send    = optional(list(string))
+  }))
+  default = {}
 }
 
 variable "shard_count" {

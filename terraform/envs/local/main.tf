@@ -33,6 +33,7 @@ module "loom" {
   lease_s                     = var.lease_s
   extra_environment_variables = var.extra_environment_variables
   status_events               = var.status_events
+  workflow_access             = var.workflow_access
 }
 
 # The local environment's one output more than outputs.tf (which is the same in every environment).

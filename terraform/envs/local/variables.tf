@@ -77,3 +77,13 @@ variable "status_events" {
   default  = {}
   nullable = false
 }
+
+variable "workflow_access" {
+  description = "Per-workflow allow-list of who may start, operate and send events to each workflow (see modules/loom). The local stack's caller is always \"local\": { order_fulfillment = { start = [\"local\"], operate = [] } } lets you start orders but not cancel them. {}: none."
+  type = map(object({
+    start   = list(string)
+    operate = list(string)
+    send    = optional(list(string))
+  }))
+  default = {}
+}

@@ -3,8 +3,9 @@
 
 locals {
   # Relative to the env directory, not absolute, so the functions' recorded filename stays the same
-  # across checkouts and machines.
-  dist_dir = coalesce(var.dist_dir, "${path.module}/../../../dist/lambda")
+  # across checkouts and machines. `make build` writes x86_64 zips to dist/lambda, `make build
+  # LAMBDA_ARCH=arm64` arm64 ones to dist/lambda-arm64.
+  dist_dir = coalesce(var.dist_dir, "${path.module}/../../../dist/${var.architecture == "arm64" ? "lambda-arm64" : "lambda"}")
   lambda_zips = {
     worker        = "${local.dist_dir}/worker.zip"
     sweeper       = "${local.dist_dir}/sweeper.zip"
@@ -33,6 +34,14 @@ module "loom" {
   alarm_actions  = var.alarm_actions
   alarm_settings = var.alarm_settings
   status_events  = var.status_events
+
+  architecture                 = var.architecture
+  tracing_mode                 = var.tracing_mode
+  iam_permissions_boundary_arn = var.iam_permissions_boundary_arn
+  iam_role_path                = var.iam_role_path
+  worker_vpc_config            = var.worker_vpc_config
+  worker_policy_statements     = var.worker_policy_statements
+  workflow_access              = var.workflow_access
 
   # Defaults kept on purpose (asserted by tests/terraform): the worker's event source mapping is
   # enabled with ReportBatchItemFailures, and its recursive-loop setting is Allow.

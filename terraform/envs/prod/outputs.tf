@@ -75,3 +75,8 @@ output "status_event_bus_arn" {
   description = "ARN of the status-change event bus (null when status_events is off)."
   value       = module.loom.status_event_bus_arn
 }
+
+output "operator_policy_json" {
+  description = "IAM policy for operators: the loom CLI (dlq list/redrive included), the console, the MCP server."
+  value       = module.loom.operator_policy_json
+}

@@ -1,6 +1,7 @@
-# How a platform team calls the vendored composition: one module call plus its own provider and an
-# SNS topic for the alarms. `terraform validate` runs here in `make tf-validate`; applying it needs an
-# AWS account and `make build` (dist/lambda/*.zip).
+# The smallest call of the composition from inside this repository: one module call plus a provider and
+# an SNS topic for the alarms, with the zips of `make build` (dist/lambda/*.zip). `terraform validate`
+# runs here in `make tf-validate`. A platform team's own root, with its guardrails and nothing pointing
+# into this repository, is examples/vendored.
 terraform {
   required_version = ">= 1.9"
 

@@ -21,9 +21,9 @@ resource "aws_cloudwatch_log_group" "this" {
 resource "aws_lambda_function" "this" {
   count = var.create ? 1 : 0
 
-  #checkov:skip=CKV_AWS_50:Active X-Ray tracing needs xray:PutTraceSegments on Resource "*", which Loom's no-wildcard IAM rule forbids; PassThrough still propagates the trace header that Lambda's recursive-loop detection reads.
+  #checkov:skip=CKV_AWS_50:Active X-Ray tracing is an input (tracing_mode = "Active"; default PassThrough, which still propagates the trace header Lambda's recursive-loop detection reads): it needs xray:PutTraceSegments on Resource "*", so the AWS managed AWSXRayDaemonWriteAccess policy is attached only when chosen.
   #checkov:skip=CKV_AWS_116:No async-invoke DLQ: the worker (SQS event source) and control plane (Function URL) are invoked synchronously and the worker's failures go to the step queue's DLQ; the sweeper is idempotent and runs again a minute later.
-  #checkov:skip=CKV_AWS_117:Loom's functions only call DynamoDB, SQS and CloudWatch public endpoints and need no VPC resources; a VPC would add NAT or endpoint costs for no isolation gain.
+  #checkov:skip=CKV_AWS_117:A VPC is an input (vpc_config): modules/loom passes worker_vpc_config to the worker, whose workflow steps may reach private resources. Loom's own calls go only to DynamoDB, SQS and CloudWatch endpoints, so the sweeper and control plane run outside a VPC (no NAT or endpoint costs).
   #checkov:skip=CKV_AWS_272:Code signing is not used: artifacts are built reproducibly by `make build` and deployed by Terraform from their sha256 (source_code_hash).
   #checkov:skip=CKV_AWS_173:Environment variables hold only resource names and tuning numbers, no secrets; a customer-managed key for them is optional (var.kms_key_arn).
 
@@ -35,8 +35,8 @@ resource "aws_lambda_function" "this" {
   source_code_hash = filebase64sha256(var.zip_path)
   handler          = var.handler
   runtime          = var.runtime
-  # `make build` builds manylinux x86_64 wheels.
-  architectures = ["x86_64"]
+  # Must match the zip's wheels: `make build` builds x86_64 ones, `make build LAMBDA_ARCH=arm64` arm64 ones.
+  architectures = [var.architecture]
 
   memory_size                    = var.memory_mb
   timeout                        = var.timeout_s
@@ -48,14 +48,22 @@ resource "aws_lambda_function" "this" {
   }
 
   tracing_config {
-    mode = "PassThrough"
+    mode = var.tracing_mode
+  }
+
+  dynamic "vpc_config" {
+    for_each = var.vpc_config == null ? [] : [var.vpc_config]
+    content {
+      subnet_ids         = vpc_config.value.subnet_ids
+      security_group_ids = vpc_config.value.security_group_ids
+    }
   }
 
   tags = var.tags
 
-  # The log group and the permission to write to it exist before the first invocation, so Lambda
-  # never creates an unmanaged log group without retention.
-  depends_on = [aws_cloudwatch_log_group.this, aws_iam_role_policy.this]
+  # The log group and the permissions (to write to it; to create the VPC's network interfaces) exist
+  # before the first invocation, so Lambda never creates an unmanaged log group without retention.
+  depends_on = [aws_cloudwatch_log_group.this, aws_iam_role_policy.this, aws_iam_role_policy_attachment.managed]
 }
 
 # Lambda stops a chain of invocations after 16 hops through SQS/SNS/Lambda unless the function

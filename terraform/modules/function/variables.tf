@@ -125,16 +125,89 @@ variable "policy_statements" {
   }
 }
 
+variable "extra_policy_statements" {
+  description = "Allow statements for what the function's own code calls beyond Loom (e.g. a workflow step's S3 reads), in a second inline policy <name>-workflow-steps. No action may contain \"*\" and no resource may be \"*\"; grant actions that only work on Resource \"*\" by attaching a policy to the role (output role_name) outside the module."
+  type = list(object({
+    sid       = string
+    actions   = list(string)
+    resources = list(string)
+  }))
+  default  = []
+  nullable = false
+
+  validation {
+    condition     = alltrue([for s in var.extra_policy_statements : alltrue([for a in s.actions : !strcontains(a, "*")])])
+    error_message = "An extra policy statement has an IAM action with \"*\": list the exact actions your workflow steps call (least privilege)."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.extra_policy_statements : alltrue([for r in s.resources : r != "*"])])
+    error_message = "An extra policy statement has Resource \"*\": name the ARNs (a pattern such as arn:aws:s3:::bucket/* is fine). For an action that only works on \"*\", attach a policy to the role (output role_name) outside the module."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.extra_policy_statements : length(s.actions) > 0 && length(s.resources) > 0 && can(regex("^[A-Za-z0-9]+$", s.sid))]) && length(distinct([for s in var.extra_policy_statements : s.sid])) == length(var.extra_policy_statements)
+    error_message = "Each extra policy statement needs a unique alphanumeric sid, at least one action and at least one resource."
+  }
+}
+
 variable "role_name" {
   description = "Name of the execution role. null uses the function name."
   type        = string
   default     = null
 }
 
+variable "role_path" {
+  description = "Path of the execution role (e.g. /loom/), if the account's guardrails require one."
+  type        = string
+  default     = "/"
+
+  validation {
+    condition     = can(regex("^/([A-Za-z0-9+=,.@_-]+/)*$", var.role_path)) && length(var.role_path) <= 512
+    error_message = "role_path must begin and end with / (e.g. / or /loom/), with letters, digits and +=,.@_- between."
+  }
+}
+
 variable "role_permissions_boundary" {
   description = "ARN of a permissions boundary policy for the role, if the account requires one."
   type        = string
   default     = null
+}
+
+variable "architecture" {
+  description = "Instruction set of the function: x86_64 or arm64. Must match the zip's wheels (`make build` builds x86_64 zips; `make build LAMBDA_ARCH=arm64` arm64 ones, in dist/lambda-arm64)."
+  type        = string
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture must be x86_64 or arm64 (and the zip built for it: `make build LAMBDA_ARCH=arm64`)."
+  }
+}
+
+variable "tracing_mode" {
+  description = "X-Ray tracing: PassThrough (default: no segments of its own; the trace header still propagates) or Active (the function records segments; the AWS managed AWSXRayDaemonWriteAccess policy is attached to its role)."
+  type        = string
+  default     = "PassThrough"
+
+  validation {
+    condition     = contains(["PassThrough", "Active"], var.tracing_mode)
+    error_message = "tracing_mode must be PassThrough or Active."
+  }
+}
+
+variable "vpc_config" {
+  description = "Subnets and security groups to run the function in, or null for none. In a VPC the function reaches AWS APIs only through NAT or VPC endpoints of those subnets, and the AWS managed AWSLambdaVPCAccessExecutionRole policy (its network interfaces) is attached to its role."
+  type = object({
+    subnet_ids         = list(string)
+    security_group_ids = list(string)
+  })
+  default = null
+
+  validation {
+    condition     = var.vpc_config == null || try(length(var.vpc_config.subnet_ids) > 0 && length(var.vpc_config.security_group_ids) > 0, false)
+    error_message = "vpc_config needs at least one subnet id and one security group id (or null for no VPC)."
+  }
 }
 
 variable "log_retention_days" {

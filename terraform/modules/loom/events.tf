@@ -40,12 +40,8 @@ resource "aws_cloudwatch_event_bus" "status" {
   tags = var.tags
 }
 
-# Only to build the ARN of an existing bus given by name.
+# Only to build the ARN of an existing bus given by name (with data.aws_region.current, main.tf).
 data "aws_partition" "current" {
-  count = local.lookup_status_bus_arn ? 1 : 0
-}
-
-data "aws_region" "current" {
   count = local.lookup_status_bus_arn ? 1 : 0
 }
 

@@ -55,10 +55,18 @@ locals {
 
   control_plane_statements = concat([
     {
-      # BatchGetItem: a list page reads its live executions' status in one call.
+      # Starts (PutItem), reads, the operator's actions and events (conditional UpdateItem), and a list
+      # page's live executions' status in one call (BatchGetItem).
       sid       = "ExecutionItems"
-      actions   = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem"]
+      actions   = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"]
       resources = [module.table.table_arn]
+    },
+    {
+      # GET /executions (loom list, the console, MCP's list) reads the list index: IAM authorizes a
+      # Query of an index on the index's own ARN, not the table's.
+      sid       = "QueryListIndex"
+      actions   = ["dynamodb:Query"]
+      resources = [try("${module.table.table_arn}/index/${module.table.list_index_name}", null)]
     },
     {
       sid       = "SendStepMessages"
@@ -66,4 +74,43 @@ locals {
       resources = [module.queue.queue_arn]
     },
   ], local.kms_statements, local.status_event_statements)
+}
+
+# What an operator needs (the loom CLI, `loom dlq list/redrive`, the console, the MCP server), published
+# as the output operator_policy_json for a team to attach to its operators' role. The end-to-end tests
+# check every call those tools make against it.
+locals {
+  operator_statements = [
+    {
+      # Every API call: the Function URL is AWS_IAM, so a caller needs InvokeFunctionUrl, and for URLs
+      # created since October 2025 also InvokeFunction through the URL.
+      Sid       = "CallControlPlaneUrl"
+      Effect    = "Allow"
+      Action    = ["lambda:InvokeFunctionUrl"]
+      Resource  = [module.control_plane.function_arn]
+      Condition = { StringEquals = { "lambda:FunctionUrlAuthType" = "AWS_IAM" } }
+    },
+    {
+      Sid       = "InvokeControlPlaneThroughUrl"
+      Effect    = "Allow"
+      Action    = ["lambda:InvokeFunction"]
+      Resource  = [module.control_plane.function_arn]
+      Condition = { Bool = { "lambda:InvokedViaFunctionUrl" = "true" } }
+    },
+    {
+      # loom dlq list (receive with visibility 0) and loom dlq redrive (receive, delete, release).
+      Sid      = "ReadDeadLetters"
+      Effect   = "Allow"
+      Action   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"]
+      Resource = [module.queue.dlq_arn]
+    },
+    {
+      # loom dlq redrive returns step messages to the step queue.
+      Sid      = "ReturnDeadLetters"
+      Effect   = "Allow"
+      Action   = ["sqs:SendMessage"]
+      Resource = [module.queue.queue_arn]
+    },
+  ]
+  operator_policy_json = var.create ? jsonencode({ Version = "2012-10-17", Statement = local.operator_statements }) : null
 }

@@ -5,8 +5,16 @@ locals {
   table_name    = coalesce(var.table_name, var.name)
   queue_name    = "${var.name}-steps"
   function_name = { for k, suffix in { worker = "worker", sweeper = "sweeper", control_plane = "control-plane" } : k => "${var.name}-${suffix}" }
-  # POWERTOOLS_SERVICE_NAME of each function: the `service` dimension of Loom's custom metrics.
-  service_name = { worker = "loom-worker", sweeper = "loom-sweeper", control_plane = "loom-control-plane" }
+  # POWERTOOLS_SERVICE_NAME of each function, the `service` dimension of Loom's custom metrics, and the
+  # metrics' namespace: both from the stack's name, so two stacks in one account and region never
+  # count (and alarm on) each other's failed executions.
+  service_name      = local.function_name
+  metrics_namespace = coalesce(var.metrics_namespace, "Loom/${var.name}")
+  # IAM role names are global to the account: the region keeps the same stack name in two regions apart.
+  region    = try(data.aws_region.current[0].name, "")
+  role_name = { for k, fn in local.function_name : k => "${fn}-${local.region}" }
+  # Loom's version (terraform/modules/VERSION): the tag these modules were released under, loom-v<version>.
+  loom_version = trimspace(file("${path.module}/../VERSION"))
 
   # The lease of an in-flight step message (LOOM_LEASE_S): the sweeper leaves an execution alone
   # for this long after enqueueing its step. Defaults to the queue's visibility timeout, the time
@@ -29,9 +37,21 @@ locals {
     LOOM_MAX_CHAIN_STEPS    = tostring(var.max_chain_steps)
     # Empty when status_events is off: present either way, so a handler never starts half-configured.
     LOOM_EVENT_BUS_NAME          = local.status_bus_reference == null ? "" : local.status_bus_reference
-    POWERTOOLS_METRICS_NAMESPACE = var.metrics_namespace
+    POWERTOOLS_METRICS_NAMESPACE = local.metrics_namespace
     LOG_LEVEL                    = var.log_level
   })
+
+  # What every function shares of its packaging and its role.
+  function_settings = {
+    architecture              = var.architecture
+    tracing_mode              = var.tracing_mode
+    role_path                 = var.iam_role_path
+    role_permissions_boundary = var.iam_permissions_boundary_arn
+  }
+}
+
+data "aws_region" "current" {
+  count = var.create ? 1 : 0
 }
 
 module "table" {
@@ -77,8 +97,14 @@ module "worker" {
   name        = local.function_name.worker
   description = "Loom worker: runs one workflow step per SQS step message."
   zip_path    = var.lambda_zips.worker
+  role_name   = local.role_name.worker
   handler     = "loom_worker.handler.handler"
   runtime     = var.runtime
+
+  architecture              = local.function_settings.architecture
+  tracing_mode              = local.function_settings.tracing_mode
+  role_path                 = local.function_settings.role_path
+  role_permissions_boundary = local.function_settings.role_permissions_boundary
 
   memory_mb            = var.worker_memory_mb
   timeout_s            = var.worker_timeout_s
@@ -87,8 +113,10 @@ module "worker" {
   log_retention_days   = var.log_retention_days
   log_kms_key_id       = var.log_kms_key_arn
 
-  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = local.service_name.worker })
-  policy_statements     = var.create ? local.worker_statements : []
+  environment_variables   = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = local.service_name.worker })
+  policy_statements       = var.create ? local.worker_statements : []
+  extra_policy_statements = var.worker_policy_statements
+  vpc_config              = var.worker_vpc_config
 
   sqs_trigger = {
     queue_arn           = module.queue.queue_arn
@@ -112,8 +140,14 @@ module "sweeper" {
   name        = local.function_name.sweeper
   description = "Loom sweeper: re-drives due and stalled executions from the GSI1 due-index every minute."
   zip_path    = var.lambda_zips.sweeper
+  role_name   = local.role_name.sweeper
   handler     = "loom_sweeper.handler.handler"
   runtime     = var.runtime
+
+  architecture              = local.function_settings.architecture
+  tracing_mode              = local.function_settings.tracing_mode
+  role_path                 = local.function_settings.role_path
+  role_permissions_boundary = local.function_settings.role_permissions_boundary
 
   memory_mb            = var.sweeper_memory_mb
   timeout_s            = var.sweeper_timeout_s
@@ -140,8 +174,14 @@ module "control_plane" {
   name        = local.function_name.control_plane
   description = "Loom control plane: start, status and history over an AWS_IAM Function URL."
   zip_path    = var.lambda_zips.control_plane
+  role_name   = local.role_name.control_plane
   handler     = "loom_control_plane.handler.handler"
   runtime     = var.runtime
+
+  architecture              = local.function_settings.architecture
+  tracing_mode              = local.function_settings.tracing_mode
+  role_path                 = local.function_settings.role_path
+  role_permissions_boundary = local.function_settings.role_permissions_boundary
 
   memory_mb            = var.control_plane_memory_mb
   timeout_s            = var.control_plane_timeout_s
@@ -150,8 +190,13 @@ module "control_plane" {
   log_retention_days   = var.log_retention_days
   log_kms_key_id       = var.log_kms_key_arn
 
-  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = local.service_name.control_plane })
-  policy_statements     = var.create ? local.control_plane_statements : []
+  environment_variables = merge(local.common_environment, {
+    POWERTOOLS_SERVICE_NAME = local.service_name.control_plane
+    # Who may start and operate which workflow (loom_control_plane/access.py); empty: everyone the
+    # Function URL lets in.
+    LOOM_WORKFLOW_ACCESS = length(var.workflow_access) == 0 ? "" : jsonencode(var.workflow_access)
+  })
+  policy_statements = var.create ? local.control_plane_statements : []
 
   create_function_url = true
 
@@ -174,7 +219,7 @@ module "alarms" {
   oldest_message_age_threshold_s = var.oldest_message_age_alarm_s
 
   # Executions that end FAILED: ExecutionsFailed in the metrics namespace, one series per service.
-  metrics_namespace           = var.alarm_settings.executions_failed ? var.metrics_namespace : null
+  metrics_namespace           = var.alarm_settings.executions_failed ? local.metrics_namespace : null
   metrics_service_names       = var.alarm_settings.executions_failed ? values(local.service_name) : []
   failed_executions_threshold = var.alarm_settings.executions_failed_threshold
 

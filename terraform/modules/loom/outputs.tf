@@ -55,6 +55,15 @@ output "role_arns" {
   } : null
 }
 
+output "role_names" {
+  description = "Names of the functions' execution roles (<name>-<function>-<region>), keyed like function_names: attach your own policies to the worker's with aws_iam_role_policy_attachment."
+  value = var.create ? {
+    worker        = module.worker.role_name
+    sweeper       = module.sweeper.role_name
+    control_plane = module.control_plane.role_name
+  } : null
+}
+
 output "log_group_names" {
   description = "Names of the functions' log groups, keyed like function_names."
   value = var.create ? {
@@ -97,4 +106,19 @@ output "status_event_bus_name" {
 output "status_event_bus_arn" {
   description = "ARN of the status-change event bus, or null when status_events is disabled."
   value       = local.status_bus_arn
+}
+
+output "metrics_namespace" {
+  description = "CloudWatch namespace of Loom's custom metrics (Loom/<name> unless metrics_namespace is set)."
+  value       = var.create ? local.metrics_namespace : null
+}
+
+output "loom_version" {
+  description = "Loom's version these modules belong to (terraform/modules/VERSION; released under the git tag loom-v<version>)."
+  value       = var.create ? local.loom_version : null
+}
+
+output "operator_policy_json" {
+  description = "The IAM policy an operator needs for the loom CLI (dlq list/redrive included), the console and the MCP server: attach it to your operators' role."
+  value       = local.operator_policy_json
 }

@@ -179,15 +179,125 @@ variable "log_level" {
 }
 
 variable "metrics_namespace" {
-  description = "CloudWatch namespace of Loom's custom metrics (POWERTOOLS_METRICS_NAMESPACE)."
+  description = "CloudWatch namespace of Loom's custom metrics (POWERTOOLS_METRICS_NAMESPACE). null (default) uses Loom/<name>, so two stacks in one account and region keep their metrics and failed-execution alarms apart."
   type        = string
-  default     = "Loom"
+  default     = null
+
+  validation {
+    condition     = var.metrics_namespace == null || can(regex("^[A-Za-z0-9._/#:-]{1,255}$", coalesce(var.metrics_namespace, "-"))) && !startswith(coalesce(var.metrics_namespace, "-"), "AWS/")
+    error_message = "metrics_namespace must be null (Loom/<name>) or 1-255 letters, digits and . _ / # : -, not starting with AWS/."
+  }
 }
 
 variable "extra_environment_variables" {
   description = "More environment variables for all three functions (e.g. for your workflow code). The LOOM_*, POWERTOOLS_* and LOG_LEVEL variables set by the module win over these."
   type        = map(string)
   default     = {}
+}
+
+# ---------------------------------------------------------------------------------------------
+# Account guardrails: IAM, network, architecture, tracing
+# ---------------------------------------------------------------------------------------------
+variable "iam_permissions_boundary_arn" {
+  description = "ARN of a permissions boundary policy set on the three execution roles, if the account requires one. null: none."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.iam_permissions_boundary_arn == null || can(regex("^arn:aws[a-z-]*:iam::([0-9]{12}|aws):policy/.+$", coalesce(var.iam_permissions_boundary_arn, "-")))
+    error_message = "iam_permissions_boundary_arn must be an IAM policy ARN (arn:aws:iam::<account>:policy/<name>) or null."
+  }
+}
+
+variable "iam_role_path" {
+  description = "Path of the three execution roles (e.g. /loom/), if the account's guardrails require one. The roles are named <name>-<function>-<region> (IAM names are global: the region keeps one stack name in two regions apart)."
+  type        = string
+  default     = "/"
+}
+
+variable "worker_vpc_config" {
+  description = "Subnets and security groups for the worker, whose workflow steps may need private resources (a database, an internal API), or null (default) for none. The worker then reaches DynamoDB and SQS only through NAT or VPC endpoints (gateway endpoint for DynamoDB, interface endpoint for SQS) of those subnets; its role gets the AWS managed AWSLambdaVPCAccessExecutionRole policy. The sweeper and control plane stay outside."
+  type = object({
+    subnet_ids         = list(string)
+    security_group_ids = list(string)
+  })
+  default = null
+}
+
+variable "worker_policy_statements" {
+  description = "IAM Allow statements for what your workflow steps call (S3, a secret, another queue...), added to the worker's role as the inline policy <name>-worker-workflow-steps. Each: { sid, actions, resources }; no \"*\" action, no \"*\" resource (ARN patterns such as arn:aws:s3:::bucket/* are fine)."
+  type = list(object({
+    sid       = string
+    actions   = list(string)
+    resources = list(string)
+  }))
+  default  = []
+  nullable = false
+
+  # The function module checks the same; here they fail at `terraform validate` already.
+  validation {
+    condition     = alltrue([for s in var.worker_policy_statements : alltrue([for a in s.actions : !strcontains(a, "*")])])
+    error_message = "An extra policy statement has an IAM action with \"*\": list the exact actions your workflow steps call (least privilege)."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.worker_policy_statements : alltrue([for r in s.resources : r != "*"])])
+    error_message = "An extra policy statement has Resource \"*\": name the ARNs (a pattern such as arn:aws:s3:::bucket/* is fine). For an action that only works on \"*\", attach a policy to the role (output role_names.worker) outside the module."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.worker_policy_statements : length(s.actions) > 0 && length(s.resources) > 0 && can(regex("^[A-Za-z0-9]+$", s.sid))]) && length(distinct([for s in var.worker_policy_statements : s.sid])) == length(var.worker_policy_statements)
+    error_message = "Each extra policy statement needs a unique alphanumeric sid, at least one action and at least one resource."
+  }
+}
+
+variable "architecture" {
+  description = "Instruction set of the three functions: x86_64 (default) or arm64 (Graviton). The zips must be built for it: `make build LAMBDA_ARCH=arm64` writes dist/lambda-arm64/*.zip."
+  type        = string
+  default     = "x86_64"
+
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture must be x86_64 or arm64 (and the zips built for it: `make build LAMBDA_ARCH=arm64`)."
+  }
+}
+
+variable "tracing_mode" {
+  description = "X-Ray tracing of the three functions: PassThrough (default) or Active (each invocation records a trace; the roles get the AWS managed AWSXRayDaemonWriteAccess policy; X-Ray bills per trace)."
+  type        = string
+  default     = "PassThrough"
+
+  validation {
+    condition     = contains(["PassThrough", "Active"], var.tracing_mode)
+    error_message = "tracing_mode must be PassThrough or Active."
+  }
+}
+
+# ---------------------------------------------------------------------------------------------
+# Who may start and operate which workflow (the control plane's allow-list)
+# ---------------------------------------------------------------------------------------------
+variable "workflow_access" {
+  description = "Per-workflow allow-list of the callers (IAM principals) who may start a workflow (start), cancel, redrive and wake its executions (operate), and send them events and complete their callbacks (send; null: the operate list). Keyed by workflow name, or \"*\" for every workflow not listed; a workflow matched by neither is open to every caller the Function URL lets in. An entry matches the caller's ARN exactly, \"*\" in it matches any characters, an IAM role ARN also matches that role's sessions, and \"*\" alone matches everyone. {} (default): no allow-list. Refused callers get HTTP 403 access_denied; reads are not restricted. Sets LOOM_WORKFLOW_ACCESS on the control plane."
+  type = map(object({
+    start   = list(string)
+    operate = list(string)
+    send    = optional(list(string))
+  }))
+  default  = {}
+  nullable = false
+
+  validation {
+    condition = alltrue([for workflow, lists in var.workflow_access : can(regex("^\\S+$", workflow)) && alltrue([
+      for entry in concat(lists.start, lists.operate, lists.send == null ? [] : lists.send) : can(regex("^\\S{1,512}$", entry))
+    ])])
+    error_message = "workflow_access: every workflow name and principal must be non-empty with no whitespace (principals at most 512 characters), e.g. \"arn:aws:iam::123456789012:role/oncall\"."
+  }
+
+  validation {
+    # Lambda allows 4 KB of environment variables in all, Loom's own LOOM_* settings included.
+    condition     = length(jsonencode(var.workflow_access)) <= 2048
+    error_message = "workflow_access is over 2,048 characters as JSON, too much for a Lambda environment variable beside Loom's own (4 KB in all): list roles rather than their sessions, or use \"*\" patterns."
+  }
 }
 
 # ---------------------------------------------------------------------------------------------

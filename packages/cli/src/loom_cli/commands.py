@@ -116,6 +116,9 @@ def wake(client: LoomClient, args) -> int:
         event = before.waiting_for.event if before.waiting_for else None
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: the wait for event {event or '?'} at step "
               f"{step_label(before)} timed out now (its default applies, or the step fails)")
+    elif before.status == "SLEEPING" and before.timer == "sleep":  # a sleep waits at its own step
+        print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: the sleep at step {step_label(before)} ends now; "
+              f"step {step_label(before, before.current_step + 1)} runs next")
     else:
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: step {step_label(e)} runs now")
     return 0

@@ -63,7 +63,11 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         rows.append(["compensation error", _error(e.compensation_error)])
     if e.context_error:
         rows.append(["context error", e.context_error])
-    rows.append(["context", context])
+    rows.append(["context" if e.style != "code" else "input", context])
+    if e.style == "code" and e.status == "COMPLETED":
+        result = json.dumps(e.result, sort_keys=True)
+        rows.append(["result", result if len(result) <= CONTEXT_SHOWN
+                     else result[:CONTEXT_SHOWN] + f"... ({len(result):,} characters: --json shows all)"])
     return table(["field", "value"], rows, limit=None)
 
 
@@ -142,10 +146,11 @@ def operations_table(h: History) -> str:
 def workflows_table(workflows: list[Workflow]) -> str:
     rows = []
     for wf in workflows:
-        steps = " > ".join(s.name for s in wf.steps)
+        steps = " > ".join(s.name for s in wf.steps) if wf.style != "code" else f"code-first: {wf.function}"
         retry = wf.retry
         policy = f"{retry.max_attempts}x base {retry.base:g}s max {retry.max_delay:g}s" if retry else "-"
-        rows.append([wf.name, len(wf.steps), policy, input_summary(wf.input_schema), steps])
+        rows.append([wf.name, len(wf.steps) if wf.style != "code" else "-", policy, input_summary(wf.input_schema),
+                     steps])
     return table(["workflow", "steps", "retry", "input (* required; --json for the JSON Schema)", "step list"], rows)
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from engine_core.adapters.lambda_runtime import lambda_setup
 
+from .access import AccessPolicy
 from .errors import ApiError, error_for
 from .request_models import caller_identity
 from .routes import ROUTE_LIST, ROUTES, Request, Route, allowed_methods
@@ -20,6 +22,10 @@ from .routes import ROUTE_LIST, ROUTES, Request, Route, allowed_methods
 setup = lambda_setup()
 logger, metrics, runtime = setup.logger, setup.metrics, setup.runtime
 app = LambdaFunctionUrlResolver()
+access = AccessPolicy.from_env(os.environ)
+if access.problem is not None:
+    logger.error("LOOM_WORKFLOW_ACCESS is invalid: start and the operator's actions are refused",
+                 extra={"problem": access.problem})
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -31,7 +37,7 @@ def _endpoint(route: Route) -> Callable[..., Response]:
         event = app.current_event
         request = Request(params=params, body=event.body, is_base64_encoded=event.is_base64_encoded,
                           query=event.query_string_parameters,
-                          caller=caller_identity(event.raw_event.get("requestContext")))
+                          caller=caller_identity(event.raw_event.get("requestContext")), access=access)
         return _json(*route.func(runtime, request))
     return endpoint
 

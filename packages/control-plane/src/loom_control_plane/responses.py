@@ -127,8 +127,13 @@ class ExecutionView(_Reply):
     fanout: FanOutProgress | None = None
     """Only while a parallel or map step fans out."""
     step_count: int | None = None
-    """Only when the workflow is deployed here."""
+    """Only when the workflow is deployed here, as a step list (a code-first function's count is known
+    only when it returns)."""
     current_step_name: str | None = None
+    style: str | None = None
+    """``steps`` (a step list) or ``code`` (a code-first function), when the workflow is deployed here."""
+    result: Any = None
+    """Code-first only: what the function returned, once COMPLETED (None when it returned None)."""
 
     @classmethod
     def of(cls, state: ExecutionState, registry: Registry | None = None) -> ExecutionView:
@@ -143,7 +148,18 @@ class ExecutionView(_Reply):
             extra["fanout"] = FanOutProgress(branches=join.total, succeeded=join.done,
                                              max_concurrency=join.max_concurrency)
         wf = registry.get(e.workflow) if registry is not None and e.workflow in registry else None
-        if wf is not None:
+        if wf is not None and wf.code is not None:
+            extra["style"] = "code"
+            position = e.code_position
+            extra["current_step_name"] = None if position is None or e.status.is_terminal else position.name
+            returned = next((r for r in state.records if isinstance(r, StepRecord) and r.kind == "return"), None)
+            if returned is not None and returned.result_blob is not None and e.status is Status.COMPLETED:
+                try:
+                    extra["result"] = codec.to_plain(codec.decode(returned.result_blob))
+                except Exception as exc:
+                    extra["context_error"] = f"stored return value is unreadable: {exc}"
+        elif wf is not None:
+            extra["style"] = "steps"
             extra["step_count"] = len(wf.steps)
             extra["current_step_name"] = wf.steps[e.current_step].name if e.current_step < len(wf.steps) else None
         return cls(
@@ -162,7 +178,9 @@ def _waiting_for(e: Execution, wf: WorkflowDef | None) -> WaitingFor | None:
     if e.status is not Status.WAITING:
         return None
     event = None
-    if wf is not None and e.current_step < len(wf.steps):
+    if wf is not None and wf.code is not None:
+        event = None if e.code_position is None else e.code_position.event
+    elif wf is not None and e.current_step < len(wf.steps):
         event = getattr(wf.steps[e.current_step].kind, "event", None)
     return WaitingFor(event=event, timeout_at=_ts(e.next_wake_at))
 
@@ -348,5 +366,11 @@ def workflow_view(wf: WorkflowDef) -> dict[str, Any]:
         if s.compensate:
             view["compensate"] = getattr(s.compensate, "__name__", "compensate")
         steps.append(view)
-    return {"name": wf.name, "fingerprint": wf.fingerprint, "retry": wf.retry.model_dump(),
-            "step_timeout_s": wf.step_timeout_s, "input_schema": wf.input_schema(), "steps": steps}
+    out = {"name": wf.name, "fingerprint": wf.fingerprint, "retry": wf.retry.model_dump(),
+           "step_timeout_s": wf.step_timeout_s, "input_schema": wf.input_schema(), "steps": steps,
+           "style": "steps" if wf.code is None else "code"}
+    if wf.code is not None:  # its steps are the calls the function makes: known as each execution runs
+        out["function"] = wf.source
+        if wf.code.events is not None:
+            out["events"] = sorted(wf.code.events)
+    return out

@@ -15,6 +15,7 @@ from typing import Any
 from engine_core.adapters.bootstrap import Runtime
 
 from . import responses
+from .access import AccessPolicy
 from .request_models import (
     no_body,
     parse_cancel_request,
@@ -37,6 +38,8 @@ class Request:
     query: dict[str, str] | None = None
     caller: str = "local"
     """The IAM principal the Function URL authenticated, ``local`` without one."""
+    access: AccessPolicy = field(default_factory=AccessPolicy)
+    """Who may start and operate which workflow (``access.py``); open unless configured."""
 
 
 Reply = tuple[int, dict[str, Any]]
@@ -48,6 +51,7 @@ def _execution(rt: Runtime, execution_id: str) -> dict[str, Any]:
 
 def start_execution(rt: Runtime, req: Request) -> Reply:
     request = parse_start_request(req.body, req.is_base64_encoded)
+    req.access.check("start", request.workflow, req.caller)
     result = rt.engine.start(request.workflow, request.input, request.idempotency_token, by=req.caller)
     return (202 if result.created else 200), dump(ExecutionStarted.of(result.execution, result.created))
 
@@ -87,24 +91,28 @@ def get_operations(rt: Runtime, req: Request) -> Reply:
 
 def cancel_execution(rt: Runtime, req: Request) -> Reply:
     request = parse_cancel_request(req.body, req.is_base64_encoded)
+    req.access.check_execution("operate", rt.engine, req.params["execution_id"], req.caller)
     e = rt.engine.operator.cancel(req.params["execution_id"], by=req.caller, reason=request.reason)
     return 200, _execution(rt, e.execution_id)
 
 
 def redrive_execution(rt: Runtime, req: Request) -> Reply:
     no_body(req.body, "POST /executions/{id}/redrive")
+    req.access.check_execution("operate", rt.engine, req.params["execution_id"], req.caller)
     e = rt.engine.operator.redrive(req.params["execution_id"], by=req.caller)
     return 202, _execution(rt, e.execution_id)
 
 
 def wake_execution(rt: Runtime, req: Request) -> Reply:
     no_body(req.body, "POST /executions/{id}/wake")
+    req.access.check_execution("operate", rt.engine, req.params["execution_id"], req.caller)
     e = rt.engine.operator.wake(req.params["execution_id"], by=req.caller)
     return 200, _execution(rt, e.execution_id)
 
 
 def send_event(rt: Runtime, req: Request) -> Reply:
     request = parse_event_request(req.body, req.is_base64_encoded, "POST /executions/{id}/events/{name}")
+    req.access.check_execution("send", rt.engine, req.params["execution_id"], req.caller)
     sent = rt.engine.operator.send_event(req.params["execution_id"], req.params["name"], request.data,
                                          by=req.caller, event_id=request.event_id)
     return 202, dump(EventSentView(**sent.as_dict()))
@@ -112,6 +120,7 @@ def send_event(rt: Runtime, req: Request) -> Reply:
 
 def complete_callback(rt: Runtime, req: Request) -> Reply:
     request = parse_event_request(req.body, req.is_base64_encoded, "POST /callbacks/{token}", allow_id=False)
+    req.access.check_callback(rt.engine, req.params["token"], req.caller)
     sent = rt.engine.operator.complete_callback(req.params["token"], request.data, by=req.caller)
     return 200, dump(EventSentView(**sent.as_dict()))
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from . import callbacks, codec, faults
 from .clock import Clock, SystemClock
+from .durable.run import CodeRun
 from .errors import (
     CorruptStateError,
     ExecutionExistsError,
@@ -176,7 +177,7 @@ class Engine(UsesLifecycle):
         """
         eid = message.execution_id
         try:
-            state = self.store.load_state(eid)
+            state = self.store.load_state(eid, since=message.checkpoint)
         except CorruptStateError as exc:
             self.life.fail_unreadable(eid, exc)
             return Outcome("corrupt", eid, message.step, exc.detail)
@@ -190,6 +191,8 @@ class Engine(UsesLifecycle):
             return Outcome("terminal", eid, message.step)
         wf, problem = self._definition(e)
         if message.branch is not None:  # a parallel or map branch: its own item and lifecycle
+            if wf is not None and problem is None and wf.code is not None:
+                return CodeRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms).run_branch(message)
             kind = None if wf is None else self.kinds.of_step(wf, message.step)
             if wf is None or problem is not None or kind is None:
                 return Outcome("stale", eid, message.step, f"branch {message.branch}: not a step of this definition")
@@ -202,7 +205,8 @@ class Engine(UsesLifecycle):
             return Outcome("stale", eid, message.step, "an attempt holds the step")
         if problem is not None:
             return self._fail_undeployed(state, problem)
-        run = StepRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms)
+        kind_of_run = StepRun if wf.code is None else CodeRun
+        run = kind_of_run(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms)
         if run.data is None:
             return run.fail(run.corrupt_error)
         if e.timer is not Timer.LEASE:

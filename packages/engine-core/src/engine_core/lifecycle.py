@@ -37,6 +37,12 @@ class UsesLifecycle:
     clock = property(lambda self: self.life.clock, lambda self, v: setattr(self.life, "clock", v))
 
 
+def message_checkpoint(e: Execution) -> int | None:
+    """Where a delivery of ``e`` may start reading its history: its checkpoint, unless it compensates
+    (each compensation reads the result of the step it undoes, wherever that lies)."""
+    return None if e.compensating else e.checkpoint
+
+
 def failure_notice(e: Execution) -> dict[str, Any]:
     error = e.error.model_dump() if e.error else None
     notice = {"kind": "loom.execution_failed", "execution_id": e.execution_id, "workflow": e.workflow,
@@ -91,8 +97,9 @@ class Lifecycle:
         """How long the worker that ends an execution has for its housekeeping before the sweeper does
         it: the lease of the step it just ran, which outlasts that step's whole budget."""
         wf = self._workflow(e.workflow)
-        index = min(e.current_step, len(wf.steps) - 1) if wf is not None else 0
-        return self.lease_s(e.workflow, index) if wf is not None else lease_seconds(self.settings, 0.0)
+        if wf is None or not wf.steps:  # not deployed here, or code-first (no step list)
+            return lease_seconds(self.settings, 0.0 if wf is None else wf.step_timeout_s or 0.0)
+        return self.lease_s(e.workflow, min(e.current_step, len(wf.steps) - 1))
 
     def item_expiry(self, e: Execution, now: dt.datetime) -> dt.datetime:
         """The TTL an item of ``e`` written now carries: retention plus ``history_grace_s`` from now, and
@@ -132,8 +139,8 @@ class Lifecycle:
         delay = 0.0 if wake_at is None else (wake_at - self.clock.now()).total_seconds()
         if delay > self.settings.max_queue_delay_s:
             return
-        self.queue.send(StepMessage(execution_id=e.execution_id, step=e.current_step, version=e.version),
-                        delay_s=max(0, math.ceil(delay)))
+        self.queue.send(StepMessage(execution_id=e.execution_id, step=e.current_step, version=e.version,
+                                    checkpoint=message_checkpoint(e)), delay_s=max(0, math.ceil(delay)))
 
     def _due_key(self, new: Execution) -> Execution:
         """A timer (sleep, retry, event timeout, a wake) short enough to ride SQS ``DelaySeconds`` has its

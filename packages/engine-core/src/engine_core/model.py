@@ -9,7 +9,7 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -99,6 +99,34 @@ class ErrorInfo(_Frozen):
     retryable: bool = False
 
 
+class CodeStep(NamedTuple):
+    """A code-first execution's current position, as the function called it (``engine_core.durable``):
+    what an operator's action or an outside input needs to know of it without running the function.
+    Stored on the execution item as one short string (``Execution.code_step``), rewritten by every step."""
+
+    name: str
+    kind: str
+    """``task``, ``sleep``, ``event`` or ``fanout``."""
+    event: str | None = None
+    """A wait's event; for a task that issues a callback token (``wait_for_callback``), the event of the
+    wait right after it."""
+    undo: bool = False
+    """It has a compensation."""
+    timeout_s: float | None = None
+
+    def encode(self) -> str:
+        """``name#kind#event#undo#timeout`` (step names and events never hold ``#``)."""
+        return "#".join((self.name, self.kind, self.event or "", "1" if self.undo else "",
+                         "" if self.timeout_s is None else repr(self.timeout_s)))
+
+    @classmethod
+    def decode(cls, text: str | None) -> CodeStep | None:
+        if not text:
+            return None
+        name, kind, event, undo, timeout = (text.split("#") + ["", "", "", ""])[:5]
+        return cls(name, kind, event or None, undo == "1", float(timeout) if timeout else None)
+
+
 class Execution(_Frozen):
     execution_id: str
     workflow: str
@@ -169,6 +197,12 @@ class Execution(_Frozen):
     undo_failed_step: bool = False
     """While compensating and after: the step at ``failed_step`` is undone too (a cancel caught an attempt
     of it that succeeded or whose outcome is unknown)."""
+    checkpoint: int | None = None
+    """The latest step whose history record also holds the whole context after it: a delivery rebuilds
+    the context from that record and the records after it, however long the history."""
+    code_step: str | None = None
+    """Code-first executions only: the current position as the function called it (``CodeStep.encode``;
+    read it with ``code_position``)."""
     layout: int = Field(default=1, ge=1, le=2)
     """Where the execution's items live: 2 (engine-core 0.3 on): operations and events in partitions of
     their own, which a delivery's query never reads; 1: in the execution's partition, as before."""
@@ -186,6 +220,12 @@ class Execution(_Frozen):
         if not self.status.is_terminal and self.finalize_by is not None:
             raise ValueError("only terminal executions owe housekeeping")
         return self
+
+    @property
+    def code_position(self) -> CodeStep | None:
+        """Code-first: the current position as the function called it (None for a step list, or before the
+        function's first call)."""
+        return CodeStep.decode(self.code_step)
 
     def is_expired(self, now: dt.datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -230,6 +270,11 @@ class StepRecord(_Frozen):
     of one delivery only the first writes, and a stalled older writer never replaces a newer record."""
     run: str | None = None
     """The run that wrote it (``Execution.run``); None for items written before runs were named."""
+    context_blob: str | None = None
+    """A checkpoint: the whole context after this step (encoded), so a delivery need not read the records
+    before it. Written with the record, on some steps only (``Execution.checkpoint`` names the latest)."""
+    undo: bool = False
+    """Code-first: the step has a compensation (what a cancel needs to know without running the function)."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +291,9 @@ class ExecutionState:
     """EventRecord (or CorruptRecord) sent to the execution, in key order."""
     joins: dict[int, Any] = field(default_factory=dict)
     """The join item (``Join``) of each parallel or map step that has fanned out, by step index."""
+    records_from: int | None = None
+    """None: ``records`` is the whole history. A step index: the history from that step's record on
+    (a delivery that read from a checkpoint)."""
 
 
 class OperationRecord(_FrozenDeferred):
@@ -303,6 +351,9 @@ class StepMessage(_Frozen):
     branch: int | None = Field(default=None, ge=0)
     """A parallel or map branch of the step (its own item and lifecycle); None for the step itself."""
     branch_version: int | None = Field(default=None, ge=1)
+    checkpoint: int | None = Field(default=None, ge=0)
+    """The step whose record held the context when the message was sent: the delivery reads the history
+    from there on (one read of that tail, not of the whole history). None: from the start."""
 
     @field_validator("execution_id")
     @classmethod

@@ -39,6 +39,7 @@ from .lifecycle import Lifecycle
 from .model import Branch, CorruptRecord, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord
 from .rebuild import this_run
 from .registry import EVENT_NAME_RE
+from .durable.plan import code_plan
 from .steps import StepDef, WorkflowDef, field_problems
 from .step_run import this_run_state
 
@@ -215,7 +216,11 @@ class Operator:
             wf = self.life.registry.get(e.workflow)
         except UnknownWorkflowError:
             return None
-        return wf if wf.fingerprint == e.fingerprint else None
+        if wf.fingerprint != e.fingerprint:
+            return None
+        if wf.code is not None:  # its positions: the history's, and the current one's description
+            return code_plan(wf, e, lambda: self.history_of(e))
+        return wf
 
     def list(self, *, workflow: str | None = None, status: str | None = None, started_after: dt.datetime | None = None,
              started_before: dt.datetime | None = None, limit: int = 20, next_token: str | None = None) -> ListResult:
@@ -483,11 +488,12 @@ class Operator:
                 "execution_ended", f"execution {e.execution_id} already ended {e.status.value}; it waits for no "
                 "event", e.status.value)
         wf = self.definition(e)
-        if wf is not None:
-            if name not in wf.waits():
+        waits = None if wf is None else wf.waits()
+        if wf is not None and waits is not None:
+            if name not in waits and not _callback:  # a callback's wait is the one its token names
                 raise ExecutionStateConflictError(
                     "unknown_event", f"workflow {e.workflow!r} never waits for an event named {name!r}; it waits "
-                    "for: " + (", ".join(sorted(wf.waits())) or "no events"), e.status.value)
+                    "for: " + (", ".join(sorted(waits)) or "no events"), e.status.value)
             self._check_model(wf, e, name, data)
         now = self.life.clock.now()
         record = EventRecord(name=name, event_id=event_id or uuid.uuid4().hex, data=data, sent_at=now, by=by,
@@ -519,8 +525,8 @@ class Operator:
             execution_id, step_index = callbacks.parse(token)
             e = self.get(execution_id)
             callbacks.verify(token, self.state(execution_id).execution.callback_secret)
-            wf = self.life.registry.get(e.workflow)
-            wait = wf.wait_step(step_index)
+            wf = self.definition(e)
+            wait = None if wf is None else wf.wait_step(step_index)
             if wait is None:
                 raise ValueError("not a wait step")
         except (callbacks.InvalidCallbackTokenError, ExecutionNotFoundError, UnknownWorkflowError, ValueError):
@@ -548,9 +554,12 @@ class Operator:
 
     def _check_model(self, wf: WorkflowDef, e: Execution, name: str, data: dict[str, Any]) -> None:
         """Refuse data that the model of the wait it is for (the next wait of that name) refuses."""
-        waits = [s for s in wf.steps if s.kind.kind == "event" and s.kind.event == name]
-        ahead = [s for s in waits if s.index >= e.current_step] or waits
-        model = next((s.kind.model for s in ahead if s.kind.model is not None), None)
+        if wf.code is not None:
+            model = (wf.code.events or {}).get(name)
+        else:
+            waits = [s for s in wf.steps if s.kind.kind == "event" and s.kind.event == name]
+            ahead = [s for s in waits if s.index >= e.current_step] or waits
+            model = next((s.kind.model for s in ahead if s.kind.model is not None), None)
         if model is None:
             return
         from pydantic import ValidationError

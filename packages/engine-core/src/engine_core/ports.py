@@ -70,8 +70,10 @@ class StateStore(Protocol):
         """Strongly consistent read of the execution item; None if absent; CorruptStateError if undecodable."""
         ...
 
-    def load_state(self, execution_id: str) -> ExecutionState | None:
-        """The execution, its input and its history in one strongly consistent query (None if absent)."""
+    def load_state(self, execution_id: str, since: int | None = None) -> ExecutionState | None:
+        """The execution, its input and its history, strongly consistent (None if absent): one query of the
+        execution's partition; with ``since`` (a checkpoint's step), two bounded ones: the execution, its
+        input and its joins, then the history from that step's record on (``records_from``)."""
         ...
 
     def commit(self, transition: Transition) -> None:

@@ -65,7 +65,8 @@ class StepOps(Protocol):
     data: dict[str, Any] | None
     """The context the current step sees (input merged with the earlier steps' results)."""
     records: list[Any]
-    """This run's history (StepRecord or CorruptRecord), in key order."""
+    """This run's history as the delivery read it (StepRecord or CorruptRecord, in key order): the whole of
+    it, or the tail from a checkpoint on. ``history()`` is always the whole."""
     settings: EngineSettings
     retention: dt.timedelta
     """How long an ended execution is kept (``settings.retention_days``)."""
@@ -83,6 +84,10 @@ class StepOps(Protocol):
     def now(self) -> dt.datetime: ...
 
     def lease_s(self, index: int) -> float: ...
+
+    def history(self) -> list[Any]:
+        """This run's whole history (read once more if the delivery read only the tail)."""
+        ...
 
     def item_expiry(self, now: dt.datetime) -> dt.datetime:
         """The TTL an item written now carries (never before the execution's ``stamped_until``)."""

@@ -51,20 +51,36 @@ def context_of(state: ExecutionState, registry: Registry | None) -> dict[str, An
     return data
 
 
-def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: int) -> dict[str, Any]:
-    """The context a step sees: the start input merged with every earlier task's result, in order.
-    Raises ValueError when an item it needs is unreadable or missing."""
-    data = codec.decode(input_blob)
-    if not isinstance(data, dict):
-        raise ValueError("the stored input is not an object")
+def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: int,
+                    records_from: int | None = None) -> dict[str, Any]:
+    """The context a step sees: the start input merged with every earlier task's result, in order; or,
+    from the latest checkpoint before ``upto`` (a record that holds the whole context after its step),
+    that context merged with the results after it. ``records_from``: the records are the history from
+    that step on (a delivery that read from a checkpoint). Raises ValueError when an item it needs is
+    unreadable or missing."""
     by_index: dict[int, StepRecord] = {}
     for r in records:
         if isinstance(r, StepRecord):
             if r.kind != "compensation":
                 by_index[r.step_index] = r
-        elif int(r.sort_key.split("#")[1]) < upto and not r.sort_key.endswith("#compensation"):
+        elif int(r.sort_key.split("#")[1].lstrip("~")) < upto and not r.sort_key.endswith("#compensation"):
             raise ValueError(f"history item {r.sort_key} is unreadable: {r.detail}")
-    for s in wf.steps[:upto]:
+    checkpoint = max((i for i, r in by_index.items() if i < upto and r.context_blob is not None
+                      and r.status is StepStatus.SUCCEEDED), default=None)
+    if checkpoint is not None:
+        data = codec.decode(by_index[checkpoint].context_blob)
+        if not isinstance(data, dict):
+            raise ValueError(f"the context kept with step {checkpoint} is not an object")
+        first = checkpoint + 1
+    elif records_from is not None and records_from > 0:
+        raise ValueError(f"no checkpoint record at step {records_from} or after, and the history before it was "
+                         "not read")
+    else:
+        data = codec.decode(input_blob)
+        if not isinstance(data, dict):
+            raise ValueError("the stored input is not an object")
+        first = 0
+    for s in wf.steps[first:upto]:
         if s.kind.kind == "sleep":
             continue
         r = by_index.get(s.index)

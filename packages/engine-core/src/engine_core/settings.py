@@ -29,6 +29,7 @@ ENV_VARS = {
     "max_chain_steps": "LOOM_MAX_CHAIN_STEPS",
     "index_slack_s": "LOOM_INDEX_SLACK_S",
     "max_resend_doublings": "LOOM_MAX_RESEND_DOUBLINGS",
+    "checkpoint_records": "LOOM_CHECKPOINT_RECORDS",
 }
 
 FALLBACK_STEP_TIMEOUT_S = 60.0
@@ -43,9 +44,9 @@ class EngineSettings(BaseModel):
     lease_s: float = Field(default=900.0, gt=0, le=43200)
     """How long an in-flight step message may go unanswered before the sweeper re-drives it."""
     retention_days: float = Field(default=30.0, gt=0)
-    max_steps: int = Field(default=1000, ge=1, le=1000)
-    """Safety cap: executions reaching this step index end FAILED (Loom's own loop protection). At most
-    1000, the width of the history sort key STEP#<nnn>."""
+    max_steps: int = Field(default=1000, ge=1, le=100_000)
+    """Safety cap: executions reaching this step index end FAILED (Loom's own loop protection). Up to
+    100,000 (history keys run STEP#000..STEP#999, then STEP#~001000 on, in order)."""
     max_total_attempts: int = Field(default=5000, ge=1)
     """Safety cap on step attempts over an execution's life."""
     max_queue_delay_s: int = Field(default=900, ge=0, le=900)
@@ -72,6 +73,9 @@ class EngineSettings(BaseModel):
     message's lease. A crashed attempt is re-driven at most this much later than its lease (capped at
     ``lease_s``): with the defaults, its invocation's deadline plus the 3 s margin plus 2 s, plus the
     sweeper's tick."""
+    checkpoint_records: int = Field(default=100, ge=1, le=10_000)
+    """At most this many step records between two checkpoints (records that also hold the whole context):
+    a delivery reads the history from the latest one, so its read is bounded however long the history."""
     max_resend_doublings: int = Field(default=6, ge=0, le=16)
     """A step message that stays unclaimed past its lease is re-sent by the sweeper with the lease doubled
     each time (``resends``), at most 2**this times the lease: under a backlog, copies per execution

@@ -28,7 +28,7 @@ from .errors import (
     TransitionConflictError,
 )
 from .kinds import KindTable
-from .lifecycle import Lifecycle
+from .lifecycle import Lifecycle, message_checkpoint
 from .model import Branch, CorruptRecord, ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepMessage, StepRecord, StepStatus
 from .outcome import Outcome, log_fields
 from .rebuild import rebuild_context, this_run
@@ -37,6 +37,8 @@ from .steps import StepDef, WorkflowDef
 
 log = logging.getLogger("engine_core")
 _STEP_CLOCK: list[Callable[[], float]] = [monotonic_ms]
+CHECKPOINT_BYTES = 256 * 1024
+HANDOFF_CHECKPOINT_BYTES = 4 * 1024
 EVENT_READ_LIMIT = 1000
 """A wait reads at most this many events of its name (in event id order) per delivery: buffered events
 cannot make a delivery's read unbounded."""
@@ -77,9 +79,10 @@ class _FanOutItems:
         delay = 0.0 if wake_at is None else (wake_at - life.clock.now()).total_seconds()
         if delay > life.settings.max_queue_delay_s:
             return
-        life.queue.send(StepMessage(execution_id=self.eid, step=branch.step_index, version=self.run.execution.version,
-                                    branch=branch.branch, branch_version=branch.version),
-                        delay_s=max(0, math.ceil(delay)))
+        e = self.run.execution
+        life.queue.send(StepMessage(execution_id=self.eid, step=branch.step_index, version=e.version,
+                                    branch=branch.branch, branch_version=branch.version,
+                                    checkpoint=message_checkpoint(e)), delay_s=max(0, math.ceil(delay)))
 
     def load_execution(self) -> Execution | None:
         return self.store.load(self.eid)
@@ -104,14 +107,38 @@ class StepRun:
         self.execution, self.records, self.events = e, list(state.records), list(state.events)
         self.joins: dict[int, Join] = dict(state.joins)
         self.input_blob = state.input_blob
-        self.context_bound = len(state.input_blob.encode("utf-8")) + sum(
-            len(r.result_blob.encode("utf-8")) for r in self.records if isinstance(r, StepRecord) and r.result_blob)
+        self._whole: list[Any] | None = None if state.records_from is not None else self.records
+        self._records_from = state.records_from
+        self._positions: dict[tuple[int, bool], int] | None = None
+        self._whole_positions: dict[tuple[int, bool], int] | None = None
+        upto = e.failed_step if e.compensating and e.failed_step is not None else e.current_step
         try:
-            upto = e.failed_step if e.compensating and e.failed_step is not None else e.current_step
-            self.data: dict[str, Any] | None = rebuild_context(state.input_blob, self.records, self.wf, upto)
+            self.data: dict[str, Any] | None = self._context(state, upto)
         except Exception as exc:
+            if state.records_from is not None:  # the checkpoint it read from is not usable: read it all
+                whole = self.life.store.load_state(e.execution_id)
+                if whole is not None:
+                    self._load(this_run_state(whole))
+                    return
             self.data = None
             self.corrupt_error = ErrorInfo(code="corrupt_state", message=f"stored context is unreadable: {exc}")
+        self._count_tail()
+
+    def _context(self, state: ExecutionState, upto: int) -> dict[str, Any]:
+        """The context the step at ``upto`` sees (raises ValueError when a record it needs is unreadable)."""
+        return rebuild_context(state.input_blob, self.records, self.wf, upto, state.records_from)
+
+    def _count_tail(self) -> None:
+        """Where the next checkpoint is due: the results since the last one (count and bytes), and the size
+        of the context it keeps (the input before any)."""
+        kept = self.execution.checkpoint
+        base = next((r for r in self.records if isinstance(r, StepRecord) and r.step_index == kept
+                     and r.kind != "compensation" and r.context_blob is not None), None)
+        self.checkpoint_bytes = len((base.context_blob if base else self.input_blob).encode("utf-8"))
+        tail = [r for r in self.records if isinstance(r, StepRecord) and r.kind != "compensation" and r.result_blob
+                and (kept is None or r.step_index > kept)]
+        self.tail_records, self.tail_bytes = len(tail), sum(len(r.result_blob.encode("utf-8")) for r in tail)
+        self.context_bound = self.checkpoint_bytes + self.tail_bytes
 
     # -- what kinds read -------------------------------------------------------------------------------
     @property
@@ -135,7 +162,12 @@ class StepRun:
         return self.life.item_expiry(self.execution, now)
 
     def history(self) -> list[Any]:
-        return self.records
+        """This run's whole history (read once more when the delivery read only the tail after a checkpoint)."""
+        if self._whole is None:
+            e = self.execution
+            self._whole = this_run(e, self.life.store.history(e.execution_id), "finished_at")
+            self._whole_positions = None
+        return self._whole
 
     def branches(self, step_index: int) -> list[Branch | CorruptRecord]:
         return self.items.branches(step_index)
@@ -226,10 +258,11 @@ class StepRun:
                 "(LOOM_MAX_TOTAL_ATTEMPTS)"))
         return None
 
-    def _may_chain(self, next_index: int) -> bool:
+    def _may_chain(self, next_index: int, settling: int = 0) -> bool:
         """Run the next step in this invocation? Only within the chain limit, the fair share of the
-        batch, and with its whole budget (plus margin) left."""
-        if next_index >= len(self.wf.steps) or self.steps_run >= self.settings.max_chain_steps:
+        batch, and with its whole budget (plus margin) left. ``settling``: steps about to count (the one
+        whose record is being written asks before it is counted)."""
+        if next_index >= len(self.wf.steps) or self.steps_run + settling >= self.settings.max_chain_steps:
             return False
         if next_index >= self.settings.max_steps or self.execution.total_attempts + 1 >= self.settings.max_total_attempts:
             return False  # the next delivery ends it at the cap, with no attempt claimed
@@ -274,10 +307,9 @@ class StepRun:
             return Outcome("superseded", self.execution.execution_id, record.step_index, str(exc))
         except ExecutionNotFoundError:
             return Outcome("missing", self.execution.execution_id, record.step_index)
-        key = (record.step_index, record.kind == "compensation")
-        self.records = [r for r in self.records
-                        if not (isinstance(r, StepRecord) and (r.step_index, r.kind == "compensation") == key)]
-        self.records.append(record)
+        self._positions = _replace(self.records, self._positions, record)
+        if self._whole is not None and self._whole is not self.records:
+            self._whole_positions = _replace(self._whole, self._whole_positions, record)
         return None
 
     def send(self, wake_at: dt.datetime | None = None) -> None:
@@ -333,6 +365,7 @@ class StepRun:
         """The current step succeeded with ``record`` (its result already encoded and size-checked):
         write it once, then move the execution on. Tasks, event waits and fan-ins all end here."""
         e, step = self.execution, self.step
+        record = self._with_checkpoint(record, merged)
         outcome = self.put(record)
         if outcome is not None:
             return outcome
@@ -341,15 +374,40 @@ class StepRun:
         self.steps_run += 1
         self.metric("StepsSucceeded", "Count", 1)
         self.log("step succeeded")
-        outcome = self._advance()
+        outcome = self._advance(checkpoint=record.step_index if record.context_blob is not None else None)
         if outcome.kind == "cancel_requested":  # the step succeeded after a cancel: it is undone too
             return self.finish_cancel(undo_current=True)
         return outcome
 
+    def _with_checkpoint(self, record: StepRecord, merged: dict[str, Any]) -> StepRecord:
+        """The record, holding the whole context after it when a checkpoint is due: ``checkpoint_records`` results since
+        the last one, or results outweighing eight times the context it kept (or 256 KB); or, when this
+        delivery hands the execution on (the next one reads the results since the last checkpoint),
+        results outweighing that context (or 4 KB). A delivery then reads only the history from the last
+        checkpoint: its read stays flat however long the history grows, and a checkpoint's write (the
+        context once more) is paid once per that many bytes of results."""
+        size = len((record.result_blob or "").encode("utf-8"))
+        tail = self.tail_bytes + size
+        hands_off = not self._may_chain(record.step_index + 1, settling=1)  # the next delivery reads this tail
+        due = (self.tail_records + 1 >= self.settings.checkpoint_records or tail >= max(8 * self.checkpoint_bytes, CHECKPOINT_BYTES)
+               or (hands_off and tail >= max(self.checkpoint_bytes, HANDOFF_CHECKPOINT_BYTES)))
+        if due:
+            # Rebuilt from what is stored (the last checkpoint and the results after it), never from the
+            # context in memory, which a step's body may have changed in place.
+            kept_context = rebuild_context(self.input_blob, [*self.records, record], self.wf, record.step_index + 1,
+                                           self._records_from)
+            blob = codec.encode(kept_context, "context")
+            kept = len(blob.encode("utf-8"))
+            if size + kept <= self.settings.item_budget_bytes:  # else the next step tries again
+                self.tail_records, self.tail_bytes, self.checkpoint_bytes = 0, 0, kept
+                return record.model_copy(update={"context_blob": blob})
+        self.tail_records, self.tail_bytes = self.tail_records + 1, self.tail_bytes + size
+        return record
+
     def advance(self) -> Outcome:
         return self._advance()
 
-    def _advance(self) -> Outcome:
+    def _advance(self, checkpoint: int | None = None) -> Outcome:
         e, step = self.execution, self.step
         now, nxt = self.clock.now(), e.current_step + 1
         chain = self._may_chain(nxt)
@@ -365,7 +423,7 @@ class StepRun:
         new = transitions.advanced(e, now, len(self.wf.steps), self.retention,
                                    lease_s=self.lease_s(nxt), slack_s=self.settings.slack_s,
                                    claim_expiry_at=expiry, deadline=deadline, finalized=done_now,
-                                   finalize_grace_s=self.finalize_grace_s())
+                                   finalize_grace_s=self.finalize_grace_s(), checkpoint=checkpoint)
         outcome = self.commit(new)
         if outcome is not None:
             return outcome
@@ -479,6 +537,25 @@ class StepRun:
             return False
         self._load(state)
         return self.data is not None
+
+
+def _positions_of(records: list[Any]) -> dict[tuple[int, bool], int]:
+    return {(r.step_index, r.kind == "compensation"): i for i, r in enumerate(records) if isinstance(r, StepRecord)}
+
+
+def _replace(records: list[Any], positions: dict[tuple[int, bool], int] | None,
+             record: StepRecord) -> dict[tuple[int, bool], int]:
+    """Put ``record`` in this delivery's list in place of the one with its key, or at the end; returns the
+    positions by key (built on first use), so a chain of a thousand steps stays linear."""
+    if positions is None:
+        positions = _positions_of(records)
+    key = (record.step_index, record.kind == "compensation")
+    if key in positions:
+        records[positions[key]] = record
+    else:
+        positions[key] = len(records)
+        records.append(record)
+    return positions
 
 
 def _holds(old: Execution, current: Execution) -> bool:

@@ -103,6 +103,8 @@ class FanOutSpec:
     over: str | None = None
     """map: the context key holding the list; None: parallel."""
     max_concurrency: int | None = None
+    values: tuple[Any, ...] | None = None
+    """A code-first map's items, as the function passed them (``over`` is then None)."""
     kind = "fanout"
 
     def shape(self) -> list[Any]:
@@ -128,6 +130,10 @@ class FanOutSpec:
 
     def items(self, data: dict[str, Any]) -> tuple[int, list[Any] | None] | tuple[None, tuple[str, str]]:
         """(branch count, the map's list) or (None, (error code, message)) when a map's input is unusable."""
+        if self.values is not None:
+            if len(self.values) > MAX_BRANCHES:
+                return None, ("too_many_items", f"map: {len(self.values)} items; at most {MAX_BRANCHES}")
+            return len(self.values), list(self.values)
         if self.over is None:
             return len(self.fns), None
         value = data.get(self.over)
@@ -142,7 +148,7 @@ class FanOutSpec:
         return max(1, min(self.max_concurrency or total, total))
 
     def body(self, branch: int) -> Callable[..., Any]:
-        return self.fns[0] if self.over is not None else self.fns[branch]
+        return self.fns[0] if self.over is not None or self.values is not None else self.fns[branch]
 
 
 StepSpec = TaskSpec | SleepSpec | WaitSpec | FanOutSpec
@@ -177,6 +183,20 @@ class StepDef:
 
 
 @dataclass(frozen=True)
+class CodeSpec:
+    """A code-first workflow (``engine_core.durable``): a plain function whose ``step()`` calls are its
+    positions, discovered by running it."""
+
+    fn: Callable[..., Any]
+    model_argument: bool = False
+    """The function takes the validated ``input_model`` instance (else the input as a dict)."""
+    events: dict[str, type | None] | None = None
+    """The events it may wait for, each with the pydantic model its data must fit (or None), when the
+    decorator declares them: sends of other events are refused, and data is checked when it is sent.
+    None: any event name is accepted, and kept until a wait for it."""
+
+
+@dataclass(frozen=True)
 class WorkflowDef:
     name: str
     steps: tuple[StepDef, ...]
@@ -188,6 +208,8 @@ class WorkflowDef:
     """Where the definition lives (module.qualname), for error messages."""
     input_model: type | None = None
     """A pydantic model the start input must validate against (None: any JSON object)."""
+    code: CodeSpec | None = None
+    """Code-first: the function; ``steps`` is then what this execution's run of it has called so far."""
 
     def validate_input(self, data: dict[str, Any]) -> dict[str, Any]:
         """The input as the steps will see it: validated (and coerced) by ``input_model``, if any.
@@ -219,8 +241,11 @@ class WorkflowDef:
         """The step's own budget, else the workflow's; None means the engine's default."""
         return self.steps[index].timeout_s or self.step_timeout_s
 
-    def waits(self) -> set[str]:
-        """The event names the workflow's ``wait_for_event`` steps wait for."""
+    def waits(self) -> set[str] | None:
+        """The event names the workflow's ``wait_for_event`` steps wait for (None: any, for a code-first
+        workflow that does not declare its events)."""
+        if self.code is not None:
+            return None if self.code.events is None else set(self.code.events)
         return {s.kind.event for s in self.steps if s.kind.kind == "event"}
 
     def wait_step(self, index: int) -> StepDef | None:

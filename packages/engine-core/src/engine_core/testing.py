@@ -109,5 +109,13 @@ class LocalRunner:
         """The accumulated context: the input merged with every completed step's result."""
         return self.engine.context(execution_id)
 
+    def result(self, execution_id: str) -> Any:
+        """What a code-first function returned (None until it completed, or when it returned None)."""
+        from . import codec
+        from .model import StepRecord
+
+        returned = [r for r in self.history(execution_id) if isinstance(r, StepRecord) and r.kind == "return"]
+        return codec.decode(returned[-1].result_blob) if returned and returned[-1].result_blob else None
+
 
 __all__ = ["FakeQueue", "LocalRunner", "QueuedMessage"]

@@ -77,13 +77,15 @@ def redriven(e: Execution, now: dt.datetime, lease_s: float, slack_s: float, max
 
 def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.timedelta, *, lease_s: float,
              slack_s: float, claim_expiry_at: dt.datetime | None = None, deadline: dt.datetime | None = None,
-             finalized: bool = False, finalize_grace_s: float = 0.0) -> Execution:
+             finalized: bool = False, finalize_grace_s: float = 0.0, checkpoint: int | None = None) -> Execution:
     """The current step succeeded: move to the next one, or COMPLETED after the last.
 
     With ``claim_expiry_at`` the same write claims the next step for this invocation (attempt 1),
     so a chain needs no second write; without it the next step waits for its message (``lease_s``).
     """
     step = e.current_step + 1
+    if checkpoint is not None:  # the record just written holds the whole context: deliveries read from it
+        e = e.model_copy(update={"checkpoint": checkpoint})
     if step >= step_count:
         return _ended(e, now, Status.COMPLETED, None, retention, finalized, finalize_grace_s, current_step=step)
     if claim_expiry_at is not None:
@@ -92,6 +94,14 @@ def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.time
                      **_timer(e, Timer.LEASE, claim_expiry_at, slack_s))
     return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, lost_attempts=0, **_NO_CLAIM,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
+
+
+def returned(e: Execution, now: dt.datetime, positions: int, retention: dt.timedelta, finalized: bool = False,
+             finalize_grace_s: float = 0.0) -> Execution:
+    """A code-first function returned after ``positions`` durable calls: COMPLETED (the step it was at
+    settled earlier in this delivery, or it called none)."""
+    return _ended(e, now, Status.COMPLETED, None, retention, finalized, finalize_grace_s, current_step=positions,
+                  code_step=None)
 
 
 def slept(e: Execution, now: dt.datetime, wake_at: dt.datetime) -> Execution:

@@ -1004,3 +1004,39 @@ def test_load_statuses_reads_each_execution_items_status(store):
     store.commit(Transition(0, 1, transitions.failed(ended, T0, ErrorInfo(code="x", message="y"), RETENTION)))
     got = store.load_statuses([live.execution_id, ended.execution_id, new_execution(3).execution_id])
     assert got == {live.execution_id: "RUNNING", ended.execution_id: "FAILED"}
+
+
+def test_load_state_since_a_checkpoint_reads_the_execution_its_input_joins_and_the_history_from_there(store):
+    e = new_execution(layout=2)
+    store.create(e, INPUT)
+    assert store.put_join(e.execution_id, _join())
+    for i in range(1003):
+        store.put_step(e.execution_id, record(i, f"s{i}", version=2))
+    state = store.load_state(e.execution_id, since=998)
+    assert state.execution.execution_id == e.execution_id and state.input_blob == INPUT
+    assert state.joins == {1: _join()} and state.records_from == 998
+    # key order is step order past 999 too (STEP#999 < STEP#~001000)
+    assert [r.step_index for r in state.records] == [998, 999, 1000, 1001, 1002]
+    assert [r.step_index for r in store.load_state(e.execution_id).records] == list(range(1003))
+
+
+def test_a_code_first_execution_keeps_its_position_description_and_its_records_their_undo_flag(store):
+    # given: what a code-first execution writes (engine_core.durable): its current position on the item,
+    # and on a step's record whether the step has a compensation
+    from engine_core.model import CodeStep
+
+    e = new_execution(60, code_step=CodeStep("signed.submit", "task", "signed", True, 30.0).encode())
+    store.create(e, INPUT)
+    store.put_step(e.execution_id, record(0, "charge", undo=True))
+    store.put_step(e.execution_id, record(1, "ship"))
+
+    # when
+    state = store.load_state(e.execution_id)
+    moved = transitions.advanced(state.execution, T0, 5, RETENTION, lease_s=60, slack_s=0)
+    moved = moved.model_copy(update={"code_step": CodeStep("approved", "event", "approved").encode()})
+    store.commit(Transition(e.current_step, e.version, moved))
+
+    # then
+    assert state.execution.code_position == CodeStep("signed.submit", "task", "signed", True, 30.0)
+    assert [(r.name, r.undo) for r in state.records] == [("charge", True), ("ship", False)]
+    assert store.load(e.execution_id).code_position == CodeStep("approved", "event", "approved")

@@ -253,8 +253,8 @@ class ReadThenPause(MemoryStore):
 
     meanwhile = None
 
-    def load_state(self, execution_id):
-        state = super().load_state(execution_id)
+    def load_state(self, execution_id, since=None):
+        state = super().load_state(execution_id, since)
         action, self.meanwhile = self.meanwhile, None
         if action is not None:
             action()

@@ -75,7 +75,7 @@ def test_settings_from_env_name_the_bad_variable():
     with pytest.raises(ConfigurationError, match="LOOM_SHARDS='zero'"):
         EngineSettings.from_env({"LOOM_SHARDS": "zero"})
     with pytest.raises(ConfigurationError, match="LOOM_MAX_STEPS"):
-        EngineSettings.from_env({"LOOM_MAX_STEPS": "5000"})
+        EngineSettings.from_env({"LOOM_MAX_STEPS": "500000"})
 
 
 def test_importing_engine_core_does_not_import_boto3():

@@ -29,9 +29,10 @@ from typing import Any
 
 from loom_cli.sdk.locate import state_file as user_state_file
 
+from . import runs
 from .demo import run as run_demo
-from .options import options_from, stack_args
-from .stack import LocalStack, _shown, install_signal_handlers
+from .options import examples_environment, options_from, stack_args
+from .stack import LocalStack, StackOptions, _shown, install_signal_handlers
 
 STATE_NAME = "local.json"
 PID_NAME = "runtime.pid"
@@ -41,6 +42,8 @@ REFRESH_S = 2.0
 """How often a running stack rewrites its state files (the functions' processes come and go)."""
 UP_LINE = "Loom is up."
 """How `run` announces itself; `up` prints its own summary instead of echoing this line."""
+EXAMPLES_LEDGER = Path("state") / "examples-ledger.jsonl"
+"""The examples' payment ledger, kept (and reset) with the table: the charges of the kept executions."""
 
 
 class CliError(Exception):
@@ -64,6 +67,7 @@ def state_of(stack: LocalStack) -> dict[str, Any]:
         "run_dir": str(stack.run_dir),
         "logs": str(stack.log_dir),
         "fault_dir": str(stack.fault_dir),
+        "run": str(stack.stack_dir),
         "queue_url": d.queue.url,
         "dlq_url": d.queue.dlq_url,
         "table": d.worker.environment.get("LOOM_TABLE_NAME"),
@@ -87,9 +91,17 @@ def _forget(user_state: Path, run_dir: Path) -> None:
         user_state.unlink(missing_ok=True)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def run_options(args: argparse.Namespace) -> StackOptions:
+    """The stack `run` (and so `make up`) starts: the table kept across runs, the examples set up as the demo's."""
     opts = options_from(args)
     opts.state_file = _table_file(args, opts.run_dir)
+    opts.function_env.update(examples_environment(opts.run_dir / EXAMPLES_LEDGER))
+    return opts
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    opts = run_options(args)
+    (opts.run_dir / EXAMPLES_LEDGER).parent.mkdir(parents=True, exist_ok=True)
     state, user_state = opts.run_dir / STATE_NAME, user_state_file()
     stack = LocalStack(opts)
     install_signal_handlers(stack)
@@ -155,9 +167,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise CliError(f"a local runtime (pid {pid_file.read_text()}) is still starting or stopping; wait, or run "
                        "`make down`")
     (run_dir / STATE_NAME).unlink(missing_ok=True)
-    log_path = run_dir / "logs" / "runtime.log"
+    run_id = args.run_id or runs.new_run_id()
+    log_path = run_dir / runs.RUNS / run_id / "logs" / "runtime.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    forwarded = list(args.forward or [])
+    forwarded = list(args.forward or []) + ([] if args.run_id else ["--run-id", run_id])
     with open(log_path, "w") as log:
         child = subprocess.Popen([sys.executable, "-m", "loom_local", "run", *forwarded], stdout=log, stderr=log,
                                  stdin=subprocess.DEVNULL, cwd=repo, start_new_session=True)
@@ -188,7 +201,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"""
 Loom is up (runtime pid {child.pid}). Control plane Function URL: {url}
 State, pids and URL: {run_dir / STATE_NAME} (and {user_state_file()}, where `loom` finds it from any directory)
-Function logs: {run_dir / 'logs'}
+This run's logs: {log_path.parent} (also {run_dir / 'logs'})
 
   curl -s {url}/workflows
   curl -s -X POST {url}/executions -H 'content-type: application/json' \\

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .options import options_from
-from .stack import LocalStack, install_signal_handlers
+from .options import examples_environment, options_from
+from .stack import LocalStack, StackOptions, install_signal_handlers
 
 WORKFLOW = "order_fulfillment"
 TIMEOUT_S = 120.0
@@ -125,11 +125,9 @@ def _client(url: str):
     return Client.create(url, sign=False)
 
 
-def run(args: argparse.Namespace) -> int:
-    narrator = Narrator()
+def stack_options(args: argparse.Namespace) -> tuple[StackOptions, Path]:
+    """The demo's stack: the command line's options, a 2 s sweep, a 5 s lease, a fresh examples ledger."""
     opts = options_from(args)
-    opts.progress = lambda m: narrator.say(m)
-    opts.observer = narrator.on_runtime_event
     if opts.sweep_every_s is None:
         opts.sweep_every_s = 2.0
     from .terraform import declared_variables
@@ -138,9 +136,17 @@ def run(args: argparse.Namespace) -> int:
     if "lease_s" in declared_variables(env_dir):
         opts.tf_vars.setdefault("lease_s", "5")  # recover the killed worker within seconds, not minutes
     ledger = opts.run_dir / "demo-ledger.jsonl"
+    opts.function_env.update(examples_environment(ledger))
+    return opts, ledger
+
+
+def run(args: argparse.Namespace) -> int:
+    narrator = Narrator()
+    opts, ledger = stack_options(args)
+    opts.progress = lambda m: narrator.say(m)
+    opts.observer = narrator.on_runtime_event
     opts.run_dir.mkdir(parents=True, exist_ok=True)
     ledger.unlink(missing_ok=True)
-    opts.function_env["LOOM_EXAMPLES_LEDGER_PATH"] = str(ledger)
     stack = LocalStack(opts)
     install_signal_handlers(stack)
     try:

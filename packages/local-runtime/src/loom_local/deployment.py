@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .calls import ACCESS_KEYS
 from .esm import MappingConfig
 from .function_url import UrlConfig
 from .schedule import RuleConfig
@@ -135,7 +136,7 @@ def read(clients: Any, region: str, name_prefix: str = "") -> Deployment:
     for c in configs:
         full = lam.get_function(FunctionName=c["FunctionName"])
         by_arn[full["Configuration"]["FunctionArn"]] = full["Configuration"]
-    account = _arn_parts(next(iter(by_arn)))[2]
+    account = _arn_parts(next(iter(by_arn)))[1]
     deployment = Deployment(region=region, account=account)
 
     def add(role: str, arn: str) -> None:
@@ -266,7 +267,8 @@ def lambda_environment(f: DeployedFunction, code_dir: Path, region: str, endpoin
     """The process environment: the deployed variables plus what the Lambda service injects.
 
     ``AWS_ENDPOINT_URL`` points every boto3 client in the function at the emulator (boto3 reads it
-    natively); credentials are dummies the emulator accepts.
+    natively); credentials are dummies the emulator accepts, with the access key id of the function's
+    role (:data:`loom_local.calls.ACCESS_KEYS`), so the emulator knows whose call it serves.
     """
     reserved = {
         "AWS_REGION": region,
@@ -281,6 +283,7 @@ def lambda_environment(f: DeployedFunction, code_dir: Path, region: str, endpoin
         "LAMBDA_TASK_ROOT": str(code_dir),
         "_HANDLER": f.handler,
         **DUMMY_CREDENTIALS,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEYS.get(f.role, DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"]),
     }
     clash = sorted(set(f.environment) & set(reserved))
     if clash:

@@ -12,18 +12,28 @@ What it does is what Lambda's pollers do for a standard queue:
 - on a function error, timeout or crash delete nothing: the records come back after the visibility
   timeout, and SQS moves a record to the DLQ once it was received ``maxReceiveCount`` times (moto
   does that on the next receive);
-- run up to the mapping's maximum concurrency of batches at once.
+- run up to the mapping's maximum concurrency of batches at once;
+- keep each invocation's payload within Lambda's 6 MB request limit: records that would not fit are
+  made visible again at once and go into a later batch.
+
+Before each invocation the worker's log names the messages it holds (``BATCH RequestId: ... holds``:
+message id, execution, step, version, branch), so the messages of an invocation that dies (a SIGKILL,
+a timeout) can be told from its log; the runtime's own log repeats them when the invocation dies.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .functions import Function, InvokeResult
+from .limits import LAMBDA_REQUEST_MAX_BYTES, payload_bytes
 
 Observer = Callable[[str, dict[str, Any]], None]
 
@@ -91,6 +101,32 @@ def failed_ids(result: InvokeResult, batch_ids: list[str], report_batch_item_fai
     return named, f"{len(named)} of {len(batch_ids)} records reported failed"
 
 
+def describe_record(record: dict[str, Any]) -> str:
+    """One held message for the log: its id and what it carries (execution, step, version, branch)."""
+    try:
+        body = json.loads(record.get("body") or "")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or "execution_id" not in body:
+        return f"{record['messageId']} (not a step message)"
+    what = f"execution {body.get('execution_id')} step {body.get('step')} v{body.get('version')}"
+    if body.get("branch") is not None:
+        what += f" branch {body['branch']}"
+    return f"{record['messageId']} {what}"
+
+
+def fit_payload(records: list[dict[str, Any]], limit: int = LAMBDA_REQUEST_MAX_BYTES) -> int:
+    """How many of ``records``, from the first, fit one invocation's event (at least one)."""
+    envelope = payload_bytes({"Records": []})
+    size, n = envelope, 0
+    for r in records:
+        size += payload_bytes(r) + (1 if n else 0)  # the comma between records
+        if size > limit and n:
+            break
+        n += 1
+    return n
+
+
 class QueuePoller:
     """Polls one queue for one function with ``config.max_concurrency`` concurrent pollers."""
 
@@ -140,6 +176,18 @@ class QueuePoller:
                 break
         return messages
 
+    def _release(self, sqs, records: list[dict[str, Any]]) -> None:
+        """Make records visible again now: they did not fit this invocation (Lambda's 6 MB request limit)."""
+        for start in range(0, len(records), 10):
+            chunk = records[start:start + 10]
+            try:
+                sqs.change_message_visibility_batch(QueueUrl=self.config.queue_url, Entries=[
+                    {"Id": str(i), "ReceiptHandle": r["receiptHandle"], "VisibilityTimeout": 0}
+                    for i, r in enumerate(chunk)])
+            except Exception as exc:  # noqa: BLE001 - they come back after the visibility timeout instead
+                self._notify("release_failed", error=str(exc))
+        self._notify("batch_split", released=[r["messageId"] for r in records])
+
     def _run(self) -> None:
         sqs = self.sqs_factory()
         while not self._stop.is_set():
@@ -164,13 +212,24 @@ class QueuePoller:
     def poll_once(self, sqs, messages: list[dict[str, Any]]) -> InvokeResult:
         cfg = self.config
         records = [to_record(m, cfg.queue_arn, cfg.region) for m in messages]
+        fits = fit_payload(records)
+        if fits < len(records):
+            self._release(sqs, records[fits:])
+            records = records[:fits]
         ids = [r["messageId"] for r in records]
+        request_id = str(uuid.uuid4())
+        held = "; ".join(describe_record(r) for r in records)
+        self.function.logs.write(self.function.spec.name, None,
+                                 f"BATCH RequestId: {request_id} holds {len(records)} messages: {held}")
         receives = {r["messageId"]: int(r["attributes"].get("ApproximateReceiveCount", "1")) for r in records}
         self.batches += 1
         self._notify("batch", size=len(records), receive_counts=receives,
                      records=[{"message_id": r["messageId"], "receive_count": receives[r["messageId"]],
                                "body": r["body"]} for r in records])
-        result = self.function.invoke({"Records": records})
+        result = self.function.invoke({"Records": records}, request_id=request_id)
+        if result.status in ("timeout", "crashed"):
+            print(f"[loom-local] worker invocation {request_id} {result.describe()}; the messages it held return after "
+                  f"the visibility timeout: {held}", file=sys.stderr, flush=True)
         failed, why = failed_ids(result, ids, cfg.report_batch_item_failures)
         done = [r for r in records if r["messageId"] not in failed]
         for start in range(0, len(done), 10):
@@ -184,6 +243,6 @@ class QueuePoller:
             except Exception as exc:  # noqa: BLE001 - an undeleted record is redelivered: at-least-once
                 self._notify("delete_failed", error=str(exc))
         self.returned += len(failed)
-        self._notify("batch_done", size=len(records), deleted=len(done), returned=len(failed), why=why,
+        self._notify("batch_done", request_id=request_id, size=len(records), deleted=len(done), returned=len(failed), why=why,
                      status=result.status, pid=result.pid, payload=result.payload, message_ids=ids)
         return result

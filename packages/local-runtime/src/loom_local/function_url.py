@@ -10,7 +10,12 @@ Mapping rules (AWS "Invoking Lambda function URLs"): header names lower-cased, r
 joined with commas, cookies moved to ``cookies``, ``queryStringParameters`` joined likewise, text
 bodies passed as is and other bodies base64-encoded. A response without ``statusCode`` is sent as
 200 ``application/json`` with the JSON of what the function returned; a function error, timeout or
-crash is a 502, as Lambda answers.
+crash is a 502, as Lambda answers. Lambda's payload limits hold: a request over 6 MB is a 413, a
+response over 6 MB (``Function.ResponseSizeTooLarge``) a 502.
+
+Whoever calls the URL is an operator (the ``loom`` CLI, the console, the MCP server, a script), so
+each request is recorded, with a :class:`~loom_local.calls.CallLog`, as the operator's
+``lambda:InvokeFunctionUrl`` call on the function, to be checked against the operator policy.
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .calls import OPERATOR, CallLog
 from .functions import Function
+from .limits import LAMBDA_REQUEST_MAX_BYTES, REQUEST_TOO_LARGE
 
 Observer = Callable[[str, dict[str, Any]], None]
-MAX_BODY_BYTES = 6 * 1024 * 1024
+MAX_BODY_BYTES = LAMBDA_REQUEST_MAX_BYTES
 """Lambda's request payload limit for synchronous invocation."""
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/x-www-form-urlencoded",
                "application/javascript", "+json", "+xml")
@@ -142,22 +149,32 @@ def to_http(payload: Any) -> tuple[int, list[tuple[str, str]], bytes]:
 
 class FunctionUrlServer:
     def __init__(self, cfg: UrlConfig, function: Function, host: str = "127.0.0.1", port: int = 0,
-                 observer: Observer | None = None):
+                 observer: Observer | None = None, calls: CallLog | None = None):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the local Function URL listens on loopback only, not {host!r}")
-        self.cfg, self.function, self.observer = cfg, function, observer
+        self.cfg, self.function, self.observer, self.calls = cfg, function, observer, calls
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
             server_version = "loom-local-function-url"
 
+            def _too_large(self) -> None:
+                self._send(413, [("content-type", "application/json"),
+                                 ("x-amzn-errortype", REQUEST_TOO_LARGE["errorType"])],
+                           json.dumps({"Message": REQUEST_TOO_LARGE["errorMessage"]}).encode())
+
             def _handle(self) -> None:
+                outer._record_call()
                 length = int(self.headers.get("content-length") or 0)
                 if length > MAX_BODY_BYTES:
-                    self._send(413, [("content-type", "application/json")],
-                               json.dumps({"Message": "Request must be smaller than 6291456 bytes for the "
-                                                      "InvokeFunction operation"}).encode())
+                    left = min(length, 8 * MAX_BODY_BYTES)  # read it first, so the client sees the answer
+                    while left > 0:
+                        chunk = self.rfile.read(min(left, 1 << 20))
+                        if not chunk:
+                            break
+                        left -= len(chunk)
+                    self._too_large()
                     return
                 body = self.rfile.read(length) if length else b""
                 event = to_event(outer.cfg, self.command, self.path, list(self.headers.items()), body,
@@ -165,6 +182,9 @@ class FunctionUrlServer:
                 result = outer.function.invoke(event)
                 outer._notify("http", method=self.command, path=event["rawPath"], status=result.status,
                               pid=result.pid)
+                if result.status == "request_too_large":  # the event around the body passed 6 MB
+                    self._too_large()
+                    return
                 if not result.ok:
                     self._send(502, [("content-type", "application/json"),
                                      ("x-amzn-errortype", str((result.error or {}).get("errorType", "")))],
@@ -202,6 +222,12 @@ class FunctionUrlServer:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def _record_call(self) -> None:
+        if self.calls is not None:
+            self.calls.record(OPERATOR, "lambda", "InvokeFunctionUrl", {"FunctionName": self.function.spec.arn},
+                              context={"lambda:FunctionUrlAuthType": self.cfg.auth_type,
+                                       "lambda:InvokedViaFunctionUrl": "true"})
 
     def _notify(self, kind: str, **details: Any) -> None:
         if self.observer is not None:

@@ -4,7 +4,11 @@ One :class:`Environment` is one process (a Lambda execution environment): it imp
 once (init) and then serves invocations one at a time. A :class:`Function` keeps a pool of them, up to
 its concurrency, spawning new ones (cold starts) when all are busy. An invocation that outlives the
 function's timeout gets its process killed, as Lambda does; so does one whose process dies. The next
-invocation then starts a fresh process.
+invocation then starts a fresh process. Lambda's payload limits hold (:mod:`loom_local.limits`): a
+request over 6 MB is refused before any process sees it, a response over 6 MB fails the invocation.
+
+With a :class:`~loom_local.calls.CallLog`, what the Lambda service does under the function's role is
+recorded as the role's calls: a log stream created and written by each execution environment.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .calls import CallLog
+from .limits import LAMBDA_REQUEST_MAX_BYTES, LAMBDA_RESPONSE_MAX_BYTES, REQUEST_TOO_LARGE, RESPONSE_TOO_LARGE, payload_bytes
 from .logs import LogSink
 
 BOOTSTRAP = Path(__file__).with_name("_bootstrap.py")
@@ -53,7 +59,7 @@ class FunctionSpec:
 class InvokeResult:
     request_id: str
     status: str
-    """ok, function_error, timeout, crashed, init_error."""
+    """ok, function_error, timeout, crashed, init_error, request_too_large."""
     payload: Any = None
     error: dict[str, Any] | None = None
     duration_ms: float = 0.0
@@ -173,6 +179,8 @@ class Environment:
             if msg.get("request_id") != request_id:
                 continue
             if msg["type"] == "result":
+                if len(msg["payload"].encode("utf-8")) > LAMBDA_RESPONSE_MAX_BYTES:
+                    return "function_error", dict(RESPONSE_TOO_LARGE)
                 return "ok", {"payload": json.loads(msg["payload"])}
             return "function_error", {k: msg.get(k) for k in ("errorType", "errorMessage", "stackTrace")}
 
@@ -223,6 +231,9 @@ class Function:
     max_concurrency: int = 2
     python: str = sys.executable
     observer: Observer | None = None
+    calls: CallLog | None = None
+    principal: str = ""
+    """Whose calls the Lambda service's own actions are recorded as (the function's role)."""
     _idle: list[Environment] = field(default_factory=list)
     _all: set[Environment] = field(default_factory=set)
     _cond: threading.Condition = field(default_factory=threading.Condition)
@@ -269,13 +280,25 @@ class Function:
                 self._idle.append(env)
                 self._cond.notify_all()
 
+    def _record_log_writes(self, env: Environment) -> None:
+        if self.calls is None or not self.principal:
+            return
+        group = self.spec.environment.get("AWS_LAMBDA_LOG_GROUP_NAME") or f"/aws/lambda/{self.spec.name}"
+        stream = f"{self.spec.environment.get('AWS_LAMBDA_LOG_STREAM_NAME', 'local')}/{env.number}"
+        for operation in ("CreateLogStream", "PutLogEvents"):
+            self.calls.record(self.principal, "logs", operation, {"logGroupName": group, "logStreamName": stream})
+
     def invoke(self, event: Any, request_id: str | None = None) -> InvokeResult:
         request_id = request_id or str(uuid.uuid4())
+        if payload_bytes(event) > LAMBDA_REQUEST_MAX_BYTES:  # Lambda refuses it before any environment sees it
+            self._notify("request_too_large", request_id=request_id, error=REQUEST_TOO_LARGE)
+            return InvokeResult(request_id, "request_too_large", error=dict(REQUEST_TOO_LARGE))
         env, cold = self._acquire()
         started = time.monotonic()
         try:
             if cold:
                 self._notify("cold_start", pid=env.pid, environment=env.number)
+                self._record_log_writes(env)
                 init_error = env.init(time.monotonic() + INIT_TIMEOUT_S)
                 if init_error is not None:
                     env.dead = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ def stack_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", type=parse_role_kv, action="append", default=[], metavar="ROLE:NAME=VALUE",
                    help="local addition to a function's deployed environment")
     p.add_argument("--echo-logs", action="store_true", help="also print function logs to the console")
+    p.add_argument("--run-id", default=None, help="this run's directory name under RUN_DIR/runs (default: the start "
+                                                   "time and pid)")
 
 
 def options_from(args: argparse.Namespace, **overrides: Any) -> StackOptions:
@@ -58,10 +61,22 @@ def options_from(args: argparse.Namespace, **overrides: Any) -> StackOptions:
         zip_dir=args.zip_dir.resolve() if args.zip_dir else None,
         url_port=args.port, max_concurrency=args.worker_concurrency, tf_vars=dict(args.tf_var),
         tf_cli_config=args.tf_cli_config.resolve() if args.tf_cli_config else None, endpoint_var=args.endpoint_var,
-        extra_env=extra, echo_logs=args.echo_logs, progress=_progress())
+        extra_env=extra, echo_logs=args.echo_logs, progress=_progress(), run_id=args.run_id)
     for k, v in overrides.items():
         setattr(opts, k, v)
     return opts
+
+
+def examples_environment(ledger: Path) -> dict[str, str]:
+    """What the example workflows need to behave as one system across the functions' processes.
+
+    Each function process would otherwise keep a payment ledger of its own (order_saga's refund would
+    not find the charge another worker made) and look for fixed feeds in its own default place. The
+    names are workflows-examples' own (loom_examples.ledger, loom_examples.fragile_import). The fixes
+    directory is the examples' default, spelled out: where the README's `touch` puts a fix.
+    """
+    return {"LOOM_EXAMPLES_LEDGER_PATH": str(ledger),
+            "LOOM_EXAMPLES_FIXES_DIR": str(Path(tempfile.gettempdir()) / "loom-fixes")}
 
 
 def _progress():

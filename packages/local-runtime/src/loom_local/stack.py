@@ -11,6 +11,11 @@ left behind.
 With ``state_file`` set (``make up``), the Loom table's items are restored from it into the freshly
 applied table before anything runs, and saved to it by ``stop()`` before the emulator goes
 (:mod:`loom_local.state`).
+
+Each stack writes its logs, crash points and call records into a directory of its own,
+``run_dir/runs/<run id>/`` (:mod:`loom_local.runs`), so one run's files are never read as another's.
+Every function calls AWS under its own role's access key id, the worker's queue poller under the
+worker's, and the emulator records those calls in ``calls/`` (:mod:`loom_local.calls`).
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ import boto3
 from botocore.config import Config
 
 from . import deployment as deploy
-from . import runtime_libs, terraform
+from . import runs, runtime_libs, terraform
 from . import state as table_state
+from .calls import ACCESS_KEYS, OPERATOR, OPERATOR_ACCESS_KEY, CallLog
 from .esm import QueuePoller
 from .faults import FaultControl
 from .function_url import FunctionUrlServer
@@ -53,7 +59,10 @@ class StackOptions:
     repo: Path
     """The monorepo root (terraform/envs/local, dist/local live under it)."""
     run_dir: Path
-    """Where this run keeps its state: logs/, faults/, code/, terraform.tfstate, moto.port."""
+    """Where the stack keeps its files: runs/<run id>/ (logs, faults, calls, terraform.tfstate, moto.port),
+    current (the newest run), code/ (unpacked zips), state/ (the kept table)."""
+    run_id: str | None = None
+    """This run's directory name under run_dir/runs (default: the UTC start time and the pid)."""
     zip_dir: Path | None = None
     env_dir: Path | None = None
     runtime_libs_dir: Path | None = None
@@ -98,8 +107,8 @@ def _shown(path: Path) -> str:
 class Emulator:
     """The moto server child process (``python -m loom_local.emulator``)."""
 
-    def __init__(self, run_dir: Path, log_path: Path):
-        self.run_dir, self.log_path = run_dir, log_path
+    def __init__(self, run_dir: Path, log_path: Path, calls_dir: Path | None = None):
+        self.run_dir, self.log_path, self.calls_dir = run_dir, log_path, calls_dir
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
 
@@ -111,7 +120,7 @@ class Emulator:
         env = {**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "false"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "loom_local.emulator", "--port", "0", "--ready-file", str(ready),
-             "--parent", str(os.getpid())],
+             "--parent", str(os.getpid()), *(["--calls-dir", str(self.calls_dir)] if self.calls_dir else [])],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout_s
@@ -148,9 +157,11 @@ class LocalStack:
         self.zip_dir = (options.zip_dir or repo / "dist" / "local").resolve()
         self.env_dir = (options.env_dir or repo / "terraform" / "envs" / "local").resolve()
         self.libs_dir = (options.runtime_libs_dir or repo / "build" / "runtime-libs").resolve()
-        self.log_dir = self.run_dir / "logs"
-        self.fault_dir = self.run_dir / "faults"
-        self.emulator = Emulator(self.run_dir, self.log_dir / "moto.log")
+        self.stack_dir = runs.start_run(self.run_dir, options.run_id)
+        self.log_dir = self.stack_dir / "logs"
+        self.fault_dir = self.stack_dir / "faults"
+        self.calls_dir = self.stack_dir / "calls"
+        self.emulator = Emulator(self.stack_dir, self.log_dir / "moto.log", self.calls_dir)
         self.logs: LogSink | None = None
         self.deployment: deploy.Deployment | None = None
         self.functions: dict[str, Function] = {}
@@ -165,9 +176,12 @@ class LocalStack:
         """The table to save on stop: set only once a restore finished (or there was nothing to restore)."""
 
     # -- clients for the emulator -------------------------------------------------------------------------
-    def client(self, service: str):
+    def client(self, service: str, principal: str | None = None):
+        """A client for the emulator; ``principal`` (a role, or ``operator``) signs as that Loom principal,
+        so its calls are recorded and checked (none: the runtime's own, unrecorded)."""
+        key = OPERATOR_ACCESS_KEY if principal == OPERATOR else ACCESS_KEYS.get(principal or "", "testing")
         return boto3.client(service, endpoint_url=self.emulator.endpoint, region_name=self.opts.region,
-                            aws_access_key_id="testing", aws_secret_access_key="testing",
+                            aws_access_key_id=key, aws_secret_access_key="testing",
                             config=Config(retries={"max_attempts": 3, "mode": "standard"},
                                           connect_timeout=5, read_timeout=30))
 
@@ -196,9 +210,6 @@ class LocalStack:
     def _start(self) -> None:
         opts = self.opts
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("terraform.tfstate", "terraform.tfstate.backup"):
-            (self.run_dir / stale).unlink(missing_ok=True)  # a fresh emulator needs a fresh state
-        self.faults.disarm_all()
         self.logs = LogSink(self.log_dir, sys.stderr if opts.echo_logs else None)
         if not self.zip_dir.is_dir() or not list(self.zip_dir.glob("*.zip")):
             raise StackError(f"no Lambda zips in {self.zip_dir}: run `make build-local` first (`make up` and "
@@ -222,7 +233,7 @@ class LocalStack:
             if opts.function_env and "extra_environment_variables" in declared:
                 variables["extra_environment_variables"] = json.dumps(opts.function_env)
                 self._deployed_function_env = True
-            terraform.apply(self.env_dir, self.run_dir / "terraform.tfstate", variables,
+            terraform.apply(self.env_dir, self.stack_dir / "terraform.tfstate", variables,
                             self.log_dir / "terraform.log",
                             cli_config=terraform.cli_config(opts.repo.resolve(), opts.tf_cli_config),
                             progress=opts.progress)
@@ -234,6 +245,7 @@ class LocalStack:
         if opts.state_file is not None:
             self._restore_table(opts.state_file)
         code_root = self.run_dir / "code"
+        service_calls = CallLog(self.calls_dir, "runtime")
         for role, f in d.functions.items():
             assert f.zip_path is not None
             code_dir = deploy.extract(f.zip_path, f.code_sha256, code_root)
@@ -245,18 +257,20 @@ class LocalStack:
                                 memory_mb=f.memory_mb, code_dir=code_dir, environment=env, role=role)
             concurrency = {"worker": self._worker_concurrency(), "sweeper": 2, "control-plane": 4}[role]
             self.functions[role] = Function(spec, self.libs_dir, self.logs, fault_dir=self.fault_dir,
-                                            max_concurrency=concurrency, observer=self._observe)
+                                            max_concurrency=concurrency, observer=self._observe,
+                                            calls=service_calls, principal=role)
         assert d.mapping is not None and d.rule is not None and d.url is not None
         mapping = d.mapping
         if opts.max_concurrency is not None or mapping.max_concurrency > 2:
             from dataclasses import replace
 
             mapping = replace(mapping, max_concurrency=self._worker_concurrency())
-        self.poller = QueuePoller(mapping, self.functions["worker"], lambda: self.client("sqs"), self._observe)
+        # The event source mapping polls with the function's role, as Lambda's pollers do.
+        self.poller = QueuePoller(mapping, self.functions["worker"], lambda: self.client("sqs", "worker"), self._observe)
         self.scheduler = Scheduler(d.rule, self.functions["sweeper"], every_s=opts.sweep_every_s,
                                    observer=self._observe)
         self.url_server = FunctionUrlServer(d.url, self.functions["control-plane"], port=opts.url_port,
-                                            observer=self._observe)
+                                            observer=self._observe, calls=service_calls)
         self.poller.start()
         self.scheduler.start()
         self.url_server.start()

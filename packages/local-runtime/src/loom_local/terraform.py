@@ -8,12 +8,14 @@ generates (``TF_CLI_CONFIG_FILE``); nothing is downloaded.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -117,6 +119,16 @@ def cli_config(repo: Path, explicit: Path | None = None) -> Path:
                          + "): run `make tf-config` (mk/terraform.mk), or use `make up` / `make demo`")
 
 
+@contextlib.contextmanager
+def _init_lock(env_dir: Path) -> Iterator[None]:
+    fd = os.open(env_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def apply(env_dir: Path, state_path: Path, variables: Mapping[str, str], log_path: Path,
           cli_config: Path | None = None, progress: Progress | None = None, timeout_s: float = 600.0,
           terraform: str = "terraform") -> None:
@@ -138,12 +150,16 @@ def apply(env_dir: Path, state_path: Path, variables: Mapping[str, str], log_pat
         env["TF_CLI_CONFIG_FILE"] = str(cli_config)
     state_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # Each run initializes into a data directory of its own, beside its state, so stacks started at
+    # the same time (parallel test workers, `make up` beside the tests) never share one.
+    env["TF_DATA_DIR"] = str(state_path.parent / ".terraform")
     with open(log_path, "a", encoding="utf-8") as log:
         # Every time (a couple of seconds): a cached .terraform may point into a plugin cache that
         # `make clean` removed since.
         if progress:
             progress("terraform init (providers from the local mirror)")
-        _run([terraform, f"-chdir={env_dir}", "init", "-input=false", "-no-color"], env, log, progress, timeout_s)
+        with _init_lock(env_dir):  # init writes env_dir/.terraform.lock.hcl: one writer at a time
+            _run([terraform, f"-chdir={env_dir}", "init", "-input=false", "-no-color"], env, log, progress, timeout_s)
         args = [terraform, f"-chdir={env_dir}", "apply", "-auto-approve", "-input=false", "-no-color",
                 f"-state={state_path}", "-lock=false"]
         for name, value in variables.items():

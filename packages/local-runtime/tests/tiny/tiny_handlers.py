@@ -49,6 +49,8 @@ def worker(event, context):
             os._exit(3)
         elif action == "bad_response":
             return {"batchItemFailures": [{"itemIdentifier": "not-in-this-batch"}]}
+        elif action == "big_response":
+            return {"batchItemFailures": [], "padding": "x" * body["bytes"]}
         faults.point("worker.after_checkpoint", execution_id=body.get("id"), step=body.get("step", 0))
     return {"batchItemFailures": failures}
 
@@ -69,6 +71,8 @@ def control(event, context):
         raise ValueError("boom")
     if path == "/env":
         return {"env": dict(os.environ), "sys_path": sys.path}
+    if path.startswith("/bytes/"):
+        return {"statusCode": 200, "body": "x" * int(path.rsplit("/", 1)[1])}
     return {"statusCode": 201, "headers": {"content-type": "application/json", "x-tiny": "yes"},
             "cookies": ["a=1"], "body": json.dumps(event)}
 

@@ -14,12 +14,14 @@ entry point names this module, and importing it registers every workflow below.
   the order is cancelled.
 - ``expense_approval``: waits (WAITING) for an ``approved`` event or its callback token.
 - ``batch_resize``: maps over 100 images, at most 10 at a time (a parallel/map step), then reports.
+- ``order_fulfillment_code``: order_fulfillment written code-first (``engine_core.durable``): one
+  plain function with ``step()`` calls, on the same engine.
 """
 
-from . import approval, batch, defaults, fragile_import, greeting, orders, poison
+from . import approval, batch, defaults, fragile_import, greeting, orders, orders_code, poison
 from .ledger import LEDGER, Charge, PaymentLedger
 
 __version__ = "0.2.0"
 
 __all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "approval", "batch", "defaults", "fragile_import", "greeting", "orders",
-           "poison"]
+           "orders_code", "poison"]

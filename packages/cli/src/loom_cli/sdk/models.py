@@ -114,6 +114,10 @@ class Execution(Document):
     fanout: FanOutProgress | None = None
     step_count: int | None = None
     current_step_name: str | None = None
+    style: str | None = None
+    """``steps`` (a step list) or ``code`` (a code-first function)."""
+    result: Any = None
+    """A code-first execution's return value, once COMPLETED."""
 
     @property
     def ended(self) -> bool:
@@ -317,6 +321,12 @@ class Workflow(Document):
     step_timeout_s: float | None = None
     input_schema: dict[str, Any] | None = None
     steps: list[WorkflowStep] = Field(default_factory=list)
+    style: str = "steps"
+    """``steps`` (a step list: ``steps`` lists them) or ``code`` (a code-first function, ``function``:
+    its steps are the calls it makes, known as each execution runs)."""
+    function: str | None = None
+    events: list[str] | None = None
+    """A code-first function's declared events (None: it accepts any)."""
 
     def waits_for(self) -> list[str]:
         """The events its ``wait_for_event`` steps wait for, in step order."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..clock import UTC, format_ts, parse_ts
 from ..errors import CorruptStateError
-from ..model import Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, OperationRecord, StepRecord
+from ..model import Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, OperationRecord, StepRecord, StepStatus
 
 TTL_ATTR = "expires_at"
 INPUT_ATTR = "input"
@@ -24,9 +24,20 @@ EVENT_PREFIX = "EVT#"
 COMPENSATION_SUFFIX = "#compensation"
 
 
+def step_number(index: int) -> str:
+    """A step index as its history key writes it: three digits up to 999 (as every key written so far),
+    then ``~`` and six digits, which sorts after them all, so key order stays step order."""
+    return f"{index:03d}" if index < 1000 else f"~{index:06d}"
+
+
+def step_index_of(sort_key: str) -> int:
+    """The step index of a history key (``STEP#<number>#<name>...``)."""
+    return int(sort_key.split("#")[1].lstrip("~"))
+
+
 def step_sort_key(index: int, name: str, kind: str = "task") -> str:
     """A step's history key; a compensation's record sits right after the record of the step it undoes."""
-    return f"STEP#{index:03d}#{name}" + (COMPENSATION_SUFFIX if kind == "compensation" else "")
+    return f"STEP#{step_number(index)}#{name}" + (COMPENSATION_SUFFIX if kind == "compensation" else "")
 
 
 def record_sort_key(r: StepRecord) -> str:
@@ -118,6 +129,10 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         attrs["resends"] = e.resends
     if e.layout != 1:
         attrs["layout"] = e.layout
+    if e.checkpoint is not None:
+        attrs["checkpoint"] = e.checkpoint
+    if e.code_step is not None:
+        attrs["code_step"] = e.code_step
     optional = {
         "next_wake_at": None if e.next_wake_at is None else format_ts(e.next_wake_at),
         "timer": None if e.timer is None else e.timer.value,
@@ -176,6 +191,8 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             lost_attempts=_int(attrs.get("lost_attempts", 0)),
             resends=_int(attrs.get("resends", 0)),
             layout=_int(attrs.get("layout", 1)),
+            checkpoint=_int(attrs["checkpoint"]) if "checkpoint" in attrs else None,
+            code_step=_str(attrs["code_step"]) if "code_step" in attrs else None,
             stamped_until=_from_epoch(attrs["stamped_until"]) if "stamped_until" in attrs else None,
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
@@ -284,6 +301,10 @@ def step_to_attrs(r: StepRecord) -> dict[str, Any]:
         attrs["event_id"] = r.event_id
     if r.run is not None:
         attrs[RUN_ATTR] = r.run
+    if r.context_blob is not None:
+        attrs["context"] = r.context_blob
+    if r.undo:
+        attrs["undo"] = True
     optional = {
         "started_at": None if r.started_at is None else format_ts(r.started_at),
         "finished_at": None if r.finished_at is None else format_ts(r.finished_at),
@@ -296,12 +317,20 @@ def step_to_attrs(r: StepRecord) -> dict[str, Any]:
 
 
 def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | CorruptRecord:
+    """A history record as stored, checked field by field here (a delivery reads many: a code-first one
+    reads them all), then built without pydantic's second pass; anything malformed is a CorruptRecord."""
     try:
-        return StepRecord(
-            step_index=_int(attrs["step_index"]),
-            name=attrs["name"],
-            status=attrs["status"],
-            attempts=_int(attrs.get("attempts", 0)),
+        index, attempts = _int(attrs["step_index"]), _int(attrs.get("attempts", 0))
+        if index < 0 or attempts < 0:
+            raise ValueError(f"step_index {index} and attempts {attempts} must not be negative")
+        event_id = attrs.get("event_id")
+        if event_id is not None and not isinstance(event_id, str):
+            raise TypeError(f"event_id must be a string, got {type(event_id).__name__}")
+        return StepRecord.model_construct(
+            step_index=index,
+            name=_str(attrs["name"]),
+            status=StepStatus(attrs["status"]),
+            attempts=attempts,
             started_at=parse_ts(attrs["started_at"]) if "started_at" in attrs else None,
             finished_at=parse_ts(attrs["finished_at"]) if "finished_at" in attrs else None,
             result_blob=_str(attrs["result"]) if "result" in attrs else None,
@@ -310,8 +339,10 @@ def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | Corrup
             expires_at=_from_epoch(attrs[TTL_ATTR]) if TTL_ATTR in attrs else None,
             version=_int(attrs.get("written_version", 0)),
             kind=_str(attrs.get("kind", "task")),
-            event_id=attrs.get("event_id"),
+            event_id=event_id,
             run=_run(attrs),
+            context_blob=_str(attrs["context"]) if "context" in attrs else None,
+            undo=bool(attrs.get("undo", False)),
         )
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")

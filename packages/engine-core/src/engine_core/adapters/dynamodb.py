@@ -23,6 +23,7 @@ nothing here is re-exported from ``engine_core``. Every item is written with ``_
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -174,10 +175,15 @@ class DynamoStore:
         item = resp.get("Item")
         return None if item is None else self._decode_meta(execution_id, item)
 
-    def load_state(self, execution_id: str) -> ExecutionState | None:
+    def load_state(self, execution_id: str, since: int | None = None) -> ExecutionState | None:
         meta, input_blob, records, operations, events, started = None, "", [], [], [], {}
         joins: dict[int, Any] = {}
-        for page in self._query_execution(execution_id, None):
+        if since is None:
+            pages = self._query_execution(execution_id, None)
+        else:  # the execution, its input (and events before 0.3) and its joins; then the history's tail
+            pages = itertools.chain(self._query_range(execution_id, INPUT_SK, "JOIN#~"),
+                                    self._query_range(execution_id, step_sort_key(since, ""), None))
+        for page in pages:
             for item in page:
                 sk = _sort_key(item)
                 if sk == META_SK:
@@ -196,7 +202,22 @@ class DynamoStore:
                     joins[join.step_index] = join
         if meta is None:
             return None
-        return ExecutionState(with_start_attrs(meta, started), input_blob, records, operations, events, joins=joins)
+        return ExecutionState(with_start_attrs(meta, started), input_blob, records, operations, events, joins=joins,
+                              records_from=since)
+
+    def _query_range(self, execution_id: str, low: str, high: str | None):
+        """Pages of the execution's items whose sort key lies in [low, high] (no upper end: None)."""
+        condition = "PK = :pk AND " + ("SK BETWEEN :low AND :high" if high is not None else "SK >= :low")
+        values = {":pk": _pk(execution_id), ":low": low, **({":high": high} if high is not None else {})}
+        args: dict[str, Any] = {"TableName": self.table, "KeyConditionExpression": condition,
+                                "ExpressionAttributeValues": _to_item(values), "ConsistentRead": True, **self._capacity}
+        while True:
+            with _translated("Query"):
+                resp = self.client.query(**args)
+            yield resp.get("Items", [])
+            if "LastEvaluatedKey" not in resp:
+                return
+            args["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def commit(self, transition: Transition) -> None:
         new = transition.new

@@ -7,6 +7,7 @@ Single-threaded by design: the simulation drives it from one thread.
 
 from __future__ import annotations
 
+import bisect
 import copy
 import datetime as dt
 import json
@@ -67,6 +68,8 @@ class MemoryStore:
         self.starts: dict[str, dict[str, Any]] = {}
         """What the ``#INPUT`` item holds beside the input (the token, who started it)."""
         self.steps: dict[str, dict[str, dict[str, Any]]] = {}
+        self._step_keys: dict[str, list[str]] = {}
+        """Each execution's history keys in order (a range read is a bisect, as DynamoDB's is a seek)."""
         self.ops: dict[str, dict[str, dict[str, Any]]] = {}
         self.events: dict[str, dict[str, dict[str, Any]]] = {}
         self.joins: dict[str, dict[int, dict[str, Any]]] = {}
@@ -95,7 +98,7 @@ class MemoryStore:
         attrs = self.metas.get(execution_id)
         return None if attrs is None else execution_from_attrs(execution_id, copy.deepcopy(attrs))
 
-    def load_state(self, execution_id: str) -> ExecutionState | None:
+    def load_state(self, execution_id: str, since: int | None = None) -> ExecutionState | None:
         self._count("load_state")
         attrs = self.metas.get(execution_id)
         if attrs is None:
@@ -103,9 +106,16 @@ class MemoryStore:
         execution = with_start_attrs(execution_from_attrs(execution_id, dict(attrs)), self.starts.get(execution_id, {}))
         # The execution's one query: operations and events are in it only for the layout before 0.3.
         legacy = execution.layout == 1
-        return ExecutionState(execution, self.inputs.get(execution_id, ""), self._records(execution_id),
-                              self._operations(execution_id) if legacy else [],
-                              self._events(execution_id) if legacy else [], joins=self._joins(execution_id))
+        if since is None:
+            records = self._records(execution_id)
+        else:  # only the history's tail is read (and decoded), as DynamoDB's second query reads only it
+            keys, items = self._sorted_keys(execution_id), self.steps.get(execution_id, {})
+            records = [step_from_attrs(key, dict(items[key]))
+                       for key in keys[bisect.bisect_left(keys, step_sort_key(since, "")):]]
+        return ExecutionState(execution, self.inputs.get(execution_id, ""), records,
+                              self._operations(execution_id) if legacy and since is None else [],
+                              self._events(execution_id) if legacy else [], joins=self._joins(execution_id),
+                              records_from=since)
 
     def commit(self, transition: Transition) -> None:
         self._count("commit")
@@ -129,6 +139,12 @@ class MemoryStore:
         old = items.get(key)
         if old is not None and not step_replaceable(old, record):
             raise StepSupersededError(execution_id, record.step_index, record.version, int(old["written_version"]))
+        if old is None:
+            keys = self._step_keys.get(execution_id)
+            if keys is not None and (not keys or keys[-1] < key):
+                keys.append(key)
+            else:
+                self._step_keys.pop(execution_id, None)  # sorted again on the next range read
         items[key] = step_to_attrs(record)
 
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
@@ -185,6 +201,7 @@ class MemoryStore:
                 for key in [k for k, attrs in items.items() if gone(attrs)]:
                     del items[key]
                     deleted += 1
+        self._step_keys.clear()
         return deleted
 
     def item_kinds(self, execution_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -315,6 +332,12 @@ class MemoryStore:
     def list_cursor(self, entry: ListEntry) -> Any:
         """A ``query_list`` cursor that resumes right after ``entry``."""
         return list_key(entry.created_at, entry.execution_id)
+
+    def _sorted_keys(self, execution_id: str) -> list[str]:
+        keys = self._step_keys.get(execution_id)
+        if keys is None:
+            keys = self._step_keys[execution_id] = sorted(self.steps.get(execution_id, {}))
+        return keys
 
     def _records(self, execution_id: str) -> list[StepRecord | CorruptRecord]:
         items = self.steps.get(execution_id, {})

@@ -73,6 +73,7 @@ from ._items import (
     record_sort_key,
     start_attrs,
     step_from_attrs,
+    step_sort_key,
     step_to_attrs,
     valid_list_key,
     with_start_attrs,
@@ -199,9 +200,14 @@ class SqliteStore:
             raw = get_raw(conn, _pk(execution_id), META_SK)
         return None if raw is None else self._decode_meta(execution_id, raw)
 
-    def load_state(self, execution_id: str) -> ExecutionState | None:
+    def load_state(self, execution_id: str, since: int | None = None) -> ExecutionState | None:
         with self.db.read() as conn:  # one statement: one snapshot of the execution's partition
-            rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? ORDER BY sk", (_pk(execution_id),)).fetchall()
+            if since is None:
+                rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? ORDER BY sk",
+                                    (_pk(execution_id),)).fetchall()
+            else:  # the history only from the checkpoint at ``since`` on (what sorts before STEP# is not history)
+                rows = conn.execute("SELECT sk, attrs FROM items WHERE pk = ? AND (sk < ? OR sk >= ?) ORDER BY sk",
+                                    (_pk(execution_id), STEP_PREFIX, step_sort_key(since, ""))).fetchall()
         meta, input_blob, started = None, "", {}
         records, operations, events, joins = [], [], [], {}
         for sk, raw in rows:
@@ -222,7 +228,8 @@ class SqliteStore:
                 joins[join.step_index] = join
         if meta is None:
             return None
-        return ExecutionState(with_start_attrs(meta, started), input_blob, records, operations, events, joins=joins)
+        return ExecutionState(with_start_attrs(meta, started), input_blob, records,
+                              operations if since is None else [], events, joins=joins, records_from=since)
 
     def commit(self, transition: Transition) -> None:
         new = transition.new

@@ -29,9 +29,9 @@ from ..steps import WorkflowDef
 
 log = logging.getLogger("engine_core")
 
-NOT_COMPENSATED = frozenset({"workflow_definition_mismatch", "corrupt_state"})
-"""Failures that end an execution without compensating: its definition or its state cannot be trusted
-to say what ran."""
+NOT_COMPENSATED = frozenset({"workflow_definition_mismatch", "corrupt_state", "nondeterministic_replay"})
+"""Failures that end an execution without compensating: its definition, its state or (code-first) its
+function cannot be trusted to say what ran."""
 
 
 def _done(records: list[Any], index: int, kind: str) -> StepRecord | None:
@@ -69,7 +69,7 @@ class CompensationKind(KindBase):
             e = claimed
         faults.point("worker.after_claim", execution_id=e.execution_id, step=step.index, attempt=e.attempt,
                      compensation=True)
-        original = _done(op.records, step.index, "task")
+        original = _done(op.history(), step.index, "task")
         result = None if original is None or original.result_blob is None else codec.decode(original.result_blob)
         ctx = StepContext(execution_id=e.execution_id, workflow=e.workflow, step_index=step.index, step_name=step.name,
                           attempt=e.attempt, data=op.data or {}, result=result, compensating=True)
@@ -89,9 +89,9 @@ class CompensationKind(KindBase):
         e = op.execution
         if e.compensating:
             return _end(op, error)  # a compensation failed for good: COMPENSATION_FAILED, naming its step
-        if error.code in NOT_COMPENSATED:
+        if error.code in NOT_COMPENSATED or not any(s.compensate for s in op.wf.steps[:e.current_step]):
             return None
-        first = first_to_undo(op.wf, op.records, e.current_step)
+        first = first_to_undo(op.wf, op.history(), e.current_step)
         if first is None:
             return None
         new = transitions.compensation_started(e, op.now(), error, first, op.lease_s(first))
@@ -138,7 +138,7 @@ def _succeeded(op: StepOps, value: Any) -> Outcome:
     op.metric("StepsCompensated", "Count", 1)
     op.log("compensation succeeded")
     also = e.failed_step if e.undo_failed_step else None
-    nxt = first_to_undo(op.wf, op.records, step.index, also)
+    nxt = first_to_undo(op.wf, op.history(), step.index, also)
     if nxt is not None:
         outcome = op.commit(transitions.compensation_next(e, now, nxt, op.lease_s(nxt)))
         if outcome is not None:

@@ -28,7 +28,8 @@ class WaitKind(KindBase):
 
     def run(self, op: StepOps) -> Outcome:
         spec = op.step.kind
-        event = pending(op.records, op.list_events(spec.event), spec.event, op.step.index)
+        events = op.list_events(spec.event)
+        event = pending(op.history() if events else [], events, spec.event, op.step.index)
         if event is not None:
             return _settle(op, event.data, event.event_id)
         if op.execution.attempt > 0:
@@ -55,7 +56,8 @@ def _wait(op: StepOps) -> Outcome:
     if outcome is not None:
         return outcome
     faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=op.step.index)
-    late = pending(op.records, op.list_events(spec.event), spec.event, op.step.index)
+    events = op.list_events(spec.event)
+    late = pending(op.history() if events else [], events, spec.event, op.step.index)
     if late is not None:
         return _settle(op, late.data, late.event_id)
     op.log("waiting for an event", event=spec.event, timeout_at=timeout_at.isoformat())

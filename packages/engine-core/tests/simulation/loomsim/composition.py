@@ -130,7 +130,8 @@ def make_config(seed: int, **overrides: Any) -> CompConfig:
         shards=rng.choice([1, 1, 2]), lease_s=rng.choice([60.0, 120.0, 300.0, 900.0]),
         max_queue_delay_s=rng.choice([900, 900, 60, 0]), time_margin_ms=rng.choice([0, 3000]),
         sweep_max_items=rng.choice([3, 500, 500]), max_chain_steps=rng.choice([1, 2, 100, 100]),
-        index_slack_s=rng.choice([0.0, 30.0, 300.0]), history_grace_s=rng.choice([86400.0, 0.0]))
+        index_slack_s=rng.choice([0.0, 30.0, 300.0]), history_grace_s=rng.choice([86400.0, 0.0]),
+        checkpoint_records=random.Random(f"loomsim-checkpoint:{seed}").choice([1, 2, 3, 100]))
     profile = rng.choices(PROFILES, weights=[55, 15, 20, 10])[0]
     u = rng.uniform
     if profile == "mixed":

@@ -140,6 +140,8 @@ def make_config(seed: int, **overrides: Any) -> SimConfig:
         max_chain_steps=rng.choice([1, 2, 100, 100]),
         index_slack_s=rng.choice([0.0, 30.0, 300.0]),
         history_grace_s=rng.choice([86400.0, 86400.0, 600.0, 0.0]),
+        # Its own draw, so the draws above (and every seed's run without it) stay as they were.
+        checkpoint_records=random.Random(f"loomsim-checkpoint:{seed}").choice([1, 2, 3, 100]),
     )
     # Most seeds mix every fault at random rates; the rest concentrate on one theme, so that rare
     # combinations (a stopped worker whose message comes back, then a crash at its checkpoint) occur.

@@ -209,8 +209,8 @@ class StoreProxy:
     def load(self, execution_id):
         return self.sim.call("load", lambda: self.inner.load(execution_id))
 
-    def load_state(self, execution_id):
-        return self.sim.call("load_state", lambda: self.inner.load_state(execution_id))
+    def load_state(self, execution_id, since=None):
+        return self.sim.call("load_state", lambda: self.inner.load_state(execution_id, since))
 
     def commit(self, transition):
         def call():

@@ -1,0 +1,131 @@
+"""Code-first beside step lists: the same steps written both ways (``engine_core.durable`` and
+``@workflow``), measured the same way.
+
+- On the wire (the real Engine on DynamoStore + SqsQueue over moto, the poller of ``steps.py``): marginal
+  requests, write units and read units per step, ``n`` steps minus one, divided by ``n - 1``.
+- Engine CPU per step (``time.process_time``, memory store): a 100-step and a 1,000-step execution,
+  chained (100 steps a delivery, the default) and one step a delivery, where a code-first delivery
+  replays every recorded step before running the next (its whole history is read and decoded again).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine_core import Engine, EngineSettings, ManualClock, Registry
+from engine_core.adapters.memory import MemoryStore
+from engine_core.durable import durable
+from engine_core.durable import step as durable_step
+from engine_core.registry import build_workflow
+from engine_core.testing import FakeQueue
+
+from .steps import WORKFLOW, _lin, _median_runs, _summary, payload_for, run_executions
+from .world import aws_world
+
+STYLES = ["steps", "code"]
+RESULT_BYTES = 1024
+CPU_CASES = [(100, 100), (1000, 100), (100, 1)]
+"""(steps, steps a delivery)."""
+
+
+def registry_for(style: str, n_steps: int, result_bytes: int = RESULT_BYTES) -> Registry:
+    """``n_steps`` steps returning ``result_bytes`` each, as a step list or as a code-first function."""
+    payload = payload_for(result_bytes)
+    registry = Registry()
+    if style == "steps":
+        def make(index: int) -> Callable:
+            def body(ctx):
+                return {"payload": payload}
+
+            body.__name__ = f"step_{index:04d}"
+            return body
+
+        registry.register(build_workflow(WORKFLOW, [make(i) for i in range(n_steps)], source="bench.code"))
+        return registry
+
+    def one() -> dict[str, str]:
+        return {"payload": payload}
+
+    @durable(WORKFLOW, registry=registry)
+    def flow(input: dict[str, Any]) -> None:
+        for i in range(n_steps):
+            durable_step(f"step_{i:04d}", one)
+
+    return registry
+
+
+def wire(n_steps: int = 5, repeats: int = 3, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for style in STYLES:
+        runs = []
+        for _ in range(repeats):
+            with aws_world() as world:
+                one = run_executions(world, registry_for(style, 1))
+                many = run_executions(world, registry_for(style, n_steps))
+            runs.append(_lin(_summary(many.calls), _summary(one.calls), -1, n_steps - 1))
+        per_step, same = _median_runs(runs)
+        out[style] = {"per_step": per_step, "runs_identical": same}
+        progress(f"  code: {style}: {per_step['aws_requests']:.2f} requests, {per_step['write_units']:.2f} write "
+                 f"units, {per_step['rcu']:.2f} read units per step")
+    return out
+
+
+def cpu_once(style: str, n_steps: int, chain: int) -> float:
+    """Engine CPU seconds for one execution of ``n_steps`` steps, start to COMPLETED."""
+    registry = registry_for(style, n_steps)
+    clock = ManualClock()
+    queue = FakeQueue(clock)
+    engine = Engine(MemoryStore(), queue, registry, clock,
+                    EngineSettings(max_chain_steps=chain, max_steps=max(1000, n_steps + 1)))
+    gc.collect()
+    started = time.process_time()
+    engine.start(WORKFLOW, {})
+    done = False
+    while not done:
+        batch = queue.receive()
+        if not batch:
+            raise RuntimeError("queue ran dry before the execution completed")
+        for message in batch:
+            outcome = engine.process(message.body)
+            queue.ack(message)
+            if outcome.kind not in ("advanced", "completed"):
+                raise RuntimeError(f"unexpected outcome {outcome}")
+            done = done or outcome.kind == "completed"
+    return time.process_time() - started
+
+
+def cpu(repeats: int = 5, progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    rows = []
+    for n_steps, chain in CPU_CASES:
+        row: dict[str, Any] = {"steps": n_steps, "chain": chain}
+        for style in STYLES:
+            seconds = statistics.median(cpu_once(style, n_steps, chain) for _ in range(repeats))
+            row[f"{style}_us_per_step"] = seconds / n_steps * 1e6
+        row["ratio"] = row["code_us_per_step"] / row["steps_us_per_step"]
+        rows.append(row)
+        progress(f"  code: {n_steps} steps, {chain} a delivery: step list {row['steps_us_per_step']:.0f} us, "
+                 f"code-first {row['code_us_per_step']:.0f} us per step ({row['ratio']:.2f}x)")
+    return rows
+
+
+def measure(repeats: int = 3, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    return {"result_bytes": RESULT_BYTES, "wire": wire(repeats=repeats, progress=progress),
+            "cpu": cpu(repeats=max(3, repeats), progress=progress)}
+
+
+def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:
+    """Whether code-first stays within ``tolerance`` of the step list, figure by figure."""
+    wire_steps, wire_code = results["wire"]["steps"]["per_step"], results["wire"]["code"]["per_step"]
+    figures = {name: (wire_steps[name], wire_code[name]) for name in ("aws_requests", "write_units", "rcu")}
+    for row in results["cpu"]:
+        figures[f"cpu {row['steps']} steps, {row['chain']} a delivery"] = (row["steps_us_per_step"],
+                                                                          row["code_us_per_step"])
+    out = {}
+    for name, (a, b) in figures.items():
+        ratio = (b / a) if a else (1.0 if b == a else float("inf"))
+        out[name] = {"steps": a, "code": b, "ratio": ratio, "within": abs(ratio - 1.0) <= tolerance}
+    return out

@@ -1,0 +1,150 @@
+"""One delivery's run of a code-first function: which durable call is at which position, what the
+history recorded there, and whether the function still calls what it called before.
+
+``Replay.call`` numbers each durable call (0, 1, 2, ...), checks it against the record at that position
+(name and kind: anything else is ``nondeterministic_replay``), returns a recorded value, and hands the
+first position without one to the run (``run.at``), which runs it through its step kind. The run's
+control flow reaches the user's function only as exceptions it cannot catch by accident
+(``BaseException``): ``Suspend`` (the delivery ends here: a sleep, a wait, a retry, a hand-off, a
+failure), ``Stop`` (a replay that only had to reach a position), ``NondeterministicReplay``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from .. import codec
+from ..model import Execution, StepRecord, StepStatus
+from ..outcome import Outcome
+from ..steps import StepDef
+from .plan import RETURN_KIND, Call, CodeSteps
+
+
+class Suspend(BaseException):
+    """The delivery ends with ``outcome``; the function is unwound."""
+
+    def __init__(self, outcome: Outcome):
+        super().__init__(outcome.kind)
+        self.outcome = outcome
+
+
+class Stop(BaseException):
+    """A replay that only had to reach a position reached it."""
+
+
+class NondeterministicReplay(BaseException):
+    """The function called something other than what the history recorded at a position."""
+
+
+class EngineRaised(BaseException):
+    """An engine error inside a durable call (for example: too little time left to start a step, which
+    asks for redelivery). Carried through the function unchanged, then raised again."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+class CodeRunOps(Protocol):
+    execution: Execution
+    records: list[Any]
+
+    def now(self) -> Any: ...
+
+    @property
+    def plan(self) -> CodeSteps: ...
+
+    def at(self, d: StepDef) -> Any: ...
+
+
+def value_of(r: StepRecord) -> Any:
+    """What a durable call returns for its record: a step's result, a wait's event data, a parallel or map
+    step's list of results; a sleep returns None."""
+    if r.result_blob is None or r.kind == "sleep":
+        return None
+    value = codec.decode(r.result_blob)
+    if r.kind in ("event", "fanout"):
+        return value[r.name] if isinstance(value, dict) else None
+    return value
+
+
+def _what(kind: str, name: str) -> str:
+    return {"task": "step", "sleep": "sleep", "event": "wait_for_event", "fanout": "parallel/map",
+            RETURN_KIND: "return"}.get(kind, kind) + f"({name!r})"
+
+
+class Replay:
+    """The positions of one run of the function (see the module docstring)."""
+
+    def __init__(self, run: CodeRunOps, stop_at: int | None = None):
+        self.run, self.stop_at = run, stop_at
+        self.position = 0
+        self.closed: Outcome | None = None
+        self.broken: NondeterministicReplay | None = None
+        self.recorded = {r.step_index: r for r in run.records
+                         if isinstance(r, StepRecord) and r.kind != "compensation"}
+
+    def execution_id(self) -> str:
+        return self.run.execution.execution_id
+
+    def now(self) -> Any:
+        """The engine's clock (a test's manual clock, else the system's)."""
+        return self.run.now()
+
+    def call(self, d: Call) -> Any:
+        if self.broken is not None:
+            raise self.broken
+        if self.closed is not None:  # the function caught the delivery's end and went on: end it again
+            raise Suspend(self.closed)
+        p = self.position
+        self.position += 1
+        e = self.run.execution
+        r = self.recorded.get(p)
+        if r is not None and (r.name != d.name or r.kind != d.kind.kind):
+            self._mismatch(p, _what(d.kind.kind, d.name), _what(r.kind, r.name), "the history recorded")
+        if r is None and p == e.current_step and e.code_step is not None and not e.compensating:
+            before = e.code_position
+            if before is not None and (before.name, before.kind) != (d.name, d.kind.kind):
+                self._mismatch(p, _what(d.kind.kind, d.name), _what(before.kind, before.name),
+                               "an earlier delivery called")
+        if self.stop_at is not None:  # a replay to a position keeps every call (their compensations, a branch's body)
+            self.run.plan.put(d.at(p))
+            if p >= self.stop_at:
+                raise Stop()
+        # A sleep's record is written when it begins: it is done once the execution moved past it (a replay
+        # to a position, ``stop_at``, only ever goes through positions that completed).
+        if r is not None and r.status is StepStatus.SUCCEEDED and (r.kind != "sleep" or p < e.current_step
+                                                                   or self.stop_at is not None):
+            return value_of(r)
+        if self.stop_at is not None:
+            self._mismatch(p, _what(d.kind.kind, d.name), "nothing completed", "the history has")
+        called = d.at(p)
+        self.run.plan.put(called)
+        try:
+            return self.run.at(called)
+        except Suspend as end:
+            self.closed = end.outcome
+            raise
+        except (Stop, NondeterministicReplay, EngineRaised):
+            raise
+        except Exception as exc:
+            raise EngineRaised(exc) from exc
+
+    def returned(self) -> None:
+        """The function returned after ``position`` calls: the history must not hold a call after them."""
+        p, e = self.position, self.run.execution
+        later = sorted(i for i, r in self.recorded.items() if i >= p and r.kind != RETURN_KIND)
+        if later:
+            r = self.recorded[later[0]]
+            self._mismatch(p, "return", _what(r.kind, r.name), "the history recorded")
+        before = e.code_position
+        if e.current_step == p and before is not None and p not in self.recorded and not e.compensating:
+            self._mismatch(p, "return", _what(before.kind, before.name), "an earlier delivery called")
+
+    def _mismatch(self, p: int, now: str, then: str, source: str) -> None:
+        self.broken = NondeterministicReplay(
+            f"position {p}: this run of the function did {now} where {source} {then}. The code between durable "
+            "calls must decide the same way on every replay (read time and randomness through now() and "
+            "new_id(), everything else from the input and earlier results); a deploy that changes the calls "
+            "of executions in flight needs a new workflow name or a drained workflow")
+        raise self.broken

@@ -1,0 +1,349 @@
+"""One delivery of a code-first execution (``CodeRun``): the step run of ``step_run.py``, driven by the
+function instead of a step list.
+
+The function runs from the top. Each durable call it makes is a position (``replay.Replay``): a recorded
+one returns its value; the first one without a record runs here through its step kind, exactly as a
+step-list step (claim, lease, body under its budget, record written once, retries, sleeps and waits
+that suspend the execution), and the function goes on in the same invocation.
+
+One difference in the writes: a step-list delivery knows the next step when it settles one, so the
+write that moves on also claims the next. Here the next position is known only when the function calls
+it, so the settled step's record is written at once (its result is durable before the function sees
+it) and the write that moves on waits for the next call (``at``) or the return (``_return``), which it
+then claims or completes in the same write. A step costs the same two writes as in a step list; a crash
+in between leaves the recorded result, which the next delivery's replay returns without running the
+step again, and that delivery moves on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from .. import callbacks, codec, faults, transitions
+from ..errors import NonSerializableResultError, ResultTooLargeError
+from ..model import ErrorInfo, Execution, ExecutionState, StepMessage, StepRecord, StepStatus
+from ..outcome import Outcome, log_fields
+from ..step_run import StepRun
+from ..steps import StepDef
+from . import _current
+from .plan import RETURN_KIND, CodeSteps, code_plan, describe
+from .replay import EngineRaised, NondeterministicReplay, Replay, Stop, Suspend, value_of
+
+log = logging.getLogger("engine_core")
+_NOTHING = object()
+
+
+def _where(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})" if tb is not None else ""
+
+
+class CodeRun(StepRun):
+    """One delivery's work on a code-first execution (see the module docstring)."""
+
+    def __init__(self, life: Any, kinds: Any, wf: Any, state: ExecutionState, remaining_ms: Any,
+                 yield_after_ms: Any):
+        self.code = wf
+        self.pending = False
+        """The current position settled in this delivery; the write that moves on waits for the next call."""
+        self.settled: StepRecord | None = None
+        self._described: tuple[StepDef, Any] | None = None
+        self.settled_value: Any = _NOTHING
+        """A step's value as the codec hands it on (no second decode of the record just written)."""
+        super().__init__(life, kinds, code_plan(wf, state.execution, list(state.records)), state, remaining_ms,
+                         yield_after_ms)
+
+    @property
+    def plan(self) -> CodeSteps:
+        return cast(CodeSteps, self.wf.steps)
+
+    def _context(self, state: ExecutionState, upto: int) -> dict[str, Any]:
+        data = codec.decode(state.input_blob)
+        if not isinstance(data, dict):
+            raise ValueError("the stored input is not an object")
+        return data
+
+    def _argument(self) -> Any:
+        model = self.code.input_model
+        return model.model_validate(self.data) if self.code.code.model_argument and model is not None else self.data
+
+    # -- driving the function --------------------------------------------------------------------------
+    def loop(self) -> Outcome:
+        if self.execution.compensating:
+            return self._finished(self._compensate())
+        replay = Replay(self)
+        outcome: Outcome | None = None
+        bound = _current.RUN.set(replay)
+        try:
+            value = self.code.code.fn(self._argument())
+        except Suspend as end:
+            outcome = end.outcome
+        except EngineRaised as raised:
+            raise raised.error from None
+        except NondeterministicReplay as exc:
+            outcome = self._code_failed("nondeterministic_replay", str(exc))
+        except Exception as exc:
+            if replay.broken is not None:  # the function swallowed the mismatch and failed otherwise
+                outcome = self._code_failed("nondeterministic_replay", str(replay.broken))
+            else:
+                log.warning("workflow function raised outside a step", exc_info=True, extra=log_fields(self.execution))
+                outcome = self._code_failed("workflow_error", f"{type(exc).__qualname__}: {exc}{_where(exc)}")
+        finally:
+            _current.RUN.reset(bound)
+        if outcome is None:
+            if replay.closed is not None:  # it caught its own delivery's end and returned
+                outcome = replay.closed
+            elif replay.broken is not None:  # it swallowed the mismatch and returned
+                outcome = self._code_failed("nondeterministic_replay", str(replay.broken))
+            else:
+                try:
+                    replay.returned()
+                except NondeterministicReplay as exc:
+                    outcome = self._code_failed("nondeterministic_replay", str(exc))
+                else:
+                    outcome = self._return(value, replay.position)
+        return self._finished(outcome)
+
+    def resume(self) -> Outcome:
+        return self.loop()
+
+    def reach(self, position: int) -> StepDef | None:
+        """Replay the function up to ``position`` (nothing runs: every earlier call must be recorded) and
+        return what it calls there; None when it does not get there the same way."""
+        replay = Replay(self, stop_at=position)
+        bound = _current.RUN.set(replay)
+        try:
+            self.code.code.fn(self._argument())
+        except Stop:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - a replay that does not reach it, for any reason
+            if not isinstance(exc, (Exception, NondeterministicReplay, Suspend, EngineRaised)):
+                raise
+            log.warning("replay did not reach the position", extra={**log_fields(self.execution),
+                                                                    "error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            _current.RUN.reset(bound)
+        return self.plan.called(position)
+
+    def at(self, d: StepDef) -> Any:
+        """Run the first position without a record (``d``) here, and return its value."""
+        e = self.execution
+        if d.index == e.current_step + 1 and self._settled_here(e):
+            outcome = self._move_on(d)
+            if outcome is not None:
+                raise Suspend(outcome)
+            e = self.execution
+        if d.index != e.current_step:
+            raise Suspend(self.fail(ErrorInfo(code="corrupt_state", message=(
+                f"the function reached position {d.index} {d.name!r} with every earlier call recorded, but the "
+                f"execution is at position {e.current_step}: its history is missing records"))))
+        cap = self._cap_exceeded(e)
+        if cap is not None:
+            raise Suspend(self.fail(cap))
+        kind = self.kinds.kinds[d.kind.kind]
+        self.settled, self.settled_value = None, _NOTHING
+        outcome = kind.finish_cancel(self) if e.cancel_requested else kind.run(self)
+        if outcome.kind == "cancel_requested":
+            outcome = self.finish_cancel(undo_current=self.execution.lost_attempts > 0)
+        if outcome.kind != "chained":
+            raise Suspend(outcome)
+        if self.settled_value is not _NOTHING:
+            return self.settled_value
+        return None if self.settled is None else value_of(self.settled)
+
+    def _settled_here(self, e: Execution) -> bool:
+        if self.pending:
+            return True
+        r = next((r for r in self.records if isinstance(r, StepRecord) and r.step_index == e.current_step
+                  and r.kind not in ("compensation", "sleep", RETURN_KIND)), None)
+        return r is not None and r.status is StepStatus.SUCCEEDED
+
+    # -- moving on ------------------------------------------------------------------------------------
+    def _advance(self, checkpoint: int | None = None) -> Outcome:
+        """The current position settled: the write that moves on waits for the function's next call."""
+        self.pending = True
+        return Outcome("chained", self.execution.execution_id, self.execution.current_step)
+
+    def _move_on(self, d: StepDef | None) -> Outcome | None:
+        """Move past the settled current position to ``d`` (the function's next call), claiming it in the
+        same write when it runs here; without ``d``, only move on (the function failed after it). None:
+        go on here."""
+        e = self.execution
+        now, nxt = self.clock.now(), e.current_step + 1
+        chain = d is not None and self._may_chain_to(d)
+        expiry = deadline = None
+        if chain and d is not None and d.kind.needs_invocation_time():
+            deadline = self.deadline()
+            expiry = transitions.claim_expiry(now, self.life.timeout_s(self.wf, nxt), self.life.margin_s, deadline)
+        new = transitions.advanced(e, now, nxt + 1, self.retention, lease_s=self.lease_s(nxt),
+                                   slack_s=self.settings.slack_s, claim_expiry_at=expiry, deadline=deadline)
+        outcome = self.commit(new)
+        self.pending = False
+        if outcome is not None:
+            if outcome.kind == "cancel_requested":  # the step settled after a cancel: it is undone too
+                return self.finish_cancel(undo_current=True)
+            return outcome
+        faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=e.current_step)
+        if d is None or chain:
+            return None
+        self.send()
+        faults.point("worker.after_enqueue", execution_id=e.execution_id, step=e.current_step)
+        return Outcome("advanced", e.execution_id, e.current_step)
+
+    def _may_chain_to(self, d: StepDef) -> bool:
+        settings = self.settings
+        if self.steps_run >= settings.max_chain_steps or d.index >= settings.max_steps:
+            return False
+        if self.execution.total_attempts + 1 >= settings.max_total_attempts:
+            return False
+        if self.yield_after_ms is not None and self._elapsed_ms() >= self.yield_after_ms:
+            return False
+        if not d.kind.needs_invocation_time() or self.remaining_ms is None:
+            return True
+        return self.remaining_ms() >= self.life.timeout_s(self.wf, d.index) * 1000 + settings.time_margin_ms
+
+    def _elapsed_ms(self) -> float:
+        import time
+
+        return time.monotonic() * 1000 - self.started_ms
+
+    def commit(self, new: Execution) -> Outcome | None:
+        """Every write names the position the execution is at, as the function called it."""
+        if not new.status.is_terminal and not new.compensating:
+            d = self.plan.called(new.current_step)
+            if d is not None:
+                if self._described is None or self._described[0] is not d:
+                    self._described = (d, describe(d))
+                described = self._described[1]
+                if new.code_step != described:
+                    new = new.model_copy(update={"code_step": described})
+        return super().commit(new)
+
+    # -- what a step records --------------------------------------------------------------------------
+    def succeed(self, result: Any) -> Outcome:
+        e, step = self.execution, self.step
+        try:
+            blob, value = codec.roundtrip(result, "result")
+            self.check_size(f"result of step {step.name!r}", blob)
+        except (NonSerializableResultError, ResultTooLargeError) as exc:
+            return self.fail(self.error(exc.code, str(exc)))
+        self.settled_value = value
+        now = self.clock.now()
+        record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
+                            version=e.version, started_at=e.attempt_started_at, finished_at=now, result_blob=blob,
+                            expires_at=self.item_expiry(now), run=e.run, undo=step.compensate is not None)
+        return self.settle(record, self.data or {}, self.context_bound)
+
+    def merge(self, result: dict[str, Any], what: str) -> tuple[str, dict[str, Any], int]:
+        blob, _ = codec.roundtrip(result, "result")
+        self.check_size(what, blob)
+        return blob, self.data or {}, self.context_bound
+
+    def settle(self, record: StepRecord, merged: dict[str, Any], bound: int) -> Outcome:
+        self.settled = record
+        return super().settle(record, merged, bound)
+
+    def _with_checkpoint(self, record: StepRecord, merged: dict[str, Any]) -> StepRecord:
+        return record  # a replay needs every recorded value: the context is the input, never checkpointed
+
+    def callback_token(self, event: str) -> str:
+        e, d = self.execution, self.plan.called(self.execution.current_step)
+        if d is None or getattr(d, "callback_event", None) != event:
+            raise ValueError(f"a callback token for {event!r} is issued only to wait_for_callback({event!r})'s "
+                             "submit function")
+        if not e.callback_secret:
+            raise RuntimeError(f"execution {e.execution_id} started before callback tokens existed")
+        return callbacks.issue(e.callback_secret, e.execution_id, e.current_step + 1)
+
+    # -- ending -----------------------------------------------------------------------------------------
+    def _return(self, value: Any, positions: int) -> Outcome:
+        """The function returned ``value`` after ``positions`` calls: its record (unless None), then
+        COMPLETED in the write that also moves past the last step."""
+        e = self.execution
+        if value is not None:
+            try:
+                blob, _ = codec.roundtrip(value, "return value")
+                self.check_size("the function's return value", blob)
+            except (NonSerializableResultError, ResultTooLargeError) as exc:
+                return self._code_failed(exc.code, str(exc))
+            now = self.clock.now()
+            outcome = self.put(StepRecord(step_index=positions, name="return", status=StepStatus.SUCCEEDED,
+                                          attempts=0, version=e.version, started_at=now, finished_at=now,
+                                          result_blob=blob, expires_at=self.item_expiry(now), kind=RETURN_KIND,
+                                          run=e.run))
+            if outcome is not None:
+                return outcome
+        now = self.clock.now()
+        done_now = (not self.life.events.enabled and e.stamped_until is not None
+                    and e.stamped_until >= now + self.retention)
+        new = transitions.returned(e, now, positions, self.retention, finalized=done_now,
+                                   finalize_grace_s=self.finalize_grace_s())
+        outcome = self.commit(new)
+        self.pending = False
+        if outcome is not None:
+            if outcome.kind == "cancel_requested":
+                return self.finish_cancel(undo_current=positions > 0)
+            return outcome
+        new = self.execution
+        self.metric("ExecutionsCompleted", "Count", 1)
+        log.info("execution completed", extra=log_fields(new))
+        if not new.finalized:
+            self.life.finalize(new)
+        return Outcome("completed", e.execution_id, positions)
+
+    def _code_failed(self, code: str, message: str) -> Outcome:
+        """The function itself failed (outside any step): moved past a step it settled, then failed, with
+        its completed steps compensated (not for a replay that went another way: what ran is unknown)."""
+        if self.pending:
+            outcome = self._move_on(None)
+            if outcome is not None:
+                return outcome
+        e = self.execution
+        if e.is_claimed:  # pragma: no cover - a claim always settles or fails through its kind first
+            return Outcome("conflict", e.execution_id, e.current_step, "a step still holds the execution")
+        return self.fail(ErrorInfo(code=code, message=message))
+
+    # -- compensating -----------------------------------------------------------------------------------
+    def _compensate(self) -> Outcome:
+        """Undo the completed steps: replay the function to its failed position to learn each step's
+        compensation (with the arguments it was called with), then run the current one."""
+        e = self.execution
+        failed_at = e.failed_step if e.failed_step is not None else e.current_step
+        replay = Replay(self, stop_at=failed_at)
+        bound = _current.RUN.set(replay)
+        problem: str | None = None
+        try:
+            self.code.code.fn(self._argument())
+        except Stop:
+            pass
+        except NondeterministicReplay as exc:
+            problem = str(exc)
+        except (Suspend, EngineRaised) as exc:  # pragma: no cover - a replay to a recorded position runs nothing
+            problem = f"the replay to position {failed_at} did not get there: {exc}"
+        except Exception:
+            pass  # the function failed after its last call (workflow_error): every call was replayed
+        finally:
+            _current.RUN.reset(bound)
+        d = self.plan.called(e.current_step)
+        if problem is None and (d is None or d.compensate is None):
+            problem = (f"the replay did not reach position {e.current_step} with its compensation: the function no "
+                       "longer calls it the same way")
+        if problem is not None:
+            return self.fail(ErrorInfo(code="nondeterministic_replay", message=problem,
+                                       step_index=e.current_step))
+        return self.kinds.compensating.run(self)
+
+    # -- branches ---------------------------------------------------------------------------------------
+    def run_branch(self, message: StepMessage) -> Outcome:
+        e = self.execution
+        if e.compensating or e.current_step != message.step or e.status.is_terminal:
+            return Outcome("stale", e.execution_id, message.step,
+                           f"branch {message.branch}: the execution is at step {e.current_step} ({e.status.value})")
+        d = self.reach(message.step)
+        if d is None or d.kind.kind != "fanout":
+            return Outcome("stale", e.execution_id, message.step,
+                           f"branch {message.branch}: the function does not call parallel or map there now")
+        return self.kinds.kinds["fanout"].run_branch(self, message)

@@ -1,0 +1,444 @@
+"""Code-first workflows (``engine_core.durable``): replay, exact values, determinism, the ContextVar,
+typed inputs, failures of the function itself. Real Engine and Sweeper on the memory store, manual clock."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import Counter
+from decimal import Decimal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from engine_core import (
+    EngineSettings,
+    InvalidInputError,
+    ManualClock,
+    RegistrationError,
+    RetryPolicy,
+    Status,
+    StepRecord,
+    StepStatus,
+    faults,
+    workflow,
+)
+from engine_core.durable import DurableCallError, durable, new_id, now, sleep, step
+from engine_core.testing import LocalRunner
+
+UTC = dt.timezone.utc
+
+
+class Crash(BaseException):
+    """The process died here."""
+
+
+@pytest.fixture(autouse=True)
+def _no_fault_hook():
+    yield
+    faults.install(None)
+
+
+def crash_once_at(point: str, when=lambda info: True) -> None:
+    left = {"n": 1}
+
+    def hook(name, info):
+        if name == point and left["n"] and when(info):
+            left["n"] -= 1
+            raise Crash(point)
+
+    faults.install(hook)
+
+
+def make_runner(registry, **settings) -> LocalRunner:
+    clock = ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+    return LocalRunner(registry, clock=clock, settings=EngineSettings(**{"lease_s": 120, **settings}))
+
+
+def run(runner: LocalRunner, eid: str):
+    for _ in range(5_000):
+        e = runner.engine.get(eid)
+        if e.status.is_terminal:
+            return e
+        try:
+            runner.step_once()
+        except Crash:
+            pass
+    raise AssertionError("execution did not finish")
+
+
+def records(runner, eid) -> list[StepRecord]:
+    return [r for r in runner.history(eid) if isinstance(r, StepRecord)]
+
+
+def returned(runner, eid):
+    from engine_core import codec
+
+    r = next(r for r in records(runner, eid) if r.kind == "return")
+    return codec.decode(r.result_blob)
+
+
+# -- replay -------------------------------------------------------------------------------------------
+def test_durable_step_values_come_back_with_their_exact_types_after_a_crash(registry):
+    # given: a step returns a tuple, a set, a datetime, bytes, a Decimal and int keys; the worker dies
+    # after the record is written and before the function sees the value
+    runs = Counter()
+    value = {"pair": (1, 2), "tags": {"a", "b"}, "at": dt.datetime(2026, 1, 2, tzinfo=UTC), "raw": b"\x00\x01",
+             "money": Decimal("12.30"), 7: "seven"}
+    seen = []
+
+    def fetch():
+        runs["fetch"] += 1
+        return value
+
+    @durable("types", registry=registry)
+    def flow(input):
+        got = step("fetch", fetch)
+        seen.append(got)
+        return {"same": got == value, "pair_is_tuple": isinstance(got["pair"], tuple)}
+
+    runner = make_runner(registry)
+    crash_once_at("worker.after_record")
+    eid = runner.start("types")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the body ran once; the replay returned the recorded value, type for type
+    assert e.status is Status.COMPLETED and runs["fetch"] == 1
+    assert seen[-1] == value and type(seen[-1]["pair"]) is tuple and type(seen[-1]["tags"]) is set
+    assert type(seen[-1]["money"]) is Decimal and 7 in seen[-1]
+    assert returned(runner, eid) == {"same": True, "pair_is_tuple": True}
+
+
+def test_durable_a_value_the_codec_cannot_keep_fails_the_step_at_once_naming_the_path(registry):
+    # given
+    runs = Counter()
+
+    def build():
+        runs["build"] += 1
+        return {"ok": 1, "nested": [1, {"handle": threading.Lock()}]}
+
+    @durable("unkeepable", registry=registry, retry=RetryPolicy(max_attempts=5, base=1))
+    def flow(input):
+        return step("build", build)
+
+    runner = make_runner(registry)
+    eid = runner.start("unkeepable")
+
+    # when
+    e = run(runner, eid)
+
+    # then: no retry (the same value would fail again), and the message says where the value is
+    assert e.status is Status.FAILED and runs["build"] == 1
+    assert e.error.code == "non_serializable_result"
+    assert "nested" in e.error.message and "handle" in e.error.message
+
+
+def test_durable_each_delivery_replays_recorded_steps_without_running_them(registry):
+    # given: one step per delivery, so every delivery replays the earlier ones
+    runs, tops = Counter(), Counter()
+
+    @durable("chain", registry=registry)
+    def flow(input):
+        tops["top"] += 1
+        a = step("a", lambda: runs.update(["a"]) or 1)
+        b = step("b", lambda: runs.update(["b"]) or a + 1)
+        return step("c", lambda: runs.update(["c"]) or b + 1)
+
+    runner = make_runner(registry, max_chain_steps=1)
+    eid = runner.start("chain")
+
+    # when
+    e = run(runner, eid)
+
+    # then: each body once; the function itself ran once per delivery (the code outside steps re-runs)
+    assert e.status is Status.COMPLETED and returned(runner, eid) == 3
+    assert runs == Counter(a=1, b=1, c=1)
+    assert tops["top"] == 3
+
+
+def test_durable_the_same_name_twice_is_two_positions_by_occurrence(registry):
+    # given
+    @durable("twice", registry=registry)
+    def flow(input):
+        return [step("tick", lambda i=i: i) for i in range(3)]
+
+    runner = make_runner(registry, max_chain_steps=1)
+    eid = runner.start("twice")
+
+    # when
+    e = run(runner, eid)
+
+    # then
+    assert e.status is Status.COMPLETED and returned(runner, eid) == [0, 1, 2]
+    assert [(r.step_index, r.name) for r in records(runner, eid) if r.kind == "task"] == [(0, "tick"), (1, "tick"), (2, "tick")]
+
+
+def test_durable_now_and_new_id_are_recorded_and_replayed_unchanged(registry):
+    # given: the values are read before a sleep and compared after it, in a later delivery
+    seen = []
+
+    @durable("stamps", registry=registry)
+    def flow(input):
+        at, ident = now(), new_id()
+        sleep(minutes=5)
+        seen.append((at, ident))
+        return {"at": at, "id": ident}
+
+    runner = make_runner(registry)
+    eid = runner.start("stamps")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the clock moved five minutes, the recorded instant did not
+    assert e.status is Status.COMPLETED
+    assert seen[-1][0] == dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC) and len(seen[-1][1]) == 32
+    assert returned(runner, eid) == {"at": seen[-1][0], "id": seen[-1][1]}
+
+
+def test_durable_a_nested_durable_call_reruns_its_non_step_code_unless_wrapped_in_step(registry):
+    # given: inner is a durable function; outer calls it directly once and as a step once, and each
+    # delivery runs one position (so the replays are many)
+    effects = Counter()
+
+    @durable("inner", registry=registry)
+    def inner(tag):
+        effects[f"inner outside steps ({tag})"] += 1
+        return step(f"inner.{tag}", lambda: tag)
+
+    @durable("outer", registry=registry)
+    def outer(input):
+        direct = inner("direct")
+        wrapped = step("wrapped", inner, "wrapped")
+        return step("done", lambda: [direct, wrapped])
+
+    runner = make_runner(registry, max_chain_steps=1)
+    eid = runner.start("outer")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the direct call's non-step code re-ran on every delivery; the wrapped one ran once, as the
+    # body of the step "wrapped" (its own step() a plain call inside it)
+    assert e.status is Status.COMPLETED and returned(runner, eid) == ["direct", "wrapped"]
+    assert effects["inner outside steps (wrapped)"] == 1
+    assert effects["inner outside steps (direct)"] == 3
+    assert [r.name for r in records(runner, eid) if r.kind == "task"] == ["inner.direct", "wrapped", "done"]
+
+
+# -- determinism ----------------------------------------------------------------------------------------
+def test_durable_a_replay_that_calls_another_step_fails_nondeterministic_replay_naming_both(registry):
+    # given: the function decides from a global that changes between deliveries (a deploy, say)
+    flag = {"new": False}
+    undone = []
+
+    @durable("drift", registry=registry)
+    def flow(input):
+        step("charge", lambda: "ch-1", compensate=lambda result: undone.append(result))
+        if flag["new"]:
+            step("refund_policy", lambda: 1)
+        sleep(hours=1)
+        return step("ship", lambda: "shipped")
+
+    runner = make_runner(registry)
+    eid = runner.start("drift")
+    for _ in range(10):
+        if runner.engine.get(eid).status is Status.SLEEPING:
+            break
+        runner.step_once()
+    assert runner.engine.get(eid).status is Status.SLEEPING
+    flag["new"] = True
+
+    # when
+    e = run(runner, eid)
+
+    # then: loud, naming what it called and what was recorded; nothing undone, nothing shipped
+    assert e.status is Status.FAILED and e.error.code == "nondeterministic_replay"
+    assert "position 1" in e.error.message and "step('refund_policy')" in e.error.message
+    assert "sleep('sleep')" in e.error.message
+    assert undone == [] and "ship" not in [r.name for r in records(runner, eid)]
+
+
+def test_durable_a_replay_that_returns_before_a_recorded_step_fails_nondeterministic_replay(registry):
+    # given
+    flag = {"short": False}
+
+    @durable("shrink", registry=registry)
+    def flow(input):
+        step("a", lambda: 1)
+        if flag["short"]:
+            return "early"
+        sleep(minutes=1)
+        return step("b", lambda: 2)
+
+    runner = make_runner(registry)
+    eid = runner.start("shrink")
+    for _ in range(10):
+        if runner.engine.get(eid).status is Status.SLEEPING:
+            break
+        runner.step_once()
+    flag["short"] = True
+
+    # when
+    e = run(runner, eid)
+
+    # then
+    assert e.status is Status.FAILED and e.error.code == "nondeterministic_replay"
+    assert "return" in e.error.message and "sleep('sleep')" in e.error.message
+
+
+def test_durable_a_mismatch_the_function_swallows_still_fails_the_execution(registry):
+    # given: the function catches everything around its calls
+    flag = {"new": False}
+
+    @durable("swallow", registry=registry)
+    def flow(input):
+        try:
+            step("b" if flag["new"] else "a", lambda: 1)
+        except BaseException:  # noqa: BLE001 - what a careless function does
+            pass
+        sleep(minutes=1)
+        return "done"
+
+    runner = make_runner(registry)
+    eid = runner.start("swallow")
+    for _ in range(10):
+        if runner.engine.get(eid).status is Status.SLEEPING:
+            break
+        runner.step_once()
+    flag["new"] = True
+
+    # when
+    e = run(runner, eid)
+
+    # then
+    assert e.status is Status.FAILED and e.error.code == "nondeterministic_replay"
+
+
+# -- the ContextVar --------------------------------------------------------------------------------------
+def test_durable_a_call_outside_any_execution_is_refused_with_what_to_do():
+    # when
+    with pytest.raises(DurableCallError) as refused:
+        step("fetch", lambda: 1)
+
+    # then
+    assert "outside a Loom execution" in str(refused.value) and "LocalRunner" in str(refused.value)
+
+
+def test_durable_a_thread_started_inside_the_function_has_no_execution(registry):
+    # given
+    errors = []
+
+    @durable("threads", registry=registry)
+    def flow(input):
+        def worker():
+            try:
+                step("in_thread", lambda: 1)
+            except DurableCallError as exc:
+                errors.append(str(exc))
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        return step("in_function", lambda: 2)
+
+    runner = make_runner(registry)
+    eid = runner.start("threads")
+
+    # when
+    e = run(runner, eid)
+
+    # then
+    assert e.status is Status.COMPLETED and returned(runner, eid) == 2
+    assert errors and "its own thread" in errors[0]
+
+
+# -- typed inputs ------------------------------------------------------------------------------------------
+class Order(BaseModel):
+    order_id: str = Field(min_length=2)
+    amount_cents: int = Field(gt=0)
+
+
+def test_durable_typed_input_is_refused_at_start_and_the_function_gets_the_model(registry):
+    # given
+    got = []
+
+    @durable("typed", registry=registry)
+    def flow(order: Order):
+        got.append(order)
+        return step("charge", lambda: order.amount_cents)
+
+    runner = make_runner(registry)
+
+    # when
+    with pytest.raises(InvalidInputError) as refused:
+        runner.start("typed", {"order_id": "x", "amount_cents": 0})
+    eid = runner.start("typed", {"order_id": "o-1", "amount_cents": "250"})
+    e = run(runner, eid)
+
+    # then
+    assert {p["field"] for p in refused.value.problems} == {"order_id", "amount_cents"}
+    assert runner.store.calls.get("create", 0) == 1
+    assert e.status is Status.COMPLETED and isinstance(got[0], Order) and returned(runner, eid) == 250
+
+
+# -- the function itself fails --------------------------------------------------------------------------------
+def test_durable_an_error_outside_any_step_fails_the_execution_and_undoes_what_completed(registry):
+    # given
+    undone = []
+
+    @durable("buggy", registry=registry)
+    def flow(input):
+        charge = step("charge", lambda amount: f"ch-{amount}", input["amount"],
+                      compensate=lambda result, amount: undone.append((result, amount)))
+        return charge["no such key"]
+
+    runner = make_runner(registry)
+    eid = runner.start("buggy", {"amount": 5})
+
+    # when
+    e = run(runner, eid)
+
+    # then: FAILED with the error and where it happened; the charge refunded with its result and arguments
+    assert e.status is Status.FAILED and e.compensated
+    assert e.error.code == "workflow_error" and "TypeError" in e.error.message and "test_durable_basics.py" in e.error.message
+    assert undone == [("ch-5", 5)]
+
+
+# -- registration ---------------------------------------------------------------------------------------------
+def test_durable_registration_refuses_what_cannot_run(registry):
+    with pytest.raises(RegistrationError, match="exactly one argument"):
+        durable("two_args", registry=registry)(lambda a, b: None)
+    with pytest.raises(RegistrationError, match="async"):
+        async def coro(input):
+            return None
+        durable("async_one", registry=registry)(coro)
+    with pytest.raises(RegistrationError, match="workflow name"):
+        durable("bad name!", registry=registry)
+
+
+def test_durable_and_step_list_workflows_live_in_one_registry_and_run_side_by_side(registry):
+    # given
+    def mark(ctx):
+        return {"listed": True}
+
+    @workflow("listed", registry=registry)
+    class Listed:
+        steps = [mark]
+
+    @durable("coded", registry=registry)
+    def coded(input):
+        return step("one", lambda: "coded")
+
+    runner = make_runner(registry)
+
+    # when
+    a, b = runner.start("listed"), runner.start("coded")
+    ea, eb = run(runner, a), run(runner, b)
+
+    # then
+    assert ea.status is eb.status is Status.COMPLETED
+    assert runner.context(a)["listed"] is True and returned(runner, b) == "coded"
+    assert registry.get("coded").code is not None and registry.get("listed").code is None

@@ -1,0 +1,347 @@
+"""Code-first workflows meet the operator's actions and outside inputs: cancel (of a sleep, of a running
+step with compensations), wake, redrive, events (buffered, declared, typed), callback tokens, and the
+compensations of a failure. Memory store, manual clock; the operator is the engine's own."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pydantic import BaseModel
+
+from engine_core import EngineSettings, ExecutionStateConflictError, ManualClock, PermanentStepError, RetryPolicy, Status, StepRecord
+from engine_core.durable import durable, map, sleep, step, wait_for_callback, wait_for_event
+from engine_core.errors import CallbackNotFoundError, InvalidEventError
+from engine_core.testing import LocalRunner
+
+UTC = dt.timezone.utc
+
+
+def make_runner(registry, **settings) -> LocalRunner:
+    clock = ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+    return LocalRunner(registry, clock=clock, settings=EngineSettings(**{"lease_s": 120, **settings}))
+
+
+def until(runner, eid, status: Status, rounds: int = 50):
+    for _ in range(rounds):
+        e = runner.engine.get(eid)
+        if e.status is status:
+            return e
+        runner.step_once()
+    raise AssertionError(f"never {status.value}: {runner.engine.get(eid).status.value}")
+
+
+def finish(runner, eid):
+    for _ in range(2_000):
+        e = runner.engine.get(eid)
+        if e.status.is_terminal:
+            return e
+        runner.step_once()
+    raise AssertionError("did not finish")
+
+
+def names(runner, eid, kind=None) -> list[str]:
+    return [r.name for r in runner.history(eid) if isinstance(r, StepRecord) and (kind is None or r.kind == kind)]
+
+
+def saga(registry, log: list, fail_ship: dict) -> None:
+    def ship(order):
+        if fail_ship["now"]:
+            raise PermanentStepError("no carrier for this address")
+        log.append(("ship", order))
+        return "shipped"
+
+    @durable("saga", registry=registry)
+    def flow(input):
+        reserved = step("reserve", lambda sku: f"res-{sku}", input["sku"],
+                        compensate=lambda result, sku: log.append(("release", result, sku)))
+        charge = step("charge", lambda amount: {"id": "ch-9", "amount": amount}, input["amount"],
+                      compensate=lambda result, amount: log.append(("refund", result["id"], amount)))
+        sleep(hours=2)
+        return step("ship", ship, reserved)
+
+
+def test_durable_cancel_during_a_sleep_undoes_the_completed_steps_in_reverse(registry):
+    # given
+    log, fail = [], {"now": False}
+    saga(registry, log, fail)
+    runner = make_runner(registry)
+    eid = runner.start("saga", {"sku": "mug", "amount": 12})
+    until(runner, eid, Status.SLEEPING)
+
+    # when
+    cancelled = runner.engine.operator.cancel(eid, "ops", "duplicate order")
+    e = finish(runner, eid)
+
+    # then: compensating first (the cancel answers RUNNING), then CANCELLED; each undo got the step's
+    # result and its arguments, in reverse order; ship never ran
+    assert cancelled.compensating and cancelled.status is Status.RUNNING
+    assert e.status is Status.CANCELLED and e.compensated
+    assert log == [("refund", "ch-9", 12), ("release", "res-mug", "mug")]
+
+
+def test_durable_cancel_of_a_running_step_waits_for_it_then_undoes_it_too(registry):
+    # given: the cancel arrives while the charge's body runs
+    log = []
+    box = {}
+
+    def charge(amount):
+        box["during"] = runner.engine.operator.cancel(box["eid"], "ops", "stop")
+        log.append(("charged", amount))
+        return "ch-1"
+
+    @durable("mid", registry=registry)
+    def flow(input):
+        step("charge", charge, 5, compensate=lambda result, amount: log.append(("refund", result, amount)))
+        return step("ship", lambda: log.append(("ship",)) or "shipped")
+
+    runner = make_runner(registry)
+    box["eid"] = eid = runner.start("mid")
+
+    # when
+    e = finish(runner, eid)
+
+    # then: a request (the body ran on), then the step it let finish was undone; ship never ran
+    assert box["during"].cancel_requested and not box["during"].status.is_terminal
+    assert e.status is Status.CANCELLED and e.compensated
+    assert log == [("charged", 5), ("refund", "ch-1", 5)]
+
+
+def test_durable_a_step_that_fails_for_good_undoes_the_earlier_steps_and_redrive_goes_on_after_the_fix(registry):
+    # given: ship fails permanently; the saga compensates and ends FAILED
+    log, fail = [], {"now": True}
+    saga(registry, log, fail)
+    runner = make_runner(registry)
+    eid = runner.start("saga", {"sku": "cup", "amount": 3})
+    e = finish(runner, eid)
+    assert e.status is Status.FAILED and e.compensated and e.error.code == "permanent_error"
+    assert ("refund", "ch-9", 3) in log and ("release", "res-cup", "cup") in log
+
+    # when: a redrive of a compensated execution is refused (what it did was undone)
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.redrive(eid, "ops")
+
+    # then
+    assert refused.value.code == "compensated"
+
+
+def test_durable_redrive_after_a_failure_resumes_at_the_failed_step_without_running_earlier_ones(registry):
+    # given: no compensations; the second step fails until fixed
+    runs, fixed = [], {"yes": False}
+
+    def fragile():
+        runs.append("fragile")
+        if not fixed["yes"]:
+            raise PermanentStepError("feed is broken")
+        return "imported"
+
+    @durable("fix_me", registry=registry)
+    def flow(input):
+        step("first", lambda: runs.append("first") or 1)
+        return step("fragile", fragile)
+
+    runner = make_runner(registry)
+    eid = runner.start("fix_me")
+    assert finish(runner, eid).status is Status.FAILED
+
+    # when
+    fixed["yes"] = True
+    redriven = runner.engine.operator.redrive(eid, "ops")
+    e = finish(runner, eid)
+
+    # then
+    assert redriven.status is Status.RUNNING and e.status is Status.COMPLETED
+    assert runs == ["first", "fragile", "fragile"]
+
+
+def test_durable_wake_ends_a_sleep_now(registry):
+    # given
+    @durable("nap", registry=registry)
+    def flow(input):
+        sleep(days=30)
+        return step("after", lambda: "awake")
+
+    runner = make_runner(registry)
+    eid = runner.start("nap")
+    until(runner, eid, Status.SLEEPING)
+    t0 = runner.clock.now()
+
+    # when
+    runner.engine.operator.wake(eid, "ops")
+    e = finish(runner, eid)
+
+    # then: done long before thirty days
+    assert e.status is Status.COMPLETED and runner.clock.now() - t0 < dt.timedelta(hours=1)
+
+
+def test_durable_an_event_sent_before_the_wait_is_kept_for_it(registry):
+    # given
+    @durable("early", registry=registry)
+    def flow(input):
+        sleep(minutes=5)
+        answer = wait_for_event("approved", timeout=3600)
+        return step("record", lambda a: a["by"], answer)
+
+    runner = make_runner(registry)
+    eid = runner.start("early")
+    until(runner, eid, Status.SLEEPING)
+
+    # when
+    sent = runner.engine.operator.send_event(eid, "approved", {"by": "ana"}, "ops")
+    e = finish(runner, eid)
+
+    # then
+    assert sent.outcome == "buffered" and e.status is Status.COMPLETED
+    assert names(runner, eid) == ["sleep", "approved", "record", "return"]
+
+
+class Approval(BaseModel):
+    approved: bool
+    approver: str
+
+
+def test_durable_declared_events_refuse_unknown_names_and_data_that_does_not_fit_at_send(registry):
+    # given
+    @durable("declared", registry=registry, events={"approved": Approval})
+    def flow(input):
+        return wait_for_event("approved", timeout=3600, model=Approval)
+
+    runner = make_runner(registry)
+    eid = runner.start("declared")
+    until(runner, eid, Status.WAITING)
+    before = runner.store.calls.get("put_event", 0)
+
+    # when
+    with pytest.raises(ExecutionStateConflictError) as unknown:
+        runner.engine.operator.send_event(eid, "rejected", {}, "ops")
+    with pytest.raises(InvalidEventError) as invalid:
+        runner.engine.operator.send_event(eid, "approved", {"approved": "maybe"}, "ops")
+    delivered = runner.engine.operator.send_event(eid, "approved", {"approved": True, "approver": "ana"}, "ops")
+    e = finish(runner, eid)
+
+    # then: the refusals wrote nothing; the fitting one resumed it
+    assert unknown.value.code == "unknown_event" and "approved" in str(unknown.value)
+    assert {p["field"] for p in invalid.value.problems} == {"approved", "approver"}
+    assert runner.store.calls.get("put_event", 0) == before + 1
+    assert delivered.outcome == "delivered" and e.status is Status.COMPLETED
+
+
+def test_durable_a_callback_token_completes_its_wait_once(registry):
+    # given: the submit step hands the token out
+    tokens = []
+
+    @durable("callback", registry=registry)
+    def flow(input):
+        answer = wait_for_callback("signed", tokens.append, timeout=3600)
+        return step("file", lambda a: a["doc"], answer)
+
+    runner = make_runner(registry)
+    eid = runner.start("callback")
+    until(runner, eid, Status.WAITING)
+
+    # when
+    first = runner.engine.operator.complete_callback(tokens[0], {"doc": "d-1"}, "signer")
+    with pytest.raises(ExecutionStateConflictError) as again:
+        runner.engine.operator.complete_callback(tokens[0], {"doc": "d-2"}, "signer")
+    with pytest.raises(CallbackNotFoundError):
+        runner.engine.operator.complete_callback(tokens[0][:-2] + "xx", {}, "forger")
+    e = finish(runner, eid)
+
+    # then
+    assert first.outcome == "delivered" and again.value.code == "callback_used"
+    assert e.status is Status.COMPLETED and names(runner, eid) == ["signed.submit", "signed", "file", "return"]
+
+
+def test_durable_a_callback_answered_while_its_submit_step_still_runs_is_kept_for_the_wait(registry):
+    # given: the outside system answers inside the submit step (before the wait began)
+    box = {}
+
+    def submit(token):
+        box["sent"] = runner.engine.operator.complete_callback(token, {"ok": True}, "fast-system")
+
+    @durable("fast_callback", registry=registry)
+    def flow(input):
+        return wait_for_callback("done", submit, timeout=3600)
+
+    runner = make_runner(registry)
+    eid = runner.start("fast_callback")
+
+    # when
+    e = finish(runner, eid)
+
+    # then
+    assert box["sent"].outcome == "buffered" and e.status is Status.COMPLETED
+
+
+def test_durable_a_map_branch_that_fails_for_good_fails_the_step_and_undoes_what_completed(registry):
+    # given
+    log = []
+
+    def resize(size):
+        if size == 3:
+            raise PermanentStepError("size 3 is not supported")
+        return size * 10
+
+    @durable("fan", registry=registry)
+    def flow(input):
+        step("upload", lambda: "u-1", compensate=lambda result: log.append(("delete", result)))
+        return map("resize", resize, [1, 2, 3, 4], max_concurrency=2)
+
+    runner = make_runner(registry)
+    eid = runner.start("fan")
+
+    # when
+    e = finish(runner, eid)
+
+    # then
+    assert e.status is Status.FAILED and e.compensated and "size 3" in e.error.message
+    assert log == [("delete", "u-1")]
+
+
+def test_durable_cancel_of_a_waiting_execution_without_compensations_ends_it_at_once(registry):
+    # given
+    @durable("waiter", registry=registry)
+    def flow(input):
+        step("prepare", lambda: 1)
+        return wait_for_event("go", timeout=3600)
+
+    runner = make_runner(registry)
+    eid = runner.start("waiter")
+    until(runner, eid, Status.WAITING)
+
+    # when
+    e = runner.engine.operator.cancel(eid, "ops", None)
+
+    # then
+    assert e.status is Status.CANCELLED and not e.compensating and e.next_wake_at is None
+
+
+def test_durable_the_retry_policy_of_a_step_applies_and_wake_ends_its_backoff(registry):
+    # given: the step fails twice with a long backoff
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise RuntimeError("upstream 503")
+        return "ok"
+
+    @durable("backoff", registry=registry)
+    def flow(input):
+        return step("flaky", flaky, retry=RetryPolicy(max_attempts=3, base=3600, max_delay=3600))
+
+    runner = make_runner(registry)
+    eid = runner.start("backoff")
+    runner.step_once()
+    t0 = runner.clock.now()
+
+    # when: woken out of each backoff
+    for _ in range(2):
+        runner.engine.operator.wake(eid, "ops")
+        for _ in range(3):
+            runner.step_once()
+    e = finish(runner, eid)
+
+    # then
+    assert e.status is Status.COMPLETED and len(attempts) == 3
+    assert runner.clock.now() - t0 < dt.timedelta(hours=1)

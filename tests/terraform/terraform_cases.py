@@ -1,0 +1,183 @@
+"""The Terraform the session writes into its scratch copy of terraform/: overrides of the roots it
+plans and applies, the broken inputs the modules must refuse, and the team's own resources the vendored
+example expects to find in the account."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BACKEND_OVERRIDE = """\
+# Written by tests/terraform: plan with local state instead of the S3 backend. Nothing else changes.
+terraform {
+  backend "local" {}
+}
+"""
+
+OFFLINE_PROVIDER = """
+provider "aws" {
+  region                      = "us-east-1"
+  access_key                  = "test"
+  secret_key                  = "test"
+  skip_credentials_validation = true
+  skip_metadata_api_check     = true
+  skip_requesting_account_id  = true
+}
+"""
+
+# Inputs the modules must refuse. Terraform checks single-variable validations at `validate` time and
+# cross-variable ones (which read other inputs) only at `plan` time, and stops after the first phase
+# that fails; so one configuration per phase, one module instance per broken rule.
+SINGLE_VARIABLE_CASES = """
+module "receive_count_4" {{
+  source             = "../../modules/queue"
+  name               = "q"
+  consumer_timeout_s = 60
+  max_receive_count  = 4
+}}
+
+module "wildcard_action" {{
+  source            = "../../modules/function"
+  name              = "f"
+  handler           = "loom_worker.handler.handler"
+  zip_path          = "{dist}/local/worker.zip"
+  policy_statements = [{{ sid = "All", actions = ["dynamodb:*"], resources = ["arn:aws:dynamodb:us-east-1:123456789012:table/t"] }}]
+}}
+
+module "zero_shards" {{
+  source      = "../../modules/loom"
+  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  shard_count = 0
+}}
+
+module "bad_event_bus" {{
+  source        = "../../modules/loom"
+  lambda_zips   = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  status_events = {{ enabled = true, event_bus_name = "not a bus!" }}
+}}
+
+module "wildcard_worker_statement" {{
+  source                   = "../../modules/loom"
+  lambda_zips              = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  worker_policy_statements = [{{ sid = "All", actions = ["s3:*"], resources = ["arn:aws:s3:::b/*"] }}]
+}}
+
+module "star_resource_worker_statement" {{
+  source                   = "../../modules/loom"
+  lambda_zips              = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  worker_policy_statements = [{{ sid = "Metrics", actions = ["cloudwatch:PutMetricData"], resources = ["*"] }}]
+}}
+
+module "bad_architecture" {{
+  source       = "../../modules/loom"
+  lambda_zips  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  architecture = "x86"
+}}
+
+module "bad_access_principal" {{
+  source          = "../../modules/loom"
+  lambda_zips     = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  workflow_access = {{ order_fulfillment = {{ start = ["two words"], operate = [] }} }}
+}}
+
+module "bad_boundary" {{
+  source                       = "../../modules/loom"
+  lambda_zips                  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  iam_permissions_boundary_arn = "platform-boundary"
+}}
+"""
+
+CROSS_VARIABLE_CASES = """
+module "dlq_not_longer" {{
+  source                  = "../../modules/queue"
+  name                    = "q"
+  consumer_timeout_s      = 60
+  message_retention_s     = 86400
+  dlq_message_retention_s = 86400
+}}
+
+module "reserved_below_mapping" {{
+  source               = "../../modules/function"
+  name                 = "f1"
+  handler              = "loom_worker.handler.handler"
+  zip_path             = "{dist}/local/worker.zip"
+  reserved_concurrency = 2
+  sqs_trigger          = {{ queue_arn = "arn:aws:sqs:us-east-1:123456789012:q", maximum_concurrency = 5 }}
+}}
+
+module "missing_zip" {{
+  source   = "../../modules/function"
+  name     = "f2"
+  handler  = "loom_worker.handler.handler"
+  zip_path = "{dist}/nowhere/worker.zip"
+}}
+"""
+
+
+# status_events with an existing bus, by name and by ARN: no bus created, the ARN built or kept.
+EXISTING_BUS_CASES = """
+module "bus_by_name" {{
+  source        = "../../modules/loom"
+  name          = "ev-by-name"
+  lambda_zips   = {{ worker = "{dist}/local/worker.zip", sweeper = "{dist}/local/sweeper.zip", control_plane = "{dist}/local/control-plane.zip" }}
+  status_events = {{ enabled = true, event_bus_name = "orders" }}
+  create_alarms = false
+}}
+
+module "bus_by_arn" {{
+  source        = "../../modules/loom"
+  name          = "ev-by-arn"
+  lambda_zips   = {{ worker = "{dist}/local/worker.zip", sweeper = "{dist}/local/sweeper.zip", control_plane = "{dist}/local/control-plane.zip" }}
+  status_events = {{ enabled = true, event_bus_name = "arn:aws:events:eu-west-1:210987654321:event-bus/shared" }}
+  create_alarms = false
+}}
+
+output "by_name" {{
+  value = {{ name = module.bus_by_name.status_event_bus_name, arn = module.bus_by_name.status_event_bus_arn }}
+}}
+
+output "by_arn" {{
+  value = {{ name = module.bus_by_arn.status_event_bus_name, arn = module.bus_by_arn.status_event_bus_arn }}
+}}
+"""
+
+
+# The vendored example applied to the emulator: moto answers PutFunctionRecursionConfig with 404, and
+# the session destroys what it applied. Nothing else of the team's configuration changes.
+VENDORED_OVERRIDE = """\
+# Written by tests/terraform: the vendored example applied to moto.
+module "loom" {
+  manage_recursion_config     = false
+  deletion_protection_enabled = false
+}
+"""
+
+VENDORED_PRINCIPALS = {
+    "orders_app_role_arn": "arn:aws:iam::123456789012:role/orders-app",
+    "oncall_role_arn": "arn:aws:iam::123456789012:role/oncall",
+}
+
+
+def vendored_inputs(client: Callable[[str], Any], region: str, dist: Path) -> dict[str, str]:
+    """What a team's account already has (its network, its boundary policy), made in the emulator, as the
+    example's variables."""
+    ec2, iam = client("ec2"), client("iam")
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.42.{n}.0/24")["Subnet"]["SubnetId"] for n in (1, 2)]
+    group = ec2.create_security_group(GroupName="loom-orders-worker", Description="Loom worker", VpcId=vpc)["GroupId"]
+    boundary = iam.create_policy(PolicyName="platform-boundary", PolicyDocument=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": ["dynamodb:*", "sqs:*", "logs:*", "events:*", "ec2:*", "s3:GetObject",
+                                                     "secretsmanager:GetSecretValue"], "Resource": "*"}]}))["Policy"]["Arn"]
+    return {
+        "region": region,
+        "artifacts_dir": str(dist / "lambda"),
+        "permissions_boundary_arn": boundary,
+        "private_subnet_ids": json.dumps(subnets),
+        "worker_security_group_ids": json.dumps([group]),
+        "documents_bucket": "acme-orders",
+        "payment_api_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:payments/api-key-AbCdEf",
+        **VENDORED_PRINCIPALS,
+    }
