@@ -15,7 +15,8 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from loomsim.composition import BROKEN_KINDS, broken_store_class, run_many, run_seed  # noqa: E402
+from loomsim.composition_broken import BROKEN_KINDS, broken_store_class  # noqa: E402
+from loomsim.composition_runner import run_many, run_seed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

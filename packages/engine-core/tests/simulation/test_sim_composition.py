@@ -17,17 +17,12 @@ import pytest
 
 from engine_core import EngineSettings, RetryPolicy
 from engine_core.model import Branch, BranchStatus, StepRecord, StepStatus
-from loomsim.composition import (
-    BROKEN_KINDS,
-    CompositionSim,
-    CSpec,
-    CWorkflow,
-    MemoryStore,
-    broken_store_class,
-    make_config,
-    run_many,
-    run_seed,
-)
+from engine_core.adapters.memory import MemoryStore
+from loomsim.composition import CompositionSim
+from loomsim.composition_broken import BROKEN_KINDS, broken_store_class
+from loomsim.composition_config import make_config
+from loomsim.composition_runner import run_many, run_seed
+from loomsim.composition_workflows import CSpec, CWorkflow
 from loomsim.composition_checks import check_composition
 from loomsim.runner import focused_trace
 from loomsim.sim import FaultMix

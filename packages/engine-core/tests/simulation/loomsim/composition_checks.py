@@ -16,7 +16,7 @@ from engine_core import codec
 from engine_core.engine import rebuild_context
 from engine_core.model import Branch, BranchStatus, EventRecord, StepRecord, StepStatus
 
-from .composition import TERMINAL
+from .composition_config import TERMINAL
 from .composition_workflows import branch_result, event_data, task_result
 
 if TYPE_CHECKING:

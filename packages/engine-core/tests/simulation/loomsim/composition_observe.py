@@ -1,0 +1,289 @@
+"""What the composition simulation observes: the journal of body runs and the store's successful writes
+(history records, branches, joins, events), recorded by a store proxy as they happen."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine_core.adapters import _items as items
+from engine_core.model import Branch, StepRecord
+
+from .composition_workflows import CSpec, CWorkflow
+from .world import Op, OpPlan, SimulatedCrash, StoreProxy
+
+
+@dataclass
+class BodyEntry:
+    """One body run, as the body itself saw it (the journal)."""
+
+    seq: int
+    kind: str  # task | branch | undo
+    execution_id: str
+    step: int
+    branch: int | None
+    attempt: int
+    op_id: int
+    at: dt.datetime
+    deadline: dt.datetime | None
+    end: str = "unfinished"
+    """ok, raised, permanent, overran; unfinished while it runs; dead when its operation ended inside it."""
+    end_seq: int | None = None
+
+    def running_at(self, seq: int, now: dt.datetime) -> bool:
+        """Still running when the event numbered ``seq`` happened at ``now``: started before, not ended
+        before, and its invocation's time not used up (at its deadline Lambda has ended it; a claim's
+        lease is at least that deadline plus the margin, which may be 0)."""
+        if self.seq >= seq or (self.end_seq is not None and self.end_seq < seq):
+            return False
+        return self.deadline is None or now < self.deadline
+
+
+@dataclass(frozen=True)
+class Write:
+    """A successful store write (history record, branch, join, event), as the store proxy saw it."""
+
+    seq: int
+    what: str  # put_step | create_branch | update_branch | complete_branch | put_join | put_event
+    execution_id: str
+    op_id: int
+    at: dt.datetime
+    step: int | None = None
+    record: Any = None
+    branch: Any = None
+    before: dict | None = None
+    after: dict | None = None
+
+
+class CompStoreProxy(StoreProxy):
+    """The base proxy plus observations of the new kinds' writes."""
+
+    def _observed(self, name: str, fn: Callable[[], Any], record: Callable[[Any, Any], None]) -> Any:
+        def call():
+            before = self.sim.snapshot_for(name)
+            result = fn()
+            record(result, before)
+            return result
+        return self.sim.call(name, call)
+
+    def stored_branch(self, execution_id, branch):
+        """The branch as the store holds it after a write (what a broken store really wrote)."""
+        stored = self.inner._branch(execution_id, branch.step_index, branch.branch)
+        return stored if isinstance(stored, Branch) else branch
+
+    def create_branch(self, execution_id, branch):
+        return self._observed("create_branch", lambda: self.inner.create_branch(execution_id, branch),
+                              lambda r, b: self.sim.observe_write("create_branch", execution_id, step=branch.step_index,
+                                                                  branch=self.stored_branch(execution_id, branch)))
+
+    def update_branch(self, execution_id, branch, expected_version):
+        return self._observed("update_branch", lambda: self.inner.update_branch(execution_id, branch, expected_version),
+                              lambda r, b: self.sim.observe_write("update_branch", execution_id, step=branch.step_index,
+                                                                  branch=self.stored_branch(execution_id, branch)))
+
+    def complete_branch(self, execution_id, branch, expected_version):
+        def before():
+            return dict(self.inner.joins.get(execution_id, {}).get(branch.step_index) or {})
+
+        def call():
+            old = before()
+            self.inner.complete_branch(execution_id, branch, expected_version)
+            self.sim.observe_write("complete_branch", execution_id, step=branch.step_index,
+                                   branch=self.stored_branch(execution_id, branch), before=old, after=before())
+        return self.sim.call("complete_branch", call)
+
+    def put_join(self, execution_id, join):
+        def call():
+            applied = self.inner.put_join(execution_id, join)
+            if applied:
+                self.sim.observe_write("put_join", execution_id, step=join.step_index, record=join)
+            return applied
+        return self.sim.call("put_join", call)
+
+    def put_event(self, execution_id, record):
+        def call():
+            existed = items.event_sort_key(record.name, record.event_id) in self.inner.events.get(execution_id, {})
+            applied = self.inner.put_event(execution_id, record)
+            if applied:
+                self.sim.observe_write("put_event", execution_id, record=record, before={"existed": existed})
+            return applied
+        return self.sim.call("put_event", call)
+
+
+class Observing:
+    """The composition simulation's observation hooks (a mixin of ``CompositionSim``): the store proxy reports
+    every successful write here, and every body reports its start and end; the checks made as things happen
+    (a join counting a completion twice, an event stored twice, a wait timing out over a kept event, a lane
+    over its limit, a body beside another body of its step) are here too."""
+
+    # -- observation hooks ----------------------------------------------------------------------------
+    def snapshot_for(self, name: str) -> None:
+        return None
+
+    def observe_write(self, what: str, eid: str, *, step: int | None = None, record: Any = None, branch: Any = None,
+                      before: dict | None = None, after: dict | None = None) -> None:
+        op = self.op
+        w = Write(self._next_seq(), what, eid, op.id if op else 0, self.clock.now(), step, record, branch, before, after)
+        self.writes.setdefault(eid, []).append(w)
+        self.stat(f"writes.{what}")
+        if what == "complete_branch":
+            self._check_join_count(eid, branch.step_index)
+        if what == "put_event" and before and before.get("existed"):
+            self.violation(f"{eid[:8]}: event {record.name}#{record.event_id} was stored again over the same id "
+                           "(a repeated send must be applied once)")
+        detail = ""
+        if branch is not None:
+            detail = f" s{branch.step_index} b{branch.branch} v{branch.version} {branch.status.value} g{branch.generation}"
+        elif record is not None and hasattr(record, "event_id"):
+            detail = f" {record.name}#{record.event_id}"
+        elif record is not None:
+            detail = f" s{record.step_index} g{record.generation} done={record.done}/{record.total}"
+        self.log(f"    store: {eid[:8]} {what}{detail}")
+
+    def observe_put(self, eid: str, record: StepRecord, before: dict | None) -> None:
+        op = self.op
+        w = Write(self._next_seq(), "put_step", eid, op.id if op else 0, self.clock.now(), record.step_index, record,
+                  before=before)
+        self.writes.setdefault(eid, []).append(w)
+        if record.kind == "event" and record.error is not None and record.error.code == "event_timeout":
+            self._check_timeout(eid, record, op)
+        self.log(f"    store: {eid[:8]} put s{record.step_index} {record.kind} attempt {record.attempts} "
+                 f"{record.status.value}{' final' if record.is_final else ''}"
+                 f"{f' event {record.event_id}' if record.event_id else ''}")
+
+    def _check_join_count(self, eid: str, index: int) -> None:
+        """The join counts each completion once: its ``done`` equals what its generation began with plus
+        the completions of that generation observed since."""
+        join = self.inner.joins.get(eid, {}).get(index)
+        if join is None:
+            return
+        began = [w for w in self.writes.get(eid, ()) if w.what == "put_join" and w.step == index
+                 and w.record.generation == join.get("generation")]
+        if not began:
+            return
+        start = began[-1]
+        counted = [w for w in self.writes[eid] if w.what == "complete_branch" and w.step == index and w.seq > start.seq
+                   and w.branch.generation == join.get("generation")]
+        expected = start.record.done + len(counted)
+        if join.get("done") != expected:
+            self.violation(f"{eid[:8]} step {index}: the join of generation {join.get('generation')} counts "
+                           f"done={join.get('done')}, but it began at {start.record.done} and {len(counted)} "
+                           "completions of that generation were recorded (a completion counted twice or not at all)")
+
+    def _check_timeout(self, eid: str, record: StepRecord, op: Op | None) -> None:
+        """A wait times out only if no event of its name was kept, unconsumed by another step, from
+        before the delivery that decided the timeout began."""
+        wf = self.specs[self.inner.metas[eid]["workflow"]]
+        name = wf.steps[record.step_index].event
+        began = self.op_start_seq.get(op.id, 0) if op else 0
+        consumed = {r.event_id for r in self.inner._records(eid)
+                    if isinstance(r, StepRecord) and r.kind == "event" and r.event_id and r.step_index != record.step_index
+                    and r.status.value == "SUCCEEDED"}
+        sent_before = [w.record.event_id for w in self.writes.get(eid, ()) if w.what == "put_event"
+                       and w.record.name == name and w.seq < began and w.record.event_id not in consumed]
+        if sent_before:
+            self.violation(f"{eid[:8]} step {record.step_index}: wait {name!r} recorded event_timeout (attempt "
+                           f"{record.attempts}) although event(s) {sent_before} of that name were kept, consumed by "
+                           "no other step, before the delivery began: an event was lost")
+
+    # -- bodies ---------------------------------------------------------------------------------------
+    def recorded_success(self, execution_id: str, index: int) -> bool:
+        """The store holds a SUCCEEDED task record of step ``index`` for the execution's current run."""
+        meta = self.inner.metas.get(execution_id, {})
+        for key, item in self.inner.steps.get(execution_id, {}).items():
+            if key.startswith(f"STEP#{index:03d}#") and not key.endswith("#compensation") \
+                    and item.get("status") == "SUCCEEDED" and item.get("run") in (None, meta.get("created_at")):
+                return True
+        return False
+
+    def on_cbody(self, kind: str, ctx, wf: CWorkflow, s: CSpec) -> BodyEntry:
+        op = self.op
+        entry = BodyEntry(self._next_seq(), kind, ctx.execution_id, s.index, ctx.branch if kind == "branch" else None,
+                          ctx.attempt, op.id if op else 0, self.clock.now(), op.deadline if op else None)
+        self.journal.append(entry)
+        self.stat(f"bodies.{kind}")
+        self.log(f"    body {kind} {wf.name}.{s.name}{'' if entry.branch is None else f' b{entry.branch}'} "
+                 f"attempt {ctx.attempt}")
+        self._check_body_start(entry, wf)
+        if op is None:
+            return entry
+        op.bodies += 1
+        timeout = wf.timeout(s.index)
+        p = op.plan
+        here = self.faults_on and op.bodies == p.body_at
+        if here and p.body_overrun:
+            self.stat("body.overrun")
+            self.log("  ** body runs past its budget")
+            self.advance(timeout * self.rng.uniform(1.01, 1.5))
+        elif self.config.body_time:
+            self.advance(timeout * self.config.body_time * self.rng.random())
+        if not here:
+            return entry
+        if p.body_pause:
+            self.stat(f"pause.body.{kind}")
+            self.pause(op, f"inside {kind} body {s.name}")
+        if p.body_crash:
+            self.stat(f"crash.body.{kind}")
+            raise SimulatedCrash(op.id, f"{kind} body {s.name}")
+        self.check_deadline(op, f"{kind} body {s.name}")
+        return entry
+
+    def on_cbody_end(self, entry: BodyEntry, end: str) -> None:
+        wf = self.specs[self.inner.metas[entry.execution_id]["workflow"]]
+        timeout = wf.timeout(entry.step)
+        if end == "ok" and (self.clock.now() - entry.at).total_seconds() > timeout:
+            end = "overran"
+        entry.end, entry.end_seq = end, self._next_seq()
+
+    def _check_body_start(self, entry: BodyEntry, wf: CWorkflow) -> None:
+        """Checked as each body starts, from the journal: a lane's limit, one attempt per branch at a
+        time, a compensation only after the step it undoes (and never beside one of its bodies)."""
+        now, eid, i = self.clock.now(), entry.execution_id, entry.step
+        running = [b for b in self.journal if b is not entry and b.execution_id == eid and b.step == i
+                   and b.running_at(entry.seq, now)]
+        if entry.kind == "branch":
+            siblings = [b for b in running if b.kind == "branch"]
+            join = self.inner.joins.get(eid, {}).get(i)
+            window = wf.window(i, join["total"]) if join else 1
+            if siblings:
+                self.stat(f"branches.running_at_once.{min(len(siblings) + 1, 3)}")
+                if len(siblings) + 1 == window:
+                    self.stat("branches.running_at_the_limit")
+            if len(siblings) + 1 > window:
+                self.violation(f"{eid[:8]} step {i}: {len(siblings) + 1} branch bodies running at once "
+                               f"(branches {sorted(b.branch for b in siblings)} and {entry.branch}), max_concurrency "
+                               f"allows {window}")
+            same = [b for b in siblings if b.branch == entry.branch]
+            if same:
+                self.violation(f"{eid[:8]} step {i} branch {entry.branch}: attempt {entry.attempt} started while "
+                               f"attempt {same[0].attempt} (op {same[0].op_id}) still ran")
+        elif entry.kind == "undo":
+            tasks = [b for b in running if b.kind == "task"]
+            if tasks:
+                self.violation(f"{eid[:8]} step {i}: its compensation started while a body of the step it undoes "
+                               f"(attempt {tasks[0].attempt}, op {tasks[0].op_id}) still ran")
+            # A step is undone once a body of it succeeded, or (a cancel that caught it mid-attempt) once a
+            # body of it ended without reporting: its effect is unknown. Never one that only failed cleanly.
+            done = [b for b in self.journal if b.kind == "task" and b.execution_id == eid and b.step == i
+                    and b.end in ("ok", "dead") and b.end_seq is not None and b.end_seq < entry.seq]
+            meta = self.inner.metas.get(eid, {})
+            caught = meta.get("undo_failed_step") and meta.get("failed_step") == i  # its attempt was cut short
+            if not done and not caught:
+                self.violation(f"{eid[:8]} step {i}: its compensation (attempt {entry.attempt}) started before any "
+                               "body of the step it undoes had succeeded (or died without reporting)")
+        elif entry.kind == "task":
+            same = [b for b in running if b.kind == "task"]
+            if same:
+                self.violation(f"{eid[:8]} step {i}: task attempt {entry.attempt} started while attempt "
+                               f"{same[0].attempt} (op {same[0].op_id}) still ran")
+
+    # -- operations -----------------------------------------------------------------------------------
+    def run_op(self, kind: str, label: str, plan: OpPlan, fn, mid=None, message=None, deadline_s=None) -> Op:
+        self.op_start_seq[self._op_ids + 1] = self._next_seq()
+        op = super().run_op(kind, label, plan, fn, mid=mid, message=message, deadline_s=deadline_s)
+        end = self._next_seq()
+        for entry in self.journal:
+            if entry.op_id == op.id and entry.end_seq is None:
+                entry.end, entry.end_seq = "dead", end
+        return op
