@@ -108,7 +108,7 @@ def scripted(steps: list[CSpec], *, items: int = 0, invocation_s: float = 60.0, 
                          settings=EngineSettings(lease_s=settings.pop("lease_s", 120.0), **settings), body_time=0.0,
                          event_rate=0.0, cancel_rate=0.0, invocation_s=invocation_s)
     sim = CompositionSim(config, MemoryStore, tracing=True)
-    sim.planned[0].input = {"items": [f"i{k}" for k in range(items)]}
+    sim.planned[0].input = {"items": [f"i{k}" for k in range(items)], "inc": 0}
     sim.faults_on = True  # the plans below are the only faults: every random rate is zero
     sim.start(sim.planned[0])
     return sim

@@ -39,12 +39,15 @@ from collections import Counter, deque
 from typing import Any, Callable
 
 from engine_core import Engine, ManualClock, Registry, Sweeper
-from engine_core.clock import parse_ts
 from engine_core.adapters.memory import MemoryStore
+from engine_core.clock import parse_ts
+from engine_core.kinds import KINDS, KindTable
 
-from .composition_actions import OperatorActions
+from .composition_actions import OperatorActions, Token
 from .composition_config import TERMINAL, CompConfig
+from .composition_lifecycle import Lifecycle
 from .composition_observe import BodyEntry, CompStoreProxy, Observing, Write
+from .composition_runs import REAP_MODES, RunBook
 from .composition_workflows import CWorkflow, register
 from .sim import START, SWEEP_INTERVAL_S, Op, OpPlan, PlannedStart, Simulation
 from .world import QueueProxy, SimQueue, SimulatedCrash, due_key
@@ -64,6 +67,8 @@ TARGETS = {
     "event": ("load", "put_event", "commit", "send"),
     "cancel": ("load", "history", "commit", "put_operation", "send", "finalize"),
     "redrive": ("load", "history", "commit", "put_operation", "send"),
+    "wake": ("load", "load_state", "commit", "put_operation", "send"),
+    "callback": ("load", "load_state", "history", "list_events", "put_event", "commit", "send"),
 }
 HINT_CALLS = {
     "task": ("put_step", "commit", "send"),
@@ -77,14 +82,15 @@ RACES = ("update_branch", "update_branch", "complete_branch", "get_branch", "com
          "put_join", "create_branch")
 REPEATING = ("put_step", "commit", "update_branch", "complete_branch", "send") + POINTS
 
+
 # -- the simulation -------------------------------------------------------------------------------------
-class CompositionSim(Observing, OperatorActions, Simulation):
+class CompositionSim(Observing, OperatorActions, Lifecycle, Simulation):
     """``Simulation``'s scheduler and fault machinery over composition workflows (see the module docstring).
     Only the parts that know about workflows are replaced; ``call``, ``deliver``, ``sweep``, ``start``,
     ``takeover``, ``maybe_tick`` and the observation of commits are the main simulation's."""
 
     def __init__(self, config: CompConfig, store_factory: Callable[..., MemoryStore] = MemoryStore,
-                 tracing: bool = False):  # noqa: D107 -- deliberately not calling Simulation.__init__
+                 tracing: bool = False, kinds: KindTable = KINDS):  # noqa: D107 -- not calling Simulation.__init__
         self.config = config
         self.rng = random.Random(f"loomsim-composition:{config.seed}")
         self.fx = config.fx
@@ -96,10 +102,16 @@ class CompositionSim(Observing, OperatorActions, Simulation):
         self.qproxy = QueueProxy(self.queue, self)
         self.registry = Registry()
         self.specs: dict[str, CWorkflow] = {}
+        """The deployed workflows by name (a redeploy replaces one)."""
+        self.all_specs: dict[str, CWorkflow] = {}
+        """Every definition ever deployed, by fingerprint: what each run started on."""
+        self.undeployed: dict[str, int] = {}
+        """Fingerprints a redeploy replaced, and the sequence number from which they were gone."""
         for wf in config.workflows:
             register(wf, self.registry, self)
             self.specs[wf.name] = wf
-        self.engine = Engine(self.store, self.qproxy, self.registry, self.clock, self.settings)
+            self.all_specs[wf.definition.fingerprint] = wf
+        self.engine = Engine(self.store, self.qproxy, self.registry, self.clock, self.settings, kinds=kinds)
         self.sweeper = Sweeper(self.store, self.qproxy, self.clock, self.settings, self.registry,
                                page_size=config.page_size)
         self.tracing = tracing
@@ -127,6 +139,12 @@ class CompositionSim(Observing, OperatorActions, Simulation):
         self.journal: list[BodyEntry] = []
         self.writes: dict[str, list[Write]] = {}
         self.op_start_seq: dict[int, int] = {}
+        self.runs = RunBook()
+        self.op_runs: dict[tuple[int, str], str] = {}
+        """The run each operation last wrote for, by (operation, execution): the run its bodies belong to."""
+        self.tokens: list[Token] = []
+        self.ttl_reported: set[tuple[str, str]] = set()
+        self.step_entered: dict[tuple, dt.datetime] = {}
         self.event_sends: list[tuple[str, str, str, str]] = []
         """(execution, name, event_id, outcome) of every send_event that returned."""
         self.waiting_timeouts: dict[str, str] = {}
@@ -140,7 +158,7 @@ class CompositionSim(Observing, OperatorActions, Simulation):
 
     @staticmethod
     def _input(rng: random.Random) -> dict:
-        return {"items": [f"i{k}" for k in range(rng.choice([0, 1, 2, 3, 5, 6]))]}
+        return {"items": [f"i{k}" for k in range(rng.choice([0, 1, 2, 3, 5, 6]))], "inc": 0}
 
     def plan(self, kind: str) -> OpPlan:
         if not self.faults_on:
@@ -249,7 +267,7 @@ class CompositionSim(Observing, OperatorActions, Simulation):
         attrs = self.inner.metas.get(body.execution_id, {})
         if attrs.get("compensating"):
             return "compensation"
-        wf = self.specs.get(attrs.get("workflow"))
+        wf = self.spec_for(attrs)
         i = attrs.get("current_step", 0)
         if wf is None or i >= len(wf.steps):
             return None
@@ -276,12 +294,16 @@ class CompositionSim(Observing, OperatorActions, Simulation):
         if info.get("branch") is not None:
             return "branch"
         attrs = self.inner.metas.get(info.get("execution_id") or "", {})
-        wf = self.specs.get(attrs.get("workflow"))
+        wf = self.spec_for(attrs)
         index = info.get("step")
         if wf is None or not isinstance(index, int) or index >= len(wf.steps):
             return "task"
         kind = wf.steps[index].kind
         return {"parallel": "fanout", "map": "fanout"}.get(kind, kind)
+
+    def spec_for(self, attrs: dict) -> CWorkflow | None:
+        """The workflow an execution item's run started on (by fingerprint: a redeploy changes the name's)."""
+        return self.all_specs.get(attrs.get("fingerprint")) or self.specs.get(attrs.get("workflow"))
 
     def live(self) -> list[str]:
         return sorted(eid for eid, a in self.inner.metas.items() if a.get("status") not in TERMINAL)
@@ -299,6 +321,9 @@ class CompositionSim(Observing, OperatorActions, Simulation):
 
     # -- the liveness check, after every operation ---------------------------------------------------------
     def after_op(self) -> None:
+        """After every operation: the due index holds every live execution (keyed as its timer says) and
+        no ended one, and no item of a live execution's run has expired."""
+        self.check_live_ttls("after an operation")
         slack = dt.timedelta(seconds=self.settings.slack_s)
         due = self.inner.due_ids()
         for eid in sorted(self.inner.metas):
@@ -334,15 +359,40 @@ class CompositionSim(Observing, OperatorActions, Simulation):
     def observe_commit(self, transition, before, after) -> None:
         super().observe_commit(transition, before, after)
         eid = transition.new.execution_id
+        c = self.commits[eid][-1]
+        if self.op is not None:
+            self.op_runs[(self.op.id, eid)] = after.get("created_at")
+        if c.op_kind == "wake":
+            self.check_wake_commit(c)
+        self.note_step_span(eid, before or {}, after)
+        if c.op_kind == "redrive" and not self.deployed(after.get("fingerprint")):
+            self.violation(f"{eid[:8]}: redriven although its definition was replaced (fingerprint "
+                           f"{after.get('fingerprint')}): the redrive would run the wrong step list")
         if after.get("status") == "WAITING" and (before or {}).get("attempt") != after.get("attempt"):
             # a new wait period: its key is its timeout, from the step's declared timeout
-            wf = self.specs[after["workflow"]]
+            wf = self.spec_for(after)
             spec = wf.steps[after["current_step"]]
             expected = parse_ts(after["updated_at"]) + dt.timedelta(seconds=spec.wait_timeout)
             if parse_ts(after["next_wake_at"]) != expected:
                 self.violation(f"{eid[:8]} step {spec.index}: WAITING until {after['next_wake_at']}, not its "
                                f"timeout {expected.isoformat()}")
             self.waiting_timeouts[eid] = after["next_wake_at"]
+
+    def note_step_span(self, eid: str, before: dict, after: dict) -> None:
+        """Counts steps that lasted longer than retention plus grace while their execution was live (what
+        TTLs must survive): a wait, a sleep, a fan-out, a retried task."""
+        run, step = after.get("created_at"), before.get("current_step")
+        key = (eid, run, after.get("current_step"), bool(after.get("compensating")))
+        self.step_entered.setdefault(key, self.clock.now())
+        if step is None or (step == after.get("current_step") and after.get("status") not in TERMINAL):
+            return
+        began = self.step_entered.get((eid, run, step, bool(before.get("compensating"))))
+        s = self.settings
+        if began is not None and (self.clock.now() - began).total_seconds() > s.retention_days * 86400 + s.history_grace_s:
+            wf = self.spec_for(after)
+            kind = "compensation" if before.get("compensating") else wf.steps[step].kind if wf and step < len(
+                wf.steps) else "?"
+            self.stat(f"ttl.step_outlived_retention.{kind}")
 
     # -- phases -----------------------------------------------------------------------------------------
     def fault_phase(self) -> None:
@@ -357,9 +407,14 @@ class CompositionSim(Observing, OperatorActions, Simulation):
             while pending_starts and pending_starts[0].at_op <= i:
                 self.start(pending_starts.pop(0))
                 self.after_op()
+            if cfg.redeploy_at == i:
+                self.redeploy()
+                self.after_op()
             r = rng.random()
             visible = self.queue.visible()
-            if r < cfg.event_rate:
+            if rng.random() < cfg.action_rate:
+                self.random_action()
+            elif r < cfg.event_rate:
                 self.send_event()
                 if rng.random() < 0.3 and self.event_sends:  # the sender retries the same id at once
                     eid, name, event_id, _ = self.event_sends[-1]
@@ -393,6 +448,8 @@ class CompositionSim(Observing, OperatorActions, Simulation):
                 if unacked:
                     self.start(rng.choice(unacked))
             self.maybe_tick()
+            if cfg.ttl and rng.random() < 0.1:
+                self.reap_expired()
             self.after_op()
         for ps in pending_starts:
             self.start(ps)
@@ -403,7 +460,7 @@ class CompositionSim(Observing, OperatorActions, Simulation):
         compensation at its worst (each branch of a fan-out one after another), plus sleeps and waits."""
         s, vis = self.settings, self.config.visibility_s
         worst = 0.0
-        for wf in self.specs.values():
+        for wf in self.all_specs.values():
             total = 0.0
             for spec in wf.steps:
                 timeout = wf.timeout(spec.index)
@@ -429,7 +486,7 @@ class CompositionSim(Observing, OperatorActions, Simulation):
         """Quiet phase: an execution at a wait with no event of its name left to consume gets one."""
         for eid in self.live():
             a = self.inner.metas[eid]
-            wf = self.specs[a["workflow"]]
+            wf, run = self.spec_for(a), a.get("created_at")
             i = a.get("current_step", 0)
             if a.get("compensating") or i >= len(wf.steps) or wf.steps[i].kind != "wait" or wf.steps[i].unsent:
                 continue
@@ -437,8 +494,8 @@ class CompositionSim(Observing, OperatorActions, Simulation):
             # A sender that was told its event was kept does not send again: an event counts as used
             # only once a wait that recorded it was advanced past (the engine's own records do not decide
             # this, or a wait that recorded an event and crashed before advancing would be handed another).
-            used = self.used_events(eid)
-            kept = [w.record.event_id for w in self.writes.get(eid, ()) if w.what == "put_event"
+            used = self.used_events(eid, run)
+            kept = [w.record.event_id for w in self.writes.get(eid, ()) if w.what == "put_event" and w.run == run
                     and w.record.name == name and w.record.event_id not in used]
             if not kept:
                 n = sum(1 for s in self.event_sends if s[0] == eid)
@@ -446,12 +503,13 @@ class CompositionSim(Observing, OperatorActions, Simulation):
                 self.send_event(eid, name, f"{name}-q{n}")
                 self.after_op()
 
-    def used_events(self, eid: str) -> set[str]:
-        """Event ids recorded by a wait whose delivery then advanced the execution past it."""
+    def used_events(self, eid: str, run: str) -> set[str]:
+        """Event ids recorded by a wait of ``run`` whose delivery then advanced the execution past it."""
         used = set()
-        writes = self.writes.get(eid, ())
+        writes = [w for w in self.writes.get(eid, ()) if w.run == run]
         for c in self.commits.get(eid, ()):
-            if c.before.get("compensating") or c.after.get("current_step") != (c.before.get("current_step") or 0) + 1:
+            if c.after.get("created_at") != run or c.before.get("compensating") \
+                    or c.after.get("current_step") != (c.before.get("current_step") or 0) + 1:
                 continue
             for w in writes:
                 if (w.what == "put_step" and w.op_id == c.op_id and w.seq < c.seq and w.record.kind == "event"
@@ -500,6 +558,8 @@ class CompositionSim(Observing, OperatorActions, Simulation):
                 self.quiet_sweeps += 1
                 self.next_tick += interval
                 self.after_op()
+                if self.config.ttl and self.rng.random() < 0.3:
+                    self.reap_expired()
             if self.quiet_sweeps > bound:
                 self.violation(f"executions {[e[:8] for e in self.live()]} not terminal within {bound} sweeps after "
                                "faults stopped")
@@ -517,6 +577,11 @@ class CompositionSim(Observing, OperatorActions, Simulation):
             self.clock.advance(SWEEP_INTERVAL_S)
             self.sweep("(after the end)")
             self.after_op()
+        if self.config.ttl and self.rng.random() < 0.5:  # and then TTL deletes what expired
+            ttls = [a["expires_at"] for a in self.inner.metas.values() if isinstance(a.get("expires_at"), int)]
+            if ttls:
+                self.clock.set(max(self.clock.now(), dt.datetime.fromtimestamp(max(ttls) + 1, tz=dt.timezone.utc)))
+                self.reap_expired(self.rng.choice(REAP_MODES))
 
     def run(self) -> CompositionSim:
         """Both phases; ``composition_checks.check_composition`` then checks what happened."""
@@ -524,13 +589,13 @@ class CompositionSim(Observing, OperatorActions, Simulation):
         self.stat(f"profile.{self.config.profile}")
         self.fault_phase()
         self.quiet_phase()
-        for eid in sorted(self.inner.metas):
-            a = self.inner.metas[eid]
-            extra = ".compensated" if a.get("compensated") else ""
-            code = ""
-            if a.get("status") in ("FAILED", "COMPENSATION_FAILED") and isinstance(a.get("error"), str):
-                import json
-
-                code = "." + str(json.loads(a["error"]).get("code"))
-            self.stat(f"result.{a.get('status')}{extra}{code}")
+        for info, view in self.runs.views(self.inner):
+            if view is None:
+                continue
+            e = view.final
+            extra = ".compensated" if e.compensated else ""
+            code = f".{e.error.code}" if e.status.value in ("FAILED", "COMPENSATION_FAILED") and e.error else ""
+            self.stat(f"result.{e.status.value}{extra}{code}")
+            if len(self.runs.runs[info.execution_id]) > 1:
+                self.stat(f"runs.result.{e.status.value}")
         return self

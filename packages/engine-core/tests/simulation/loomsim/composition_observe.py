@@ -1,5 +1,6 @@
 """What the composition simulation observes: the journal of body runs and the store's successful writes
-(history records, branches, joins, events), recorded by a store proxy as they happen."""
+(creates, history records, branches, joins, events), recorded by a store proxy as they happen, each with the
+run it belongs to; and the checks made as they happen."""
 
 from __future__ import annotations
 
@@ -7,11 +8,18 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from engine_core import callbacks, codec
 from engine_core.adapters import _items as items
 from engine_core.model import Branch, StepRecord
 
-from .composition_workflows import CSpec, CWorkflow
+from .composition_workflows import CSpec, CWorkflow, run_tags
 from .world import Op, OpPlan, SimulatedCrash, StoreProxy
+
+
+CONTROL_PLANE_OPS = ("start", "event", "callback", "cancel", "redrive", "wake")
+CONTROL_PLANE_TIMEOUT_S = 10.0
+"""The control plane's Lambda timeout (Terraform ``control_plane_timeout_s``, default 10 s): a start or an
+operator's action stopped longer than that was killed, and writes nothing after."""
 
 
 @dataclass
@@ -27,6 +35,11 @@ class BodyEntry:
     op_id: int
     at: dt.datetime
     deadline: dt.datetime | None
+    run: str | None = None
+    """The run of the claim it runs under (the run its operation wrote for)."""
+    fingerprint: str = ""
+    """The definition whose step this body is."""
+    timeout_s: float = 0.0
     end: str = "unfinished"
     """ok, raised, permanent, overran; unfinished while it runs; dead when its operation ended inside it."""
     end_seq: int | None = None
@@ -54,10 +67,23 @@ class Write:
     branch: Any = None
     before: dict | None = None
     after: dict | None = None
+    run: str | None = None
+    """The run the written item names."""
 
 
 class CompStoreProxy(StoreProxy):
-    """The base proxy plus observations of the new kinds' writes."""
+    """The base proxy plus observations of the new kinds' writes, and of creates with what they replaced."""
+
+    def create(self, execution, input_blob, replace_version=None):
+        def call():
+            eid = execution.execution_id
+            before = self.inner.metas.get(eid)
+            before = None if before is None else dict(before)
+            if before is not None:
+                self.sim.runs.archive(self.inner, eid)  # a newer run may replace it now: keep what it held
+            self.inner.create(execution, input_blob, replace_version)
+            self.sim.observe_create(execution, input_blob, before)
+        return self.sim.call("create", call)
 
     def _observed(self, name: str, fn: Callable[[], Any], record: Callable[[Any, Any], None]) -> Any:
         def call():
@@ -103,7 +129,8 @@ class CompStoreProxy(StoreProxy):
 
     def put_event(self, execution_id, record):
         def call():
-            existed = items.event_sort_key(record.name, record.event_id) in self.inner.events.get(execution_id, {})
+            stored = self.inner.events.get(execution_id, {}).get(items.event_sort_key(record.name, record.event_id))
+            existed = stored is not None and stored.get("run") == record.run
             applied = self.inner.put_event(execution_id, record)
             if applied:
                 self.sim.observe_write("put_event", execution_id, record=record, before={"existed": existed})
@@ -124,9 +151,16 @@ class Observing:
     def observe_write(self, what: str, eid: str, *, step: int | None = None, record: Any = None, branch: Any = None,
                       before: dict | None = None, after: dict | None = None) -> None:
         op = self.op
-        w = Write(self._next_seq(), what, eid, op.id if op else 0, self.clock.now(), step, record, branch, before, after)
+        run = branch.run if branch is not None else getattr(record, "run", None)
+        w = Write(self._next_seq(), what, eid, op.id if op else 0, self.clock.now(), step, record, branch, before, after,
+                  run)
         self.writes.setdefault(eid, []).append(w)
         self.stat(f"writes.{what}")
+        if op is not None and branch is not None:
+            self.op_runs[(op.id, eid)] = run
+        if what == "put_event" and isinstance(record.data, dict) and record.data.get("run") != run:
+            self.violation(f"{eid[:8]}: event {record.name}#{record.event_id} sent to run {record.data.get('run')} "
+                           f"was written under run {run}")
         if what == "complete_branch":
             self._check_join_count(eid, branch.step_index)
         if what == "put_event" and before and before.get("existed"):
@@ -144,10 +178,12 @@ class Observing:
     def observe_put(self, eid: str, record: StepRecord, before: dict | None) -> None:
         op = self.op
         w = Write(self._next_seq(), "put_step", eid, op.id if op else 0, self.clock.now(), record.step_index, record,
-                  before=before)
+                  before=before, run=record.run)
         self.writes.setdefault(eid, []).append(w)
         if record.kind == "event" and record.error is not None and record.error.code == "event_timeout":
             self._check_timeout(eid, record, op)
+        if record.kind == "event" and record.event_id is not None and record.status.value == "SUCCEEDED":
+            self._check_wait_record(eid, record)
         self.log(f"    store: {eid[:8]} put s{record.step_index} {record.kind} attempt {record.attempts} "
                  f"{record.status.value}{' final' if record.is_final else ''}"
                  f"{f' event {record.event_id}' if record.event_id else ''}")
@@ -158,13 +194,14 @@ class Observing:
         join = self.inner.joins.get(eid, {}).get(index)
         if join is None:
             return
-        began = [w for w in self.writes.get(eid, ()) if w.what == "put_join" and w.step == index
+        run = join.get("run")
+        began = [w for w in self.writes.get(eid, ()) if w.what == "put_join" and w.step == index and w.run == run
                  and w.record.generation == join.get("generation")]
         if not began:
             return
         start = began[-1]
         counted = [w for w in self.writes[eid] if w.what == "complete_branch" and w.step == index and w.seq > start.seq
-                   and w.branch.generation == join.get("generation")]
+                   and w.run == run and w.branch.generation == join.get("generation")]
         expected = start.record.done + len(counted)
         if join.get("done") != expected:
             self.violation(f"{eid[:8]} step {index}: the join of generation {join.get('generation')} counts "
@@ -174,34 +211,78 @@ class Observing:
     def _check_timeout(self, eid: str, record: StepRecord, op: Op | None) -> None:
         """A wait times out only if no event of its name was kept, unconsumed by another step, from
         before the delivery that decided the timeout began."""
-        wf = self.specs[self.inner.metas[eid]["workflow"]]
+        info = self.runs.info(eid, record.run)
+        wf = self.all_specs.get(info.fingerprint) if info is not None else None
+        if wf is None:
+            return
         name = wf.steps[record.step_index].event
         began = self.op_start_seq.get(op.id, 0) if op else 0
         consumed = {r.event_id for r in self.inner._records(eid)
                     if isinstance(r, StepRecord) and r.kind == "event" and r.event_id and r.step_index != record.step_index
-                    and r.status.value == "SUCCEEDED"}
+                    and r.status.value == "SUCCEEDED" and r.run == record.run}
+        # callback ids are each one wait's own: another wait's callback event was never this wait's to take
         sent_before = [w.record.event_id for w in self.writes.get(eid, ()) if w.what == "put_event"
-                       and w.record.name == name and w.seq < began and w.record.event_id not in consumed]
+                       and w.run == record.run and w.record.name == name and w.seq < began
+                       and w.record.event_id not in consumed
+                       and callbacks.is_for_step(w.record.event_id, record.step_index)]
         if sent_before:
             self.violation(f"{eid[:8]} step {record.step_index}: wait {name!r} recorded event_timeout (attempt "
                            f"{record.attempts}) although event(s) {sent_before} of that name were kept, consumed by "
                            "no other step, before the delivery began: an event was lost")
 
+    def _check_wait_record(self, eid: str, record: StepRecord) -> None:
+        """A wait of a run takes only an event sent to that run, and a callback's only for its own step."""
+        data = codec.decode(record.result_blob) if record.result_blob else {}
+        value = data.get(record.name) if isinstance(data, dict) else None
+        sent_to = value.get("run") if isinstance(value, dict) else None
+        if sent_to != record.run:
+            self.violation(f"{eid[:8]} step {record.step_index}: the wait of run {record.run} consumed event "
+                           f"{record.event_id}, sent to run {sent_to}")
+        if not callbacks.is_for_step(record.event_id, record.step_index):
+            self.violation(f"{eid[:8]} step {record.step_index}: the wait consumed {record.event_id}, the callback "
+                           "event of another wait")
+        elif callbacks.is_reserved(record.event_id):
+            self.stat("callback.consumed_by_its_wait")
+
     # -- bodies ---------------------------------------------------------------------------------------
-    def recorded_success(self, execution_id: str, index: int) -> bool:
-        """The store holds a SUCCEEDED task record of step ``index`` for the execution's current run."""
-        meta = self.inner.metas.get(execution_id, {})
+    def recorded_success(self, execution_id: str, index: int, run: str | None) -> bool:
+        """The store holds a SUCCEEDED task record of step ``index`` written by ``run``."""
         for key, item in self.inner.steps.get(execution_id, {}).items():
             if key.startswith(f"STEP#{index:03d}#") and not key.endswith("#compensation") \
-                    and item.get("status") == "SUCCEEDED" and item.get("run") in (None, meta.get("created_at")):
+                    and item.get("status") == "SUCCEEDED" and item.get("run") == run:
                 return True
         return False
+
+    def body_run(self, eid: str) -> str | None:
+        """The run a body starting now belongs to: the run its operation claimed it for."""
+        op = self.op
+        run = self.op_runs.get((op.id, eid)) if op is not None else None
+        return run or self.inner.metas.get(eid, {}).get("created_at")
+
+    def _check_context(self, entry: BodyEntry, ctx) -> None:
+        """A body sees only its own run: its input, results and events (each names the run it was made for)."""
+        info = self.runs.info(entry.execution_id, entry.run)
+        where = f"{entry.execution_id[:8]} step {entry.step} ({entry.kind} attempt {entry.attempt}, run {entry.run})"
+        if info is None:
+            self.violation(f"{where}: a body ran under a run that was never created")
+            return
+        if info.fingerprint != entry.fingerprint:
+            self.violation(f"{where}: a body of definition {entry.fingerprint[:8]} ran in a run started on "
+                           f"{info.fingerprint[:8]}: a changed definition ran its steps")
+        foreign = (run_tags(dict(ctx.data)) | run_tags(getattr(ctx, "result", None))) - {entry.run}
+        if foreign:
+            self.violation(f"{where}: its context holds data of run(s) {sorted(foreign)}")
+        if ctx.get("inc") != info.incarnation:
+            self.violation(f"{where}: its context holds the input of start {ctx.get('inc')}, not of its run's "
+                           f"({info.incarnation})")
 
     def on_cbody(self, kind: str, ctx, wf: CWorkflow, s: CSpec) -> BodyEntry:
         op = self.op
         entry = BodyEntry(self._next_seq(), kind, ctx.execution_id, s.index, ctx.branch if kind == "branch" else None,
-                          ctx.attempt, op.id if op else 0, self.clock.now(), op.deadline if op else None)
+                          ctx.attempt, op.id if op else 0, self.clock.now(), op.deadline if op else None,
+                          self.body_run(ctx.execution_id), wf.definition.fingerprint, wf.timeout(s.index))
         self.journal.append(entry)
+        self._check_context(entry, ctx)
         self.stat(f"bodies.{kind}")
         self.log(f"    body {kind} {wf.name}.{s.name}{'' if entry.branch is None else f' b{entry.branch}'} "
                  f"attempt {ctx.attempt}")
@@ -230,18 +311,17 @@ class Observing:
         return entry
 
     def on_cbody_end(self, entry: BodyEntry, end: str) -> None:
-        wf = self.specs[self.inner.metas[entry.execution_id]["workflow"]]
-        timeout = wf.timeout(entry.step)
-        if end == "ok" and (self.clock.now() - entry.at).total_seconds() > timeout:
+        if end == "ok" and (self.clock.now() - entry.at).total_seconds() > entry.timeout_s:
             end = "overran"
         entry.end, entry.end_seq = end, self._next_seq()
 
     def _check_body_start(self, entry: BodyEntry, wf: CWorkflow) -> None:
-        """Checked as each body starts, from the journal: a lane's limit, one attempt per branch at a
-        time, a compensation only after the step it undoes (and never beside one of its bodies)."""
+        """Checked as each body starts, from the journal: no two bodies of one (run, step, branch) at once
+        (a task's attempts, also across a redrive; its compensation and its bodies, also across a cancel
+        request), a lane's limit, a compensation only after the step it undoes."""
         now, eid, i = self.clock.now(), entry.execution_id, entry.step
         running = [b for b in self.journal if b is not entry and b.execution_id == eid and b.step == i
-                   and b.running_at(entry.seq, now)]
+                   and b.run == entry.run and b.running_at(entry.seq, now)]
         if entry.kind == "branch":
             siblings = [b for b in running if b.kind == "branch"]
             join = self.inner.joins.get(eid, {}).get(i)
@@ -263,23 +343,31 @@ class Observing:
             if tasks:
                 self.violation(f"{eid[:8]} step {i}: its compensation started while a body of the step it undoes "
                                f"(attempt {tasks[0].attempt}, op {tasks[0].op_id}) still ran")
+            undos = [b for b in running if b.kind == "undo"]
+            if undos:
+                self.violation(f"{eid[:8]} step {i}: compensation attempt {entry.attempt} started while its attempt "
+                               f"{undos[0].attempt} (op {undos[0].op_id}) still ran")
             # A step is undone once a body of it succeeded, or (a cancel that caught it mid-attempt) once a
             # body of it ended without reporting: its effect is unknown. Never one that only failed cleanly.
             done = [b for b in self.journal if b.kind == "task" and b.execution_id == eid and b.step == i
-                    and b.end in ("ok", "dead") and b.end_seq is not None and b.end_seq < entry.seq]
+                    and b.run == entry.run and b.end in ("ok", "dead") and b.end_seq is not None
+                    and b.end_seq < entry.seq]
             meta = self.inner.metas.get(eid, {})
             caught = meta.get("undo_failed_step") and meta.get("failed_step") == i  # its attempt was cut short
             if not done and not caught:
                 self.violation(f"{eid[:8]} step {i}: its compensation (attempt {entry.attempt}) started before any "
                                "body of the step it undoes had succeeded (or died without reporting)")
         elif entry.kind == "task":
-            same = [b for b in running if b.kind == "task"]
+            same = [b for b in running if b.kind in ("task", "undo")]
             if same:
-                self.violation(f"{eid[:8]} step {i}: task attempt {entry.attempt} started while attempt "
+                what = "attempt" if same[0].kind == "task" else "its compensation's attempt"
+                self.violation(f"{eid[:8]} step {i}: task attempt {entry.attempt} started while {what} "
                                f"{same[0].attempt} (op {same[0].op_id}) still ran")
 
     # -- operations -----------------------------------------------------------------------------------
     def run_op(self, kind: str, label: str, plan: OpPlan, fn, mid=None, message=None, deadline_s=None) -> Op:
+        if deadline_s is None and kind in CONTROL_PLANE_OPS:
+            deadline_s = CONTROL_PLANE_TIMEOUT_S  # a stopped request is dead from its Lambda's timeout on
         self.op_start_seq[self._op_ids + 1] = self._next_seq()
         op = super().run_op(kind, label, plan, fn, mid=mid, message=message, deadline_s=deadline_s)
         end = self._next_seq()
