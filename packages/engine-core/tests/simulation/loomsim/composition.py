@@ -75,8 +75,8 @@ HINT_CALLS = {
     "compensation": ("put_step", "commit", "send", "finalize"),
     "wait": ("put_step", "commit", "list_events", "send"),
     "fanout": ("put_join", "create_branch", "update_branch", "branches", "commit", "put_step", "send"),
-    "branch": ("get_branch", "update_branch", "complete_branch", "get_join", "create_branch", "branches", "put_step",
-               "commit", "send"),
+    "branch": ("get_branch", "update_branch", "complete_branch", "complete_branch", "get_join", "create_branch",
+               "branches", "put_step", "commit", "send"),
 }
 RACES = ("update_branch", "update_branch", "complete_branch", "get_branch", "commit", "put_step", "list_events",
          "put_join", "create_branch")
@@ -145,6 +145,7 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Simulation):
         self.tokens: list[Token] = []
         self.ttl_reported: set[tuple[str, str]] = set()
         self.step_entered: dict[tuple, dt.datetime] = {}
+        self.outlive_due = self.expire_due = False
         self.event_sends: list[tuple[str, str, str, str]] = []
         """(execution, name, event_id, outcome) of every send_event that returned."""
         self.waiting_timeouts: dict[str, str] = {}
@@ -226,12 +227,22 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Simulation):
         if eid is not None and len(self.ops) <= self.max_depth and self.rng.random() < 0.3:
             self.stat("pause.event_sent")
             self.send_event(eid)
+        # an operator cancels while this worker is stopped mid-step; more often inside the body of a step
+        # with a compensation (the cancel must wait for that attempt, then undo it: issue 19)
+        chance = 0.35 if self.paused_in == ("task", True) else 0.08
         if (eid is not None and len(self.ops) <= self.max_depth and self.config.cancel_rate
-                and self.rng.random() < 0.08):
-            self.stat("pause.cancelled")  # an operator cancels while this worker is stopped mid-step
+                and self.rng.random() < chance):
+            self.stat("pause.cancelled" if chance < 0.3 else "pause.cancelled_in_a_compensable_body")
             self.cancel(eid)
+            if chance > 0.3:  # and another worker takes what the cancel sent while this body still runs
+                mine = sorted((m for m in self.queue.visible() if m.body.execution_id == eid and m.mid != op.mid),
+                              key=lambda m: m.mid)
+                for m in mine[:2]:
+                    self.deliver(m)
         super().pause(op, where)
 
+    paused_in: tuple[str, bool] | None = None
+    """While a body stops: its kind and whether its step has a compensation."""
     forced_plan: OpPlan | None = None
     concurrent_copy: int | None = None
     """A copy of the message being delivered, handed to another worker when the delivery pauses."""
@@ -365,6 +376,10 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Simulation):
         if c.op_kind == "wake":
             self.check_wake_commit(c)
         self.note_step_span(eid, before or {}, after)
+        self.note_long_timer(after.get("next_wake_at"))
+        if self.config.ttl and self.faults_on and after.get("status") in TERMINAL \
+                and (before or {}).get("status") not in TERMINAL:
+            self.expire_due = True  # the fault phase soon passes its retention, and its token is used again
         if c.op_kind == "redrive" and not self.deployed(after.get("fingerprint")):
             self.violation(f"{eid[:8]}: redriven although its definition was replaced (fingerprint "
                            f"{after.get('fingerprint')}): the redrive would run the wrong step list")
@@ -377,6 +392,15 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Simulation):
                 self.violation(f"{eid[:8]} step {spec.index}: WAITING until {after['next_wake_at']}, not its "
                                f"timeout {expected.isoformat()}")
             self.waiting_timeouts[eid] = after["next_wake_at"]
+
+    def note_long_timer(self, wake: str | None) -> None:
+        """A timer (a wait's timeout, a sleep, a backoff, a branch's retry) reaching past retention plus grace:
+        the fault phase soon lets that much time pass, so the execution outlives its retention while live."""
+        s = self.settings
+        if self.config.ttl and isinstance(wake, str) and self.faults_on and (parse_ts(wake) - self.clock.now(
+                )).total_seconds() > s.retention_days * 86400 + s.history_grace_s:
+            self.stat("ttl.long_timer")
+            self.outlive_due = True
 
     def note_step_span(self, eid: str, before: dict, after: dict) -> None:
         """Counts steps that lasted longer than retention plus grace while their execution was live (what
@@ -409,6 +433,14 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Simulation):
                 self.after_op()
             if cfg.redeploy_at == i:
                 self.redeploy()
+                self.after_op()
+            if self.outlive_due and rng.random() < 0.5:
+                self.outlive_due = False
+                self.outlive_retention()
+                self.after_op()
+            if self.expire_due and rng.random() < 0.5:
+                self.expire_due = False
+                self.expire_one()
                 self.after_op()
             r = rng.random()
             visible = self.queue.visible()

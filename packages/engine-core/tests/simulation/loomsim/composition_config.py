@@ -40,8 +40,9 @@ class CompConfig:
     retention while live."""
     action_rate: float = 0.08
     """Share of fault-phase operations that are one of ``ACTIONS`` (wakes, callbacks, reserved event ids,
-    token re-use, the clock past an execution's retention, TTL deletions)."""
-    action_weights: tuple[float, ...] = (3, 4, 1, 0, 0, 0)
+    token re-use, the clock past an ended execution's retention, TTL deletions, the clock past retention
+    while executions live)."""
+    action_weights: tuple[float, ...] = (3, 4, 1, 0, 0, 0, 0)
     redeploy_at: int | None = None
     """The fault-phase operation at which one workflow's step list is redeployed under its name."""
 
@@ -66,7 +67,7 @@ class CompConfig:
 
 
 PROFILES = ("mixed", "sigstop", "crashy", "lossy")
-ACTIONS = ("wake", "callback", "reserved_id", "restart", "expire", "reap")
+ACTIONS = ("wake", "callback", "reserved_id", "restart", "expire", "reap", "outlive")
 RETENTION_DAYS = (0.01, 1 / 24, 0.125, 0.5)
 """TTL seeds: 14.4 minutes, 1 hour, 3 hours, 12 hours."""
 FIRST_LEASE_DEFECT = (
@@ -127,7 +128,7 @@ def make_config(seed: int, **overrides: Any) -> CompConfig:
                         body_time=rng.choice([0.0, 0.1, 0.5]), event_rate=rng.choice([0.04, 0.08, 0.15]),
                         cancel_rate=rng.choice([0.0, 0.004, 0.01, 0.02]), redrive_rate=rng.choice([0.0, 0.02, 0.05]),
                         ttl=ttl, action_rate=rng.choice([0.04, 0.08, 0.15]),
-                        action_weights=(3, 4, 1, 3, 2, 3) if ttl else (3, 4, 1, 1, 0, 0))
+                        action_weights=(3, 4, 1, 3, 2, 3, 2) if ttl else (3, 4, 1, 1, 0, 0, 0))
     if rng.random() < 0.12:
         config.redeploy_at = rng.randrange(max(1, config.fault_ops))
     for key, value in overrides.items():

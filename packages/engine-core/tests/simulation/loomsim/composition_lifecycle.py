@@ -205,7 +205,9 @@ class Lifecycle:
         if ps is None:
             if not known:
                 return
-            ps = self.rng.choice(known)
+            expired = [p for p in known if self.current_run(p.eid) is None]
+            ps = self.rng.choice(expired if expired and self.rng.random() < 0.8 else known)
+        old = self.inner.metas.get(ps.eid, {}).get("created_at") or (self.runs.runs.get(ps.eid) or [None])[-1]
         if self.current_run(ps.eid) is None:
             ps.input = {**ps.input, "inc": int(ps.input.get("inc", 0)) + 1}
             ps.acked = ps.attempts = 0
@@ -213,6 +215,17 @@ class Lifecycle:
         else:
             self.stat("restart.repeated")
         self.start(ps)
+        new = self.current_run(ps.eid)
+        if new is None or new == getattr(old, "run", old):
+            return
+        # The old run's event ids are the new run's to use: a sender uses one again.
+        old_run = getattr(old, "run", old)
+        used = [w.record for w in self.writes.get(ps.eid, ()) if w.what == "put_event" and w.run == old_run
+                and not w.record.event_id.startswith("callback:")]
+        if used and self.rng.random() < 0.9:
+            record = self.rng.choice(used)
+            self.stat("event.reused_an_older_runs_id")
+            self.send_event(ps.eid, record.name, record.event_id)
 
     def expire_one(self) -> None:
         """Time passes beyond an ended execution's retention (the schedule running meanwhile); TTL may
@@ -231,8 +244,18 @@ class Lifecycle:
         if self.rng.random() < 0.7:
             self.reap_expired()
         ps = next((p for p in self.planned if p.eid == eid and p.acked), None)
-        if ps is not None and self.rng.random() < 0.8:
+        if ps is not None and self.rng.random() < 0.9:
             self.restart(ps)
+
+    def outlive_retention(self) -> None:
+        """Time passes beyond retention plus grace while executions live (waiting, sleeping, retrying, fanning
+        out), the schedule running where an expiry is near: nothing of theirs may expire."""
+        if not self.live():
+            return
+        s = self.settings
+        kept_s = s.retention_days * 86400 + s.history_grace_s
+        self.stat("time.past_retention_while_live")
+        self.advance(kept_s * self.rng.uniform(1.05, 1.5))
 
     # -- redeploys ----------------------------------------------------------------------------------------
     def redeploy(self) -> None:
@@ -274,4 +297,5 @@ class Lifecycle:
         action = self.rng.choices(ACTIONS, weights=self.config.action_weights)[0]
         self.stat(f"action.{action}")
         {"wake": self.wake, "callback": self.complete_callback, "reserved_id": self.send_reserved_id,
-         "restart": self.restart, "expire": self.expire_one, "reap": self.reap_expired}[action]()
+         "restart": self.restart, "expire": self.expire_one, "reap": self.reap_expired,
+         "outlive": self.outlive_retention}[action]()

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from engine_core import callbacks, codec
 from engine_core.adapters import _items as items
+from engine_core.clock import format_ts
 from engine_core.model import Branch, StepRecord
 
 from .composition_workflows import CSpec, CWorkflow, run_tags
@@ -158,6 +159,8 @@ class Observing:
         self.stat(f"writes.{what}")
         if op is not None and branch is not None:
             self.op_runs[(op.id, eid)] = run
+        if branch is not None and branch.next_wake_at is not None and branch.status.value == "RETRY":
+            self.note_long_timer(format_ts(branch.next_wake_at))
         if what == "put_event" and isinstance(record.data, dict) and record.data.get("run") != run:
             self.violation(f"{eid[:8]}: event {record.name}#{record.event_id} sent to run {record.data.get('run')} "
                            f"was written under run {run}")
@@ -303,7 +306,11 @@ class Observing:
             return entry
         if p.body_pause:
             self.stat(f"pause.body.{kind}")
-            self.pause(op, f"inside {kind} body {s.name}")
+            self.paused_in = (kind, s.undo)
+            try:
+                self.pause(op, f"inside {kind} body {s.name}")
+            finally:
+                self.paused_in = None
         if p.body_crash:
             self.stat(f"crash.body.{kind}")
             raise SimulatedCrash(op.id, f"{kind} body {s.name}")
