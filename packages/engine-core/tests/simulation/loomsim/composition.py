@@ -47,9 +47,10 @@ from .composition_actions import OperatorActions, Token
 from .composition_config import TERMINAL, CompConfig
 from .composition_lifecycle import Lifecycle
 from .composition_observe import BodyEntry, CompStoreProxy, Observing, Write
-from .composition_runs import REAP_MODES, RunBook
+from .composition_runs import RunBook
 from .composition_workflows import CWorkflow, register
 from .sim import START, SWEEP_INTERVAL_S, Op, OpPlan, PlannedStart, Simulation
+from .ttl import REAP_MODES
 from .world import QueueProxy, SimQueue, SimulatedCrash, due_key
 
 _WORKER_POINTS = ("worker.after_claim", "worker.after_record", "worker.after_checkpoint", "worker.after_enqueue",

@@ -22,8 +22,8 @@ from engine_core.errors import (
 from engine_core.model import StepRecord, StepStatus
 
 from .composition_config import TERMINAL
-from .composition_runs import epoch
 from .composition_workflows import event_data
+from .ttl import epoch
 from .world import InjectedQueueError, Op
 
 _INJECTED = (InjectedQueueError, StorageError)

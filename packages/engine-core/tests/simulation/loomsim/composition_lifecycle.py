@@ -23,9 +23,10 @@ from engine_core import Registry, codec
 from engine_core.clock import parse_ts
 
 from .composition_config import ACTIONS, TERMINAL
-from .composition_runs import REAP_MODES, RunInfo, doomed, epoch, expired_items, reap
+from .composition_runs import RunInfo
 from .composition_workflows import generate, register
 from .sim import SWEEP_INTERVAL_S, PlannedStart
+from .ttl import REAP_MODES, doomed, epoch, expired_items, reap
 from .world import InjectedStorageError, Op, due_key
 
 MAX_UNSWEPT_S = 1800.0
