@@ -89,6 +89,7 @@ def test_composition_seeds_exercise_every_kind_fault_and_ending(runs):
                 "callback.issued", "callback.delivered", "callback.buffered", "callback.consumed_by_its_wait",
                 "callback.used_after_answered_otherwise", "callback.not_found_after_its_run",
                 "event.reserved_id_refused", "cancel.requested", "pause.cancelled_in_a_compensable_body",
+                "bodies.undo_of_a_step_a_cancel_caught", "bodies.task_after_a_redrive", "bodies.branch_after_a_redrive",
                 "restart.repeated", "restart.after_expiry", "runs.replaced_an_expired_item",
                 "runs.created_after_ttl_deleted_the_item", "runs.started_over_an_older_runs_items",
                 "event.reused_an_older_runs_id", "runs.result.COMPLETED", "ttl.reaped.all", "ttl.reaped.meta",

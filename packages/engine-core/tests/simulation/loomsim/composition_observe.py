@@ -17,10 +17,12 @@ from .composition_workflows import CSpec, CWorkflow, run_tags
 from .world import Op, OpPlan, SimulatedCrash, StoreProxy
 
 
-CONTROL_PLANE_OPS = ("start", "event", "callback", "cancel", "redrive", "wake")
-CONTROL_PLANE_TIMEOUT_S = 10.0
-"""The control plane's Lambda timeout (Terraform ``control_plane_timeout_s``, default 10 s): a start or an
-operator's action stopped longer than that was killed, and writes nothing after."""
+LAMBDA_TIMEOUT_S = {"start": 10.0, "event": 10.0, "callback": 10.0, "cancel": 10.0, "redrive": 10.0, "wake": 10.0,
+                    "sweep": 55.0}
+"""The Lambda timeouts (Terraform ``control_plane_timeout_s``, default 10 s; ``sweeper_timeout_s``, 55 s): a
+start, an operator's action or a sweep stopped longer than that was killed, and writes nothing after (the
+deliveries have theirs, ``CompConfig.invocation_s``). Without one, a sweep stopped for hours would commit
+over an execution TTL deleted meanwhile, which no deployment can do."""
 
 
 @dataclass
@@ -329,6 +331,9 @@ class Observing:
         now, eid, i = self.clock.now(), entry.execution_id, entry.step
         running = [b for b in self.journal if b is not entry and b.execution_id == eid and b.step == i
                    and b.run == entry.run and b.running_at(entry.seq, now)]
+        if any(c.op_kind == "redrive" and c.before.get("current_step") == i and c.after.get("created_at") == entry.run
+               for c in self.commits.get(eid, ())):
+            self.stat(f"bodies.{entry.kind}_after_a_redrive")  # the overlap checks below span generations
         if entry.kind == "branch":
             siblings = [b for b in running if b.kind == "branch"]
             join = self.inner.joins.get(eid, {}).get(i)
@@ -361,6 +366,8 @@ class Observing:
                     and b.end_seq < entry.seq]
             meta = self.inner.metas.get(eid, {})
             caught = meta.get("undo_failed_step") and meta.get("failed_step") == i  # its attempt was cut short
+            if caught and meta.get("cancelled_by"):
+                self.stat("bodies.undo_of_a_step_a_cancel_caught")
             if not done and not caught:
                 self.violation(f"{eid[:8]} step {i}: its compensation (attempt {entry.attempt}) started before any "
                                "body of the step it undoes had succeeded (or died without reporting)")
@@ -373,8 +380,8 @@ class Observing:
 
     # -- operations -----------------------------------------------------------------------------------
     def run_op(self, kind: str, label: str, plan: OpPlan, fn, mid=None, message=None, deadline_s=None) -> Op:
-        if deadline_s is None and kind in CONTROL_PLANE_OPS:
-            deadline_s = CONTROL_PLANE_TIMEOUT_S  # a stopped request is dead from its Lambda's timeout on
+        if deadline_s is None:
+            deadline_s = LAMBDA_TIMEOUT_S.get(kind)  # a stopped invocation is dead from its timeout on
         self.op_start_seq[self._op_ids + 1] = self._next_seq()
         op = super().run_op(kind, label, plan, fn, mid=mid, message=message, deadline_s=deadline_s)
         end = self._next_seq()
