@@ -227,6 +227,8 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
         if eid is not None and len(self.ops) <= self.max_depth and self.rng.random() < 0.3:
             self.stat("pause.event_sent")
             self.send_event(eid)
+        if self.config.ttl and self.rng.random() < 0.1:
+            self.reap_expired()  # TTL deletes whenever it does, also while a worker is stopped
         # an operator cancels while this worker is stopped mid-step; more often inside the body of a step
         # with a compensation (the cancel must wait for that attempt, then undo it: issue 19)
         chance = 0.35 if self.paused_in == ("task", True) else 0.08

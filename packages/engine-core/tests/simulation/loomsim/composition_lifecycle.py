@@ -208,7 +208,8 @@ class Lifecycle:
                 return
             expired = [p for p in known if self.current_run(p.eid) is None]
             ps = self.rng.choice(expired if expired and self.rng.random() < 0.8 else known)
-        old = self.inner.metas.get(ps.eid, {}).get("created_at") or (self.runs.runs.get(ps.eid) or [None])[-1]
+        runs = self.runs.runs.get(ps.eid) or []
+        old_run = runs[-1].run if runs else None
         if self.current_run(ps.eid) is None:
             ps.input = {**ps.input, "inc": int(ps.input.get("inc", 0)) + 1}
             ps.acked = ps.attempts = 0
@@ -216,11 +217,9 @@ class Lifecycle:
         else:
             self.stat("restart.repeated")
         self.start(ps)
-        new = self.current_run(ps.eid)
-        if new is None or new == getattr(old, "run", old):
+        if self.current_run(ps.eid) in (None, old_run):
             return
         # The old run's event ids are the new run's to use: a sender uses one again.
-        old_run = getattr(old, "run", old)
         used = [w.record for w in self.writes.get(ps.eid, ()) if w.what == "put_event" and w.run == old_run
                 and not w.record.event_id.startswith("callback:")]
         if used and self.rng.random() < 0.9:
