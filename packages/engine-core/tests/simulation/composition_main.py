@@ -15,7 +15,8 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from loomsim.composition import BROKEN_KINDS, broken_store_class, run_many, run_seed  # noqa: E402
+from loomsim.composition_broken import BROKEN_ENGINES, BROKEN_KINDS  # noqa: E402
+from loomsim.composition_runner import run_many, run_seed  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,13 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=1000, help="how many seeds (default 1000)")
     ap.add_argument("--first", type=int, default=0, help="first seed (default 0)")
     ap.add_argument("--jobs", type=int, default=0, help="worker processes (default: CPUs, at most 2)")
-    ap.add_argument("--broken", choices=BROKEN_KINDS, help="run against a deliberately broken store")
+    ap.add_argument("--broken", choices=BROKEN_KINDS + BROKEN_ENGINES,
+                    help="run against a deliberately broken store or engine")
     ap.add_argument("--digest", action="store_true", help="with --seed: print only the trace digest")
     args = ap.parse_args(argv)
 
     if args.seed is not None:
-        factory = broken_store_class(args.broken) if args.broken else None
-        r = run_seed(args.seed, tracing=True, store_factory=factory)
+        r = run_seed(args.seed, tracing=True, broken=args.broken)
         if args.digest:
             print(r.digest)
             return 0 if r.ok else 1
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 
     seeds = list(range(args.first, args.first + args.seeds))
     started = time.perf_counter()
-    results = run_many(seeds, jobs=args.jobs, store_kind=args.broken)
+    results = run_many(seeds, jobs=args.jobs, broken=args.broken)
     elapsed = time.perf_counter() - started
     failed = [r for r in results if not r.ok]
     for r in failed[:10]:

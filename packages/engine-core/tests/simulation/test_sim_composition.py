@@ -17,17 +17,12 @@ import pytest
 
 from engine_core import EngineSettings, RetryPolicy
 from engine_core.model import Branch, BranchStatus, StepRecord, StepStatus
-from loomsim.composition import (
-    BROKEN_KINDS,
-    CompositionSim,
-    CSpec,
-    CWorkflow,
-    MemoryStore,
-    broken_store_class,
-    make_config,
-    run_many,
-    run_seed,
-)
+from engine_core.adapters.memory import MemoryStore
+from loomsim.composition import CompositionSim
+from loomsim.composition_broken import BROKEN_ENGINES, BROKEN_KINDS, broken_store_class
+from loomsim.composition_config import make_config
+from loomsim.composition_runner import run_many, run_seed
+from loomsim.composition_workflows import CSpec, CWorkflow
 from loomsim.composition_checks import check_composition
 from loomsim.runner import focused_trace
 from loomsim.sim import FaultMix
@@ -89,6 +84,20 @@ def test_composition_seeds_exercise_every_kind_fault_and_ending(runs):
                   "worker.after_record:compensation", "worker.after_claim:compensation", "sweeper.after_claim"):
         if stats[f"crash.after.{point}"] + stats[f"crash.before.{point}"] < 1:
             missing.append(f"crash at {point}")
+    # issue 19: operator wakes, callbacks, reserved ids, token re-use after expiry, TTL expiry, redeploys
+    for key in ("wake.applied.sleep", "wake.applied.event", "wake.applied.retry", "wake.refused.not_waiting",
+                "callback.issued", "callback.delivered", "callback.buffered", "callback.consumed_by_its_wait",
+                "callback.used_after_answered_otherwise", "callback.not_found_after_its_run",
+                "event.reserved_id_refused", "cancel.requested", "pause.cancelled_in_a_compensable_body",
+                "bodies.undo_of_a_step_a_cancel_caught", "bodies.task_after_a_redrive", "bodies.branch_after_a_redrive",
+                "restart.repeated", "restart.after_expiry", "runs.replaced_an_expired_item",
+                "runs.created_after_ttl_deleted_the_item", "runs.started_over_an_older_runs_items",
+                "event.reused_an_older_runs_id", "runs.result.COMPLETED", "ttl.reaped.all", "ttl.reaped.meta",
+                "ttl.reaped.items", "ttl.reaped.some", "ttl.step_outlived_retention.wait",
+                "ttl.step_outlived_retention.sleep", "ttl.step_outlived_retention.parallel",
+                "ttl.step_outlived_retention.map", "time.passed_with_the_schedule", "redeploy.done",
+                "redeploy.ended_a_run_of_the_old_definition.FAILED"):
+        need(key)
     need("concurrent_copies.raced")
     need("redrive.done")
     need("branches.running_at_once.2")  # the lane limit was tested with bodies really overlapping
@@ -113,7 +122,7 @@ def scripted(steps: list[CSpec], *, items: int = 0, invocation_s: float = 60.0, 
                          settings=EngineSettings(lease_s=settings.pop("lease_s", 120.0), **settings), body_time=0.0,
                          event_rate=0.0, cancel_rate=0.0, invocation_s=invocation_s)
     sim = CompositionSim(config, MemoryStore, tracing=True)
-    sim.planned[0].input = {"items": [f"i{k}" for k in range(items)]}
+    sim.planned[0].input = {"items": [f"i{k}" for k in range(items)], "inc": 0}
     sim.faults_on = True  # the plans below are the only faults: every random rate is zero
     sim.start(sim.planned[0])
     return sim
@@ -301,7 +310,15 @@ EXPECTED = {
     "branch_claim_ignores_version": (("not one chain", "bodies ran under the one claim", "running at once",
                                       "still ran"), 40),
     "compensation_record_lost": (("no SUCCEEDED compensation record", "without that operation recording it"), 4),
+    # only seeds whose TTL theme is on (about half) use a token again after its execution expired
+    "older_run_item_wins": (("was never written to this run",), 30),
+    "ttl_restamp_dropped": (("may be deleted by TTL now",), 10),
 }
+ENGINE_EXPECTED = {
+    "cancel_undoes_a_running_step": (("its compensation started while a body of the step it undoes",), 6),
+}
+STOPPED_MID_BODY = {"fx": FaultMix(body_pause=0.6, crash=0.1), "cancel_rate": 0.02}
+"""Workers often stopped inside bodies while operators cancel: the interleaving a cancel's undo needs."""
 
 
 @pytest.mark.parametrize("kind", BROKEN_KINDS)
@@ -317,8 +334,26 @@ def test_composition_broken_store_is_caught_within_a_few_seeds(kind):
     pytest.fail(f"{kind}: no violation naming {phrases} in {budget} seeds; saw {seen[:6]}")
 
 
+@pytest.mark.parametrize("kind", BROKEN_ENGINES)
+def test_composition_broken_engine_is_caught_within_a_few_seeds(kind):
+    phrases, budget = ENGINE_EXPECTED[kind]
+    seen = []
+    for seed in range(budget):
+        result = run_seed(seed, broken=kind, **STOPPED_MID_BODY)
+        if any(p in v for v in result.violations for p in phrases):
+            return
+        seen += result.violations[:2]
+    pytest.fail(f"{kind}: no violation naming {phrases} in {budget} seeds; saw {seen[:6]}")
+
+
 def test_composition_real_store_is_not_flagged_by_the_broken_store_phrases():
     for seed in range(20):
         for text in run_seed(seed).violations:
-            for phrases, _ in EXPECTED.values():
+            for phrases, _ in [*EXPECTED.values(), *ENGINE_EXPECTED.values()]:
                 assert not any(p in text for p in phrases), f"seed {seed}: {text}"
+
+
+def test_composition_real_engine_with_workers_stopped_mid_body_holds_every_invariant():
+    for seed in range(ENGINE_EXPECTED["cancel_undoes_a_running_step"][1]):
+        result = run_seed(seed, **STOPPED_MID_BODY)
+        assert result.ok, result.report()

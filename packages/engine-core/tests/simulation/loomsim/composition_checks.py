@@ -1,10 +1,12 @@
-"""The composition simulation's invariants (issue 12), checked after every seed from what really happened:
-the store proxy's record of every successful commit (the execution item as stored before and after),
-history write, branch / join / event write, and the bodies' journal. Nothing is accepted because the
-engine returned it. The liveness check (a due-index key for every live execution, a WAITING one keyed at
-its timeout) and the checks made as events happen (a join counting a completion twice, an event stored
-twice, a wait timing out over a kept event, a lane over its limit, a compensation starting before or
-beside the step it undoes) are in ``composition.py``.
+"""The composition simulation's invariants (issues 12 and 19), checked after every seed, for each run of
+each execution id on its own, from what really happened: the store proxy's record of every successful
+commit (the execution item as stored before and after), history write, branch / join / event write, the
+bodies' journal, and what the store held of the run (``composition_runs.RunView``). Nothing is accepted
+because the engine returned it. The checks made after every operation (a due-index key for every live
+execution, a WAITING one keyed at its timeout; no item of a live run expired) are in ``composition.py`` and
+``composition_lifecycle.py``; those made as things happen (a join counting a completion twice, an event
+stored twice, a wait timing out over a kept event or taking another run's, a lane over its limit, two
+bodies of one step at once, a body seeing another run's data) in ``composition_observe.py``.
 """
 
 from __future__ import annotations
@@ -14,21 +16,23 @@ from typing import TYPE_CHECKING, Any
 
 from engine_core import codec
 from engine_core.engine import rebuild_context
-from engine_core.model import Branch, BranchStatus, EventRecord, StepRecord, StepStatus
+from engine_core.model import BranchStatus, StepStatus
 
-from .composition import TERMINAL
+from .composition_config import TERMINAL
 from .composition_workflows import branch_result, event_data, task_result
 
 if TYPE_CHECKING:
     from .composition import CompositionSim
+    from .composition_runs import RunInfo, RunView
     from .composition_workflows import CWorkflow
 
 
 def check_composition(sim: CompositionSim) -> None:
-    for eid in sorted(sim.inner.metas):
-        attrs = sim.inner.metas[eid]
-        wf = sim.specs[attrs["workflow"]]
-        Checker(sim, eid, wf).run()
+    for info, view in sim.runs.views(sim.inner):
+        if view is None:
+            sim.violation(f"{info.execution_id[:8]}: nothing was kept of its run {info.run} (the simulation lost it)")
+            continue
+        Checker(sim, info, view, sim.all_specs[info.fingerprint]).run()
     if sim.live():
         sim.violation(f"executions {[e[:8] for e in sim.live()]} still live at the end")
     for m in sorted(sim.queue.messages):
@@ -36,14 +40,20 @@ def check_composition(sim: CompositionSim) -> None:
 
 
 class Checker:
-    def __init__(self, sim: CompositionSim, eid: str, wf: CWorkflow):
-        self.sim, self.eid, self.wf = sim, eid, wf
-        self.short = eid[:8]
-        self.commits = sim.commits.get(eid, [])
-        self.writes = sim.writes.get(eid, [])
-        self.bodies = [b for b in sim.journal if b.execution_id == eid]
-        self.final = sim.inner.load(eid)
-        self.records = [r for r in sim.inner._records(eid) if isinstance(r, StepRecord)]
+    """The invariants of one run: only its own commits, writes, bodies and items count."""
+
+    def __init__(self, sim: CompositionSim, info: RunInfo, view: RunView, wf: CWorkflow):
+        self.sim, self.info, self.view, self.wf = sim, info, view, wf
+        self.eid, self.run_id = info.execution_id, info.run
+        runs = sim.runs.runs[self.eid]
+        self.short = self.eid[:8] if len(runs) == 1 else f"{self.eid[:8]} run {runs.index(info) + 1}"
+        self.commits = [c for c in sim.commits.get(self.eid, []) if c.after.get("created_at") == self.run_id]
+        self.writes = [w for w in sim.writes.get(self.eid, []) if w.run == self.run_id]
+        self.bodies = [b for b in sim.journal if b.execution_id == self.eid and b.run == self.run_id]
+        self.final = view.final
+        self.records = view.records
+        self.gone = sim.undeployed.get(info.fingerprint)
+        """When a redeploy replaced this run's definition (a sequence number), if it did."""
 
     def v(self, text: str) -> None:
         self.sim.violation(f"{self.short} ({self.wf.name}): {text}")
@@ -150,8 +160,8 @@ class Checker:
                 if n > 1:
                     gens = [w.branch.generation for w in completions if w.branch.branch == b]
                     self.v(f"step {i} branch {b}: its SUCCEEDED completion was applied {n} times (generations {gens})")
-            stored = {b.branch: b for b in self.sim.inner.branches(self.eid, i) if isinstance(b, Branch)}
-            join = self.sim.inner.get_join(self.eid, i)
+            stored = {b.branch: b for b in self.view.branches_of(i)}
+            join = self.view.joins.get(i)
             if join is not None:
                 succeeded = sum(1 for b in stored.values() if b.status is BranchStatus.SUCCEEDED and b.branch < join.total)
                 if join.done > succeeded:
@@ -163,7 +173,8 @@ class Checker:
                 if not ok:
                     self.v(f"step {i} branch {w.branch.branch}: completion (attempt {w.branch.attempt}, op {w.op_id}) "
                            "without a successful body of that attempt in that operation")
-                elif codec.decode(w.branch.result_blob) != branch_result(self.eid, i, w.branch.branch, _item(self, s, w.branch.branch)):
+                elif codec.decode(w.branch.result_blob) != branch_result(self.eid, i, w.branch.branch,
+                                                                           _item(self, s, w.branch.branch), self.run_id):
                     self.v(f"step {i} branch {w.branch.branch}: recorded a result its body did not return")
             # the fan-in: the step's SUCCEEDED record (kind fanout) and the advance past it, once
             fan_ins = self.puts(i, "fanout", "SUCCEEDED")
@@ -199,7 +210,7 @@ class Checker:
         for key, n in sorted(per.items()):
             if n > 1:
                 self.v(f"event {key[0]}#{key[1]} stored {n} times")
-        stored = {(e.name, e.event_id): e for e in self.sim.inner._events(self.eid) if isinstance(e, EventRecord)}
+        stored = {(e.name, e.event_id): e for e in self.view.events}
         for w in puts:
             first = [p for p in puts if (p.record.name, p.record.event_id) == (w.record.name, w.record.event_id)][0]
             kept = stored.get((w.record.name, w.record.event_id))
@@ -232,12 +243,13 @@ class Checker:
             if rec.event_id in consumed:
                 self.v(f"event {s.event}#{rec.event_id} consumed by step {consumed[rec.event_id]} and again by step {i}")
             consumed[rec.event_id] = i
-            if codec.decode(rec.result_blob) != {s.name: event_data(s.event, rec.event_id)}:
+            if codec.decode(rec.result_blob) != {s.name: event_data(s.event, rec.event_id, self.run_id)}:
                 self.v(f"step {i}: the wait recorded data that is not its event's (under the wait's name)")
 
     # -- compensation ----------------------------------------------------------------------------------------
     def compensation(self) -> None:
-        moves = [c for c in self.commits if c.before.get("compensating")
+        # (a redeploy's mismatch that ends a compensating execution is not a compensation moving on)
+        moves = [c for c in self.commits if c.before.get("compensating") and not _mismatch(c.after)
                  and (c.after.get("current_step") != c.before.get("current_step") or c.after.get("status") in TERMINAL)]
         done_order: list[int] = []
         for c in moves:
@@ -294,6 +306,16 @@ class Checker:
     def _compensation_ending(self, done_order: list[int], started: list) -> None:
         e = self.final
         status = e.status.value
+        endings = [c for c in self.commits if c.after.get("status") in TERMINAL and c.before.get("status") not in TERMINAL]
+        if self.gone is not None and endings and endings[-1].seq > self.gone:
+            # Its step list was replaced while it lived: nothing can say what its steps were, or what to undo.
+            code = e.error.code if e.error is not None else None
+            self.sim.stat(f"redeploy.ended_a_run_of_the_old_definition.{status}")
+            if not ((status == "FAILED" and code == "workflow_definition_mismatch")
+                    or (status == "CANCELLED" and not e.compensated)):
+                self.v(f"ended {status} ({code}) after its definition was replaced: only FAILED "
+                       "workflow_definition_mismatch (or an uncompensated cancel) can end it then")
+            return
         failed_at = e.failed_step if e.failed_step is not None else e.current_step
         owed = self.completed_compensable(failed_at) if status in ("FAILED", "CANCELLED", "COMPENSATION_FAILED") else []
         spec = self.wf.steps[failed_at] if failed_at < len(self.wf.steps) else None
@@ -340,19 +362,20 @@ class Checker:
         if e.status.value != "COMPLETED":
             return
         try:
-            ctx = rebuild_context(self.sim.inner.inputs[self.eid], self.records, self.wf.definition, len(self.wf.steps))
+            ctx = rebuild_context(self.view.input_blob, self.records, self.wf.definition, len(self.wf.steps))
         except Exception as exc:
             self.v(f"COMPLETED but its context cannot be rebuilt: {exc}")
             return
-        items = codec.decode(self.sim.inner.inputs[self.eid]).get("items", [])
+        items = codec.decode(self.view.input_blob).get("items", [])
         for s in self.wf.steps:
             if s.kind == "task":
-                want = task_result(self.eid, s)
+                want = task_result(self.eid, s, self.run_id)
                 if any(ctx.get(k) != val for k, val in want.items()):
                     self.v(f"COMPLETED context has {s.name}={ctx.get(s.name)!r}, expected {want[s.name]!r}")
             elif s.kind in ("parallel", "map"):
                 n = s.branches if s.kind == "parallel" else len(items)
-                want = [branch_result(self.eid, s.index, b, None if s.kind == "parallel" else items[b]) for b in range(n)]
+                want = [branch_result(self.eid, s.index, b, None if s.kind == "parallel" else items[b], self.run_id)
+                        for b in range(n)]
                 if ctx.get(s.name) != want:
                     self.v(f"COMPLETED context {s.name} = {ctx.get(s.name)!r}, not the branch results in order {want!r}")
             elif s.kind == "wait":
@@ -361,14 +384,20 @@ class Checker:
                     self.v(f"COMPLETED without a SUCCEEDED record of wait step {s.index}")
                     continue
                 # Each wait's data lands under its own name: no event replaces another key.
-                want = event_data(s.event, rec.event_id) if rec.event_id else s.default
+                want = event_data(s.event, rec.event_id, self.run_id) if rec.event_id else s.default
                 if ctx.get(s.name) != want:
                     self.v(f"COMPLETED context {s.name}={ctx.get(s.name)!r}, but the wait consumed "
                            f"{rec.event_id or 'its default'} ({want!r})")
 
 
+def _mismatch(attrs: dict) -> bool:
+    """The execution item ended FAILED ``workflow_definition_mismatch`` (its step list was replaced)."""
+    error = attrs.get("error")
+    return attrs.get("status") == "FAILED" and isinstance(error, str) and '"workflow_definition_mismatch"' in error
+
+
 def _item(checker: Checker, s, b: int) -> Any:
     if s.kind != "map":
         return None
-    items = codec.decode(checker.sim.inner.inputs[checker.eid]).get("items", [])
+    items = codec.decode(checker.view.input_blob).get("items", []) if checker.view.input_blob else []
     return items[b] if b < len(items) else None

@@ -9,7 +9,7 @@ context can be checked exactly.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from engine_core import PermanentStepError, Registry, RetryPolicy, map_, parallel, step, wait_for_event
@@ -108,8 +108,10 @@ def _policy(rng: random.Random, lo: int = 1, hi: int = 5) -> RetryPolicy:
                        multiplier=rng.choice([1.0, 2.0]), jitter=rng.random() < 0.5)
 
 
-def generate(rng: random.Random, index: int, reliable: bool = False) -> CWorkflow:
-    """A random composition workflow of 2-5 positions. ``reliable``: can always complete (faults aside)."""
+def generate(rng: random.Random, index: int, reliable: bool = False, long_s: float | None = None) -> CWorkflow:
+    """A random composition workflow of 2-5 positions. ``reliable``: can always complete (faults aside).
+    ``long_s`` (seeds whose retention is short): some waits, sleeps and fan-outs (branches retrying slowly)
+    outlive it while their execution is live."""
     wf_retry = RetryPolicy(max_attempts=8, base=rng.choice([1.0, 10.0])) if reliable else _policy(rng, 2, 6)
     step_timeout = rng.choice([5.0, 30.0, 120.0])
     n = rng.randint(2, 5)
@@ -160,7 +162,24 @@ def generate(rng: random.Random, index: int, reliable: bool = False) -> CWorkflo
         specs[-1] = CSpec(n - 1, f"t{n - 1}", "task")
     if not reliable and rng.random() < 0.45:
         specs = _saga(rng, specs, wf_retry)
+    if long_s is not None:
+        specs = [_outliving(rng, s, long_s) if rng.random() < 0.35 else s for s in specs]
     return CWorkflow(f"cw{index}", specs, wf_retry, step_timeout)
+
+
+def _outliving(rng: random.Random, s: CSpec, long_s: float) -> CSpec:
+    """``s`` made to last longer than ``long_s`` (retention plus grace) while its execution is live."""
+    if s.kind == "wait":
+        return replace(s, wait_timeout=round(long_s * rng.uniform(1.2, 2.0)))
+    if s.kind == "sleep":
+        return replace(s, sleep_s=round(long_s * rng.uniform(1.1, 1.5)))
+    if s.kind in ("parallel", "map") and long_s <= 2 * 3600 and rng.random() < 0.5:
+        # its first branch fails once and retries after longer than retention (the others do not fail: the
+        # parent's reconcile runs every lease period all that time, which is what makes it slow to simulate)
+        slow = RetryPolicy(max_attempts=2, base=round(long_s * 1.2), max_delay=round(long_s * 1.2), jitter=False)
+        fails = (1,) + (0,) * (max(len(s.branch_fail), 6) - 1)
+        return replace(s, retry=slow, branch_fail=fails, branch_permanent=None)
+    return s
 
 
 def _saga(rng: random.Random, specs: list[CSpec], wf_retry: RetryPolicy) -> list[CSpec]:
@@ -191,16 +210,29 @@ def _saga(rng: random.Random, specs: list[CSpec], wf_retry: RetryPolicy) -> list
     return out
 
 
-def branch_result(execution_id: str, index: int, branch: int, item: Any) -> dict:
-    return {"r": f"{execution_id}:{index}:{branch}", "item": item}
+def branch_result(execution_id: str, index: int, branch: int, item: Any, run: str) -> dict:
+    return {"r": f"{execution_id}:{index}:{branch}", "item": item, "run": run}
 
 
-def task_result(execution_id: str, spec: CSpec) -> dict:
-    return {spec.name: f"{execution_id}:{spec.index}"}
+def task_result(execution_id: str, spec: CSpec, run: str) -> dict:
+    return {spec.name: {"v": f"{execution_id}:{spec.index}", "run": run}}
 
 
-def event_data(name: str, event_id: str) -> dict:
-    return {f"got_{name}": event_id}
+def event_data(name: str, event_id: str, run: str) -> dict:
+    """An event's data names the run it was sent to: a run must never see another run's."""
+    return {f"got_{name}": event_id, "run": run}
+
+
+def run_tags(value: Any) -> set[str]:
+    """Every run named in ``value`` (results and event data carry the run they were made for)."""
+    if isinstance(value, dict):
+        found = {value["run"]} if isinstance(value.get("run"), str) else set()
+        for v in value.values():
+            found |= run_tags(v)
+        return found
+    if isinstance(value, (list, tuple)):
+        return set().union(*(run_tags(v) for v in value)) if value else set()
+    return set()
 
 
 def register(wf: CWorkflow, registry: Registry, sim: CompositionSim) -> None:
@@ -234,6 +266,7 @@ def register(wf: CWorkflow, registry: Registry, sim: CompositionSim) -> None:
 def _task_body(sim, wf: CWorkflow, s: CSpec):
     def body(ctx):
         run = sim.on_cbody("task", ctx, wf, s)
+        sim.maybe_issue_token(ctx, wf, s, run)
         if s.permanent:
             sim.on_cbody_end(run, "permanent")
             raise PermanentStepError(f"{s.name} always fails")
@@ -241,7 +274,7 @@ def _task_body(sim, wf: CWorkflow, s: CSpec):
             sim.on_cbody_end(run, "raised")
             raise RuntimeError(f"{s.name} fails attempt {ctx.attempt}")
         sim.on_cbody_end(run, "ok")
-        return task_result(ctx.execution_id, s)
+        return task_result(ctx.execution_id, s, run.run)
 
     body.__name__ = s.name
     return body
@@ -251,8 +284,8 @@ def _undo_body(sim, wf: CWorkflow, s: CSpec):
     def undo(ctx):
         run = sim.on_cbody("undo", ctx, wf, s)
         # ctx.result is None only for a step a cancel caught mid-attempt with no success recorded.
-        recorded = sim.recorded_success(ctx.execution_id, s.index)
-        expected = task_result(ctx.execution_id, s) if recorded else None
+        recorded = sim.recorded_success(ctx.execution_id, s.index, run.run)
+        expected = task_result(ctx.execution_id, s, run.run) if recorded else None
         if ctx.result != expected or ctx.idempotency_key != f"{ctx.execution_id}:{s.index}":
             sim.violation(f"{ctx.execution_id[:8]} step {s.index}: compensation handed result {ctx.result!r} and key "
                           f"{ctx.idempotency_key!r}, not its step's")
@@ -275,6 +308,7 @@ def _branch_body(sim, wf: CWorkflow, s: CSpec, fixed: int | None):
         b = ctx.branch
         if fixed is not None and b != fixed:
             sim.violation(f"{ctx.execution_id[:8]} step {s.index}: branch function {fixed} ran as branch {b}")
+        sim.maybe_issue_token(ctx, wf, s, run)
         fails = s.branch_fail[b % len(s.branch_fail)] if s.branch_fail else 0
         if s.branch_permanent is not None and b == s.branch_permanent:
             sim.on_cbody_end(run, "permanent")
@@ -283,7 +317,7 @@ def _branch_body(sim, wf: CWorkflow, s: CSpec, fixed: int | None):
             sim.on_cbody_end(run, "raised")
             raise RuntimeError(f"branch {b} of {s.name} fails attempt {ctx.attempt}")
         sim.on_cbody_end(run, "ok")
-        return branch_result(ctx.execution_id, s.index, b, ctx.item)
+        return branch_result(ctx.execution_id, s.index, b, ctx.item, run.run)
 
     branch.__name__ = f"{s.name}_b{fixed}" if fixed is not None else f"{s.name}_item"
     return branch
