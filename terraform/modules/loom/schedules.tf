@@ -129,14 +129,16 @@ resource "aws_scheduler_schedule" "this" {
   target {
     arn      = module.control_plane.function_arn
     role_arn = aws_iam_role.scheduler[0].arn
-    # Scheduler fills in the <aws.scheduler.*> context attributes on each delivery.
-    input = jsonencode({
+    # Scheduler fills in the <aws.scheduler.*> context attributes on each delivery. jsonencode writes
+    # < and > as \u003c and \u003e, which Scheduler would not recognise: they are put back (schedule
+    # names cannot contain them).
+    input = replace(replace(jsonencode({
       source         = "loom.schedule"
       schedule       = each.key
       scheduled_time = "<aws.scheduler.scheduled-time>"
       schedule_arn   = "<aws.scheduler.schedule-arn>"
       attempt        = "<aws.scheduler.attempt-number>"
-    })
+    }), "\\u003c", "<"), "\\u003e", ">")
 
     dead_letter_config {
       arn = aws_sqs_queue.schedule_dlq[0].arn
