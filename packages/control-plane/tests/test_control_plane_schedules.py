@@ -163,3 +163,22 @@ def test_get_schedules_with_a_query_is_refused_naming_it(deployed):
     # then
     assert reply["statusCode"] == 400
     assert "GET /schedules takes no query parameters, got ['limit']" in json.loads(reply["body"])["message"]
+
+
+def test_get_schedules_document_has_the_fields_the_cli_reads(deployed):
+    # given: the document the CLI, console and MCP tests are served (packages/cli/tests/documents)
+    from pathlib import Path
+
+    fixture = json.loads((Path(__file__).resolve().parents[2] / "cli" / "tests" / "documents" / "schedules.json")
+                         .read_text())
+    deployed.control_plane.handler(firing("retired"), FakeContext())
+
+    # when
+    _, body = get_schedules(deployed.control_plane)
+
+    # then: the same keys at every level
+    assert set(body) == set(fixture)
+    real, shown = body["schedules"][-1], fixture["schedules"][-1]
+    assert set(real) == set(shown)
+    assert set(real["last_firing"]) == set(shown["last_firing"])
+    assert set(real["last_firing"]["error"]) == set(shown["last_firing"]["error"])
