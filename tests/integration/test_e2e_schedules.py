@@ -101,6 +101,6 @@ def test_daily_schedules_fire_on_the_local_clock_once_per_firing_with_skip_and_a
     assert "e2e-skip" in table and "started" in table and "skip" in table
 
     # the schedules' executions were started by their schedule, one per firing
-    listed = [e for e in loom.api.request("GET", "/executions?workflow=expense_approval&limit=100")[1]["executions"]
-              if e["execution_id"] in {skip1_id, allow1_id, allow2_id, skip3_id}]
-    assert len(listed) == 4
+    started_by = {eid: loom.execution(eid).get("started_by") for eid in (skip1_id, allow1_id, allow2_id, skip3_id)}
+    assert started_by == {skip1_id: "schedule:e2e-skip", allow1_id: "schedule:e2e-allow",
+                          allow2_id: "schedule:e2e-allow", skip3_id: "schedule:e2e-skip"}
