@@ -54,6 +54,7 @@ def test_daily_schedules_fire_on_the_local_clock_once_per_firing_with_skip_and_a
     assert skip1_id == execution_id_for("e2e-skip", t_skip1)
     waiting = loom.wait(skip1_id, until=("WAITING",))
     assert waiting["waiting_for"]["event"] == "approved"
+    assert loom.wait(allow1_id, until=("WAITING",))["context"]["expense_id"] == "scheduled-allow"
     assert loom.execution(skip1_id)["context"]["expense_id"] == "scheduled-skip"
 
     # when: Scheduler delivers the first firing again (at-least-once)
