@@ -132,12 +132,10 @@ def test_get_schedules_lists_each_schedule_with_its_next_and_last_firing(deploye
     assert by_name["retired"]["next_firing"] is None and by_name["retired"]["last_firing"] is None
 
 
-def test_get_schedules_next_firing_follows_the_schedules_time_zone(deployed, clock):
+def test_get_schedules_next_firing_follows_the_schedules_time_zone(monkeypatch, lambdas, clock):
     # given: Friday 27 March 2026, 12:00 UTC; Paris moves to summer time on Sunday 29th
-    monkey = [dict(SCHEDULES[1], enabled=True)]
-    import os
-
-    os.environ["LOOM_SCHEDULES"] = json.dumps(monkey)
+    monkeypatch.setenv("LOOM_SCHEDULES", json.dumps([dict(SCHEDULES[1], enabled=True)]))
+    deployed = lambdas
     clock.set(dt.datetime(2026, 3, 27, 12, 0, tzinfo=dt.timezone.utc))
 
     # when
