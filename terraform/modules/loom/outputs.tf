@@ -129,8 +129,8 @@ output "schedule_group_name" {
 }
 
 output "schedule_arns" {
-  description = "ARNs of the schedules, keyed by schedule name ({} without schedules)."
-  value       = { for name, s in aws_scheduler_schedule.this : name => s.arn }
+  description = "ARNs of the schedules, keyed by schedule name ({} without schedules, null with create = false)."
+  value       = var.create ? { for name, s in aws_scheduler_schedule.this : name => s.arn } : null
 }
 
 output "scheduler_role_arn" {
