@@ -26,6 +26,7 @@ Under pytest-xdist each worker has a stack of its own; the controller checks the
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
@@ -52,6 +53,15 @@ LEASE_S = 5
 WORKER_CONCURRENCY = 3
 MAX_LEASE_S = 15  # lease_s above this would make every recovery in this suite slow
 WORKER_TIMEOUT_S = 20  # a killed attempt's step is re-driven only after this deadline: keep recoveries quick
+# Schedules deployed with the stack; they fire only when a test moves the schedule clock (test_e2e_schedules.py).
+SCHEDULES = [
+    {"name": "e2e-skip", "workflow": "expense_approval", "expression": "cron(0 9 * * ? *)", "overlap": "skip",
+     "input": json.dumps({"expense_id": "scheduled-skip", "amount_cents": 100})},
+    {"name": "e2e-allow", "workflow": "expense_approval", "expression": "cron(30 9 * * ? *)", "timezone": "Europe/Paris",
+     "overlap": "allow", "input": json.dumps({"expense_id": "scheduled-allow", "amount_cents": 200})},
+    {"name": "e2e-retired", "workflow": "retired_report", "expression": "cron(0 11 ? * * *)"},
+]
+SCHEDULE_CLOCK_START = dt.datetime.now(dt.timezone.utc).replace(second=0, microsecond=0)
 
 
 @dataclass
@@ -178,7 +188,7 @@ def loom(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
     run_dir = tmp_path_factory.mktemp("loom-local")
     env_dir = Path(os.environ.get("LOOM_LOCAL_ENV_DIR") or REPO / "terraform" / "envs" / "local")
     declared = terraform.declared_variables(env_dir)
-    wanted = {"lease_s": str(LEASE_S), "worker_timeout_s": str(WORKER_TIMEOUT_S)}
+    wanted = {"lease_s": str(LEASE_S), "worker_timeout_s": str(WORKER_TIMEOUT_S), "schedules": json.dumps(SCHEDULES)}
     tf_vars = {k: v for k, v in wanted.items() if k in declared}
     ledger = run_dir / "ledger.jsonl"
     fixes = run_dir / "fixes"
@@ -191,7 +201,7 @@ def loom(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
 
     stack = LocalStack(StackOptions(
         repo=REPO, run_dir=run_dir, env_dir=env_dir, tf_vars=tf_vars, sweep_every_s=SWEEP_EVERY_S,
-        max_concurrency=WORKER_CONCURRENCY,
+        max_concurrency=WORKER_CONCURRENCY, schedule_clock_start=SCHEDULE_CLOCK_START,
         function_env={"LOOM_EXAMPLES_LEDGER_PATH": str(ledger), "LOOM_EXAMPLES_FIXES_DIR": str(fixes)},
         observer=events, progress=progress))
     policies = None

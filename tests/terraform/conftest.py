@@ -48,6 +48,7 @@ from terraform_cases import (  # noqa: E402
     BACKEND_OVERRIDE,
     CROSS_VARIABLE_CASES,
     EXISTING_BUS_CASES,
+    LOCAL_SCHEDULES,
     OFFLINE_PROVIDER,
     SINGLE_VARIABLE_CASES,
     VENDORED_OVERRIDE,
@@ -290,7 +291,9 @@ class Lab:
         self.vendored_inputs = vendored_inputs(self.emulator.client, REGION, DIST)
 
         ws = self.workspaces = {
-            "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint}),
+            # local gets schedules (dev does not): the emulator holds both cases.
+            "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint,
+                                                                             "schedules": json.dumps(LOCAL_SCHEDULES)}),
             # dev publishes status-change events (local does not): the emulator holds both cases.
             "dev": Workspace("envs/dev (emulator override)", envs / "dev", emulator_env,
                              {"status_events": "{enabled=true}"}),

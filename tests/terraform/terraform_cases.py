@@ -82,12 +82,53 @@ module "bad_access_principal" {{
   workflow_access = {{ order_fulfillment = {{ start = ["two words"], operate = [] }} }}
 }}
 
+module "schedule_bad_cron" {{
+  source      = "../../modules/loom"
+  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  schedules   = [{{ name = "nightly", workflow = "report", expression = "cron(0 2 * * *)" }}]
+}}
+
+module "schedule_both_days" {{
+  source      = "../../modules/loom"
+  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  schedules   = [{{ name = "nightly", workflow = "report", expression = "cron(0 2 * * MON *)" }}]
+}}
+
+module "schedule_bad_overlap" {{
+  source      = "../../modules/loom"
+  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  schedules   = [{{ name = "nightly", workflow = "report", expression = "rate(1 day)", overlap = "queue" }}]
+}}
+
+module "schedule_duplicate_names" {{
+  source      = "../../modules/loom"
+  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  schedules = [
+    {{ name = "nightly", workflow = "report", expression = "rate(1 day)" }},
+    {{ name = "nightly", workflow = "other", expression = "rate(2 days)" }},
+  ]
+}}
+
+module "schedule_empty_workflow" {{
+  source      = "../../modules/loom"
+  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  schedules   = [{{ name = "nightly", workflow = "", expression = "rate(5 minute)", input = "[1, 2]" }}]
+}}
+
 module "bad_boundary" {{
   source                       = "../../modules/loom"
   lambda_zips                  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
   iam_permissions_boundary_arn = "platform-boundary"
 }}
 """
+
+# envs/local is applied with these (tests/terraform/test_emulator_schedules.py reads them back).
+LOCAL_SCHEDULES = [
+    {"name": "nightly-greeting", "workflow": "flaky_greeting", "expression": "cron(0 2 * * ? *)",
+     "timezone": "Europe/Paris", "input": json.dumps({"name": "Ada", "failures": 0}), "overlap": "skip"},
+    {"name": "hourly.sync", "workflow": "flaky_greeting", "expression": "rate(1 hour)", "overlap": "allow",
+     "enabled": False},
+]
 
 CROSS_VARIABLE_CASES = """
 module "dlq_not_longer" {{

@@ -246,7 +246,9 @@ def test_alarms_watch_the_queues_functions_failed_executions_throttles_and_the_s
         f"{name}-dlq-depth", f"{name}-step-queue-oldest-message-age", f"{name}-step-queue-age-near-lease",
         f"{name}-executions-failed", f"{name}-sweeper-stopped",
         f"{name}-table-throttles", f"{name}-table-GSI1-throttles", f"{name}-table-GSI2-throttles",
-        *(f"{name}-{k}-errors" for k in labels.values()), *(f"{name}-{k}-throttles" for k in labels.values())}
+        *(f"{name}-{k}-errors" for k in labels.values()), *(f"{name}-{k}-throttles" for k in labels.values()),
+        # envs/local is applied with schedules (test_emulator_schedules.py checks these two)
+        *({f"{name}-schedules-dlq-depth", f"{name}-schedule-firings-failed"} if deployed.spec.key == "local" else ())}
     dlq = alarms[f"{name}-dlq-depth"]
     assert (dlq["Namespace"], dlq["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
     assert dlq["Dimensions"] == [{"Name": "QueueName", "Value": f"{name}-steps-dlq"}]
@@ -344,7 +346,8 @@ def test_destroy_leaves_nothing(lab: Any) -> None:
         lab.outputs(env)
     before = _leftovers(lab.emulator)
     n = len(applied)
-    assert len(before["functions"]) == 3 * n and len(before["queues"]) == 2 * n and len(before["tables"]) == n
+    # envs/local is applied with schedules (conftest's LOCAL_SCHEDULES): one queue more, its schedules' DLQ
+    assert len(before["functions"]) == 3 * n and len(before["queues"]) == 2 * n + 1 and len(before["tables"]) == n
 
     # when
     lab.destroyed = True

@@ -97,6 +97,8 @@ class FakeControlPlane:
         self.counter = 0
         self.refusal: tuple[int, dict] | None = None
         """When set, what POST /executions answers."""
+        self.schedules = json.loads((DOCUMENTS / "schedules.json").read_text())
+        """What GET /schedules answers (documents/schedules.json: the control plane's document)."""
 
     def add(self, doc: dict, steps: list[dict] | None = None, operations: list[dict] | None = None) -> dict:
         with self.lock:
@@ -133,6 +135,8 @@ class FakeControlPlane:
         with self.lock:
             if path == "/workflows":
                 return 200, copy.deepcopy(self.workflows)
+            if path == "/schedules" and method == "GET":
+                return 200, copy.deepcopy(self.schedules)
             if path == "/executions" and method == "POST":
                 return self._start(body)
             if path == "/executions" and method == "GET":

@@ -9,7 +9,7 @@ import anyio
 from fake_control_plane import execution_doc
 
 
-TOOLS = {"list_workflows", "start_execution", "get_execution", "get_history", "list_executions", "send_event",
+TOOLS = {"list_workflows", "list_schedules", "start_execution", "get_execution", "get_history", "list_executions", "send_event",
          "complete_callback", "cancel_execution", "redrive_execution", "wake_execution"}
 
 
@@ -119,3 +119,18 @@ def test_only_loom_mcp_imports_the_sdk():
             "print(sorted(m for m in ('mcp', 'anyio', 'starlette', 'playwright') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_list_schedules_returns_the_schedules_document_with_next_and_last_firing(control_plane):
+    # given
+    async def body(client):
+        return await client.call_tool("list_schedules", {})
+
+    # when
+    result = run_session(control_plane.url, body)
+
+    # then
+    assert not result.is_error, result.content
+    document = result.structured_content
+    assert document == control_plane.schedules
+    assert document["schedules"][0]["last_firing"]["outcome"] == "started"

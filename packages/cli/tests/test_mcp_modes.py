@@ -12,7 +12,7 @@ import anyio
 import pytest
 from fake_control_plane import execution_doc
 
-READ_ONLY = {"list_workflows", "get_execution", "get_history", "list_executions"}
+READ_ONLY = {"list_workflows", "list_schedules", "get_execution", "get_history", "list_executions"}
 
 
 def params(*args: str, cwd=None, state_file=None):

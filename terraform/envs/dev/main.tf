@@ -42,6 +42,7 @@ module "loom" {
   worker_vpc_config            = var.worker_vpc_config
   worker_policy_statements     = var.worker_policy_statements
   workflow_access              = var.workflow_access
+  schedules                    = var.schedules
 
   # Defaults kept on purpose (asserted by tests/terraform): the worker's event source mapping is
   # enabled with ReportBatchItemFailures, and its recursive-loop setting is Allow.

@@ -34,6 +34,7 @@ module "loom" {
   extra_environment_variables = var.extra_environment_variables
   status_events               = var.status_events
   workflow_access             = var.workflow_access
+  schedules                   = var.schedules
 }
 
 # The local environment's one output more than outputs.tf (which is the same in every environment).

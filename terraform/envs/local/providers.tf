@@ -19,6 +19,7 @@ provider "aws" {
     kms        = var.endpoint
     lambda     = var.endpoint
     logs       = var.endpoint
+    scheduler  = var.endpoint
     sqs        = var.endpoint
     sts        = var.endpoint
   }

@@ -80,3 +80,23 @@ output "operator_policy_json" {
   description = "IAM policy for operators: the loom CLI (dlq list/redrive included), the console, the MCP server."
   value       = module.loom.operator_policy_json
 }
+
+output "schedule_group_name" {
+  description = "The EventBridge Scheduler group of the schedules (null without schedules)."
+  value       = module.loom.schedule_group_name
+}
+
+output "schedule_arns" {
+  description = "ARNs of the schedules, keyed by name."
+  value       = module.loom.schedule_arns
+}
+
+output "scheduler_role_arn" {
+  description = "The role Scheduler assumes to invoke the control plane (null without schedules)."
+  value       = module.loom.scheduler_role_arn
+}
+
+output "schedule_dlq_url" {
+  description = "The queue of firings Scheduler could not deliver (null without schedules)."
+  value       = module.loom.schedule_dlq_url
+}

@@ -167,3 +167,18 @@ variable "alarm_settings" {
   type        = any
   default     = {}
 }
+
+variable "schedules" {
+  description = "Workflows started on a schedule (see modules/loom: name, workflow, expression, timezone, input as JSON text, overlap skip|allow, enabled). []: none."
+  type = list(object({
+    name       = string
+    workflow   = string
+    expression = string
+    timezone   = optional(string, "UTC")
+    input      = optional(string, "{}")
+    overlap    = optional(string, "skip")
+    enabled    = optional(bool, true)
+  }))
+  default  = []
+  nullable = false
+}

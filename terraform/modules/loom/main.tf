@@ -195,6 +195,8 @@ module "control_plane" {
     # Who may start and operate which workflow (loom_control_plane/access.py); empty: everyone the
     # Function URL lets in.
     LOOM_WORKFLOW_ACCESS = length(var.workflow_access) == 0 ? "" : jsonencode(var.workflow_access)
+    # The deployed schedules (schedules.tf; engine_core/schedules/config.py); empty: none.
+    LOOM_SCHEDULES = local.schedules_environment
   })
   policy_statements = var.create ? local.control_plane_statements : []
 

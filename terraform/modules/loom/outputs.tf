@@ -122,3 +122,28 @@ output "operator_policy_json" {
   description = "The IAM policy an operator needs for the loom CLI (dlq list/redrive included), the console and the MCP server: attach it to your operators' role."
   value       = local.operator_policy_json
 }
+
+output "schedule_group_name" {
+  description = "Name of the EventBridge Scheduler schedule group holding the schedules (<name>), or null without schedules."
+  value       = try(aws_scheduler_schedule_group.this[0].name, null)
+}
+
+output "schedule_arns" {
+  description = "ARNs of the schedules, keyed by schedule name ({} without schedules, null with create = false)."
+  value       = var.create ? { for name, s in aws_scheduler_schedule.this : name => s.arn } : null
+}
+
+output "scheduler_role_arn" {
+  description = "ARN of the role EventBridge Scheduler assumes to invoke the control plane, or null without schedules."
+  value       = try(aws_iam_role.scheduler[0].arn, null)
+}
+
+output "schedule_dlq_url" {
+  description = "URL of the queue that receives the firings Scheduler could not deliver, or null without schedules."
+  value       = try(aws_sqs_queue.schedule_dlq[0].url, null)
+}
+
+output "schedule_dlq_arn" {
+  description = "ARN of the schedules' dead-letter queue, or null without schedules."
+  value       = try(aws_sqs_queue.schedule_dlq[0].arn, null)
+}

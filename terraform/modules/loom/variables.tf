@@ -496,3 +496,77 @@ variable "alarm_actions" {
   type        = list(string)
   default     = []
 }
+
+# ---------------------------------------------------------------------------------------------
+# Schedules (schedules.tf)
+# ---------------------------------------------------------------------------------------------
+variable "schedules" {
+  description = "Workflows started on a schedule: one EventBridge Scheduler schedule each, in the schedule group <name>, invoking the control plane directly. name (1-64 letters, digits, - _ .), workflow (a deployed workflow), expression (cron(min hour day-of-month month day-of-week year), rate(N unit) or at(yyyy-mm-ddThh:mm:ss)), timezone (IANA, default UTC), input (a JSON object as text, e.g. jsonencode({ scope = \"all\" }); default {}), overlap (skip: start nothing while the schedule's previous execution is live; allow: start anyway; default skip), enabled (default true). Rendered as LOOM_SCHEDULES on the control plane. Empty (default): no schedule group, role or queue."
+  type = list(object({
+    name       = string
+    workflow   = string
+    expression = string
+    timezone   = optional(string, "UTC")
+    input      = optional(string, "{}")
+    overlap    = optional(string, "skip")
+    enabled    = optional(bool, true)
+  }))
+  default  = []
+  nullable = false
+
+  validation {
+    condition     = alltrue([for s in var.schedules : can(regex("^[0-9A-Za-z_.-]{1,64}$", s.name))]) && length(distinct([for s in var.schedules : s.name])) == length(var.schedules)
+    error_message = "schedules: each name must be unique and 1-64 letters, digits, '-', '_' or '.' (EventBridge Scheduler's rule); it also names the schedule in `loom schedules`."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.schedules : can(regex("^\\S+$", s.workflow))])
+    error_message = "schedules: workflow must be a workflow name (non-empty, no whitespace), as `loom workflows` lists them."
+  }
+
+  validation {
+    condition = alltrue([for s in var.schedules : (
+      can(regex("^cron\\(\\S+ \\S+ \\S+ \\S+ \\S+ \\S+\\)$", s.expression)) ||
+      can(regex("^rate\\((1 (minute|hour|day)|[1-9][0-9]* (minutes|hours|days))\\)$", s.expression)) ||
+      can(regex("^at\\([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\)$", s.expression))
+    )])
+    error_message = "schedules: expression must be cron(minutes hours day-of-month month day-of-week year) with six fields, e.g. cron(0 9 ? * MON-FRI *); rate(1 minute|hour|day) or rate(N minutes|hours|days), e.g. rate(15 minutes); or at(yyyy-mm-ddThh:mm:ss), e.g. at(2026-12-31T23:00:00)."
+  }
+
+  validation {
+    condition = alltrue([for s in var.schedules : !can(regex("^cron\\(", s.expression)) || try(
+      (split(" ", trimsuffix(trimprefix(s.expression, "cron("), ")"))[2] == "?") != (split(" ", trimsuffix(trimprefix(s.expression, "cron("), ")"))[4] == "?"), false
+    )])
+    error_message = "schedules: in a cron expression exactly one of day-of-month (3rd field) and day-of-week (5th field) must be ?, e.g. cron(0 9 1 * ? *) (the 1st) or cron(0 9 ? * MON *) (Mondays)."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.schedules : contains(["skip", "allow"], s.overlap)])
+    error_message = "schedules: overlap must be skip (start nothing while the schedule's previous execution is live) or allow (start anyway)."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.schedules : can(keys(jsondecode(s.input)))])
+    error_message = "schedules: input must be a JSON object as text, e.g. input = jsonencode({ scope = \"all\" }); the workflow gets it as its start input."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.schedules : can(regex("^[A-Za-z][A-Za-z0-9_+/-]*$", s.timezone))])
+    error_message = "schedules: timezone must be an IANA time zone name such as UTC, Europe/Paris or America/New_York."
+  }
+}
+
+variable "schedule_retry" {
+  description = "EventBridge Scheduler's retry policy for every schedule: how long (60-86400 s) and how many times (0-185) it retries a delivery it could not make, before sending it to the <name>-schedules-dlq queue. A delivery the control plane received is idempotent (its token derives from the schedule and the scheduled time); Loom does not back-fill a firing older than the schedule's newest one."
+  type = object({
+    maximum_event_age_s    = optional(number, 3600)
+    maximum_retry_attempts = optional(number, 10)
+  })
+  default  = {}
+  nullable = false
+
+  validation {
+    condition     = var.schedule_retry.maximum_event_age_s >= 60 && var.schedule_retry.maximum_event_age_s <= 86400 && var.schedule_retry.maximum_retry_attempts >= 0 && var.schedule_retry.maximum_retry_attempts <= 185 && floor(var.schedule_retry.maximum_retry_attempts) == var.schedule_retry.maximum_retry_attempts
+    error_message = "schedule_retry: maximum_event_age_s must be 60-86400 seconds and maximum_retry_attempts a whole number 0-185 (EventBridge Scheduler's limits)."
+  }
+}

@@ -7,7 +7,7 @@ from typing import Any
 
 from .args import json_object
 from .readings import step_label
-from .render import events_table, execution_table, executions_table, history_table, operations_table, workflows_table
+from .render import events_table, execution_table, executions_table, history_table, operations_table, schedules_table, workflows_table
 from .sdk import LoomClient, LoomError
 from .sdk.models import Workflow
 from .watch import watch as follow
@@ -138,6 +138,15 @@ def workflows(client: LoomClient, args) -> int:
         print_json({"workflows": [w.document() for w in client.workflows()]})
     else:
         print(workflows_table(client.workflows()))
+    return 0
+
+
+def schedules(client: LoomClient, args) -> int:
+    listing = client.schedules()
+    if args.json:
+        print_json(listing.document())
+    else:
+        print(schedules_table(listing.schedules))
     return 0
 
 

@@ -110,6 +110,8 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("--data", default="{}", help="the event's data: a JSON object, or @file.json (default: {})")
     ev.add_argument("--event-id", help="deduplication id: the same id is delivered at most once")
     command("workflows", commands.workflows, "list registered workflows", execution_id=False)
+    command("schedules", commands.schedules, "list the deployed schedules: expression, time zone, overlap, next firing, "
+            "last firing with its outcome and execution", execution_id=False)
 
     co = command("console", commands.console, "serve the web console on 127.0.0.1 (lists, timelines, live updates, "
                                               "actions); Ctrl-C stops it", execution_id=False, json_flag=False)
@@ -117,11 +119,11 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--open", action="store_true", help="open it in the web browser")
     co.add_argument("--interval", type=float, default=1.0, help="seconds between the polls behind live updates "
                                                                 "(default 1)")
-    m = command("mcp", commands.mcp, "serve the Model Context Protocol on stdio: tools for agents to list workflows, "
-                                     "start, inspect, list, signal, cancel and redrive executions",
+    m = command("mcp", commands.mcp, "serve the Model Context Protocol on stdio: tools for agents to list workflows and "
+                                     "schedules, start, inspect, list, signal, cancel and redrive executions",
                 execution_id=False, json_flag=False)
     m.add_argument("--read-only", action="store_true", help="offer only the tools that change nothing (list_workflows, "
-                                                            "get_execution, get_history, list_executions)")
+                                                            "list_schedules, get_execution, get_history, list_executions)")
     m.add_argument("--tools", help="offer only these tools (comma-separated names, e.g. "
                                    "list_executions,get_execution)")
     m.set_defaults(without_api=True)

@@ -45,6 +45,14 @@ TOOLS = [
              "input_schema, the JSON Schema that start_execution's input must satisfy (null: any JSON object).",
              _obj({}), lambda c, a: {"workflows": [w.document() for w in c.workflows()]}, read_only=True,
              idempotent=True),
+    ToolSpec("list_schedules", "List schedules",
+             "List the schedules deployed with this Loom (EventBridge Scheduler, from Terraform's schedules input): "
+             "each one's name, workflow, expression (cron/rate/at), timezone, overlap ('skip': a firing starts nothing "
+             "while the schedule's previous execution is live; 'allow': it starts anyway), enabled, input, "
+             "next_firing (UTC; null when disabled, ended, or a rate schedule that has not fired yet), last_firing "
+             "(scheduled_at, outcome started/skipped/failed, execution_id, duplicates: repeated deliveries that "
+             "started nothing, error), last_started and problem (e.g. its workflow is not deployed).",
+             _obj({}), lambda c, a: c.schedules().document(), read_only=True, idempotent=True),
     ToolSpec("start_execution", "Start an execution",
              "Start an execution of a workflow with an input object. Returns the new execution (execution_id, "
              "status RUNNING, created true). With an idempotency_token, the same token and input return the same "

@@ -164,3 +164,27 @@ def input_summary(schema: dict | None) -> str:
         kind = prop.get("type") or ("|".join(p.get("type", "?") for p in prop.get("anyOf", [])) or "object")
         fields.append(f"{name}{'*' if name in required else ''}: {kind}")
     return ", ".join(fields) or "{}"
+
+
+def _when(text: str | None) -> str | None:
+    """An API time (2026-03-02T09:00:00.000000Z) as 2026-03-02 09:00:00Z."""
+    return None if text is None else text.replace("T", " ").split(".")[0] + "Z"
+
+
+def schedules_table(schedules: list) -> str:
+    """``loom schedules``: each schedule, its next firing and what its last one did."""
+    rows = []
+    for s in schedules:
+        last = s.last_firing
+        outcome = None if last is None else last.outcome + (f" (+{last.duplicates} repeated)" if last.duplicates else "")
+        if last is not None and last.error is not None:
+            outcome = f"{outcome}: {last.error.code}"
+        rows.append([s.name, s.workflow, s.expression, s.timezone, s.overlap if s.enabled else f"{s.overlap} (disabled)",
+                     _when(s.next_firing), None if last is None else _when(last.scheduled_at), outcome,
+                     None if last is None else last.execution_id])
+    out = table(["schedule", "workflow", "expression", "time zone", "overlap", "next firing", "last firing", "outcome",
+                 "execution"], rows, limit=None)
+    if not schedules:
+        return "no schedules are deployed (Terraform: the schedules input of the loom module)"
+    problems = [f"{s.name}: {s.problem}" for s in schedules if s.problem]
+    return out + ("\n\n" + "\n".join(problems) if problems else "")

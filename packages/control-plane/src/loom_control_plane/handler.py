@@ -1,5 +1,6 @@
 """Control-plane Lambda: Loom's JSON API behind a Function URL with AWS_IAM auth. The routes are
-``routes.ROUTES`` (404 and 405 are built from it); every reply is JSON, errors included."""
+``routes.ROUTES`` (404 and 405 are built from it); every reply is JSON, errors included. EventBridge
+Scheduler also invokes it directly with a schedule's firing (``schedules.py``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from .access import AccessPolicy
 from .errors import ApiError, error_for
 from .request_models import caller_identity
 from .routes import ROUTE_LIST, ROUTES, Request, Route, allowed_methods
+from .schedules import is_schedule_event, on_schedule
+from .schedules import load as load_schedules
 
 setup = lambda_setup()
 logger, metrics, runtime = setup.logger, setup.metrics, setup.runtime
@@ -26,6 +29,10 @@ access = AccessPolicy.from_env(os.environ)
 if access.problem is not None:
     logger.error("LOOM_WORKFLOW_ACCESS is invalid: start and the operator's actions are refused",
                  extra={"problem": access.problem})
+schedules, schedules_problem = load_schedules(os.environ)
+if schedules_problem is not None:
+    logger.error("LOOM_SCHEDULES is invalid: every firing fails and GET /schedules answers 500 until it is fixed",
+                 extra={"problem": schedules_problem})
 
 
 def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -37,7 +44,8 @@ def _endpoint(route: Route) -> Callable[..., Response]:
         event = app.current_event
         request = Request(params=params, body=event.body, is_base64_encoded=event.is_base64_encoded,
                           query=event.query_string_parameters,
-                          caller=caller_identity(event.raw_event.get("requestContext")), access=access)
+                          caller=caller_identity(event.raw_event.get("requestContext")), access=access,
+                          schedules=schedules, schedules_problem=schedules_problem)
         return _json(*route.func(runtime, request))
     return endpoint
 
@@ -86,4 +94,6 @@ def _reject(error: ApiError) -> Response:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.LAMBDA_FUNCTION_URL, clear_state=True)
 @metrics.log_metrics
 def handler(event: dict, context: LambdaContext) -> dict:
+    if is_schedule_event(event):
+        return on_schedule(runtime, schedules, schedules_problem, event, context.get_remaining_time_in_millis()).as_dict()
     return app.resolve(event, context)

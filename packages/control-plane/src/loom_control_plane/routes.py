@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine_core.adapters.bootstrap import Runtime
+from engine_core.schedules.config import Schedules
 
 from . import responses
 from .access import AccessPolicy
@@ -25,6 +26,7 @@ from .request_models import (
     parse_start_request,
 )
 from .responses import EventSentView, ExecutionStarted, ExecutionView, ListReply, dump
+from .schedules import list_schedules
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ class Request:
     """The IAM principal the Function URL authenticated, ``local`` without one."""
     access: AccessPolicy = field(default_factory=AccessPolicy)
     """Who may start and operate which workflow (``access.py``); open unless configured."""
+    schedules: Schedules = field(default_factory=Schedules)
+    """The deployed schedules (``LOOM_SCHEDULES``)."""
+    schedules_problem: str | None = None
+    """Why ``LOOM_SCHEDULES`` could not be read, if it could not."""
 
 
 Reply = tuple[int, dict[str, Any]]
@@ -158,6 +164,7 @@ ROUTES: tuple[Route, ...] = (
           "deliver an event (kept until a wait_for_event of that name consumes it)"),
     Route("POST", "/callbacks/<token>", complete_callback, "complete the wait a callback token was issued for, once"),
     Route("GET", "/workflows", list_workflows, "registered workflows, their steps, retry policies and input schemas"),
+    Route("GET", "/schedules", list_schedules, "the deployed schedules, each with its next firing and its last one"),
 )
 
 ROUTE_LIST = ", ".join(f"{r.method} {r.shown}" for r in ROUTES)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, StepMessage, StepRecord
+from .schedules.record import ScheduleRecord
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,17 @@ class StateStore(Protocol):
 
     def branches_page(self, execution_id: str, step_index: int, limit: int, after: int | None = None) -> HistoryPage:
         """Up to ``limit`` branches of the step in branch order (at most ``PAGE_BYTES``), after branch ``after``."""
+        ...
+
+    # -- schedules: one record per schedule (``SCHED#<name>``), written only by the fire path --------
+    def get_schedule(self, name: str) -> ScheduleRecord | None:
+        """The schedule's record, strongly consistent; None if absent; CorruptStateError if undecodable."""
+        ...
+
+    def put_schedule(self, record: ScheduleRecord) -> bool:
+        """Write the record if it moves the stored one forward in ``(scheduled_at, revision)`` order (or none
+        is stored); False, writing nothing, otherwise: a late older firing, or a copy of the same firing that
+        read before another wrote, never replaces a newer record. One conditional write, no read."""
         ...
 
 

@@ -45,6 +45,7 @@ from .function_url import FunctionUrlServer
 from .functions import Function, FunctionSpec
 from .logs import LogSink
 from .schedule import Scheduler
+from .scheduler import SchedulePlayer, read_schedules
 
 REGION = "us-east-1"
 Observer = Callable[[str, dict[str, Any]], None]
@@ -86,6 +87,9 @@ class StackOptions:
     region: str = REGION
     provision: Callable[[LocalStack], None] | None = None
     """Deploy into the fresh emulator some other way than Terraform (the runtime's own tests)."""
+    schedule_clock_start: Any = None
+    """A datetime: EventBridge Scheduler's schedules fire on a manual clock starting there, moved by
+    ``stack.schedules.advance_to(...)`` (tests). None: they fire at their times on the wall clock."""
     state_file: Path | None = None
     """Keep the Loom table across runs: restore its items from this file before anything runs, save them
     to it on stop (``make up`` sets it; the demo and the tests run on a fresh table and leave it alone)."""
@@ -167,6 +171,8 @@ class LocalStack:
         self.functions: dict[str, Function] = {}
         self.poller: QueuePoller | None = None
         self.scheduler: Scheduler | None = None
+        self.schedules: SchedulePlayer | None = None
+        """EventBridge Scheduler's schedules (``loom_local.scheduler``), fired at the control plane."""
         self.url_server: FunctionUrlServer | None = None
         self.faults = FaultControl(self.fault_dir)
         self._stopped = threading.Event()
@@ -271,8 +277,12 @@ class LocalStack:
                                    observer=self._observe)
         self.url_server = FunctionUrlServer(d.url, self.functions["control-plane"], port=opts.url_port,
                                             observer=self._observe, calls=service_calls)
+        targets = {f.arn for f in d.functions.values()}
+        self.schedules = SchedulePlayer(read_schedules(self.client("scheduler"), targets), self.functions["control-plane"],
+                                        manual_start=opts.schedule_clock_start, observer=self._observe)
         self.poller.start()
         self.scheduler.start()
+        self.schedules.start()
         self.url_server.start()
         self._started = True
         _say(opts, f"control plane Function URL: {self.url_server.url}")
@@ -348,6 +358,8 @@ class LocalStack:
             self.url_server.stop()
         if self.scheduler is not None:
             self.scheduler.stop()
+        if self.schedules is not None:
+            self.schedules.stop()
         if self.poller is not None:
             self.poller.stop(timeout_s=0.1)
         for fn in self.functions.values():

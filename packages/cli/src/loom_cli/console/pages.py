@@ -28,7 +28,8 @@ def page(title: str, body: str, token: str, script: str = "") -> str:
 <title>{esc(title)} · Loom</title><link rel="icon" type="image/svg+xml" href="/static/favicon.svg">
 <link rel="stylesheet" href="/static/console.css"></head>
 <body><header class="top"><a class="brand" href="/">Loom</a><nav><a href="/">Executions</a>
-<a href="/workflows">Workflows</a></nav><span id="live" class="live" title="live updates">●</span></header>
+<a href="/workflows">Workflows</a>
+<a href="/schedules">Schedules</a></nav><span id="live" class="live" title="live updates">●</span></header>
 <div id="banner" class="banner" hidden></div>
 <main>{body}</main>
 <dialog id="confirm"><form method="dialog" id="confirm-form"><h3 id="confirm-title"></h3>

@@ -28,6 +28,7 @@ from typing import Any
 from ..sdk import LoomClient, LoomError
 from ..sdk.models import History, ListPage, Workflow
 from . import forms, pages
+from .schedules_page import schedules_body
 from ._html import esc
 from .icons import FAVICON
 
@@ -186,6 +187,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send_html(200, pages.list_page(listing, names, workflow, status, next_token, token))
             if parts == ["workflows"]:
                 return self._send_html(200, pages.workflows_page(c.workflows(), token))
+            if parts == ["schedules"]:
+                body = schedules_body(c.client.schedules())
+                return self._send_html(200, pages.page("Schedules", body, token))
             if len(parts) == 3 and parts[0] == "workflows" and parts[2] == "start":
                 wf = c.workflow(parts[1])
                 if wf is None:

@@ -40,11 +40,12 @@ from .models import (
     Workflow,
     WorkflowStep,
 )
+from .schedules import LastFiring, Schedule, ScheduleList
 from .stream import Change, FailedAttempt
 
 __all__ = [
     "ENDED_STATUSES", "LIVE_STATUSES", "PAGE_MAX", "STATUSES", "BranchRecord", "Change", "CorruptRecord",
     "ErrorDocument", "ErrorInfo", "Event", "EventSent", "Execution", "FailedAttempt", "FanOutProgress", "History",
-    "HistoryPage", "Links", "ListEntry", "ListPage", "LoomClient", "LoomError", "Operation", "RetryPolicy",
-    "Started", "StepRecord", "WaitingFor", "Workflow", "WorkflowStep", "resolve_url", "state_file",
+    "HistoryPage", "LastFiring", "Links", "ListEntry", "ListPage", "LoomClient", "LoomError", "Operation", "RetryPolicy",
+    "Schedule", "ScheduleList", "Started", "StepRecord", "WaitingFor", "Workflow", "WorkflowStep", "resolve_url", "state_file",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import ENDED_ELSEWHERE, WAIT_TIMEOUT, LoomError
 from .locate import resolve_url
+from .schedules import ScheduleList
 from .models import (
     ENDED_STATUSES,
     STATUSES,
@@ -203,6 +204,10 @@ class LoomClient:
 
     def workflow(self, name: str) -> Workflow | None:
         return next((w for w in self.workflows() if w.name == name), None)
+
+    def schedules(self) -> ScheduleList:
+        """The deployed schedules, each with its next firing and its last one (outcome, execution)."""
+        return ScheduleList.model_validate(self.request("GET", "/schedules")[1])
 
     # -- following one -----------------------------------------------------------------------------------
     def wait(self, execution_id: str, until: str | Iterable[str] = ENDED_STATUSES, *, timeout_s: float | None = 300.0,

@@ -21,6 +21,8 @@ from ..ports import PAGE_BYTES, DuePage, DueRef, HistoryPage, ListPage, Transiti
 from ..settings import EngineSettings
 from ..sharding import shard_of
 from ..model import Branch, Join
+from ..schedules.record import ScheduleRecord
+from ._schedule_items import schedule_from_attrs, schedule_replaceable, schedule_to_attrs
 from ._items import (
     LIVE,
     list_key,
@@ -75,6 +77,8 @@ class MemoryStore:
         self.joins: dict[str, dict[int, dict[str, Any]]] = {}
         self.branch_items: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
         """A fan-out step's branches, by (execution, step): their own partition on DynamoDB."""
+        self.schedules: dict[str, dict[str, Any]] = {}
+        """Schedule records by name (``SCHED#<name>`` on DynamoDB)."""
         self.calls: dict[str, int] = {}
 
     def _count(self, op: str) -> None:
@@ -201,6 +205,9 @@ class MemoryStore:
                 for key in [k for k, attrs in items.items() if gone(attrs)]:
                     del items[key]
                     deleted += 1
+        for name in [n for n, attrs in self.schedules.items() if gone(attrs)]:
+            del self.schedules[name]
+            deleted += 1
         self._step_keys.clear()
         return deleted
 
@@ -424,6 +431,20 @@ class MemoryStore:
         items = self.branch_items.get((execution_id, step_index), {})
         keyed = {branch_sort_key(b): attrs for b, attrs in items.items()}
         return _page(keyed, limit, None if after is None else branch_sort_key(after), branch_from_attrs)
+
+    # -- schedules -------------------------------------------------------------------------------
+    def get_schedule(self, name: str) -> ScheduleRecord | None:
+        self._count("get_schedule")
+        attrs = self.schedules.get(name)
+        return None if attrs is None else schedule_from_attrs(dict(attrs))
+
+    def put_schedule(self, record: ScheduleRecord) -> bool:
+        self._count("put_schedule")
+        stored = self.schedules.get(record.name)
+        if stored is not None and not schedule_replaceable(stored, record):
+            return False
+        self.schedules[record.name] = schedule_to_attrs(record)
+        return True
 
 
 def _page(items: dict[str, dict[str, Any]], limit: int, after: str | None, decode) -> HistoryPage:

@@ -78,6 +78,7 @@ from ._items import (
     valid_list_key,
     with_start_attrs,
 )
+from ._schedule_items import SCHEDULE_PREFIX, SCHEDULE_SK, schedule_from_attrs, schedule_replaceable, schedule_to_attrs
 from .sqlite_db import (
     BUSY_TIMEOUT_ENV,
     DEFAULT_BUSY_TIMEOUT_MS,
@@ -380,6 +381,23 @@ class SqliteStore:
 
     def events_page(self, execution_id: str, limit: int, after: str | None = None, legacy: bool = False) -> HistoryPage:
         return self._page(self._events_pk(execution_id, legacy), EVENT_PREFIX, limit, after, event_from_attrs)
+
+    # -- schedules: SCHED#<name> / #SCHEDULE, one item per schedule ------------------------------------------
+    def get_schedule(self, name: str) -> Any | None:
+        with self.db.read() as conn:
+            raw = get_raw(conn, SCHEDULE_PREFIX + name, SCHEDULE_SK)
+        return None if raw is None else schedule_from_attrs(attrs_of(raw))
+
+    def put_schedule(self, record: Any) -> bool:
+        """The record moves forward in (scheduled_at, revision) order only; read and write in one transaction."""
+        pk = SCHEDULE_PREFIX + record.name
+        with self.db.write() as conn:
+            raw = get_raw(conn, pk, SCHEDULE_SK)
+            stored = None if raw is None else readable(raw)
+            if stored is not None and not schedule_replaceable(stored, record):
+                return False
+            put_item(conn, pk, SCHEDULE_SK, schedule_to_attrs(record))
+        return True
 
     # -- parallel and map steps (``sqlite_branches.py``) -----------------------------------------------------
     def put_join(self, execution_id: str, join: Any) -> bool:
