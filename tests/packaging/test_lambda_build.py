@@ -287,12 +287,21 @@ print(json.dumps({"reply": reply, "handler_file": handler.__file__, "engine_core
 
 @pytest.fixture(scope="module")
 def runtime_python(tmp_path_factory) -> Path:
-    """A venv holding only boto3 (what the Lambda runtime adds to a zip)."""
-    venv = tmp_path_factory.mktemp("runtime") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    """A venv holding only boto3 and its closure (what the Lambda runtime adds to a zip): the dev venv's
+    pinned distributions copied file by file (loom_local.runtime_libs, as the local stack provides them)."""
+    from loom_local import runtime_libs
+
+    root = tmp_path_factory.mktemp("runtime")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    f"boto3=={version('boto3')}", f"botocore=={version('botocore')}"], check=True)
+    provided = runtime_libs.ensure(root / "provided")
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "lambda-runtime.pth").write_text(f"{provided}\n")
+    done = subprocess.run([str(python), "-I", "-c", "import boto3, botocore; print(boto3.__version__, botocore.__version__)"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [version("boto3"), version("botocore")]
     return python
 
 

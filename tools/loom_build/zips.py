@@ -18,7 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from . import bytecode
+from . import bytecode, wheelhouse
 from .common import FUNCTIONS, ROOT, BuildError, locked_pins, sha256_file
 from .extras import Extras
 from .locks import check_lock, examples_name, requirements_without
@@ -67,10 +67,20 @@ def install_requirements(function: str, runtime: str, wheels: Path, target: Path
             command += ["-r", str(pinned)]
         command += [flag for r in extras.requirement_files for flag in ("-r", str(r))]
     if runtime == "lambda":
-        command += [flag for p in lambda_platforms(arch) for flag in ("--platform", p)]
-        command += ["--python-version", LAMBDA_PYTHON, "--implementation", "cp"]
-    elif runtime != "local":
+        platform_args = [flag for p in lambda_platforms(arch) for flag in ("--platform", p)]
+        platform_args += ["--python-version", LAMBDA_PYTHON, "--implementation", "cp"]
+        version = LAMBDA_PYTHON
+    elif runtime == "local":
+        platform_args, version = [], "%d.%d" % sys.version_info[:2]
+    else:
         raise BuildError(f"unknown runtime {runtime!r}: use lambda or local")
+    # The lock's third-party wheels come from the local wheelhouse (filled once from the index); only an
+    # extra requirements file of the team's own may still need the index.
+    house = wheelhouse.ensure(ROOT / "packages" / function / "requirements.txt",
+                              wheelhouse.root() / wheelhouse.target_name(runtime, arch, version), wheels, platform_args)
+    command += [*platform_args, "--find-links", str(house)]
+    if not (extras and extras.requirement_files):
+        command.append("--no-index")
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode == 0:
         return
