@@ -71,6 +71,7 @@ def _clone(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # two builds in a clone, then the whole packaging suite on it (the default is 300 s)
 def test_release_when_one_lambda_moves_to_a_new_engine_core_the_other_zips_stay_byte_identical(tmp_path):
     # given: a clone whose locks match its engine-core (re-locked in the clone if HEAD is mid-development)
     repo = _clone(tmp_path)
