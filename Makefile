@@ -76,7 +76,7 @@ test-tiers: test-serial-tiers $(addprefix tier-,$(TEST_WAITING_TIERS))
 endif
 
 test-serial-tiers:
-	@rc=0; for t in $(TEST_SERIAL_TIERS); do $(TIERS) run $$t -- $(TIER_MAKE) $$t || { rc=1; $(if $(KEEP_GOING),,break); }; done; exit $$rc
+	@rc=0; for t in $(TEST_SERIAL_TIERS); do $(TIERS) run $$t -- $(TIER_MAKE) $$t || { rc=1; $(if $(KEEP_GOING),:,break); }; done; exit $$rc
 
 $(addprefix tier-,$(TEST_WAITING_TIERS)): tier-%:
 	@$(TIERS) run $* -- $(TIER_MAKE) $*
