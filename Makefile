@@ -13,7 +13,8 @@ PYTEST_ARGS ?=
 export PYTHONDONTWRITEBYTECODE := 1
 
 # Workflow and Lambda packages, their tools and their test support, installed editable into the dev
-# environment (no Lambda zip installs anything but its requirements.txt).
+# environment (no Lambda zip installs anything but its requirements.txt). They build with the venv's own
+# pinned hatchling (--no-build-isolation): an isolated build environment per package costs a minute and a half.
 PACKAGES := engine-core workflows-examples worker sweeper control-plane cli local-runtime lite test-support
 
 .PHONY: help venv lock test test-unit clean
@@ -26,7 +27,7 @@ venv: $(VENV)/.installed ## Create the dev environment (.venv) from the pinned r
 $(VENV)/.installed: requirements-dev.txt $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -r requirements-dev.txt
-	$(PIP) install --no-deps $(foreach p,$(PACKAGES),-e packages/$(p))
+	$(PIP) install --no-deps --no-build-isolation $(foreach p,$(PACKAGES),-e packages/$(p))
 	@touch $@
 
 lock: venv ## Re-pin requirements-dev.txt (pip-tools)
@@ -43,6 +44,39 @@ clean: ## Remove build outputs (keeps .venv)
 
 -include mk/*.mk
 
-# `make test` is everything CI runs: each mk/*.mk adds its suites to TEST_TARGETS.
-test: test-unit $(TEST_TARGETS) ## Run every test suite (what CI runs)
+# `make test` is everything CI runs: each mk/*.mk adds its suites to TEST_TARGETS. The zips, the local runtime
+# and the Terraform CLI config are built once, first; then the tiers run TEST_JOBS at a time: the end-to-end
+# and Terraform tiers (mostly waiting on leases, sleeps and the emulator's SQS settling) beside the others,
+# which run one after another (each keeps both cores busy). A tier's output goes to build/test-logs/<tier>.log
+# while it runs and is printed whole when it ends; a table of every tier's result closes the run. `make -k test`
+# runs every tier whatever fails; `make test` stops starting tiers after the first failure. TEST_JOBS=1 runs
+# every tier one after another.
+TEST_JOBS ?= 3
+TEST_WAITING_TIERS = $(filter test-integration test-terraform,$(TEST_TARGETS))
+TEST_SERIAL_TIERS = test-unit $(filter-out $(TEST_WAITING_TIERS),$(TEST_TARGETS))
+TEST_TIERS = test-unit $(TEST_TARGETS)
+TEST_PREREQS := venv build build-local local-runtime tf-config
+TIERS := $(PY) tools/test_tiers.py
+# A tier's own make run takes the zips built above as they are (-o: never rebuilt by a tier).
+TIER_MAKE = $(MAKE) --no-print-directory -o build -o build-local -o build-wheels
+KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
+
+.PHONY: test-tiers test-serial-tiers $(addprefix tier-,$(TEST_TIERS))
+
+test: $(TEST_PREREQS) ## Run every test suite (what CI runs): zips built once, tiers side by side (TEST_JOBS=3)
+	@rm -rf build/test-logs
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) test-tiers; rc=$$?; $(TIERS) summary $(TEST_TIERS) || rc=1; exit $$rc
 	@echo "all test suites passed"
+
+ifeq ($(TEST_JOBS),1)
+test-tiers: test-serial-tiers
+test-serial-tiers: TEST_SERIAL_TIERS = $(TEST_TIERS)
+else
+test-tiers: test-serial-tiers $(addprefix tier-,$(TEST_WAITING_TIERS))
+endif
+
+test-serial-tiers:
+	@rc=0; for t in $(TEST_SERIAL_TIERS); do $(TIERS) run $$t -- $(TIER_MAKE) $$t || { rc=1; $(if $(KEEP_GOING),:,break); }; done; exit $$rc
+
+$(addprefix tier-,$(TEST_WAITING_TIERS)): tier-%:
+	@$(TIERS) run $* -- $(TIER_MAKE) $*

@@ -1,4 +1,4 @@
-"""Cold start: import time of each Lambda handler module and each deployment zip's size.
+"""Cold start: each Lambda's init (its handler module's import, clients included) and each zip's size.
 
 Each import runs in a clean subprocess, ``python -X importtime -c "import <module>"``, with the
 environment a function gets (LOOM_*, POWERTOOLS_*, a region and dummy credentials: the handlers build
@@ -6,21 +6,25 @@ their boto3 clients at import, which needs no network). The figure is the cumula
 top-level import line, median of several runs. ``-X importtime`` itself adds a little overhead, so
 the process wall time (interpreter start included) is reported beside it.
 
-Two interpreters: the dev venv (editable installs, this machine's Python; their sources compiled
-ahead, so the column measures importing, not compiling), and, when ``dist/local/*.zip`` exists, the
-unpacked zip on the same Python with ``-I`` (isolated: no site-packages, nothing but the zip's own
-tree), which is what the local runtime loads.
+The zips, as Lambda loads them: each zip unpacked and imported with ``python -I -B`` (isolated: the
+zip's tree first on ``sys.path``, then the runtime-provided boto3, compiled for that interpreter as
+Lambda's runtime ships it; nothing else). ``dist/lambda`` with a CPython 3.12 when one is found
+(Lambda's python3.12: the zips' bytecode is for it), and ``dist/local`` with this machine's Python.
+The first zip run also imports the same tree with its bytecode removed (what a zip of sources pays).
+The dev venv (editable installs, sources compiled ahead) is measured too, for the issue-15 baseline.
 
-The floor, measured the same way in the same rounds: a module that only imports boto3 and creates the
-clients the handler creates (``HANDLER_CLIENTS``, with the handlers' client configuration). Issue 15's
-target is each handler within ``TARGET_OVER_FLOOR_MS`` of it, the median of the per-round differences
-(each round measures the floor and every handler back to back, so load hits both alike).
+The floor, measured the same way in the same rounds and with the same interpreter and provided
+libraries: a module that only imports boto3 and creates the clients the handler creates
+(``HANDLER_CLIENTS``, with the handlers' client configuration). The target is each handler within
+``TARGET_OVER_FLOOR_MS`` of it, the median of the per-round differences (each round measures the floor
+and every handler back to back, so load hits both alike).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,14 +88,15 @@ def self_time_by_package(stderr: str, limit: int = 6) -> list[tuple[str, float]]
     return [(name, us / 1000) for name, us in ranked[:limit]]
 
 
-def _import_once(python: str, module: str, extra_path: str | None, isolated: bool,
+def _import_once(python: str, module: str, extra_path: str | list[str] | None, isolated: bool,
                  write_bytecode: bool = False) -> dict[str, Any]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"), **FUNCTION_ENV}
     if write_bytecode:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     code = f"import {module}"
     if extra_path:
-        code = f"import sys; sys.path.insert(0, {extra_path!r}); import {module}"
+        paths = [extra_path] if isinstance(extra_path, str) else list(extra_path)
+        code = f"import sys; sys.path[0:0] = {paths!r}; import {module}"
     # -B: never write bytecode (-I ignores PYTHONDONTWRITEBYTECODE), so "sources only" stays sources only.
     args = [python, "-B"] + (["-I"] if isolated else []) + ["-X", "importtime", "-c", code]
     started = time.perf_counter()
@@ -148,75 +153,128 @@ def zip_sizes(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _function_of(zip_name: str) -> str | None:
-    for function in HANDLERS:
-        if function.replace("-", "_") in zip_name.replace("-", "_"):
-            return function
-    return None
+def find_python312() -> str | None:
+    """Lambda's python3.12 here, as the build finds it (``tools/loom_build/bytecode.py``), or None."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from loom_build.bytecode import find_python
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    found = find_python("3.12", os.environ.get("LAMBDA_PYTHON") or None)
+    return str(found) if found else None
+
+
+def provided_libs(folder: Path, pythons: list[str]) -> Path:
+    """boto3 and its closure as Lambda's runtime provides them (``loom_local.runtime_libs``), with bytecode
+    for each of ``pythons`` (Lambda's runtime ships its boto3 compiled)."""
+    from loom_local import runtime_libs
+
+    target = runtime_libs.ensure(folder / "provided")
+    for python in pythons:
+        subprocess.run([python, "-I", "-m", "compileall", "-q", "-j", "0", str(target)], capture_output=True, check=False)
+    return target
+
+
+def _python_version(python: str) -> str:
+    done = subprocess.run([python, "-I", "-c", "import platform; print(platform.python_version())"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() or "?"
+
+
+def zip_runs_to_measure(python312: str | None) -> list[dict[str, Any]]:
+    """Which zips to import with which interpreter: the Lambda zips on a 3.12 first (when both exist)."""
+    runs = []
+    if python312 and list((ROOT / "dist" / "lambda").glob("*.zip")):
+        runs.append({"dir": "dist/lambda", "python": python312})
+    if list((ROOT / "dist" / "local").glob("*.zip")):
+        runs.append({"dir": "dist/local", "python": sys.executable})
+    return runs
 
 
 def measure(runs: int = 5, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Every configuration once per round, ``runs`` rounds: load from other work on the machine then
     hits all configurations alike instead of whichever happened to run during it."""
-    out: dict[str, Any] = {"runs": runs, "python": sys.version.split()[0], "venv": {}, "local_zip": {},
+    python312 = find_python312()
+    out: dict[str, Any] = {"runs": runs, "python": sys.version.split()[0], "venv": {}, "zip_runs": [],
                            "zips": {"lambda": zip_sizes(ROOT / "dist" / "lambda"),
-                                    "local": zip_sizes(ROOT / "dist" / "local")}}
+                                    "local": zip_sizes(ROOT / "dist" / "local")},
+                           "python312": _python_version(python312) if python312 else None}
+    if python312 is None:
+        progress("  cold start: no CPython 3.12 here: the dist/lambda zips are not imported (dist/local only)")
     compile_sources()
-    configs: list[tuple[str, str, str, str | None, bool]] = []
+    configs: list[tuple[str, str, str, str, str | list[str] | None, bool]] = []
+    plan = zip_runs_to_measure(python312)
     with tempfile.TemporaryDirectory() as root:
         floors = Path(root) / "floor"
         floors.mkdir()
+        libs = provided_libs(Path(root), sorted({r["python"] for r in plan}))
         for f, m in HANDLERS.items():
-            configs += [("floor", f, floor_module(floors, f), str(floors), False), ("venv", f, m, None, False)]
-        for row in out["zips"]["local"]:
-            function = _function_of(Path(row["zip"]).stem)
-            if function is None:
-                continue
-            sources, compiled = Path(root) / f"{function}-src", Path(root) / f"{function}-pyc"
-            for target in (sources, compiled):
-                with zipfile.ZipFile(ROOT / row["zip"]) as z:
-                    z.extractall(target)
-            # The zips ship sources only, so every cold start compiles them; the same tree with bytecode
-            # compiled ahead is what shipping __pycache__ in the zip would give.
-            subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(compiled)],
-                           capture_output=True, check=False)
-            configs += [("zip", function, HANDLERS[function], str(sources), True),
-                        ("zip-pyc", function, HANDLERS[function], str(compiled), True)]
-            out["local_zip"][function] = {"zip": row["zip"]}
-        samples: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            configs += [("floor", "venv", f, floor_module(floors, f), str(floors), False), ("venv", "venv", f, m, None, False)]
+        for i, run in enumerate(plan):
+            key = f"{run['dir']} ({Path(run['python']).name} {_python_version(run['python'])})"
+            entry = {"key": key, "dir": run["dir"], "python_version": _python_version(run["python"]), "functions": {}}
+            out["zip_runs"].append(entry)
+            for function, module in HANDLERS.items():
+                archive = ROOT / run["dir"] / f"{function}.zip"
+                if not archive.exists():
+                    continue
+                tree = Path(root) / f"{i}-{function}"
+                with zipfile.ZipFile(archive) as z:
+                    z.extractall(tree)
+                    pycs = sum(1 for n in z.namelist() if n.endswith(".pyc"))
+                entry["functions"][function] = {"zip": f"{run['dir']}/{function}.zip", "pycs": pycs}
+                configs += [("floor", key, function, floor_module(floors, function), [str(floors), str(libs)], True),
+                            ("zip", key, function, module, [str(tree), str(libs)], True)]
+                if i == 0:  # the same tree without its bytecode: what a zip of sources pays
+                    sources = Path(root) / f"{i}-{function}-sources"
+                    shutil.copytree(tree, sources, ignore=shutil.ignore_patterns("__pycache__"))
+                    configs.append(("sources", key, function, module, [str(sources), str(libs)], True))
+            run["key"] = key
+        samples: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        python_of = {r["key"]: r["python"] for r in plan}
         for round_ in range(runs):
-            for kind, function, module, path, isolated in configs:
-                samples.setdefault((kind, function), []).append(
-                    _import_once(sys.executable, module, path, isolated=isolated))
+            for kind, where, function, module, path, isolated in configs:
+                python = python_of.get(where, sys.executable)
+                samples.setdefault((kind, where, function), []).append(
+                    _import_once(python, module, path, isolated=isolated))
             progress(f"  cold start: round {round_ + 1} of {runs} ({len(configs)} imports)")
-    floor_by_function = {f: summarize(samples[("floor", f)]) for f in HANDLERS}
+    floor_by_function = {f: summarize(samples[("floor", "venv", f)]) for f in HANDLERS}
     medians = [s["import_ms"] for s in floor_by_function.values() if s.get("ok") and s.get("import_ms") is not None]
     out["boto3_floor_ms"] = statistics.median(medians) if medians else None
     out["target_over_floor_ms"] = TARGET_OVER_FLOOR_MS
-    for (kind, function), results in samples.items():
-        summary = summarize(results)
-        if kind == "floor":
-            continue
-        if kind == "venv":
-            floor = floor_by_function[function]
-            out["venv"][function] = {
-                "module": HANDLERS[function], **summary, "clients": list(HANDLER_CLIENTS[function]),
-                "floor_ms": floor.get("import_ms"), "floor_ms_runs": floor.get("import_ms_runs"),
-                "over_floor_ms": over_floor_ms(results, samples[("floor", function)])}
-        elif kind == "zip":
-            out["local_zip"][function].update(summary)
-        else:
-            out["local_zip"][function]["precompiled_import_ms"] = summary.get("import_ms")
-            out["local_zip"][function]["precompiled_import_ms_min"] = summary.get("import_ms_min")
-            out["local_zip"][function]["precompiled_over_floor_ms"] = over_floor_ms(results, samples[("floor", function)])
+    for function in HANDLERS:
+        results = samples[("venv", "venv", function)]
+        floor = floor_by_function[function]
+        out["venv"][function] = {
+            "module": HANDLERS[function], **summarize(results), "clients": list(HANDLER_CLIENTS[function]),
+            "floor_ms": floor.get("import_ms"), "floor_ms_runs": floor.get("import_ms_runs"),
+            "over_floor_ms": over_floor_ms(results, samples[("floor", "venv", function)])}
+    for entry in out["zip_runs"]:
+        key = entry["key"]
+        for function, row in entry["functions"].items():
+            handler, floor = samples[("zip", key, function)], samples[("floor", key, function)]
+            f = summarize(floor)
+            row.update({"module": HANDLERS[function], **summarize(handler), "clients": list(HANDLER_CLIENTS[function]),
+                        "floor_ms": f.get("import_ms"), "floor_ms_runs": f.get("import_ms_runs"),
+                        "over_floor_ms": over_floor_ms(handler, floor)})
+            if ("sources", key, function) in samples:
+                src = samples[("sources", key, function)]
+                row["sources_only_ms"] = summarize(src).get("import_ms")
+                row["sources_only_over_floor_ms"] = over_floor_ms(src, floor)
+    for entry in out["zip_runs"]:
+        for function, r in entry["functions"].items():
+            if r.get("ok"):
+                over = r.get("over_floor_ms")
+                progress(f"  cold start: {entry['key']} {function}: init {r['import_ms']:.0f} ms (min "
+                         f"{r['import_ms_min']:.0f}), floor {r.get('floor_ms') or 0:.0f} ms, over it "
+                         f"{over if over is not None else float('nan'):+.0f} ms"
+                         + (f"; sources only {r['sources_only_ms']:.0f} ms" if r.get("sources_only_ms") else ""))
+            else:
+                progress(f"  cold start: {entry['key']} {function} does not import: {r.get('error')}")
     for function, r in out["venv"].items():
-        z = out["local_zip"].get(function, {})
         if r["ok"]:
-            over = r.get("over_floor_ms")
-            progress(f"  cold start: {r['module']}: venv {r['import_ms']:.0f} ms (min {r['import_ms_min']:.0f}), floor "
-                     f"{r.get('floor_ms') or 0:.0f} ms, over it {over if over is not None else float('nan'):.0f} ms; "
-                     + (f"zip {z['import_ms']:.0f} ms, with bytecode {z.get('precompiled_import_ms') or 0:.0f} ms"
-                        if z.get("ok") else "no zip"))
+            progress(f"  cold start: dev venv {function}: {r['import_ms']:.0f} ms, over the floor "
+                     f"{r['over_floor_ms'] if r.get('over_floor_ms') is not None else float('nan'):+.0f} ms")
         else:
-            progress(f"  cold start: {r['module']} does not import: {r['error']}")
+            progress(f"  cold start: {r['module']} does not import in the dev venv: {r['error']}")
     return out

@@ -3,7 +3,8 @@
 #   make build-wheels   engine-core + workflows-examples wheels into dist/wheels (byte-reproducible),
 #                       plus any earlier version a Lambda still pins (kept, or rebuilt from git history)
 #   make lock-lambdas   re-pin packages/<fn>/requirements.txt with hashes (LAMBDAS=sweeper: only that one)
-#   make build          dist/lambda/<fn>.zip for Lambda python3.12 x86_64 (what Terraform deploys);
+#   make build          dist/lambda/<fn>.zip for Lambda python3.12 x86_64 (what Terraform deploys), with
+#                       bytecode compiled ahead by a CPython 3.12 (LAMBDA_PYTHON=...; see below);
 #                       LAMBDA_ARCH=arm64 builds dist/lambda-arm64/<fn>.zip for Graviton (architecture = "arm64")
 #   make build-local    dist/local/<fn>.zip for this machine's Python (the local stack: make up, make demo)
 #   make bump-engine-core VERSION=0.1.1 [LAMBDAS=sweeper]
@@ -39,6 +40,9 @@ WHEEL_DIR := dist/wheels
 # (what envs/dev and envs/prod deploy by default), arm64 ones to dist/lambda-arm64.
 LAMBDA_ARCH ?= x86_64
 LAMBDA_DIST = dist/lambda$(if $(filter x86_64,$(LAMBDA_ARCH)),,-$(LAMBDA_ARCH))
+# The CPython 3.12 that compiles the Lambda zips' bytecode (empty: python3.12 on PATH, else pyenv's newest 3.12;
+# none found: the zips ship sources only and the build says so). Local zips are compiled by the venv's Python.
+LAMBDA_PYTHON ?=
 # 1 (default) or 0; tools/build_lambda.py refuses anything else.
 EXAMPLES ?= 1
 EXAMPLES_ARG = --examples $(EXAMPLES)
@@ -80,7 +84,7 @@ bump-engine-core: venv ## Release engine-core: VERSION=x.y.z [LAMBDAS=sweeper] m
 
 build: build-wheels ## Build dist/lambda/{worker,sweeper,control-plane}.zip for Lambda python3.12 (LAMBDA_ARCH=arm64, EXAMPLES=0, EXTRA_WHEELS=...)
 	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) $(LAMBDAS)
-	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime lambda --arch $(LAMBDA_ARCH) --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) --out $(LAMBDA_DIST)/$(f).zip &&) true
+	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime lambda --arch $(LAMBDA_ARCH) $(if $(LAMBDA_PYTHON),--lambda-python $(LAMBDA_PYTHON)) --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) --out $(LAMBDA_DIST)/$(f).zip &&) true
 	cd $(LAMBDA_DIST) && sha256sum $(addsuffix .zip,$(LAMBDAS)) > SHA256SUMS
 
 build-local: build-wheels ## Build dist/local/<fn>.zip for this machine's Python (same pins; EXAMPLES=0, EXTRA_WHEELS=...)

@@ -10,6 +10,9 @@ in it: the Lambda runtime provides them, and leaving them out keeps each zip nea
 near 25 MB. ``--runtime lambda`` installs wheels for Lambda's python3.12 on Linux, for ``--arch``
 x86_64 (the default) or arm64; ``--runtime local`` for the Python running this script (the local
 stack). ``--examples 0`` leaves Loom's example workflows out of the zip (``make build EXAMPLES=0``).
+Every module comes with bytecode compiled ahead for the interpreter that runs the zip: a CPython 3.12
+for Lambda zips (``--lambda-python``, else one found on PATH or through pyenv), this Python for local
+ones (``tools/loom_build/bytecode.py``; ``--bytecode 0`` ships sources only).
 
 The work is done by the modules of ``tools/loom_build/`` (one job each); this file is their command
 line, and re-exports what the tests and ``make`` use.
@@ -25,6 +28,7 @@ _TOOLS = str(Path(__file__).resolve().parent)
 if _TOOLS not in sys.path:  # loaded by path (tests, make): the package beside this file
     sys.path.insert(0, _TOOLS)
 
+from loom_build.bytecode import find_python  # noqa: E402
 from loom_build.common import (  # noqa: E402
     FUNCTIONS,
     ROOT,
@@ -39,11 +43,12 @@ from loom_build.extras import DEFAULT_LOCK, Extras, check_extra_requirements, co
 from loom_build.locks import check_lock, requirements_without  # noqa: E402
 from loom_build.versions import set_version  # noqa: E402
 from loom_build.wheels import build_wheels, provide_locked_wheels, wheel_from_history  # noqa: E402
-from loom_build.zips import ARCH_PLATFORMS, build_zip, check_extras, lambda_platforms, write_zip  # noqa: E402
+from loom_build.zips import ARCH_PLATFORMS, build_zip, check_extras, compiler_for, lambda_platforms, write_zip  # noqa: E402
 
 __all__ = [
     "ARCH_PLATFORMS", "FUNCTIONS", "ROOT", "WHEEL_PACKAGES", "BuildError", "Extras", "build_wheels", "build_zip",
-    "check_extra_requirements", "check_extras", "check_lock", "collect_extra_wheels", "dist_name",
+    "check_extra_requirements", "check_extras", "check_lock", "collect_extra_wheels", "compiler_for", "dist_name",
+    "find_python",
     "lambda_platforms", "locked_pins", "main", "provide_locked_wheels", "requirements_without", "set_version",
     "sha256_file", "source_version", "wheel_from_history", "write_zip",
 ]
@@ -88,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
                          help=f"Lambda architecture for --runtime lambda: {' or '.join(ARCH_PLATFORMS)} (default x86_64)")
     zip_cmd.add_argument("--wheels", type=Path, default=ROOT / "dist" / "wheels")
     zip_cmd.add_argument("--out", type=Path, required=True)
+    zip_cmd.add_argument("--lambda-python", default=None, metavar="PYTHON",
+                         help="the CPython 3.12 that compiles a Lambda zip's bytecode (default: python3.12 on PATH, "
+                              "else pyenv's; none found: sources only, with a note)")
+    zip_cmd.add_argument("--bytecode", choices=("0", "1"), default="1",
+                         help="1 (default): bytecode compiled ahead for the zip's interpreter; 0: sources only")
     _add_extras_args(zip_cmd)
     _add_examples_arg(zip_cmd)
     bump_cmd = sub.add_parser("set-version", help="move a local package's version and the Lambdas' pins of it")
@@ -127,9 +137,12 @@ def _run(args: argparse.Namespace) -> None:
         for path in set_version(args.package, args.version, tuple(args.lambdas)):
             print(f"updated {_shown(path)}")
     else:
+        compiler = None if args.bytecode == "0" else compiler_for(args.runtime, args.lambda_python or "auto")
         digest = build_zip(args.function, args.runtime, args.wheels, args.out, _extras(args), arch=args.arch,
-                           examples=args.examples == "1")
-        print(f"{digest}  {args.out}  ({args.out.stat().st_size / 1e6:.1f} MB)")
+                           examples=args.examples == "1", bytecode_with=compiler)
+        version = "3.12" if args.runtime == "lambda" else "%d.%d" % sys.version_info[:2]
+        compiled = f", bytecode for CPython {version}" if compiler else ", sources only"
+        print(f"{digest}  {args.out}  ({args.out.stat().st_size / 1e6:.1f} MB{compiled})")
 
 
 def main(argv: list[str] | None = None) -> int:

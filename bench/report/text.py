@@ -49,6 +49,9 @@ def targets(w: Write, results: dict[str, Any]) -> None:
         for c in findings.floor_checks(cold):
             w(f"| Handler import within {c.limit:g} ms of the floor, boto3 and its clients ({c.subject}, dev venv) | "
               f"{c.value:+.0f} ms | {verdict(c.ok)} |")
+        for c in findings.zip_floor_checks(cold):
+            w(f"| Handler init within {c.limit:g} ms of the floor, boto3 and its clients, in the zip as Lambda loads it "
+              f"({c.subject}) | {c.value:+.0f} ms | {verdict(c.ok)} |")
     if results.get("lite"):
         lite.target_row(w, results["lite"])
     w("")

@@ -275,3 +275,50 @@ def test_render_fanout_when_a_map_fails_says_so(results: dict[str, Any]) -> None
     # then
     assert "**A map did not complete cleanly (see its row).**" in text
     assert "every map completed" not in text.lower()
+
+
+def _zip_run(over: dict[str, float], where: str = "dist/lambda", python: str = "3.12.1") -> dict[str, Any]:
+    functions = {}
+    for function, over_ms in over.items():
+        functions[function] = {
+            "zip": f"{where}/{function}.zip", "pycs": 512, "ok": True, "module": f"loom_{function}.handler",
+            "import_ms": 300.0 + over_ms, "import_ms_min": 290.0 + over_ms, "import_ms_runs": [300.0 + over_ms],
+            "by_package_ms": [["engine_core", 40.0]], "process_wall_ms": 420.0 + over_ms,
+            "clients": ["dynamodb", "sqs"], "floor_ms": 300.0, "floor_ms_runs": [300.0], "over_floor_ms": over_ms,
+            "sources_only_ms": 600.0 + over_ms, "sources_only_over_floor_ms": 300.0 + over_ms}
+    return {"key": f"{where} (python {python})", "dir": where, "python_version": python, "functions": functions}
+
+
+def test_render_when_the_zips_were_measured_shows_each_init_beside_its_floor_and_names_the_one_over(
+        results: dict[str, Any]) -> None:
+    # given: the Lambda zips imported on a 3.12, the sweeper 150 ms over its floor, the others within
+    results["coldstart"]["zip_runs"] = [_zip_run({"worker": 80.0, "sweeper": 150.0, "control-plane": 90.0})]
+    results["coldstart"]["python312"] = "3.12.1"
+
+    # when
+    text = report.render(results)
+
+    # then: one row per handler with its init, floor and the same zip's sources-only figure
+    assert ("| worker | `dist/lambda/worker.zip` (512 pyc) | 3.12.1 | 380 ms (370) | 300 ms (dynamodb, sqs) | +80 ms | "
+            "680 ms (+380 ms) |") in text
+    assert _against(text, "each handler's init within 100 ms of the floor").startswith(
+        "missed by sweeper, dist/lambda on Python 3.12.1")
+    rows = _target_rows(text, "Handler init within 100 ms of the floor")
+    assert len(rows) == 3
+    assert [r.endswith("**missed** |") for r in rows] == [False, True, False]
+    assert "the zips' bytecode saves 300 ms per init on average" in text
+
+
+def test_render_when_every_zip_init_is_within_100_ms_of_its_floor_says_met(results: dict[str, Any]) -> None:
+    # given: no 3.12 here, so the local zips on this machine's Python
+    results["coldstart"]["zip_runs"] = [_zip_run({"worker": 60.0, "sweeper": 70.0, "control-plane": 99.0},
+                                                 "dist/local", "3.11.7")]
+
+    # when
+    text = report.render(results)
+
+    # then
+    assert _against(text, "each handler's init within 100 ms of the floor").startswith("met by every handler")
+    assert "no CPython 3.12 was found here, so the `dist/lambda` zips were not imported" in text
+    assert "| Handler init within 100 ms of the floor, boto3 and its clients, in the zip as Lambda loads it " \
+           "(control-plane, dist/local on Python 3.11.7) | +99 ms | **met** |" in text

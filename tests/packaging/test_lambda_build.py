@@ -133,8 +133,34 @@ def test_write_zip_when_trees_differ_in_mtime_order_and_umask_gives_same_bytes(t
         assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
 
 
+@pytest.fixture(scope="module")
+def python312() -> Path:
+    """The CPython 3.12 that compiles the Lambda zips' bytecode (a prerequisite: fail, never skip)."""
+    found = build_lambda.find_python("3.12", os.environ.get("LAMBDA_PYTHON") or None)
+    if found is None:
+        pytest.fail("no CPython 3.12 here (python3.12 on PATH, pyenv, LAMBDA_PYTHON): the Lambda zips' bytecode is "
+                    "compiled by one. Install python3.12 or set LAMBDA_PYTHON=/path/to/python3.12", pytrace=False)
+    return found
+
+
+def _poison_sources(tree: Path) -> int:
+    """Replace every module's source with one that exits: an import that reads a source fails loudly."""
+    sources = [p for p in tree.rglob("*.py")]
+    for path in sources:
+        path.write_text(f"raise SystemExit('the source of {path.relative_to(tree)} was read: no usable bytecode')\n")
+    return len(sources)
+
+
+def _pyc_names(names: list[str], tag: str) -> tuple[set[str], set[str]]:
+    """(sources without a ``tag`` pyc beside them, pycs of any other tag) among a zip's names."""
+    pycs = {n for n in names if n.endswith(".pyc")}
+    expected = {f"{n.rsplit('/', 1)[0] + '/' if '/' in n else ''}__pycache__/{n.rsplit('/', 1)[-1][:-3]}.{tag}.pyc"
+                for n in names if n.endswith(".py")}
+    return {e for e in expected if e not in pycs}, pycs - expected
+
+
 @pytest.mark.slow
-def test_lambda_zip_when_built_twice_has_the_same_sha256(wheels, tmp_path):
+def test_lambda_zip_when_built_twice_has_the_same_sha256_and_python312_bytecode_it_loads(wheels, python312, tmp_path):
     # when
     first = build_lambda.build_zip("sweeper", "lambda", wheels, tmp_path / "1" / "sweeper.zip")
     second = build_lambda.build_zip("sweeper", "lambda", wheels, tmp_path / "2" / "sweeper.zip")
@@ -142,13 +168,43 @@ def test_lambda_zip_when_built_twice_has_the_same_sha256(wheels, tmp_path):
     assert first == second
     with zipfile.ZipFile(tmp_path / "1" / "sweeper.zip") as zf:
         names = zf.namelist()
+        zf.extractall(tmp_path / "task")
     assert "loom_sweeper/handler.py" in names and "engine_core/adapters/bootstrap.py" in names
     assert any(n.startswith("pydantic_core/") and n.endswith("cpython-312-x86_64-linux-gnu.so") for n in names)
     examples_version = _lock("sweeper")["loom-workflows-examples"][0]
     assert f"loom_workflows_examples-{examples_version}.dist-info/entry_points.txt" in names
     engine_version = _lock("sweeper")["loom-engine-core"][0]
     assert f"loom_engine_core-{engine_version}.dist-info/METADATA" in names
-    assert not any("__pycache__" in n or n.endswith(".pyc") or n.startswith(("boto3/", "botocore/")) for n in names)
+    assert not any(n.startswith(("boto3/", "botocore/")) for n in names)
+    # every module has its python3.12 bytecode beside it, and nothing for another interpreter
+    assert _pyc_names(names, "cpython-312") == (set(), set())
+    # which python3.12 loads without ever reading a source (engine-core and pydantic: no boto3 needed)
+    assert _poison_sources(tmp_path / "task") > 100
+    done = subprocess.run([str(python312), "-I", "-B", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                           "import engine_core, engine_core.adapters.memory; print(engine_core.__version__)",
+                           str(tmp_path / "task")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == engine_version
+
+
+def test_compiler_for_a_lambda_zip_when_no_python312_is_found_is_none_and_says_how_to_fix(tmp_path, monkeypatch, capsys):
+    # given: a PATH with neither python3.12 nor pyenv on it
+    monkeypatch.setenv("PATH", str(tmp_path))
+    # when
+    compiler = build_lambda.compiler_for("lambda", "auto")
+    # then: sources only, and the build says so
+    assert compiler is None
+    err = capsys.readouterr().err
+    assert "no CPython 3.12 found" in err and "LAMBDA_PYTHON=/path/to/python3.12" in err
+
+
+def test_compiler_for_a_lambda_zip_when_lambda_python_is_not_312_is_refused():
+    # when: this machine's Python (3.11) named as the Lambda zips' compiler
+    with pytest.raises(build_lambda.BuildError) as error:
+        build_lambda.compiler_for("lambda", sys.executable)
+    # then
+    assert f"LAMBDA_PYTHON={sys.executable} is CPython {sys.version_info[0]}.{sys.version_info[1]}" in str(error.value)
+    assert "Point LAMBDA_PYTHON at a python3.12" in str(error.value)
 
 
 @pytest.mark.slow
@@ -231,12 +287,21 @@ print(json.dumps({"reply": reply, "handler_file": handler.__file__, "engine_core
 
 @pytest.fixture(scope="module")
 def runtime_python(tmp_path_factory) -> Path:
-    """A venv holding only boto3 (what the Lambda runtime adds to a zip)."""
-    venv = tmp_path_factory.mktemp("runtime") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    """A venv holding only boto3 and its closure (what the Lambda runtime adds to a zip): the dev venv's
+    pinned distributions copied file by file (loom_local.runtime_libs, as the local stack provides them)."""
+    from loom_local import runtime_libs
+
+    root = tmp_path_factory.mktemp("runtime")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    f"boto3=={version('boto3')}", f"botocore=={version('botocore')}"], check=True)
+    provided = runtime_libs.ensure(root / "provided")
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "lambda-runtime.pth").write_text(f"{provided}\n")
+    done = subprocess.run([str(python), "-I", "-c", "import boto3, botocore; print(boto3.__version__, botocore.__version__)"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split() == [version("boto3"), version("botocore")]
     return python
 
 
@@ -247,11 +312,16 @@ _ENV = {"AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET
 
 
 def _probe(python: Path, tmp_path: Path, archive: Path, function: str, event: dict) -> dict:
-    """Unpack ``archive`` and call its handler with ``event`` in ``python`` (isolated: only the zip and boto3)."""
+    """Unpack ``archive`` and call its handler with ``event`` in ``python`` (isolated: only the zip and boto3;
+    every source replaced by one that exits, so only the zip's bytecode can run)."""
     (tmp_path / "probe.py").write_text(_PROBE)
     task = tmp_path / "task" / function
     with zipfile.ZipFile(archive) as zf:
         zf.extractall(task)
+        # every module has this Python's bytecode beside it, and the handler runs without reading a source
+        tag = f"cpython-{sys.version_info[0]}{sys.version_info[1]}"
+        assert _pyc_names(zf.namelist(), tag) == (set(), set())
+    assert _poison_sources(task) > 100
     (tmp_path / f"{function}.json").write_text(json.dumps(event))
     done = subprocess.run([str(python), "-I", str(tmp_path / "probe.py"), str(task), function, HANDLERS[function],
                            str(tmp_path / f"{function}.json")], env={"PATH": os.environ["PATH"], **_ENV},

@@ -22,6 +22,8 @@ build_lambda = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_lambda)
 
 VENV = ROOT / ".venv"
+# The clone fetches no wheel the working tree's wheelhouse already holds (tools/loom_build/wheelhouse.py).
+WHEELHOUSE = {"LOOM_WHEELHOUSE": os.environ.get("LOOM_WHEELHOUSE") or str(ROOT / "build" / "wheelhouse")}
 GIT_ID = ["-c", "user.name=Loom test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"]
 
 
@@ -30,7 +32,7 @@ def _make(repo: Path, *args: str) -> subprocess.CompletedProcess:
     # would point its editable packages at this clone).
     venv = VENV.resolve()
     done = subprocess.run(["make", "--no-print-directory", "-C", str(repo), f"VENV={venv}", "-o", f"{venv}/.installed",
-                           *args], capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
+                           *args], capture_output=True, text=True, env={**os.environ, **WHEELHOUSE, "MAKEFLAGS": ""})
     assert done.returncode == 0, f"make {' '.join(args)} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     return done
 
@@ -69,6 +71,7 @@ def _clone(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # two builds in a clone, then the whole packaging suite on it (the default is 300 s)
 def test_release_when_one_lambda_moves_to_a_new_engine_core_the_other_zips_stay_byte_identical(tmp_path):
     # given: a clone whose locks match its engine-core (re-locked in the clone if HEAD is mid-development)
     repo = _clone(tmp_path)
@@ -116,7 +119,7 @@ def test_release_when_one_lambda_moves_to_a_new_engine_core_the_other_zips_stay_
     shutil.rmtree(repo / "dist")
     pytest = [str(VENV / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/packaging",
               "--ignore=tests/packaging/test_release_engine_core.py"]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, **WHEELHOUSE, "PYTHONDONTWRITEBYTECODE": "1"}
     collected = subprocess.run([*pytest, "--collect-only"], cwd=repo, capture_output=True, text=True, env=env)
     expected = len([line for line in collected.stdout.splitlines() if "::" in line])
     tests = subprocess.run(pytest, cwd=repo, capture_output=True, text=True, env=env)

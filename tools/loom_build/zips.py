@@ -2,9 +2,10 @@
 ``pip --require-hashes`` for Lambda's python3.12 on x86_64 or arm64 (``runtime="lambda"``) or for the
 Python running this (``runtime="local"``, the local stack).
 
-Same inputs give the same bytes: fixed timestamps, sorted entries, fixed permissions, no
-``__pycache__``. Inputs are the locked wheels, the function's source, and this toolchain (pip,
-zlib); a different pip or zlib version may change the bytes, never the contents.
+Same inputs give the same bytes: fixed timestamps, sorted entries, fixed permissions, and bytecode
+compiled ahead by the interpreter that will run the zip (:mod:`.bytecode`: unchecked-hash pycs, no
+timestamps). Inputs are the locked wheels, the function's source, and this toolchain (pip, zlib, the
+compiling interpreter's minor version); a different one may change the bytes, never what the zip runs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from . import bytecode, wheelhouse
 from .common import FUNCTIONS, ROOT, BuildError, locked_pins, sha256_file
 from .extras import Extras
 from .locks import check_lock, examples_name, requirements_without
@@ -65,10 +67,20 @@ def install_requirements(function: str, runtime: str, wheels: Path, target: Path
             command += ["-r", str(pinned)]
         command += [flag for r in extras.requirement_files for flag in ("-r", str(r))]
     if runtime == "lambda":
-        command += [flag for p in lambda_platforms(arch) for flag in ("--platform", p)]
-        command += ["--python-version", LAMBDA_PYTHON, "--implementation", "cp"]
-    elif runtime != "local":
+        platform_args = [flag for p in lambda_platforms(arch) for flag in ("--platform", p)]
+        platform_args += ["--python-version", LAMBDA_PYTHON, "--implementation", "cp"]
+        version = LAMBDA_PYTHON
+    elif runtime == "local":
+        platform_args, version = [], "%d.%d" % sys.version_info[:2]
+    else:
         raise BuildError(f"unknown runtime {runtime!r}: use lambda or local")
+    # The lock's third-party wheels come from the local wheelhouse (filled once from the index); only an
+    # extra requirements file of the team's own may still need the index.
+    house = wheelhouse.ensure(ROOT / "packages" / function / "requirements.txt",
+                              wheelhouse.root() / wheelhouse.target_name(runtime, arch, version), wheels, platform_args)
+    command += [*platform_args, "--find-links", str(house)]
+    if not (extras and extras.requirement_files):
+        command.append("--no-index")
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode == 0:
         return
@@ -130,10 +142,28 @@ def check_extras(function: str, extras: Extras, root: Path = ROOT) -> None:
                 f"{name} from them")
 
 
+def compiler_for(runtime: str, bytecode_with: str | Path | None = "auto") -> Path | None:
+    """The interpreter that compiles a ``runtime`` zip's bytecode, or None for a zip of sources only.
+
+    ``bytecode_with``: "auto" (this Python for a local zip; for a Lambda zip, a CPython 3.12 if one is
+    found, else None with a note on stderr), None (no bytecode), or the path of a python3.12 for a
+    Lambda zip (refused if it is not one)."""
+    if bytecode_with is None:
+        return None
+    if runtime == "local":
+        return Path(sys.executable)
+    if runtime != "lambda":
+        raise BuildError(f"unknown runtime {runtime!r}: use lambda or local")
+    found = bytecode.find_python(LAMBDA_PYTHON, None if bytecode_with == "auto" else str(bytecode_with))
+    if found is None:
+        print(bytecode.missing_note(LAMBDA_PYTHON), file=sys.stderr)
+    return found
+
+
 def build_zip(function: str, runtime: str, wheels: Path, out: Path, extras: Extras | None = None,
-              arch: str = "x86_64", examples: bool = True) -> str:
-    """Build one function's zip (with ``extras``' workflow packages, and without the example workflows
-    when ``examples`` is false); return its sha256."""
+              arch: str = "x86_64", examples: bool = True, bytecode_with: str | Path | None = "auto") -> str:
+    """Build one function's zip (with ``extras``' workflow packages, without the example workflows when
+    ``examples`` is false, with bytecode as :func:`compiler_for` says); return its sha256."""
     if function not in FUNCTIONS:
         raise BuildError(f"unknown function {function!r}: one of {', '.join(FUNCTIONS)}")
     if runtime == "lambda":
@@ -141,10 +171,13 @@ def build_zip(function: str, runtime: str, wheels: Path, out: Path, extras: Extr
     check_lock(function, wheels, examples=examples)
     if extras:
         check_extras(function, extras)
+    compiler = compiler_for(runtime, bytecode_with)
     with tempfile.TemporaryDirectory(prefix=f"loom-{function}-") as tmp:
         tree = Path(tmp) / "tree"
         install_requirements(function, runtime, wheels, tree, extras, arch, examples)
         copy_source(function, tree)
         strip_non_reproducible(tree)
+        if compiler is not None:
+            bytecode.compile_tree(tree, compiler)
         write_zip(tree, out)
     return sha256_file(out)

@@ -52,7 +52,7 @@ class _FakeStack:
         self.opts, self.run_dir, self.url, self.endpoint = opts, opts.run_dir, "http://127.0.0.1:4010", "http://e"
         opts.run_dir.mkdir(parents=True, exist_ok=True)  # as LocalStack does
         self.log_dir, self.fault_dir = opts.run_dir / "logs", opts.run_dir / "faults"
-        self.stack_dir = opts.run_dir / "runs" / "fake"
+        self.stack_dir = opts.run_dir / "runs" / "fake"  # the run's own directory (cli.state_of records it)
         queue = types.SimpleNamespace(url="q", dlq_url="dlq")
         worker = types.SimpleNamespace(environment={"LOOM_TABLE_NAME": "t"})
         self.deployment = types.SimpleNamespace(queue=queue, worker=worker, summary=lambda: {})

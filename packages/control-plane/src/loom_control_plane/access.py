@@ -53,7 +53,7 @@ Principal = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^\S+$")
 class _Rule(BaseModel):
     """One workflow's lists, as configured (unknown keys are refused: a typo must not open a door)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)  # built only when an allow-list is set
 
     start: list[Principal] = Field(description="who may start the workflow")
     operate: list[Principal] = Field(description="who may cancel, redrive and wake its executions")

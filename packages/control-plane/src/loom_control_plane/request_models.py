@@ -30,7 +30,8 @@ _TOKEN_MAX = 128
 class StartExecutionRequest(BaseModel):
     """Body of ``POST /executions``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # Each request model is built on its route's first use, not at import (a cold start pays for its route only).
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     workflow: StrictStr
     """A registered workflow name: 1-128 characters from A-Z a-z 0-9 _ . -"""
@@ -304,7 +305,7 @@ def _time(p: dict[str, str], name: str) -> dt.datetime | None:
 class CancelRequest(BaseModel):
     """Optional body of ``POST /executions/{id}/cancel``."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     reason: StrictStr | None = None
     """Why, in a line: kept on the execution and in its history."""
@@ -355,7 +356,7 @@ def _refused_body(exc: ValidationError, allowed: str, words: dict[str, str] | No
 class EventRequest(BaseModel):
     """Body of ``POST /executions/{id}/events/{name}`` and ``POST /callbacks/{token}``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     data: dict[str, Any] = Field(default_factory=dict)
     """A JSON object, merged into the execution's context by the wait that consumes it."""

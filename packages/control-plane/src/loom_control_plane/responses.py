@@ -41,7 +41,8 @@ def dump(model: BaseModel) -> dict[str, Any]:
 
 
 class _Reply(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # Built on first use, not at import: a cold start pays only for the replies its route sends.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 # -- errors ---------------------------------------------------------------------------------------------
