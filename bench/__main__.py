@@ -17,7 +17,7 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "history", "coldstart", "local", "fanout", "recovery"]
+SECTIONS = ["steps", "sweep", "overhead", "history", "coldstart", "local", "fanout", "recovery", "chaos"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -54,6 +54,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import recovery
 
         return recovery.measure(progress=say, quick=quick)
+    if name == "chaos":
+        from . import chaos
+
+        return chaos.measure(progress=say, quick=quick)
     if name == "fanout":
         from . import fanout
 

@@ -315,6 +315,8 @@ class Function:
                     self.logs.write(self.spec.name, env.pid, f"INIT_REPORT Init Error: {init_error.get('errorType')}: "
                                                              f"{init_error.get('errorMessage')}")
                     self._notify("init_error", pid=env.pid, error=init_error)
+                    self._record("end", request_id=request_id, pid=env.pid, status="init_error", duration_ms=round(
+                        (time.monotonic() - started) * 1000, 1), error=init_error.get("errorType"))
                     return InvokeResult(request_id, "init_error", error=init_error, pid=env.pid, cold=True)
             self.logs.write(self.spec.name, env.pid, f"START RequestId: {request_id} Version: $LATEST")
             self._notify("invoke", pid=env.pid, request_id=request_id, cold=cold)

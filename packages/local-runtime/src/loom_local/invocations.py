@@ -12,7 +12,8 @@ executions a kill interrupted. The runtime writes ``<run>/logs/invocations.jsonl
      "error": "Runtime.ExitError"}
 
 ``start`` and ``end`` come from every function (worker, sweeper, control plane), ``held`` from the
-SQS event source mapping, written before the invocation starts. ``deadline_at`` is the invocation's
+SQS event source mapping, written before the invocation starts. An invocation whose cold start failed
+(``init_error``: the handler's import failed or outlasted Lambda's 10 s) has an ``end`` and no ``start``. ``deadline_at`` is the invocation's
 own deadline (epoch seconds): after it, nothing the invocation began can write. The step bodies the
 functions start are recorded beside it, in ``steps.jsonl`` (see ``_bootstrap.py``).
 """

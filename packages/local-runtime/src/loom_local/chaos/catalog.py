@@ -151,9 +151,9 @@ VARIANTS: tuple[Variant, ...] = (
 )
 
 COVERAGE: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("order_fulfillment/woken", "step.return", {"step": 1}),
     ("order_fulfillment/plain", "worker.after_claim", {"step": 3}),
     ("order_fulfillment/plain", "step.enter", {"step": 1}),
-    ("order_fulfillment/plain", "step.return", {"step": 1}),
     ("order_fulfillment/plain", "worker.after_record", {"step": 1}),
     ("order_fulfillment/plain", "worker.after_checkpoint", {"step": 0}),
     ("order_fulfillment/plain", "worker.after_enqueue", {"step": 2}),

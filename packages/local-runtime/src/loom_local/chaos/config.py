@@ -38,6 +38,8 @@ class ChaosConfig:
     """Executions whose first message is sent again after they ended (a stale message from long ago)."""
     restarts: int = 0
     """Executions started a second time with the same token and input (a client retrying)."""
+    variants: tuple[str, ...] = ()
+    """Only these variants of the catalog (``workflow/name``); empty: all of them."""
 
     @property
     def faults(self) -> int:

@@ -23,6 +23,9 @@ from .invariants import NOTHING_TO_DO
 
 CLAIMED = ("worker.after_claim", "step.enter", "step.return")
 """Kill points at which the killed invocation held a claimed step (its re-run can be timed)."""
+DIED = ("crashed", "timeout", "init_error")
+"""How an invocation ends when it dies holding its messages (killed, out of time, or its cold start failed)."""
+WASTE = ("early", "released", "raised", "lost with its invocation", "no outcome logged")
 
 
 def _ts(text: str | None) -> float | None:
@@ -58,14 +61,13 @@ def deliveries(record: dict[str, Any]) -> dict[str, Any]:
     kinds: Counter = Counter()
     category: Counter = Counter()
     for r in held:
-        died = ends.get(r["request_id"], {}).get("status") in ("crashed", "timeout")
+        died = ends.get(r["request_id"], {}).get("status") in DIED
         for m in r["messages"]:
             got = outcome.get((r["request_id"], m["message_id"]))
             if got is None:
                 got = "lost with its invocation" if died else "no outcome logged"
             kinds[got] += 1
-            category["stale copy" if got in NOTHING_TO_DO else got if got in (
-                "early", "released", "failed", "lost with its invocation", "no outcome logged") else "work"] += 1
+            category["stale copy" if got in NOTHING_TO_DO else got if got in WASTE else "work"] += 1
     total = sum(kinds.values())
     return {"total": total, "by_outcome": dict(kinds.most_common()), "by_category": dict(category.most_common()),
             "stale": category["stale copy"], "stale_share": round(category["stale copy"] / total, 4) if total else None,
@@ -79,7 +81,7 @@ def _deaths(record: dict[str, Any]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = defaultdict(list)
     for r in held:
         end = ends.get(r["request_id"])
-        if end is not None and end["status"] in ("crashed", "timeout"):
+        if end is not None and end["status"] in DIED:
             for m in r["messages"]:
                 out[m["execution_id"]].append(end["at"])
     for arm in record["faults"]["arms"]:
@@ -109,6 +111,7 @@ def kills(record: dict[str, Any]) -> dict[str, Any]:
     by_request = {r["request_id"]: r for r in held}
     tick = record["settings"]["sweep_every_s"]
     bodies = sorted(record["runtime"]["steps"], key=lambda s: s["at"])
+    redriven = sorted(record["runtime"]["redrives"], key=lambda r: r["at"])
     fired = [a for a in record["faults"]["arms"] if a["fired"]]
     out: dict[str, Any] = {"armed": Counter(a["kind"] for a in record["faults"]["arms"]),
                            "fired": Counter(a["kind"] for a in fired),
@@ -130,12 +133,15 @@ def kills(record: dict[str, Any]) -> dict[str, Any]:
         rerun = next((b for b in bodies if b["at"] > arm["fired_at"] and (
             b["execution_id"], b["step"], b.get("branch"), bool(b.get("compensation"))) == who), None)
         bound = starts[rid]["deadline_at"] + RERUN_MARGIN_S + tick - arm["fired_at"]
+        redrive = next((r for r in redriven if r["execution_id"] == who[0] and r["at"] > arm["fired_at"]), None)
         out["reruns"].append({"point": arm["point"], "execution_id": who[0], "step": who[1], "branch": who[2],
-                              "compensation": who[3], "rerun_s": None if rerun is None else round(rerun["at"] - arm["fired_at"], 2),
-                              "bound_s": round(bound, 2)})
+                              "compensation": who[3], "bound_s": round(bound, 2),
+                              "rerun_s": None if rerun is None else round(rerun["at"] - arm["fired_at"], 2),
+                              "redriven_s": None if redrive is None else round(redrive["at"] - arm["fired_at"], 2)})
     timed = [r for r in out["reruns"] if r["rerun_s"] is not None]
     out["rerun"] = spread([r["rerun_s"] for r in timed])
     out["rerun_bound"] = spread([r["bound_s"] for r in out["reruns"]])
+    out["redriven"] = spread([r["redriven_s"] for r in out["reruns"] if r["redriven_s"] is not None])
     out["within_bound"] = sum(1 for r in timed if r["rerun_s"] <= r["bound_s"])
     out["held_by_killed"] = sum(len(i["held"]) for i in out["interrupted"])
     for key in ("armed", "fired", "worker_points"):

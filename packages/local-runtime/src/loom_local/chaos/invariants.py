@@ -27,7 +27,8 @@ from .config import ENDED
 
 NOTHING_TO_DO = ("stale", "duplicate", "conflict", "superseded", "terminal", "missing")
 """Delivery outcomes of a message that found nothing to do: a stale copy."""
-NOT_WORK = NOTHING_TO_DO + ("early", "released", "failed")
+NOT_WORK = NOTHING_TO_DO + ("early", "released", "raised")
+"""Outcomes that moved nothing on (an early timer message is only sent again for its time)."""
 
 
 @dataclass(frozen=True)

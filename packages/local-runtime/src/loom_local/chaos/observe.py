@@ -3,8 +3,9 @@
 - ``invocations.jsonl``: each worker invocation's messages (id, execution, step, version, receive
   count) and every invocation's start (pid, deadline) and end (ok, crashed, timeout);
 - ``steps.jsonl``: each step, branch and compensation body a worker started;
-- the worker's log: what each delivery did (``message handled`` with its outcome, or released for
-  want of time, or failed), joined to the delivery by its message id;
+- the worker's log: what each delivery did (``message handled`` with its outcome, or ``released`` for
+  want of time, or ``raised``: the engine raised and SQS redelivers it), joined to the delivery by its
+  message id;
 - the sweeper's log: each re-drive (``re-drove execution``) with the sweeper's reason;
 - the payment ledger the functions share (charges, and refunds beside it), line by line.
 
@@ -70,7 +71,7 @@ def runtime(log_dir: Path, functions: dict[str, str], executions: set[str], sinc
     for at, doc in log_lines(log_dir / f"{functions['worker']}.log"):
         if doc.get("message_id") not in message_ids or not since <= at <= until:
             continue
-        what = {HANDLED: doc.get("outcome"), RELEASED: "released", FAILED: "failed"}.get(doc.get("message"))
+        what = {HANDLED: doc.get("outcome"), RELEASED: "released", FAILED: "raised"}.get(doc.get("message"))
         if what is not None:
             deliveries.append({"at": at, "message_id": doc["message_id"], "execution_id": doc.get("execution_id"),
                                "request_id": doc.get("function_request_id"), "outcome": what,

@@ -72,26 +72,32 @@ class Plan:
                 "executions": [asdict(p) for p in self.executions]}
 
 
-def _variants(config: ChaosConfig, rng: random.Random) -> list[catalog.Variant]:
-    """``count`` variants: one per worker kill of the coverage, one of each variant, the rest by weight."""
-    pool = catalog.variants(config.cancels)
+def _variants(config: ChaosConfig, rng: random.Random) -> tuple[list[catalog.Variant], dict[int, int]]:
+    """``count`` variants: one per worker kill of the coverage, one of each variant, the rest by weight; and
+    which of them (by position) meets which coverage kill."""
+    pool = [v for v in catalog.variants(config.cancels) if not config.variants or v.key in config.variants]
+    if not pool:
+        raise ValueError(f"no variant of the catalog is allowed (asked for {', '.join(config.variants)}; known: "
+                         f"{', '.join(catalog.BY_KEY)})")
     allowed = {v.key for v in pool}
     chosen: list[catalog.Variant] = []
-    for key, _, _ in catalog.COVERAGE[:config.worker_kills]:
-        if key in allowed and len(chosen) < config.count:
-            chosen.append(catalog.BY_KEY[key])
+    covered: dict[int, int] = {}
+    entries = [n for n, (key, _, _) in enumerate(catalog.COVERAGE) if key in allowed][:config.worker_kills]
+    for n in entries[:config.count]:
+        covered[len(chosen)] = n
+        chosen.append(catalog.BY_KEY[catalog.COVERAGE[n][0]])
     for v in pool:
         if len(chosen) < config.count and v not in chosen:
             chosen.append(v)
     while len(chosen) < config.count:
         chosen.append(rng.choices(pool, weights=[v.weight for v in pool])[0])
-    return chosen
+    return chosen, covered
 
 
 def make_plan(config: ChaosConfig, nonce: str) -> Plan:
     """The run's executions, in start order, with the faults and actions each one meets."""
     rng = random.Random(config.seed)
-    chosen = _variants(config, rng)
+    chosen, covered = _variants(config, rng)
     order = list(range(len(chosen)))
     rng.shuffle(order)  # the coverage executions land all over the window, not first
     step_s = config.start_window_s / max(1, config.count)
@@ -101,7 +107,7 @@ def make_plan(config: ChaosConfig, nonce: str) -> Plan:
         token = f"chaos-{nonce}-{slot:04d}"
         plans.append({"index": slot, "token": token, "execution_id": execution_id_for(token), "variant": v.key,
                       "input": v.make_input(rng, f"{nonce}-{slot}"), "start_at_s": round(slot * step_s, 3),
-                      "_coverage": i})
+                      "_coverage": covered.get(i)})
     _assign_kills(config, rng, plans)
     free = [p for p in plans if p.get("kill") is None]
     for p in rng.sample([p for p in free if p["variant"] in _CONTROL_KILLABLE] or free,
@@ -118,13 +124,11 @@ def make_plan(config: ChaosConfig, nonce: str) -> Plan:
 
 
 def _assign_kills(config: ChaosConfig, rng: random.Random, plans: list[dict[str, Any]]) -> None:
-    coverage = catalog.COVERAGE[:config.worker_kills]
     left = config.worker_kills
-    for n, (key, point, match) in enumerate(coverage):
-        p = next((p for p in plans if p["_coverage"] == n and p["variant"] == key), None)
-        if p is not None:
-            p["kill"] = Kill(point, {"execution_id": p["execution_id"], **match}, "each point",
-                             f"{point} in {key}")
+    for p in plans:
+        if p["_coverage"] is not None:
+            key, point, match = catalog.COVERAGE[p["_coverage"]]
+            p["kill"] = Kill(point, {"execution_id": p["execution_id"], **match}, "each point", f"{point} in {key}")
             left -= 1
     candidates = [p for p in plans if p.get("kill") is None and catalog.BY_KEY[p["variant"]].sites]
     for p in rng.sample(candidates, min(left, len(candidates))):

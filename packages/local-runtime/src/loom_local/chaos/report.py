@@ -37,7 +37,8 @@ def rerun_goal(f: dict[str, Any]) -> tuple[bool | None, str]:
         return None, "no kill interrupted a claimed step: no re-run to time"
     met = k["within_bound"] == len(k["reruns"])
     never = len(k["reruns"]) - timed
-    return met, (f"killed step re-run: median {_s(k['rerun']['median'])}, max {_s(k['rerun']['max'])} after the kill; "
+    return met, (f"killed step re-run: median {_s(k['rerun']['median'])}, max {_s(k['rerun']['max'])} after the kill "
+                 f"(re-driven by the sweeper a median {_s(k['redriven']['median'])} after it); "
                  f"{k['within_bound']} of {len(k['reruns'])} within the bound (the killed invocation's deadline + "
                  f"{RERUN_MARGIN_S:g} s + one {f['settings']['sweep_every_s']:g} s tick, median "
                  f"{_s(k['rerun_bound']['median'])})" + (f"; {never} never re-ran" if never else "")
@@ -87,6 +88,10 @@ def render(figures: dict[str, Any], violations: list[dict[str, Any]]) -> str:
         lines.append(("goal: " if met is not None else "") + sentence)
     if stale_goal(f)[0] is False:
         lines.append(f"what dominates: {dominant(f)}")
+    if d["by_category"].get("no outcome logged"):
+        lines.append(f"note: {d['by_category']['no outcome logged']} deliveries of invocations that ended normally have "
+                     "no outcome in the worker's log (a worker zip older than its message_id log field? `make "
+                     "build-local`)")
     if f["left_on_queue"]:
         lines.append(f"note: {f['left_on_queue']} messages were still on the queue when the run stopped waiting; "
                      "their deliveries are not counted")
