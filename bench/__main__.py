@@ -17,7 +17,7 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "history", "code", "coldstart", "local", "fanout", "recovery", "lite"]
+SECTIONS = ["steps", "sweep", "overhead", "history", "code", "coldstart", "local", "fanout", "recovery", "lite", "chaos"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -58,6 +58,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import recovery
 
         return recovery.measure(progress=say, quick=quick)
+    if name == "chaos":
+        from . import chaos
+
+        return chaos.measure(progress=say, quick=quick)
     if name == "fanout":
         from . import fanout
 

@@ -6,7 +6,8 @@
 #                     report's verdicts follow the data; seconds)
 #
 # One section alone: .venv/bin/python -m bench --only steps   (sections: steps, sweep, overhead,
-# coldstart, local, fanout, recovery; the report is rebuilt from the cached results of the others in bench/.results/).
+# coldstart, local, fanout, recovery, chaos; the report is rebuilt from the cached results of the others in
+# bench/.results/).
 
 BENCH_ARGS ?=
 # 0 skips `make build build-local` (the cold-start section then measures whatever zips dist/ holds).

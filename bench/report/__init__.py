@@ -2,7 +2,7 @@
 
 - ``findings``: what the results say. Every number, comparison and verdict the report states, computed
   (pure functions over the results).
-- ``text``, ``steppath``, ``runtime``, ``branches`` (the fan-out section): the markdown. Tables of the results and sentences that word
+- ``text``, ``steppath``, ``runtime``, ``branches`` (the fan-out section), ``recovery``, ``chaos``: the markdown. Tables of the results and sentences that word
   the findings; the only typed prose is method and explanation that holds whatever the figures are.
 - ``plots``: the charts.
 """
@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import branches, code, history, lite, plots, recovery, runtime, steppath, text
+from . import branches, chaos, code, history, lite, plots, recovery, runtime, steppath, text
 from ._fmt import RUN_ALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,8 @@ def render(results: dict[str, Any]) -> str:
         recovery.recovery_section(w, results["recovery"])
     if "lite" in results:
         lite.lite_section(w, results["lite"])
+    if "chaos" in results:
+        chaos.chaos_section(w, results["chaos"])
     runtime.method(w)
     return "\n".join(out) + "\n"
 

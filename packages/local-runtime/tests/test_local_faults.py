@@ -136,3 +136,19 @@ def test_the_engine_and_the_runtime_agree_on_the_point_names():
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_disarm_when_some_arms_fired_removes_only_the_others_and_names_them(make_function, faults):
+    # given: two arms, one of which fires
+    fn = make_function(handler="tiny_handlers.worker", fault_dir=faults.dir)
+    (fires,) = faults.arm("worker.after_claim", match={"execution_id": "e-1"})
+    (waits,) = faults.arm("worker.after_claim", match={"execution_id": "e-2"})
+    other = faults.arm("worker.after_claim", match={"execution_id": "e-3"})
+    assert fn.invoke(_record({"id": "e-1"})).status == "crashed"
+
+    # when
+    removed = faults.disarm([fires, waits])
+
+    # then: the fired one was claimed, so only the waiting one is removed; another caller's arm stays
+    assert removed == [waits]
+    assert faults.pending() == other

@@ -247,16 +247,17 @@ def test_event_source_mapping_worker_response_over_6_mb_fails_the_whole_batch(ma
     assert result.error["errorMessage"] == "Response payload size exceeded maximum allowed payload size (6291556 bytes)."
     assert sqs.deleted == []
     log = Path(fn.logs.path(fn.spec.name)).read_text()
-    assert "holds 2 messages: m0 (not a step message); m1 (not a step message)" in log
+    assert ("holds 2 messages: m0 (not a step message, receive count 1); m1 (not a step message, receive count 1)"
+            in log)
 
 
-def test_describe_record_names_the_execution_step_version_and_branch_a_message_carries():
+def test_describe_record_names_the_execution_step_version_branch_and_receive_count_of_a_message():
     # given
     body = {"execution_id": "6f1c2b1e-0000-4000-8000-000000000001", "step": 3, "version": 7, "branch": 12,
             "branch_version": 2}
 
     # when
-    line = describe_record({"messageId": "m-9", "body": json.dumps(body)})
+    line = describe_record({"messageId": "m-9", "body": json.dumps(body), "attributes": {"ApproximateReceiveCount": "3"}})
 
     # then
-    assert line == "m-9 execution 6f1c2b1e-0000-4000-8000-000000000001 step 3 v7 branch 12"
+    assert line == "m-9 execution 6f1c2b1e-0000-4000-8000-000000000001 step 3 v7 branch 12, receive count 3"

@@ -228,8 +228,9 @@ def test_batch_when_one_record_cannot_fit_it_alone_is_left_and_the_others_still_
 def test_engine_log_lines_when_step_runs_are_json_with_execution_fields(lambdas, world, logs):
     # given
     execution_id = _start(lambdas, "flaky_greeting", {"name": "Ada", "failures": 0})
+    event = records_event([_first_message_body(world)])
     # when
-    lambdas.worker.handler(records_event([_first_message_body(world)]), FakeContext())
+    lambdas.worker.handler(event, FakeContext())
     # then
     lines = logs.lines()
     started = [line for line in lines if line["message"] == "step started"]
@@ -241,6 +242,9 @@ def test_engine_log_lines_when_step_runs_are_json_with_execution_fields(lambdas,
     assert "function_request_id" in started[0]
     handled = [line for line in lines if line["message"] == "message handled"]
     assert handled[0]["outcome"] == "advanced" and handled[0]["execution_id"] == execution_id
+    # each line of the record names its message, so a delivery can be joined to its outcome
+    message_id = event["Records"][0]["messageId"]
+    assert handled[0]["message_id"] == started[0]["message_id"] == message_id
 
 
 def test_metrics_when_batch_runs_are_emitted_in_embedded_metric_format(lambdas, world, capsys):

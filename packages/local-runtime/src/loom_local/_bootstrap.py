@@ -17,6 +17,11 @@ process: ``kill`` (SIGKILL), ``stop`` (SIGSTOP, until someone sends SIGCONT) or 
 
 The points, the two around every step body included (``step.enter``, ``step.return``), are the
 engine's own (``engine_core.faults.POINTS``): the engine reports each with what identifies it.
+
+Body starts. With ``--trace FILE`` every ``step.enter`` (a step, branch or compensation body about to
+run) is appended to FILE as one JSON line: ``{"at", "pid", "function", "execution_id", "step",
+"step_name", "attempt", "branch", "compensation"}``. A chaos report reads it to time a killed step's
+re-run; one short ``O_APPEND`` write per body, so lines from concurrent processes never interleave.
 """
 
 from __future__ import annotations
@@ -41,8 +46,8 @@ class InjectedFault(RuntimeError):
 
 
 class FaultHook:
-    def __init__(self, control_dir: str, function_name: str):
-        self.dir, self.function = control_dir, function_name
+    def __init__(self, control_dir: str, function_name: str, trace: str = ""):
+        self.dir, self.function, self.trace = control_dir, function_name, trace
 
     # Arms live as files: armed/<id>.json. Listing a small directory costs microseconds.
     def _arms(self, points: tuple[str, ...]) -> list[dict]:
@@ -98,8 +103,20 @@ class FaultHook:
         elif action == "raise":
             raise InjectedFault(arm.get("message") or f"fault injected at {arm['point']} by the local runtime")
 
+    def _trace(self, info: dict) -> None:
+        line = json.dumps({"at": time.time(), "pid": os.getpid(), "function": self.function, **info}, default=str)
+        fd = os.open(self.trace, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
     # The engine calls this at each named point (engine_core.faults.POINTS), the body points included.
     def __call__(self, name: str, info: dict) -> None:
+        if self.trace and name == "step.enter":
+            self._trace(info)
+        if not self.dir:
+            return
         for arm in self._arms((name,)):
             if self._matches(arm, info) and self._claim(arm):
                 self._fire(arm, dict(info))
@@ -152,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runtime-libs", required=True)
     parser.add_argument("--handler", required=True)
     parser.add_argument("--faults", default="")
+    parser.add_argument("--trace", default="")
     parser.add_argument("--in-fd", type=int, required=True)
     parser.add_argument("--out-fd", type=int, required=True)
     parser.add_argument("--parent", type=int, required=True)
@@ -177,10 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     module_name, _, function_name = args.handler.rpartition(".")
     try:
-        if args.faults:
+        if args.faults or args.trace:
             # The zip's own engine_core: the hook must sit in the module the handler imports.
             faults = importlib.import_module("engine_core.faults")
-            faults.install(FaultHook(args.faults, os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")))
+            faults.install(FaultHook(args.faults, os.environ.get("AWS_LAMBDA_FUNCTION_NAME", ""), args.trace))
         if not module_name:
             raise ValueError(f"handler {args.handler!r} is not of the form module.function")
         module = importlib.import_module(module_name)

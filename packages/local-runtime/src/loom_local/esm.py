@@ -17,13 +17,13 @@ What it does is what Lambda's pollers do for a standard queue:
   made visible again at once and go into a later batch.
 
 Before each invocation the worker's log names the messages it holds (``BATCH RequestId: ... holds``:
-message id, execution, step, version, branch), so the messages of an invocation that dies (a SIGKILL,
-a timeout) can be told from its log; the runtime's own log repeats them when the invocation dies.
+message id, execution, step, version, branch, receive count), so the messages of an invocation that
+dies (a SIGKILL, a timeout) can be told from its log; the runtime's own log repeats them when the
+invocation dies, and ``invocations.jsonl`` keeps them as JSON (:mod:`loom_local.invocations`).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .functions import Function, InvokeResult
+from .invocations import held_message
 from .limits import LAMBDA_REQUEST_MAX_BYTES, payload_bytes
 
 Observer = Callable[[str, dict[str, Any]], None]
@@ -102,17 +103,16 @@ def failed_ids(result: InvokeResult, batch_ids: list[str], report_batch_item_fai
 
 
 def describe_record(record: dict[str, Any]) -> str:
-    """One held message for the log: its id and what it carries (execution, step, version, branch)."""
-    try:
-        body = json.loads(record.get("body") or "")
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or "execution_id" not in body:
-        return f"{record['messageId']} (not a step message)"
-    what = f"execution {body.get('execution_id')} step {body.get('step')} v{body.get('version')}"
-    if body.get("branch") is not None:
-        what += f" branch {body['branch']}"
-    return f"{record['messageId']} {what}"
+    """One held message for the log: its id, what it carries (execution, step, version, branch) and how many
+    times SQS has handed it out."""
+    held = held_message(record)
+    received = f"receive count {held['receive_count']}"
+    if held["execution_id"] is None:
+        return f"{held['message_id']} (not a step message, {received})"
+    what = f"execution {held['execution_id']} step {held['step']} v{held['version']}"
+    if held["branch"] is not None:
+        what += f" branch {held['branch']}"
+    return f"{held['message_id']} {what}, {received}"
 
 
 def fit_payload(records: list[dict[str, Any]], limit: int = LAMBDA_REQUEST_MAX_BYTES) -> int:
@@ -222,6 +222,9 @@ class QueuePoller:
         self.function.logs.write(self.function.spec.name, None,
                                  f"BATCH RequestId: {request_id} holds {len(records)} messages: {held}")
         receives = {r["messageId"]: int(r["attributes"].get("ApproximateReceiveCount", "1")) for r in records}
+        if self.function.invocations is not None:
+            self.function.invocations.write("held", request_id=request_id, function=self.function.spec.name,
+                                            messages=[held_message(r) for r in records])
         self.batches += 1
         self._notify("batch", size=len(records), receive_counts=receives,
                      records=[{"message_id": r["messageId"], "receive_count": receives[r["messageId"]],

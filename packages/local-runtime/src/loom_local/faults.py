@@ -104,6 +104,17 @@ class FaultControl:
                                  f"{timeout_s:g} s (pending: {self.pending()})")
             time.sleep(poll_s)
 
+    def disarm(self, arm_ids: list[str]) -> list[str]:
+        """Remove these arms if no process claimed them yet; returns the ones removed (never fired)."""
+        removed = []
+        for arm_id in arm_ids:
+            try:
+                (self.dir / "armed" / f"{arm_id}.json").unlink()
+                removed.append(arm_id)
+            except FileNotFoundError:
+                pass
+        return removed
+
     def disarm_all(self) -> int:
         """Remove every arm not yet claimed (a test's teardown); returns how many were removed."""
         removed = 0

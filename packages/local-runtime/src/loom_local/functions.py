@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .calls import CallLog
+from .invocations import InvocationLog
 from .limits import LAMBDA_REQUEST_MAX_BYTES, LAMBDA_RESPONSE_MAX_BYTES, REQUEST_TOO_LARGE, RESPONSE_TOO_LARGE, payload_bytes
 from .logs import LogSink
 
@@ -105,15 +106,16 @@ class Environment:
 
     _numbers = itertools.count(1)
 
-    def __init__(self, spec: FunctionSpec, python: str, runtime_libs: Path, fault_dir: Path | None, logs: LogSink):
+    def __init__(self, spec: FunctionSpec, python: str, runtime_libs: Path, fault_dir: Path | None, logs: LogSink,
+                 trace: Path | None = None):
         self.spec, self.logs = spec, logs
         self.number = next(self._numbers)
         to_child_r, self._to_child = os.pipe()
         from_child, from_child_w = os.pipe()
         cmd = [python, "-I", "-S", "-B", str(BOOTSTRAP), "--task-root", str(spec.code_dir),
                "--runtime-libs", str(runtime_libs), "--handler", spec.handler,
-               "--faults", str(fault_dir or ""), "--in-fd", str(to_child_r), "--out-fd", str(from_child_w),
-               "--parent", str(os.getpid())]
+               "--faults", str(fault_dir or ""), "--trace", str(trace or ""), "--in-fd", str(to_child_r),
+               "--out-fd", str(from_child_w), "--parent", str(os.getpid())]
         try:
             self.proc = subprocess.Popen(
                 cmd, env=spec.environment, cwd=str(spec.code_dir), stdin=subprocess.DEVNULL,
@@ -234,6 +236,10 @@ class Function:
     calls: CallLog | None = None
     principal: str = ""
     """Whose calls the Lambda service's own actions are recorded as (the function's role)."""
+    invocations: InvocationLog | None = None
+    """Where each invocation's start (pid, deadline) and end (status) are recorded."""
+    trace: Path | None = None
+    """Where the function's processes record each step body they start (``steps.jsonl``)."""
     _idle: list[Environment] = field(default_factory=list)
     _all: set[Environment] = field(default_factory=set)
     _cond: threading.Condition = field(default_factory=threading.Condition)
@@ -245,6 +251,10 @@ class Function:
                 self.observer(kind, {"function": self.spec.name, "role": self.spec.role, **details})
             except Exception:  # noqa: BLE001 - an observer must never break an invocation
                 pass
+
+    def _record(self, kind: str, **fields: Any) -> None:
+        if self.invocations is not None:
+            self.invocations.write(kind, **fields)
 
     def pids(self) -> list[int]:
         with self._cond:
@@ -263,7 +273,7 @@ class Function:
                 if len(self._all) < self.max_concurrency:
                     break
                 self._cond.wait(0.5)
-            env = Environment(self.spec, self.python, self.runtime_libs, self.fault_dir, self.logs)
+            env = Environment(self.spec, self.python, self.runtime_libs, self.fault_dir, self.logs, self.trace)
             self._all.add(env)
         return env, True
 
@@ -305,11 +315,17 @@ class Function:
                     self.logs.write(self.spec.name, env.pid, f"INIT_REPORT Init Error: {init_error.get('errorType')}: "
                                                              f"{init_error.get('errorMessage')}")
                     self._notify("init_error", pid=env.pid, error=init_error)
+                    self._record("end", request_id=request_id, pid=env.pid, status="init_error", duration_ms=round(
+                        (time.monotonic() - started) * 1000, 1), error=init_error.get("errorType"))
                     return InvokeResult(request_id, "init_error", error=init_error, pid=env.pid, cold=True)
             self.logs.write(self.spec.name, env.pid, f"START RequestId: {request_id} Version: $LATEST")
             self._notify("invoke", pid=env.pid, request_id=request_id, cold=cold)
+            self._record("start", request_id=request_id, function=self.spec.name, role=self.spec.role, pid=env.pid,
+                         cold=cold, deadline_at=time.time() + self.spec.timeout_s)
             status, body = env.invoke(request_id, event, self.spec.timeout_s)
             duration = (time.monotonic() - started) * 1000
+            self._record("end", request_id=request_id, pid=env.pid, status=status, duration_ms=round(duration, 1),
+                         error=None if status == "ok" else body.get("errorType"))
             self.logs.write(self.spec.name, env.pid, f"END RequestId: {request_id}")
             self.logs.write(self.spec.name, env.pid, f"REPORT RequestId: {request_id}\tDuration: {duration:.2f} ms\t"
                                                      f"Status: {status}")

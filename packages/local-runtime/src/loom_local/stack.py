@@ -13,7 +13,9 @@ applied table before anything runs, and saved to it by ``stop()`` before the emu
 (:mod:`loom_local.state`).
 
 Each stack writes its logs, crash points and call records into a directory of its own,
-``run_dir/runs/<run id>/`` (:mod:`loom_local.runs`), so one run's files are never read as another's.
+``run_dir/runs/<run id>/`` (:mod:`loom_local.runs`), so one run's files are never read as another's;
+``logs/invocations.jsonl`` and ``logs/steps.jsonl`` say what each invocation held and how it ended, and
+which step bodies ran (:mod:`loom_local.invocations`).
 Every function calls AWS under its own role's access key id, the worker's queue poller under the
 worker's, and the emulator records those calls in ``calls/`` (:mod:`loom_local.calls`).
 """
@@ -43,6 +45,8 @@ from .esm import QueuePoller
 from .faults import FaultControl
 from .function_url import FunctionUrlServer
 from .functions import Function, FunctionSpec
+from .invocations import FILE as INVOCATIONS_FILE
+from .invocations import STEPS_FILE, InvocationLog
 from .logs import LogSink
 from .schedule import Scheduler
 from .scheduler import SchedulePlayer, read_schedules
@@ -167,6 +171,7 @@ class LocalStack:
         self.calls_dir = self.stack_dir / "calls"
         self.emulator = Emulator(self.stack_dir, self.log_dir / "moto.log", self.calls_dir)
         self.logs: LogSink | None = None
+        self.invocations: InvocationLog | None = None
         self.deployment: deploy.Deployment | None = None
         self.functions: dict[str, Function] = {}
         self.poller: QueuePoller | None = None
@@ -217,6 +222,7 @@ class LocalStack:
         opts = self.opts
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.logs = LogSink(self.log_dir, sys.stderr if opts.echo_logs else None)
+        self.invocations = InvocationLog(self.log_dir / INVOCATIONS_FILE)
         if not self.zip_dir.is_dir() or not list(self.zip_dir.glob("*.zip")):
             raise StackError(f"no Lambda zips in {self.zip_dir}: run `make build-local` first (`make up` and "
                              "`make demo` do it for you)")
@@ -264,7 +270,8 @@ class LocalStack:
             concurrency = {"worker": self._worker_concurrency(), "sweeper": 2, "control-plane": 4}[role]
             self.functions[role] = Function(spec, self.libs_dir, self.logs, fault_dir=self.fault_dir,
                                             max_concurrency=concurrency, observer=self._observe,
-                                            calls=service_calls, principal=role)
+                                            calls=service_calls, principal=role, invocations=self.invocations,
+                                            trace=self.log_dir / STEPS_FILE)
         assert d.mapping is not None and d.rule is not None and d.url is not None
         mapping = d.mapping
         if opts.max_concurrency is not None or mapping.max_concurrency > 2:
@@ -370,6 +377,8 @@ class LocalStack:
         self.emulator.stop()
         if self.logs is not None:
             self.logs.close()
+        if self.invocations is not None:
+            self.invocations.close()
 
     def __enter__(self) -> LocalStack:
         return self.start()

@@ -45,7 +45,8 @@ class _RecordHandler:
             logger.error("not a step message; SQS moves it to the DLQ after maxReceiveCount",
                          extra={"message_id": record.message_id, "problems": exc.error_count()})
             raise MalformedMessageError(f"message {record.message_id} is not a step message") from None
-        logger.append_keys(execution_id=message.execution_id, step_index=message.step)
+        # message_id on every line of the record: a report joins each delivery to its outcome by it
+        logger.append_keys(execution_id=message.execution_id, step_index=message.step, message_id=record.message_id)
         try:
             outcome = runtime.engine.process(message, remaining_ms=self.remaining_ms, yield_after_ms=self.share_ms)
         except InsufficientTimeError as exc:
@@ -58,8 +59,9 @@ class _RecordHandler:
             logger.exception("processing failed; SQS redelivers the record")
             raise
         finally:
-            logger.remove_keys(["execution_id", "step_index"])
-        logger.info("message handled", extra={"execution_id": message.execution_id, "outcome": outcome.kind,
+            logger.remove_keys(["execution_id", "step_index", "message_id"])
+        logger.info("message handled", extra={"execution_id": message.execution_id, "message_id": record.message_id,
+                                              "outcome": outcome.kind,
                                               "detail": outcome.detail, "steps_run": outcome.steps_run})
         return outcome.kind
 
