@@ -64,6 +64,12 @@ SCHEDULES = [
 SCHEDULE_CLOCK_START = dt.datetime.now(dt.timezone.utc).replace(second=0, microsecond=0)
 
 
+@pytest.fixture
+def schedule_clock_start() -> dt.datetime:
+    """Where every stack's manual schedule clock starts (a module imports no name from a conftest)."""
+    return SCHEDULE_CLOCK_START
+
+
 @dataclass
 class Events:
     """What the runtime saw: batches handed to the worker, invocations that died, sweeps."""

@@ -141,6 +141,6 @@ def test_loom_mcp_read_only_started_outside_the_repository_finds_the_stack(loom,
 
     tools, done, cancel = anyio.run(main)
     # then
-    assert tools == {"list_workflows", "get_execution", "get_history", "list_executions"}
+    assert tools == {"list_workflows", "get_execution", "get_history", "list_executions", "list_schedules"}
     assert done["status"] == "COMPLETED"
     assert cancel.is_error and cancel.structured_content["error"] == "unknown_tool"

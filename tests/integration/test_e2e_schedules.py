@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from conftest import SCHEDULE_CLOCK_START
 from loom_cli.main import main
 
 from engine_core.schedules.fire import execution_id_for
@@ -37,13 +36,13 @@ def schedules_document(loom) -> dict[str, dict]:
     return {s["name"]: s for s in body["schedules"]}
 
 
-def test_daily_schedules_fire_on_the_local_clock_once_per_firing_with_skip_and_allow(loom, capsys):
+def test_daily_schedules_fire_on_the_local_clock_once_per_firing_with_skip_and_allow(loom, capsys, schedule_clock_start):
     player = loom.stack.schedules
     assert player is not None and player.manual
     assert sorted(player.states) == ["e2e-allow", "e2e-retired", "e2e-skip"]
 
     # when: the first day passes (every daily schedule fires exactly once in 24 hours)
-    day1 = fired(player.advance_to(SCHEDULE_CLOCK_START + DAY))
+    day1 = fired(player.advance_to(schedule_clock_start + DAY))
 
     # then: both expense schedules started theirs; the retired one failed and started nothing
     (skip1, skip1_id), = day1["e2e-skip"]
@@ -66,7 +65,7 @@ def test_daily_schedules_fire_on_the_local_clock_once_per_firing_with_skip_and_a
     assert doc["e2e-skip"]["last_firing"]["duplicates"] == 1
 
     # when: the second day; the first expense still waits for its approval
-    day2 = fired(player.advance_to(SCHEDULE_CLOCK_START + 2 * DAY))
+    day2 = fired(player.advance_to(schedule_clock_start + 2 * DAY))
 
     # then: skip starts nothing, allow starts another
     assert day2["e2e-skip"] == [("skipped", skip1_id)]
@@ -80,7 +79,7 @@ def test_daily_schedules_fire_on_the_local_clock_once_per_firing_with_skip_and_a
                                  {"data": {"approved": True, "approver": "ana"}, "event_id": "sched-1"})
     assert status == 202
     assert loom.wait(skip1_id)["status"] == "COMPLETED"
-    day3 = fired(player.advance_to(SCHEDULE_CLOCK_START + 3 * DAY))
+    day3 = fired(player.advance_to(schedule_clock_start + 3 * DAY))
 
     # then: skip starts again, with the third firing's own execution
     (skip3, skip3_id), = day3["e2e-skip"]

@@ -121,6 +121,35 @@ def test_every_failure_is_a_loom_error_with_the_apis_code_message_status_and_exe
     assert (unreachable.value.code, unreachable.value.status, unreachable.value.is_refusal) == ("unreachable", None, False)
 
 
+def test_a_server_that_drops_the_connection_mid_request_is_an_unreachable_loom_error():
+    # given: a server that reads the request, then resets the connection without an answer (a killed process)
+    import socket
+    import struct
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def drop_one():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, not FIN
+        conn.close()
+
+    server = threading.Thread(target=drop_one, daemon=True)
+    server.start()
+    try:
+        # when
+        with pytest.raises(LoomError) as dropped:
+            LoomClient(f"http://127.0.0.1:{listener.getsockname()[1]}").get("x")
+    finally:
+        server.join(5)
+        listener.close()
+    # then: a LoomError saying what happened and what to do, not a raw socket error
+    assert dropped.value.code == "unreachable" and "connection broke" in dropped.value.message
+    assert "read the execution before retrying" in dropped.value.message
+
+
 def test_without_a_url_it_finds_the_local_stack_from_the_state_file_or_says_how(control_plane, state_file):
     with pytest.raises(LoomError) as missing:
         LoomClient()

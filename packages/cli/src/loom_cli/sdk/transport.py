@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -86,6 +87,10 @@ class Transport:
                                          "URL right?") from None
         except TimeoutError:
             raise LoomError(UNREACHABLE, f"{method} {url} timed out after {self.timeout_s:g} s") from None
+        except (ConnectionError, http.client.HTTPException) as exc:  # the server went away mid-request
+            raise LoomError(UNREACHABLE, f"{method} {url}: the connection broke before an answer "
+                                         f"({type(exc).__name__}: {exc}); the request may or may not have been "
+                                         "applied: read the execution before retrying a write") from None
 
     def _signed_headers(self, method: str, url: str, data: bytes | None, headers: dict) -> dict:
         from botocore.auth import SigV4Auth
