@@ -126,6 +126,18 @@ def test_dlq_without_queues_is_a_usage_error_naming_the_fix(tmp_path, monkeypatc
     assert "--env-dir" in err and "make up" in err
 
 
+def test_dlq_against_loom_dev_says_where_its_dead_letters_are(state_file, tmp_path, monkeypatch, capsys):
+    # given: the state file records the one-process SQLite runtime, which has no SQS queues
+    monkeypatch.chdir(tmp_path)
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    state_file.write_text(json.dumps({"kind": "lite", "url": "http://127.0.0.1:9", "db": str(tmp_path / "loom.db")}))
+    # when
+    code = main(["dlq", "list"])
+    # then: a usage error naming where they are and how to reach a deployed stack's DLQ
+    err = capsys.readouterr().err
+    assert code == 2 and "dead_letters" in err and "--env-dir" in err
+
+
 def test_workflows_table_summarises_each_input_schema():
     from loom_cli.render import input_summary
 

@@ -55,6 +55,10 @@ def queues(env_dir: str | None) -> Queues:
             raise LoomError(CONFIGURATION, f"{env_dir} has no queue_url/dlq_url outputs; has this environment been "
                                            "applied?") from None
     state = local_stack()
+    if state is not None and state.get("kind") == "lite":
+        raise LoomError(CONFIGURATION, f"the runtime {state_file()} records is `loom dev` (SQLite): it keeps its dead "
+                                       "letters in the file's dead_letters table, not an SQS DLQ (docs/lite.md); "
+                                       "pass --env-dir terraform/envs/<env> for a deployed stack's DLQ")
     if state is not None:
         try:
             return Queues(state["queue_url"], state["dlq_url"], state.get("region"), state.get("endpoint"))
