@@ -174,3 +174,40 @@ def test_stale_index_reads_follow_the_query_contract():
                 if a.cursor is None:
                     break
                 cursor, cursor2 = a.cursor, b.cursor
+
+
+def _backlog_seeds(n: int) -> list[int]:
+    return [seed for seed in range(400) if make_config(seed).fx.backlog][:n]
+
+
+def test_backlog_seeds_redrive_queued_messages_within_the_doubling_schedule():
+    # given: seeds whose queue delays each send by a share of the lease per message already queued
+    seeds = _backlog_seeds(12)
+    # when
+    results = [run_seed(seed) for seed in seeds]
+    # then: messages waited past their leases and were re-drived several times, and never more than allowed
+    assert all(r.ok for r in results), [r.violations[:3] for r in results if not r.ok]
+    stats = sum((r.stats for r in results), start=__import__("collections").Counter())
+    assert stats["queue.backlogged"] > 100 and stats["backlog.stretches_of_several_copies"] >= 10, stats
+
+
+def test_a_sweeper_that_redrives_every_lease_under_a_backlog_is_caught(monkeypatch):
+    # given: the engine as before the backoff, a fresh copy each lease whatever the message's age
+    from engine_core import transitions
+
+    real = transitions.redriven
+    monkeypatch.setattr(transitions, "redriven",
+                        lambda e, now, lease_s, slack_s, max_doublings=6: real(e, now, lease_s, slack_s, 0))
+    # when
+    results = [run_seed(seed) for seed in _backlog_seeds(12)]
+    # then
+    hits = [v for r in results for v in r.violations if "a backlog is multiplied" in v]
+    assert hits, [r.violations[:2] for r in results]
+
+
+def test_copies_allowed_follows_the_lease_doubling():
+    from loomsim.backlog import copies_allowed
+
+    # a 60 s lease: copies at 60, 120, 240, 480 s after the send (waits 60, 60, 120, 240), capped waits after
+    assert [copies_allowed(age, 60, 6) for age in (59, 60, 119, 120, 239, 240, 479, 480)] == [0, 1, 1, 2, 2, 3, 3, 4]
+    assert copies_allowed(60 + 60 * 10, 60, 0) == 11  # no doubling: one per lease

@@ -80,6 +80,7 @@ class FaultMix:
     stale: float = 0.0        # a due-index query answers from an older snapshot
     tick_skip: float = 0.0    # a scheduled sweep does not fire
     tick_double: float = 0.0  # a scheduled sweep fires twice (EventBridge at-least-once)
+    backlog: float = 0.0      # seconds of delivery delay per message already queued (a backlog; backlog.py)
 
     def describe(self) -> str:
         return " ".join(f"{k}={v:g}" for k, v in self.__dict__.items() if v)
@@ -167,6 +168,11 @@ def make_config(seed: int, **overrides: Any) -> SimConfig:
         fx = FaultMix(stale=u(0.5, 0.9), pause=u(0.2, 0.4), tick_double=u(0.2, 0.5), crash=rate(0.1),
                       dup=rate(0.2))
     fx = FaultMix(**{k: round(v, 3) for k, v in fx.__dict__.items()})
+    # A backlog on its own draw (the draws above and below stay as they were): each queued message delays
+    # the next send by a share of the lease, so messages wait past their leases and the sweeper re-drives.
+    backlog = random.Random(f"loomsim-backlog:{seed}")
+    if backlog.random() < 0.15:
+        fx = FaultMix(**{**fx.__dict__, "backlog": round(backlog.uniform(0.1, 1.0) * settings.lease_s, 1)})
     workflows = [generate(rng, 0, plain_only=True)] + [generate(rng, i) for i in range(1, rng.randint(2, 4))]
     # Invocations: some seeds pass no deadline (a paused worker then lives on as a zombie), others give
     # every delivery the function's time, just enough for the longest step or more, so chains also
@@ -978,4 +984,7 @@ class Simulation:
         from .checks import check_run
 
         check_run(self)
+        from .backlog import check_redrive_backoff
+
+        check_redrive_backoff(self)
         return self

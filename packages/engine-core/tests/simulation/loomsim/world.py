@@ -143,6 +143,9 @@ class SimQueue:
         first = None
         for i in range(copies):
             extra = sim.rng.uniform(0, f.extra_delay) if sim.faults_on and f.extra_delay and sim.rng.random() < 0.3 else 0.0
+            if sim.faults_on and f.backlog:  # behind every message already queued (no RNG draw: seeds stay)
+                extra += f.backlog * len(self.messages)
+                sim.stat("queue.backlogged")
             m = self._add(message, now + dt.timedelta(seconds=delay_s + extra), copy_of=first)
             first = first or m.mid
             sim.log(f"    queue: +#{m.mid} {_m(message)} delay={delay_s}" + (f"+{extra:.0f}" if extra else "")
