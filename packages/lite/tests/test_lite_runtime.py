@@ -184,3 +184,31 @@ def test_lite_runs_a_code_first_workflow_through_its_sleep_and_event(tmp_path, s
     # then: the result is the function's return, its step ran once across the suspensions
     assert done.status == "COMPLETED" and done.result == {"charged": 12, "by": "ops"}
     assert calls == ["charge"]
+
+
+def test_loom_dev_finds_the_runtime_through_its_entry_point_serves_and_stops_on_sigterm(tmp_path):
+    # given: `loom dev` as a user runs it (loom-cli finds loom-lite's runtime by its entry point)
+    import signal
+    import subprocess
+    import sys
+
+    from loom_lite.cli import UP_LINE
+
+    (tmp_path / "flows.py").write_text(
+        "from engine_core import workflow\n\n\ndef hello(ctx):\n    return {'hi': True}\n\n\n"
+        "@workflow('hello')\nclass Hello:\n    steps = [hello]\n")
+    proc = subprocess.Popen([sys.executable, "-m", "loom_cli.main", "dev", "flows.py", "--db", str(tmp_path / "a.db"),
+                             "--no-record", "--no-entry-points", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        # when
+        line = proc.stdout.readline()
+        url = line.split()[len(UP_LINE.split())]
+        status, _, body = http(url + "/workflows")
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    # then: it served the control plane's API on the file it was given, and stopped cleanly
+    assert line.startswith(UP_LINE) and status == 200 and [w["name"] for w in body["workflows"]] == ["hello"], (line, proc.stderr.read())
+    assert code == 0 and (tmp_path / "a.db").exists()

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import entry_points
 from typing import Any
 
 from .args import port
+
+ENTRY_POINTS = "loom.dev"
+"""The entry-point group a runtime for ``loom dev`` registers its ``serve(args)`` under (loom-lite does)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,10 +45,15 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve through the runtime the ``loom.dev`` entry point names (loom-lite's), found when it is installed."""
+    found = entry_points(group=ENTRY_POINTS, name="serve")
+    if not found:
+        print("loom: error: loom dev needs the loom-lite package, which provides the runtime; install it "
+              "(pip install loom-lite; in this repository `make venv` installs it)", file=sys.stderr)
+        return 2
     try:
-        from loom_lite.cli import serve
+        serve = next(iter(found)).load()
     except ImportError as exc:
-        print(f"loom: error: loom dev needs the loom-lite package ({exc}); install it (pip install loom-lite; in "
-              "this repository `make venv` installs it)", file=sys.stderr)
+        print(f"loom: error: loom-lite is installed but cannot be imported ({exc}); reinstall it", file=sys.stderr)
         return 2
     return serve(args)
