@@ -439,6 +439,8 @@ def _check_meaningful(sim, outcomes: Counter) -> None:
     at least one execution that ended the way its workflow was written to end (completed, or failed at
     its failing step, or at a cap in the caps variant), not everything worn down by crashes."""
     deliveries, need_commits, need_handled = meaningful_minimums(sim)
+    if sim.fx.backlog:  # behind a backlog most fault-phase deliveries are stale copies, by design: the
+        need_commits = 0  # executions move in the quiet phase, and the outcome check below still applies
     commits = sim.fault_stats["commits.fault_phase_by_workers"]
     handled = sum(n for k, n in sim.fault_stats.items() if k.startswith("outcome."))
     if commits < need_commits or handled < need_handled:

@@ -105,6 +105,10 @@ class SimMessage:
     copy_of: int | None = None
 
 
+BACKLOG_MAX_LEASES = 6
+"""The longest a backlog delays a send, in leases (``FaultMix.backlog``): long enough for several re-drives."""
+
+
 class SimQueue:
     """SQS standard queue semantics, on the simulation's clock and RNG.
 
@@ -143,8 +147,9 @@ class SimQueue:
         first = None
         for i in range(copies):
             extra = sim.rng.uniform(0, f.extra_delay) if sim.faults_on and f.extra_delay and sim.rng.random() < 0.3 else 0.0
-            if sim.faults_on and f.backlog:  # behind every message already queued (no RNG draw: seeds stay)
-                extra += f.backlog * len(self.messages)
+            if sim.faults_on and f.backlog:  # behind every message already queued (no RNG draw: seeds stay), up to
+                # BACKLOG_MAX_LEASES leases: the fleet drains it eventually, and the run still moves
+                extra += min(f.backlog * len(self.messages), BACKLOG_MAX_LEASES * sim.settings.lease_s)
                 sim.stat("queue.backlogged")
             m = self._add(message, now + dt.timedelta(seconds=delay_s + extra), copy_of=first)
             first = first or m.mid
