@@ -119,7 +119,7 @@ class Engine(UsesLifecycle):
         execution = Execution(
             execution_id=execution_id, workflow=workflow, status=Status.RUNNING, current_step=0, version=1,
             fingerprint=wf.fingerprint, input_digest=digest, created_at=now, updated_at=now, next_wake_at=wake,
-            index_at=wake, timer=Timer.LEASE, stamped_until=now + self.life.retention + self.life.grace, layout=2,
+            index_at=wake, timer=Timer.LEASE, stamped_until=self.life.start_horizon(wake), layout=2,
             idempotency_token=token, started_by=by, callback_secret=callbacks.new_secret(),
         )
         try:

@@ -112,6 +112,12 @@ class Lifecycle:
         if size > self.settings.item_budget_bytes:
             raise ResultTooLargeError(what, size, self.settings.item_budget_bytes)
 
+    def start_horizon(self, first_due: dt.datetime) -> dt.datetime:
+        """What a new execution's items are stamped with: past its first lease, by the same rule a commit
+        re-stamps by, so a first delivery that dies leaves nothing to expire before the sweeper's re-drive
+        (even with a retention shorter than the lease)."""
+        return first_due + self.restamp_slack + self.retention + self.grace
+
     # -- commits ----------------------------------------------------------------------------------
     def commit(self, old: Execution, new: Execution) -> Execution:
         """Apply ``old`` -> ``new`` conditionally (TransitionConflictError, ExecutionNotFoundError) and

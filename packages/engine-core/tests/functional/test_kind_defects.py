@@ -449,3 +449,26 @@ def test_defect19_6_every_item_a_run_writes_carries_a_ttl_while_live_and_outlive
     for name, found in items().items():
         for attrs in found:
             assert attrs["expires_at"] >= int(e.expires_at.timestamp()), (name, attrs)
+
+
+def test_a_start_whose_first_message_is_lost_keeps_its_input_past_the_lease_when_retention_is_shorter():
+    # given: retention (14.4 minutes, no grace) shorter than the lease (15 minutes), and the first message lost
+    registry = Registry()
+
+    def greet(ctx):
+        return {"greeting": f"hello {ctx['name']}"}
+
+    @workflow("shortkept", registry=registry)
+    class ShortKept:
+        steps = [greet]
+
+    runner = LocalRunner(registry, settings=EngineSettings(retention_days=0.01, history_grace_s=0, lease_s=900))
+    eid = runner.start("shortkept", {"name": "ada"})
+    runner.queue.purge()  # the first delivery died with its message (or the message was lost)
+    # when: the lease runs out, TTL deletes whatever expired by then, and the sweeper re-drives it
+    runner.clock.advance(seconds=901)
+    runner.store.reap_expired(runner.clock.now())
+    done = runner.run_until_done(eid)
+    # then: the input was still there (composition simulation seed 60)
+    assert done.status is Status.COMPLETED, done.error
+    assert runner.context(eid)["greeting"] == "hello ada"

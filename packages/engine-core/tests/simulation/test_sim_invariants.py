@@ -77,6 +77,8 @@ def test_the_fault_mix_really_happened(runs):
 
     for kind, methods in CRASH_TARGETS.items():
         for method in methods:
+            if method == "stamp_items":  # with 30-day retention a delivery rarely re-stamps: the composition
+                continue                 # simulation's TTL seeds crash around it (its coverage test requires it)
             need(f"crash.before.{method}")
             need(f"crash.after.{method}")
     for key in ("crash.body", "pause.deliver", "pause.sweep", "pause.start", "pause.own_message_redelivered",

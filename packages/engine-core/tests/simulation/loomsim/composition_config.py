@@ -10,7 +10,7 @@ from typing import Any
 from engine_core import EngineSettings
 
 from .composition_workflows import CWorkflow, generate
-from .sim import SWEEP_INTERVAL_S, FaultMix
+from .sim import FaultMix
 
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED")
 
@@ -70,13 +70,6 @@ PROFILES = ("mixed", "sigstop", "crashy", "lossy")
 ACTIONS = ("wake", "callback", "reserved_id", "restart", "expire", "reap", "outlive")
 RETENTION_DAYS = (0.01, 1 / 24, 0.125, 0.5)
 """TTL seeds: 14.4 minutes, 1 hour, 3 hours, 12 hours."""
-FIRST_LEASE_DEFECT = (
-    "Engine.start stamps the new execution's items with retention + grace from now, not past its first "
-    "lease: with a lease longer than that, a first delivery that dies leaves the input to expire before the "
-    "sweeper's re-drive at the lease. Until engine.py applies Lifecycle.commit's re-stamp rule at the start, "
-    "seeds keep the lease shorter than retention + grace (found by composition seed 60).")
-
-
 def make_config(seed: int, **overrides: Any) -> CompConfig:
     rng = random.Random(f"loomsim-composition-config:{seed}")
 
@@ -90,10 +83,6 @@ def make_config(seed: int, **overrides: Any) -> CompConfig:
     queue_delay, margin_ms = rng.choice([900, 900, 60, 0]), rng.choice([0, 3000])
     sweep_items, chain, slack = rng.choice([3, 500, 500]), rng.choice([1, 2, 100, 100]), rng.choice([0.0, 30.0, 300.0])
     grace = rng.choice([0.0, 0.0, 600.0, 86400.0] if ttl else [86400.0, 0.0])
-    kept_s = retention.get("retention_days", 30.0) * 86400 + grace
-    if lease_s >= kept_s - SWEEP_INTERVAL_S:
-        # Known engine defect (see FIRST_LEASE_DEFECT): a start's items expire before its first lease ends.
-        lease_s = max(x for x in leases if x < kept_s - SWEEP_INTERVAL_S)
     settings = EngineSettings(shards=shards, lease_s=lease_s, max_queue_delay_s=queue_delay, time_margin_ms=margin_ms,
                               sweep_max_items=sweep_items, max_chain_steps=chain, index_slack_s=slack,
                               history_grace_s=grace,
