@@ -106,6 +106,25 @@ def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_conf
                        shards=settings.shards)
 
 
+def _capacity_reporter(meter: Any):
+    """A botocore ``after-call`` handler: one request, its ``ConsumedCapacity`` split into read and write
+    units by the operation (a refused conditional write reports none: counted as a request only)."""
+    def report(parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        consumed = parsed.get("ConsumedCapacity") if isinstance(parsed, dict) else None
+        units = 0.0
+        if consumed is not None:
+            for one in consumed if isinstance(consumed, list) else (consumed,):
+                units += float(one.get("CapacityUnits", 0.0))
+        if model.name in _WRITE_OPS:
+            meter.request(write_units=units)
+        else:
+            meter.request(read_units=units)
+    return report
+
+
+_WRITE_OPS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+
+
 class DynamoStore:
     """State store on one DynamoDB table.
 
@@ -116,6 +135,14 @@ class DynamoStore:
     def __init__(self, client: Any, table: str, shards: int = 1, return_consumed_capacity: bool = False):
         self.client, self.table, self.shards = client, table, shards
         self._capacity = {"ReturnConsumedCapacity": "TOTAL"} if return_consumed_capacity else {}
+
+    def attach_meter(self, meter: Any) -> None:
+        """Report every request this store's client makes, with the units DynamoDB returns for it, to the
+        cost ledger (``engine_core.ledger``): capacity is asked for on every call from now on."""
+        self._capacity = {"ReturnConsumedCapacity": "TOTAL"}
+        meter.reports_requests = meter.reports_units = True
+        self.client.meta.events.register("after-call.dynamodb", _capacity_reporter(meter),
+                                         unique_id=f"loom-ledger-{id(meter)}")
 
     # -- item shapes ----------------------------------------------------------------------------
     def _meta_attrs(self, e: Execution) -> dict[str, Any]:

@@ -80,9 +80,18 @@ class MemoryStore:
         self.schedules: dict[str, dict[str, Any]] = {}
         """Schedule records by name (``SCHED#<name>`` on DynamoDB)."""
         self.calls: dict[str, int] = {}
+        self._meters: list[Any] = []
+
+    def attach_meter(self, meter: Any) -> None:
+        """Report each store call to the cost ledger as one request, with no units (``engine_core.ledger``).
+        Every engine and sweeper on this store attaches its own; only a meter open for a delivery counts."""
+        meter.reports_requests = True
+        self._meters.append(meter)
 
     def _count(self, op: str) -> None:
         self.calls[op] = self.calls.get(op, 0) + 1
+        for meter in self._meters:
+            meter.request()
 
     # -- executions ---------------------------------------------------------------------------
     def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
