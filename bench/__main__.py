@@ -17,7 +17,8 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "history", "code", "coldstart", "local", "fanout", "recovery", "lite", "chaos"]
+SECTIONS = ["steps", "sweep", "overhead", "ledger", "history", "code", "coldstart", "local", "fanout", "recovery", "lite",
+            "chaos"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -38,6 +39,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import overhead
 
         return overhead.measure(repeats=3 if quick else 5, progress=say)
+    if name == "ledger":
+        from . import ledger
+
+        return ledger.measure(executions=5 if quick else 20, repeats=3 if quick else 9, progress=say)
     if name == "history":
         from . import history
 
