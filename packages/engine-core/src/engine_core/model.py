@@ -143,8 +143,7 @@ class Ledger(_Frozen):
     """Worker milliseconds (wall clock), from each delivery's first read to its last commit."""
 
     def plus(self, requests: int, read_units: float, write_units: float, messages: int, lambda_ms: int) -> Ledger:
-        # model_construct: every commit of a chain adds to the ledger; sums of checked counts need no validation
-        return Ledger.model_construct(
+        return Ledger(
             requests=max(0, self.requests + requests), read_units=round(max(0.0, self.read_units + read_units), 1),
             write_units=round(max(0.0, self.write_units + write_units), 1), messages=max(0, self.messages + messages),
             lambda_ms=max(0, self.lambda_ms + lambda_ms))
