@@ -9,7 +9,7 @@ import pytest
 from bench.ledger import TOLERANCE, _off_by
 from bench.report.ledger import ledger_section
 
-CASE = {"steps_run": 100, "outcomes": {"completed": 20}, "executions": 20, "with_ledger": 20,
+CASE = {"deliveries": 100, "outcomes": {"completed": 20}, "executions": 20, "with_ledger": 20,
         "ledger": {"requests": 440, "units": 440.0, "messages": 20},
         "wire": {"requests": 440, "units": 440.0, "messages": 20, "units_by_size_rules": 880.0},
         "off_by": {"requests": 0.0, "units": 0.0, "messages": 0.0}, "within_tolerance": True}
