@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     written = report.charts(results)
     say(f"wrote {report.DOC.relative_to(report.ROOT)} and {len(written)} charts in "
         f"{report.CHARTS.relative_to(report.ROOT)}/")
+    ledger = results.get("ledger")
+    if not args.report_only and "ledger" in chosen and "ledger" not in skipped and ledger is not None \
+            and not ledger.get("all_within_tolerance"):
+        say("FAILED: an execution's cost ledger is off the wire's counts by more than "
+            f"{ledger['tolerance'] * 100:g}% (docs/benchmarks.md, \"The cost ledger against the wire\")")
+        return 1
     return 0
 
 
