@@ -1,4 +1,5 @@
-"""The ledger section's verdicts follow the data: a ledger off the wire by more than 5% says so."""
+"""The cost ledger against the bench's wire counts, and the ledger section's verdicts (a ledger off the wire by more
+than 5% says so)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,18 @@ def test_a_ledger_off_by_more_than_the_tolerance_is_flagged():
     case = result["cases"]["chained"]
     case["ledger"]["requests"], case["off_by"]["requests"], case["within_tolerance"] = 400, -40 / 440, False
     assert "| 400 / 440 (-9.1%) |" in _render(result) and "| **no** |" in _render(result)
+
+
+@pytest.mark.parametrize("settings, fail_once_at", [({}, None), ({"max_chain_steps": 1}, 1)],
+                         ids=["chained", "one step per delivery with a retry"])
+def test_the_ledger_equals_the_wire_counts_of_the_same_deliveries(settings, fail_once_at):
+    # given/when: three executions through the engine on moto, the wire recorder on every client
+    from bench.ledger import compare
+
+    result = compare(executions=3, n_steps=3, settings=settings, fail_once_at=fail_once_at)
+    # then: every execution has a ledger, and the sums equal the wire's requests, reported units and messages
+    assert result["with_ledger"] == 3 and result["deliveries"] >= 3
+    assert result["ledger"]["requests"] == result["wire"]["requests"] > 0
+    assert result["ledger"]["units"] == pytest.approx(result["wire"]["units"]) and result["wire"]["units"] > 0
+    assert result["ledger"]["messages"] == result["wire"]["messages"] >= 3
+    assert result["within_tolerance"]
