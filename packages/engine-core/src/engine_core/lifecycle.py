@@ -77,9 +77,11 @@ class Lifecycle:
         self.grace = dt.timedelta(seconds=settings.history_grace_s)
         self.restamp_slack = dt.timedelta(seconds=settings.lease_s + settings.slack_s + RESTAMP_MARGIN_S)
         self.meter = Meter(enabled=settings.ledger)
-        attach = getattr(store, "attach_meter", None)  # a store that counts its requests (ledger.py)
-        if attach is not None and settings.ledger:
-            attach(self.meter)
+        meters = getattr(store, "ledger_meters", None)  # a store that reports its requests (ledger.py)
+        if meters is not None and settings.ledger:
+            reports = getattr(store, "ledger_reports", ())
+            self.meter.reports_requests, self.meter.reports_units = "requests" in reports, "units" in reports
+            meters.append(self.meter)
 
     # -- budgets and leases -----------------------------------------------------------------------
     def timeout_s(self, wf: WorkflowDef, index: int) -> float:

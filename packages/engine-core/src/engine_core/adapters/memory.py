@@ -63,6 +63,7 @@ def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_conf
 
 
 class MemoryStore:
+    ledger_reports = ("requests",)
     def __init__(self, shards: int = 1):
         self.shards = shards
         self.metas: dict[str, dict[str, Any]] = {}
@@ -80,17 +81,13 @@ class MemoryStore:
         self.schedules: dict[str, dict[str, Any]] = {}
         """Schedule records by name (``SCHED#<name>`` on DynamoDB)."""
         self.calls: dict[str, int] = {}
-        self._meters: list[Any] = []
-
-    def attach_meter(self, meter: Any) -> None:
-        """Report each store call to the cost ledger as one request, with no units (``engine_core.ledger``).
-        Every engine and sweeper on this store attaches its own; only a meter open for a delivery counts."""
-        meter.reports_requests = True
-        self._meters.append(meter)
+        self.ledger_meters: list[Any] = []
+        """The cost ledger's counters of the engines and sweepers on this store (``engine_core.ledger``): each
+        store call is reported to them as one request, with no units; only a counter open for a delivery counts."""
 
     def _count(self, op: str) -> None:
         self.calls[op] = self.calls.get(op, 0) + 1
-        for meter in self._meters:
+        for meter in self.ledger_meters:
             meter.request()
 
     # -- executions ---------------------------------------------------------------------------
