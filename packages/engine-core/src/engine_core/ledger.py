@@ -1,15 +1,17 @@
 """The cost ledger's counter: what one worker delivery spends on one execution, until a commit carries it.
 
-A ``Meter`` lives on the lifecycle, one per process. ``begin`` opens it for the execution a delivery
-works on (counting the message that delivered it); the store reports every request it makes
-(``request``, with the units DynamoDB returned when it returns them); each commit on that execution's
-item adds what was counted since the previous one to the item's ``ledger`` (``carry``), so the ledger
-costs no write of its own. The carrying write cannot report its own units before it is sent: it is
-counted in advance as one request and (on a store that reports units) one write unit, and what it
-really consumed beyond that rides on the delivery's next commit. A terminal commit also counts, in
-advance, the finalize write that always follows it. What a delivery does after its last commit
-(the next step's message, a re-stamp, a status event) and a delivery that never commits (stale,
-duplicate, crashed) are not counted: nothing carries them. DESIGN.md "Cost ledger" lists it all.
+A ``Meter`` lives on the lifecycle, one per engine, and counts one delivery at a time, as a Lambda
+process runs them (a store shared by threads delivering at once would mix their counts). ``begin``
+opens it for the execution a delivery works on (counting the message that delivered it); the store
+reports every request it makes (``request``, with the units DynamoDB returned when it returns them);
+each commit on that execution's item adds what was counted since the previous one to the item's
+``ledger`` (``carry``), so the ledger costs no write of its own. The carrying write cannot report its
+own units before it is sent: it is counted in advance as one request and (on a store that reports
+units) one write unit, and what it really consumed beyond that rides on the delivery's next commit. An
+ending that leaves housekeeping owed also counts, in advance, the finalize write that follows it. What
+a delivery does after its last commit (the next step's message, a re-stamp, a status event) and a
+delivery that never commits (stale, duplicate, crashed) are not counted: nothing carries them.
+DESIGN.md "Cost ledger" lists it all.
 
 Example:
     >>> meter = Meter()
