@@ -127,26 +127,28 @@ class CodeStep(NamedTuple):
         return cls(name, kind, event or None, undo == "1", float(timeout) if timeout else None)
 
 
-class Ledger(_Frozen):
+@dataclass(frozen=True, slots=True)
+class Ledger:
     """What an execution has spent so far, as its worker deliveries counted it (DESIGN.md "Cost ledger").
-    Carried on the execution item by the commits a delivery already makes; ``engine_core.ledger`` counts."""
+    Carried on the execution item by the commits a delivery already makes; ``engine_core.ledger`` counts.
+    A plain frozen dataclass, not a model: every commit of a chain builds one, and this is a third of the
+    cost of a validated model (the counts it adds come from the counter, never from outside)."""
 
-    requests: int = Field(default=0, ge=0)
+    requests: int = 0
     """DynamoDB requests (memory store: store calls)."""
-    read_units: float = Field(default=0.0, ge=0)
+    read_units: float = 0.0
     """Read units as DynamoDB reported them (``ConsumedCapacity``); 0 on stores that do not report units."""
-    write_units: float = Field(default=0.0, ge=0)
+    write_units: float = 0.0
     """Write units as DynamoDB reported them; a delivery's carrying write is counted as 1 unit in advance."""
-    messages: int = Field(default=0, ge=0)
+    messages: int = 0
     """SQS messages that delivered a step of it and led to a commit."""
-    lambda_ms: int = Field(default=0, ge=0)
+    lambda_ms: int = 0
     """Worker milliseconds (wall clock), from each delivery's first read to its last commit."""
 
     def plus(self, requests: int, read_units: float, write_units: float, messages: int, lambda_ms: int) -> Ledger:
-        return Ledger(
-            requests=max(0, self.requests + requests), read_units=round(max(0.0, self.read_units + read_units), 1),
-            write_units=round(max(0.0, self.write_units + write_units), 1), messages=max(0, self.messages + messages),
-            lambda_ms=max(0, self.lambda_ms + lambda_ms))
+        return Ledger(max(0, self.requests + requests), round(max(0.0, self.read_units + read_units), 1),
+                      round(max(0.0, self.write_units + write_units), 1), max(0, self.messages + messages),
+                      max(0, self.lambda_ms + lambda_ms))
 
 
 class Execution(_Frozen):
