@@ -186,3 +186,68 @@ def test_ledger_commit_lost_to_a_race_keeps_its_counts_for_the_next_commit():
     meter.end()
     assert new.ledger is not None and new.ledger.requests == 3 and new.ledger.messages == 1
     assert runner.engine.get(eid).ledger == new.ledger
+
+
+def _parent_committing_calls(runner: LocalRunner, eid: str, run) -> tuple[int, int]:
+    """(store calls of the deliveries that moved the execution item's version, all deliveries' calls)."""
+    counted, every = {"n": 0}, {"n": 0}
+    process = runner.engine.process
+
+    def measured(message, *args, **kwargs):
+        before, version = sum(runner.store.calls.values()), runner.store.metas[eid]["version"]
+        outcome = process(message, *args, **kwargs)
+        calls = sum(runner.store.calls.values()) - before
+        every["n"] += calls
+        if runner.store.metas[eid]["version"] != version:
+            counted["n"] += calls
+        return outcome
+
+    runner.engine.process = measured
+    try:
+        run()
+    finally:
+        del runner.engine.process
+    return counted["n"], every["n"]
+
+
+def test_ledger_code_first_execution_counts_every_delivery_that_commits():
+    # given: a code-first function of two steps
+    from engine_core.durable import durable
+    from engine_core.durable import step as durable_step
+
+    registry = Registry()
+
+    @durable("coded_cost", registry=registry)
+    def flow(input):
+        return durable_step("a", lambda: 1) + durable_step("b", lambda: 2)
+
+    runner = LocalRunner(registry, clock=ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)),
+                         settings=EngineSettings(lease_s=120))
+    eid = runner.start("coded_cost")
+    # when
+    committed, _ = _parent_committing_calls(runner, eid, lambda: _run(runner, eid))
+    e = runner.engine.get(eid)
+    # then
+    assert e.status is Status.COMPLETED and e.ledger is not None
+    assert e.ledger.requests == committed and e.ledger.messages >= 1
+
+
+def test_ledger_map_counts_the_parents_deliveries_and_the_fan_in_not_the_other_branches():
+    # given: a map of four items, two at a time: branch deliveries write only branch items
+    from engine_core import map_
+    from engine_core.registry import build_workflow
+
+    def square(ctx):
+        return ctx.item * ctx.item
+
+    registry = Registry()
+    registry.register(build_workflow("fan_cost", [map_(square, over="xs", max_concurrency=2)]))
+    runner = LocalRunner(registry, clock=ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)),
+                         settings=EngineSettings(lease_s=120))
+    eid = runner.start("fan_cost", {"xs": [1, 2, 3, 4]})
+    # when
+    committed, every = _parent_committing_calls(runner, eid, lambda: _run(runner, eid))
+    e = runner.engine.get(eid)
+    # then: exactly the deliveries that moved the execution item (the fan-out, the fan-in) are counted
+    assert e.status is Status.COMPLETED and e.ledger is not None
+    assert e.ledger.requests == committed < every
