@@ -17,7 +17,8 @@ from typing import Any
 
 from . import report
 
-SECTIONS = ["steps", "sweep", "overhead", "history", "code", "coldstart", "local", "fanout", "recovery", "lite", "chaos"]
+SECTIONS = ["steps", "sweep", "overhead", "ledger", "history", "code", "coldstart", "local", "fanout", "recovery", "lite",
+            "chaos"]
 CACHE = Path(__file__).resolve().parent / ".results"
 
 
@@ -38,6 +39,10 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
         from . import overhead
 
         return overhead.measure(repeats=3 if quick else 5, progress=say)
+    if name == "ledger":
+        from . import ledger
+
+        return ledger.measure(executions=5 if quick else 20, repeats=3 if quick else 9, progress=say)
     if name == "history":
         from . import history
 
@@ -110,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     written = report.charts(results)
     say(f"wrote {report.DOC.relative_to(report.ROOT)} and {len(written)} charts in "
         f"{report.CHARTS.relative_to(report.ROOT)}/")
+    ledger = results.get("ledger")
+    if not args.report_only and "ledger" in chosen and "ledger" not in skipped and ledger is not None \
+            and not ledger.get("all_within_tolerance"):
+        say("FAILED: an execution's cost ledger is off the wire's counts by more than "
+            f"{ledger['tolerance'] * 100:g}% (docs/benchmarks.md, \"The cost ledger against the wire\")")
+        return 1
     return 0
 
 

@@ -41,12 +41,13 @@ def _registry(n_steps: int, result_bytes: int) -> Registry:
     return registry
 
 
-def run_once(n_steps: int, result_bytes: int) -> dict[str, Any]:
-    """One execution of ``n_steps`` steps, start to COMPLETED. CPU seconds and transitions."""
+def run_once(n_steps: int, result_bytes: int, ledger: bool = True) -> dict[str, Any]:
+    """One execution of ``n_steps`` steps, start to COMPLETED. CPU seconds and transitions (``ledger``: the
+    cost ledger counted, the default, as deployed)."""
     registry = _registry(n_steps, result_bytes)
     clock = ManualClock()
     queue = FakeQueue(clock)
-    engine = Engine(MemoryStore(), queue, registry, clock, EngineSettings())
+    engine = Engine(MemoryStore(), queue, registry, clock, EngineSettings(ledger=ledger))
     gc.collect()
     cpu = time.process_time()
     wall = time.perf_counter()

@@ -10,40 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PRICES_CHECKED = "2026-11-29"
+from loom_cli.prices import (  # noqa: F401  (one table: the CLI's `loom cost` prices the ledger with it)
+    DYNAMODB_READ_REQUEST_UNIT,
+    DYNAMODB_WRITE_REQUEST_UNIT,
+    LAMBDA_GB_SECOND,
+    LAMBDA_REQUEST,
+    PRICES_CHECKED,
+    SQS_REQUEST,
+    Price,
+)
+
 SECONDS_PER_MONTH = 30 * 24 * 3600  # 2,592,000: a 30-day month, the convention AWS's examples use
 
-
-@dataclass(frozen=True)
-class Price:
-    name: str
-    usd: float
-    unit: str
-    source: str
-    verified: bool
-    note: str = ""
-
-
-# -- AWS, the stack Loom runs on ---------------------------------------------------------------------
-LAMBDA_REQUEST = Price(
-    "Lambda requests", 0.20, "per 1M invocations",
-    "aws.amazon.com/lambda/pricing, as transcribed in api-evangelist/aws-lambda plans/aws-lambda-plans-pricing.yml "
-    "(peers.md 2a)", verified=False, note="third-party transcription of the AWS page")
-LAMBDA_GB_SECOND = Price(
-    "Lambda duration (x86)", 0.0000166667, "per GB-second",
-    "same as Lambda requests (peers.md 2a)", verified=False, note="third-party transcription of the AWS page")
-DYNAMODB_WRITE_REQUEST_UNIT = Price(
-    "DynamoDB on-demand writes", 0.625, "per 1M write request units",
-    "airbyte.com DynamoDB pricing page (peers.md 2c), after AWS's November-2024 50% on-demand cut", verified=False,
-    note="third-party; some older pages still quote the pre-cut $1.25")
-DYNAMODB_READ_REQUEST_UNIT = Price(
-    "DynamoDB on-demand reads", 0.125, "per 1M read request units",
-    "airbyte.com DynamoDB pricing page (peers.md 2c)", verified=False,
-    note="third-party; one RRU = one strongly consistent or two eventually consistent reads of <= 4 KB")
-SQS_REQUEST = Price(
-    "SQS standard requests", 0.40, "per 1M requests (each 64 KB chunk of payload is one request)",
-    "factualminds.com / cloudburn.io SQS pricing guides, 2026 (peers.md 2c)", verified=False,
-    note="third-party; two independent guides agree")
 
 # -- peers ------------------------------------------------------------------------------------------
 STEP_FUNCTIONS_STANDARD = Price(

@@ -5,7 +5,7 @@
 #   make test-bench   the bench's own unit tests (capacity-unit and price arithmetic, and that the
 #                     report's verdicts follow the data; seconds)
 #
-# One section alone: .venv/bin/python -m bench --only steps   (sections: steps, sweep, overhead,
+# One section alone: .venv/bin/python -m bench --only steps   (sections: steps, sweep, overhead, ledger,
 # coldstart, local, fanout, recovery, chaos; the report is rebuilt from the cached results of the others in
 # bench/.results/).
 

@@ -2,7 +2,7 @@
 
 - ``findings``: what the results say. Every number, comparison and verdict the report states, computed
   (pure functions over the results).
-- ``text``, ``steppath``, ``runtime``, ``branches`` (the fan-out section), ``recovery``, ``chaos``: the markdown. Tables of the results and sentences that word
+- ``text``, ``steppath``, ``runtime``, ``branches`` (the fan-out section), ``recovery``, ``chaos``, ``ledger``: the markdown. Tables of the results and sentences that word
   the findings; the only typed prose is method and explanation that holds whatever the figures are.
 - ``plots``: the charts.
 """
@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import branches, chaos, code, history, lite, plots, recovery, runtime, steppath, text
+from . import branches, chaos, code, history, ledger, lite, plots, recovery, runtime, steppath, text
 from ._fmt import RUN_ALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,8 @@ def render(results: dict[str, Any]) -> str:
       f"{meta.get('python', '?')}; moto {meta.get('moto', '?')}, boto3 {meta.get('boto3', '?')}). Every table names "
       "the command that produced it; each section can be re-run alone with `--only`, and the report is rebuilt "
       f"from the last results of the others (`bench/.results/`). Section times: {meta.get('timings', '?')}.\n")
-    w("Prices are us-east-1 list prices, each a named constant in `bench/prices.py` with its source; most are "
+    w("Prices are us-east-1 list prices, each a named constant with its source (AWS's in `loom_cli/prices.py`, the "
+      "table `loom cost` uses too; peers' in `bench/prices.py`); most are "
       "third-party transcriptions of AWS's pages and are marked unverified below. Capacity units are computed by "
       "DynamoDB's documented rules from the items actually stored (moto's own `ConsumedCapacity` is shown beside "
       "them and is **not faithful**: it reports 1 unit for a 3 KB put, 0.5 for a consistent read, nothing for "
@@ -50,6 +51,8 @@ def render(results: dict[str, Any]) -> str:
         runtime.sweeper_section(w, results["sweep"])
     if "overhead" in results:
         runtime.overhead_section(w, results["overhead"], results.get("local"))
+    if "ledger" in results:
+        ledger.ledger_section(w, results["ledger"])
     if "history" in results:
         history.history_section(w, results["history"])
     if "coldstart" in results:

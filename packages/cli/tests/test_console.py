@@ -373,3 +373,15 @@ def test_loom_console_open_opens_the_printed_url_in_the_browser(control_plane, m
     assert main(["--url", control_plane.url, "console", "--open"]) == 0
     url = capsys.readouterr().out.split()[2]
     assert opened == [url] and url.startswith("http://127.0.0.1:")
+
+
+def test_the_execution_page_shows_its_cost_ledger_with_the_priced_line_on_hover(console, control_plane):
+    # given: an execution whose ledger counted 12 requests and 9.5 units over 3 messages
+    cost = {"requests": 12, "read_units": 1.5, "write_units": 8.0, "messages": 3, "lambda_ms": 420}
+    control_plane.add(execution_doc(EID, step=1, cost=cost))
+    # when
+    status, html = get(console, f"/executions/{EID}")
+    # then
+    assert status == 200
+    assert "<dt>cost so far</dt>" in html and "12 requests · 9.5 units · 3 msgs · ~$" in html
+    assert 'title="12 DynamoDB requests, 1.5 read units, 8 write units, 3 messages, 420 worker ms: about $' in html

@@ -18,6 +18,7 @@ PAIRS = [("ErrorInfo", "engine_core.model", "ErrorInfo"), ("ErrorDocument", "loo
          ("WaitingFor", "loom_control_plane.responses", "WaitingFor"),
          ("FanOutProgress", "loom_control_plane.responses", "FanOutProgress"),
          ("Execution", "loom_control_plane.responses", "ExecutionView"),
+         ("Cost", "loom_control_plane.responses", "CostView"),
          ("CorruptRecord", "loom_control_plane.responses", "CorruptView"),
          ("StepRecord", "loom_control_plane.responses", "StepRecordView"),
          ("BranchRecord", "loom_control_plane.responses", "BranchView"),

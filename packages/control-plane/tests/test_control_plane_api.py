@@ -451,3 +451,38 @@ def test_workflows_publish_their_input_json_schema(lambdas):
     schemas = {w["name"]: w["input_schema"] for w in body["workflows"]}
     assert status == 200 and schemas["order_fulfillment"]["required"] == ["order_id", "amount_cents"]
     assert schemas["defaults_tour"] is None
+
+
+def _page(lambdas, eid: str, query: dict) -> dict:
+    import urllib.parse
+
+    event = function_url_event("GET", f"/executions/{eid}/history")
+    event.update(rawQueryString=urllib.parse.urlencode(query), queryStringParameters=query)
+    return json.loads(lambdas.control_plane.handler(event, FakeContext())["body"])
+
+
+def test_get_execution_after_its_deliveries_shows_its_cost_ledger_and_the_history_carries_it(lambdas, world):
+    # given: an order (five steps, one of them a sleep) run to the end through the worker
+    _, started, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
+    eid = started["execution_id"]
+    assert lambdas.pump.run_until_settled(eid) == "COMPLETED"
+    # when
+    status, body, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}")
+    first = _page(lambdas, eid, {"limit": "2"})
+    second = _page(lambdas, eid, {"limit": "2", "next_token": first["next_token"]})
+    # then: every step wrote its record and committed (at least two writes a step), the sleep made a
+    # second delivery, and DynamoDB's reported units are on it; the history's first page carries the same
+    cost = body["cost"]
+    assert status == 200 and set(cost) == {"requests", "read_units", "write_units", "messages", "lambda_ms"}
+    assert cost["requests"] >= 2 * 5 and cost["messages"] >= 2
+    assert cost["write_units"] >= 2 * 5 and cost["read_units"] > 0
+    assert first["cost"] == cost and "cost" not in second
+
+
+def test_get_execution_before_any_delivery_has_no_cost_ledger(lambdas, world):
+    # given: started, its first message not delivered
+    _, started, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
+    # when
+    _, body, _ = call(lambdas.control_plane, "GET", f"/executions/{started['execution_id']}")
+    # then: nothing counted yet, so no key at all
+    assert "cost" not in body

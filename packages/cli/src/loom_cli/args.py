@@ -38,6 +38,12 @@ def port(text: str) -> int:
     return int(text)
 
 
+def positive(text: str) -> int:
+    if not (text.isdigit() and int(text) >= 1):
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def limit(text: str) -> int:
     if not (text.isdigit() and 1 <= int(text) <= PAGE_MAX):
         raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {PAGE_MAX}, got {text!r}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from .args import json_object
 from .readings import step_label
-from .render import events_table, execution_table, executions_table, history_table, operations_table, schedules_table, workflows_table
+from .render import cost_text, events_table, execution_table, executions_table, history_table, operations_table, schedules_table, workflows_table
 from .sdk import LoomClient, LoomError
 from .sdk.models import Workflow
 from .watch import watch as follow
@@ -52,6 +52,8 @@ def history(client: LoomClient, args) -> int:
         print_json(h.document())
         return 0
     print(history_table(h))
+    if h.cost is not None:
+        print(f"\ncost so far: {cost_text(h.cost)}")
     if h.events:
         print()
         print(events_table(h))

@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Any
 
-from . import commands, dev, dlq
-from .args import limit, port, since
+from . import commands, cost, dev, dlq
+from .args import limit, port, positive, since
 from .sdk import LoomClient, LoomError
 from .sdk.client import INVALID_ARGUMENT
 from .sdk.errors import CONFIGURATION
@@ -109,6 +109,16 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("name", help="the event's name, as the workflow's wait_for_event names it (A-Z a-z 0-9 _ . -)")
     ev.add_argument("--data", default="{}", help="the event's data: a JSON object, or @file.json (default: {})")
     ev.add_argument("--event-id", help="deduplication id: the same id is delivered at most once")
+    ct = command("cost", cost.run, "what recent executions cost, summed per workflow: requests, units, messages and "
+                                   "worker time from each execution's ledger, priced at AWS list prices",
+                 execution_id=False)
+    ct.add_argument("--workflow", help="only this workflow")
+    ct.add_argument("--since", type=since, help="started at most this long ago (90s, 30m, 2h, 1d) or since this "
+                                                "ISO-8601 time")
+    ct.add_argument("--max", type=positive, default=200, help="sum at most this many executions, newest first (one "
+                                                              "GET each; default 200)")
+    ct.add_argument("--memory-mb", type=positive, default=512, help="the worker's memory, for Lambda duration "
+                                                                    "(default 512, Terraform's worker_memory_mb)")
     command("workflows", commands.workflows, "list registered workflows", execution_id=False)
     command("schedules", commands.schedules, "list the deployed schedules: expression, time zone, overlap, next firing, "
             "last firing with its outcome and execution", execution_id=False)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .prices import WORKER_MEMORY_MB, ledger_usd, usd_text
 from .readings import fanout_summary, where
-from .sdk.models import BranchRecord, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
+from .sdk.models import BranchRecord, Cost, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
 
 CONTEXT_SHOWN = 400
 """``loom status`` shows this much of the context (``--json`` shows all); errors are always shown whole."""
@@ -63,12 +64,21 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         rows.append(["compensation error", _error(e.compensation_error)])
     if e.context_error:
         rows.append(["context error", e.context_error])
+    if e.cost is not None:
+        rows.append(["cost", cost_text(e.cost)])
     rows.append(["context" if e.style != "code" else "input", context])
     if e.style == "code" and e.status == "COMPLETED":
         result = json.dumps(e.result, sort_keys=True)
         rows.append(["result", result if len(result) <= CONTEXT_SHOWN
                      else result[:CONTEXT_SHOWN] + f"... ({len(result):,} characters: --json shows all)"])
     return table(["field", "value"], rows, limit=None)
+
+
+def cost_text(c: Cost, memory_mb: int = WORKER_MEMORY_MB) -> str:
+    """One line of an execution's ledger, priced (``loom cost`` sums many)."""
+    usd = sum(ledger_usd(c.read_units, c.write_units, c.messages, c.lambda_ms, memory_mb).values())
+    return (f"{c.requests} DynamoDB requests, {c.read_units:g} read units, {c.write_units:g} write units, "
+            f"{c.messages} messages, {c.lambda_ms} worker ms: about {usd_text(usd)} at list prices ({memory_mb} MB)")
 
 
 def _step_name(r: BranchRecord, names: dict[int, str]) -> str:

@@ -91,6 +91,25 @@ class FanOutProgress(_Reply):
     max_concurrency: int | None
 
 
+class CostView(_Reply):
+    """What the execution's worker deliveries spent so far: its cost ledger (DESIGN.md "Cost ledger")."""
+
+    requests: int
+    """DynamoDB requests."""
+    read_units: float
+    write_units: float
+    """Read and write units as DynamoDB reported them."""
+    messages: int
+    """SQS messages that delivered its steps."""
+    lambda_ms: int
+    """Worker milliseconds, from each delivery's first read to its last commit."""
+
+    @classmethod
+    def of(cls, ledger: Any) -> CostView:
+        return cls(requests=ledger.requests, read_units=ledger.read_units, write_units=ledger.write_units,
+                   messages=ledger.messages, lambda_ms=ledger.lambda_ms)
+
+
 class ExecutionView(_Reply):
     """``GET /executions/{id}`` (and the execution cancel, redrive and wake answer with)."""
 
@@ -135,11 +154,15 @@ class ExecutionView(_Reply):
     """``steps`` (a step list) or ``code`` (a code-first function), when the workflow is deployed here."""
     result: Any = None
     """Code-first only: what the function returned, once COMPLETED (None when it returned None)."""
+    cost: CostView | None = None
+    """Its cost ledger; absent until a delivery counted something (or with the ledger off)."""
 
     @classmethod
     def of(cls, state: ExecutionState, registry: Registry | None = None) -> ExecutionView:
         e = state.execution
         extra: dict[str, Any] = {}
+        if e.ledger is not None:
+            extra["cost"] = CostView.of(e.ledger)
         try:
             context: Any = codec.to_plain(context_of(state, registry))
         except Exception as exc:
@@ -306,6 +329,8 @@ def history_reply(execution_id: str, view: Any, consumed: dict[str, int] | None)
     reply: dict[str, Any] = {"execution_id": execution_id, "steps": [record_view(r) for r in view.records],
                              "operations": [operation_view(r) for r in view.operations], "next_token": view.next_token}
     if consumed is not None:
+        if getattr(view, "ledger", None) is not None:
+            reply["cost"] = dump(CostView.of(view.ledger))
         reply["events"] = [event_view(ev, consumed) for ev in view.events]
         reply["operations_next_token"] = view.operations_next_token
         reply["events_next_token"] = view.events_next_token

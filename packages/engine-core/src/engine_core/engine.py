@@ -175,6 +175,14 @@ class Engine(UsesLifecycle):
         may hold the invocation before handing its execution on through the queue (the worker's fair
         share of the batch). Returns what happened; raises only to ask for redelivery.
         """
+        self.life.meter.begin(message.execution_id, delivered=True)
+        try:
+            return self._process(message, remaining_ms, yield_after_ms)
+        finally:
+            self.life.meter.end()
+
+    def _process(self, message: StepMessage, remaining_ms: Callable[[], int] | None,
+                 yield_after_ms: float | None) -> Outcome:
         eid = message.execution_id
         try:
             state = self.store.load_state(eid, since=message.checkpoint)

@@ -12,6 +12,7 @@ from typing import Any
 from . import transitions
 from .clock import Clock, format_ts
 from .errors import CorruptStateError, ResultTooLargeError, TransitionConflictError, UnknownWorkflowError
+from .ledger import Meter
 from .model import ErrorInfo, Execution, Status, StepMessage, Timer
 from .ports import EventPublisher, Metrics, NullEvents, StateStore, StepQueue, Transition
 from .registry import Registry
@@ -75,6 +76,12 @@ class Lifecycle:
         self.margin_s = settings.time_margin_ms / 1000
         self.grace = dt.timedelta(seconds=settings.history_grace_s)
         self.restamp_slack = dt.timedelta(seconds=settings.lease_s + settings.slack_s + RESTAMP_MARGIN_S)
+        self.meter = Meter(enabled=settings.ledger)
+        meters = getattr(store, "ledger_meters", None)  # a store that reports its requests (ledger.py)
+        if meters is not None and settings.ledger:
+            reports = getattr(store, "ledger_reports", ())
+            self.meter.reports_requests, self.meter.reports_units = "requests" in reports, "units" in reports
+            meters.append(self.meter)
 
     # -- budgets and leases -----------------------------------------------------------------------
     def timeout_s(self, wf: WorkflowDef, index: int) -> float:
@@ -133,7 +140,9 @@ class Lifecycle:
             horizon = until + self.restamp_slack + self.retention + self.grace
             self.store.stamp_items(new.execution_id, horizon)
             new = transitions.restamped(new, horizon)
+        new = self.meter.carry(new, finalizes=new.status.is_terminal and not new.finalized)
         self.store.commit(Transition(old.current_step, old.version, new))
+        self.meter.carried()
         if restamp:
             self.store.stamp_items(new.execution_id, new.stamped_until)
         return new

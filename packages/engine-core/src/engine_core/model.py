@@ -127,6 +127,30 @@ class CodeStep(NamedTuple):
         return cls(name, kind, event or None, undo == "1", float(timeout) if timeout else None)
 
 
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """What an execution has spent so far, as its worker deliveries counted it (DESIGN.md "Cost ledger").
+    Carried on the execution item by the commits a delivery already makes; ``engine_core.ledger`` counts.
+    A plain frozen dataclass, not a model: every commit of a chain builds one, and this is a third of the
+    cost of a validated model (the counts it adds come from the counter, never from outside)."""
+
+    requests: int = 0
+    """DynamoDB requests (memory store: store calls)."""
+    read_units: float = 0.0
+    """Read units as DynamoDB reported them (``ConsumedCapacity``); 0 on stores that do not report units."""
+    write_units: float = 0.0
+    """Write units as DynamoDB reported them; a delivery's carrying write is counted as 1 unit in advance."""
+    messages: int = 0
+    """SQS messages that delivered a step of it and led to a commit."""
+    lambda_ms: int = 0
+    """Worker milliseconds (wall clock), from each delivery's first read to its last commit."""
+
+    def plus(self, requests: int, read_units: float, write_units: float, messages: int, lambda_ms: int) -> Ledger:
+        return Ledger(max(0, self.requests + requests), round(max(0.0, self.read_units + read_units), 1),
+                      round(max(0.0, self.write_units + write_units), 1), max(0, self.messages + messages),
+                      max(0, self.lambda_ms + lambda_ms))
+
+
 class Execution(_Frozen):
     execution_id: str
     workflow: str
@@ -206,6 +230,8 @@ class Execution(_Frozen):
     layout: int = Field(default=1, ge=1, le=2)
     """Where the execution's items live: 2 (engine-core 0.3 on): operations and events in partitions of
     their own, which a delivery's query never reads; 1: in the execution's partition, as before."""
+    ledger: Ledger | None = None
+    """Requests, units, messages and worker time spent on it so far (None: nothing counted yet)."""
     stamped_until: dt.datetime | None = None
     """Every other item of the execution (input, history, events, operations, fan-out items) expires at or
     after this time. The engine pushes it (re-stamping those items) before any timer could outlast it,

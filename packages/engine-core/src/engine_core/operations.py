@@ -98,6 +98,8 @@ class HistoryView:
     events: list[Any]
     """The first page of the events sent to the execution (only with the first history page)."""
     events_next_token: str | None
+    ledger: Any = None
+    """The execution's cost ledger (only with the first history page)."""
 
 
 class _Page:
@@ -328,7 +330,7 @@ class Operator:
         operations, operations_next = self.operations_page(e, MAX_PAGE) if first else ([], None)
         events, events_next = self.events_page(e, MAX_PAGE) if first else ([], None)
         return HistoryView(page.items, None if cursor is None else encode_token(cursor), operations, operations_next,
-                           events, events_next)
+                           events, events_next, e.ledger if first else None)
 
     def events(self, execution_id: str, limit: int = MAX_PAGE, next_token: str | None = None) -> tuple[list[Any], dict[str, int], str | None]:
         """One page of this run's events (EventRecord or CorruptRecord, in key order), which wait step

@@ -30,6 +30,7 @@ ENV_VARS = {
     "index_slack_s": "LOOM_INDEX_SLACK_S",
     "max_resend_doublings": "LOOM_MAX_RESEND_DOUBLINGS",
     "checkpoint_records": "LOOM_CHECKPOINT_RECORDS",
+    "ledger": "LOOM_LEDGER",
 }
 
 FALLBACK_STEP_TIMEOUT_S = 60.0
@@ -80,6 +81,8 @@ class EngineSettings(BaseModel):
     """A step message that stays unclaimed past its lease is re-sent by the sweeper with the lease doubled
     each time (``resends``), at most 2**this times the lease: under a backlog, copies per execution
     grow with the logarithm of the backlog's age, not linearly."""
+    ledger: bool = True
+    """Count each execution's requests, units, messages and worker time on its item (``LOOM_LEDGER=0``: off)."""
     history_grace_s: float = Field(default=86400.0, ge=0)
     """History items are written with ``expires_at`` = written + retention + this; executions that
     outlive it get their history re-stamped (rare), so completion normally stamps nothing per step."""

@@ -13,8 +13,9 @@ import urllib.parse
 from collections.abc import Iterable
 
 from ..readings import compensation_note, where
-from ..render import input_summary
-from ..sdk.models import Execution, History, ListPage, Workflow
+from ..prices import ledger_usd, usd_text
+from ..render import cost_text, input_summary
+from ..sdk.models import Cost, Execution, History, ListPage, Workflow
 from ..sdk.stream import FailedAttempt
 from ._html import LIST_STATUSES, LIVE, badge, error_block, esc, json_block, time_tag
 from .icons import icon
@@ -130,6 +131,13 @@ def _actions(e: Execution, wf: Workflow | None, history: History) -> str:
     return f'<div class="actions">{"".join(buttons)}</div>' if buttons else ""
 
 
+def cost_fact(c: Cost) -> str:
+    """The ledger in a few words, its full line (with the dollar estimate) on hover."""
+    usd = usd_text(sum(ledger_usd(c.read_units, c.write_units, c.messages, c.lambda_ms).values()))
+    return (f'<span class="cost" title="{esc(cost_text(c))}">{esc(c.requests)} requests · '
+            f'{esc(f"{c.read_units + c.write_units:g}")} units · {esc(c.messages)} msgs · ~{esc(usd)}</span>')
+
+
 def execution_fragment(e: Execution, history: History, wf: Workflow | None, now: dt.datetime | None = None,
                        failures: Iterable[FailedAttempt] = ()) -> str:
     """The part of the execution page that live updates replace: header, actions, timeline, operations.
@@ -153,6 +161,8 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
     if e.cancelled_by:
         why = f' ({esc(e.cancel_reason)})' if e.cancel_reason else ""
         facts.append(("cancelled by", esc(e.cancelled_by) + why))
+    if e.cost is not None:
+        facts.append(("cost" if e.ended else "cost so far", cost_fact(e.cost)))
     waiting = e.waiting_for
     if status == "WAITING" and waiting is not None:
         timeout = f', times out {time_tag(waiting.timeout_at, "left", now)}' if waiting.timeout_at else ""

@@ -154,6 +154,8 @@ class LoomClient:
                                  "next_token": None}
         if first.events is not None:
             whole["events"] = list(first.events) + self._rest(execution_id, "events", first.events_next_token)
+        if first.cost is not None:
+            whole["cost"] = first.cost
         return History.model_validate(whole)
 
     def _rest(self, execution_id: str, what: str, token: str | None) -> list[Any]:

@@ -80,6 +80,20 @@ class FanOutProgress(Document):
     max_concurrency: int | None = None
 
 
+class Cost(Document):
+    """An execution's cost ledger: what its worker deliveries spent so far (``loom cost`` prices it)."""
+
+    requests: int = 0
+    """DynamoDB requests."""
+    read_units: float = 0.0
+    write_units: float = 0.0
+    """Read and write units as DynamoDB reported them."""
+    messages: int = 0
+    """SQS messages that delivered its steps."""
+    lambda_ms: int = 0
+    """Worker milliseconds, from each delivery's first read to its last commit."""
+
+
 class Execution(Document):
     """``GET /executions/{id}``, and what cancel, redrive and wake answer with."""
 
@@ -118,6 +132,8 @@ class Execution(Document):
     """``steps`` (a step list) or ``code`` (a code-first function)."""
     result: Any = None
     """A code-first execution's return value, once COMPLETED."""
+    cost: Cost | None = None
+    """Its cost ledger (absent until a delivery counted something)."""
 
     @property
     def ended(self) -> bool:
@@ -228,6 +244,8 @@ class HistoryPage(Document):
     events: list[AnyEvent] | None = None
     operations_next_token: str | None = None
     events_next_token: str | None = None
+    cost: Cost | None = None
+    """With the first page: the execution's cost ledger."""
 
 
 class EventsPage(Document):

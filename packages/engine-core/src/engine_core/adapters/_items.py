@@ -14,7 +14,7 @@ from typing import Any
 
 from ..clock import UTC, format_ts, parse_ts
 from ..errors import CorruptStateError
-from ..model import Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, OperationRecord, StepRecord, StepStatus
+from ..model import Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, Ledger, OperationRecord, StepRecord, StepStatus
 
 TTL_ATTR = "expires_at"
 INPUT_ATTR = "input"
@@ -100,6 +100,23 @@ def _error_text(error: ErrorInfo | None) -> str | None:
     return None if error is None else error.model_dump_json()
 
 
+LEDGER_ATTRS = ("cost_req", "cost_rru10", "cost_wru10", "cost_msg", "cost_ms")
+"""The ledger on the execution item: five numbers, units in tenths (DynamoDB numbers are not floats here)."""
+
+
+def ledger_to_attrs(ledger: Ledger) -> dict[str, int]:
+    return {"cost_req": ledger.requests, "cost_rru10": round(ledger.read_units * 10),
+            "cost_wru10": round(ledger.write_units * 10), "cost_msg": ledger.messages, "cost_ms": ledger.lambda_ms}
+
+
+def ledger_from_attrs(attrs: dict[str, Any]) -> Ledger | None:
+    if "cost_req" not in attrs:
+        return None
+    return Ledger(requests=_int(attrs["cost_req"]), read_units=_int(attrs.get("cost_rru10", 0)) / 10,
+                  write_units=_int(attrs.get("cost_wru10", 0)) / 10, messages=_int(attrs.get("cost_msg", 0)),
+                  lambda_ms=_int(attrs.get("cost_ms", 0)))
+
+
 def execution_to_attrs(e: Execution) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         "execution_id": e.execution_id,
@@ -150,6 +167,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "stamped_until": None if e.stamped_until is None else _epoch(e.stamped_until),
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
+    if e.ledger is not None:
+        attrs.update(ledger_to_attrs(e.ledger))
     return attrs
 
 
@@ -194,6 +213,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             checkpoint=_int(attrs["checkpoint"]) if "checkpoint" in attrs else None,
             code_step=_str(attrs["code_step"]) if "code_step" in attrs else None,
             stamped_until=_from_epoch(attrs["stamped_until"]) if "stamped_until" in attrs else None,
+            ledger=ledger_from_attrs(attrs),
         )
     except Exception as exc:  # any malformed attribute: the caller decides what a corrupt item means
         raise CorruptStateError(execution_id, f"{type(exc).__name__}: {exc}", attrs) from exc

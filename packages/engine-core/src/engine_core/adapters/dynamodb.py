@@ -106,6 +106,30 @@ def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_conf
                        shards=settings.shards)
 
 
+def _capacity_reporter(meters: list[Any]):
+    """A botocore ``after-call`` handler: one request to each counter, with its ``ConsumedCapacity`` as read
+    or write units by the operation (a refused conditional write reports none: a request only)."""
+    def report(parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if not meters:
+            return
+        consumed = parsed.get("ConsumedCapacity") if isinstance(parsed, dict) else None
+        units = 0.0
+        if consumed is not None:
+            for one in consumed if isinstance(consumed, list) else (consumed,):
+                units += float(one.get("CapacityUnits", 0.0))
+        is_write = model.name in _WRITE_OPS
+        for meter in meters:
+            if is_write:
+                meter.request(write_units=units)
+            else:
+                meter.request(read_units=units)
+    return report
+
+
+_TOTAL = {"ReturnConsumedCapacity": "TOTAL"}
+_WRITE_OPS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+
+
 class DynamoStore:
     """State store on one DynamoDB table.
 
@@ -113,9 +137,20 @@ class DynamoStore:
         >>> store = DynamoStore(boto3.client("dynamodb"), table="loom-dev", shards=4)
     """
 
+    ledger_reports = ("requests", "units")
+
     def __init__(self, client: Any, table: str, shards: int = 1, return_consumed_capacity: bool = False):
         self.client, self.table, self.shards = client, table, shards
-        self._capacity = {"ReturnConsumedCapacity": "TOTAL"} if return_consumed_capacity else {}
+        self._return_capacity = return_consumed_capacity
+        self.ledger_meters: list[Any] = []
+        """The cost ledger's counters (``engine_core.ledger``) this store's requests are reported to, with the
+        units DynamoDB returns for each; while there is one, every request asks for them."""
+        client.meta.events.register("after-call.dynamodb", _capacity_reporter(self.ledger_meters),
+                                    unique_id=f"loom-ledger-{id(self)}")
+
+    @property
+    def _capacity(self) -> dict[str, str]:
+        return _TOTAL if self._return_capacity or self.ledger_meters else {}
 
     # -- item shapes ----------------------------------------------------------------------------
     def _meta_attrs(self, e: Execution) -> dict[str, Any]:

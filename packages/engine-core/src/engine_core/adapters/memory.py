@@ -63,6 +63,7 @@ def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_conf
 
 
 class MemoryStore:
+    ledger_reports = ("requests",)
     def __init__(self, shards: int = 1):
         self.shards = shards
         self.metas: dict[str, dict[str, Any]] = {}
@@ -80,9 +81,14 @@ class MemoryStore:
         self.schedules: dict[str, dict[str, Any]] = {}
         """Schedule records by name (``SCHED#<name>`` on DynamoDB)."""
         self.calls: dict[str, int] = {}
+        self.ledger_meters: list[Any] = []
+        """The cost ledger's counters of the engines and sweepers on this store (``engine_core.ledger``): each
+        store call is reported to them as one request, with no units; only a counter open for a delivery counts."""
 
     def _count(self, op: str) -> None:
         self.calls[op] = self.calls.get(op, 0) + 1
+        for meter in self.ledger_meters:
+            meter.request()
 
     # -- executions ---------------------------------------------------------------------------
     def create(self, execution: Execution, input_blob: str, replace_version: int | None = None) -> None:
