@@ -41,6 +41,7 @@ from engine_core import Engine, ManualClock, Registry, Sweeper
 from engine_core.adapters.memory import MemoryStore
 from engine_core.clock import parse_ts
 from engine_core.kinds import KINDS, KindTable
+from engine_core.settings import lease_seconds
 
 from .composition_actions import OperatorActions, Token
 from .composition_config import TERMINAL, CompConfig
@@ -333,6 +334,20 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
         self.advance(self.rng.choice(choices))
 
     # -- the liveness check, after every operation ---------------------------------------------------------
+    def queued_timer_key(self, attrs: dict, wake: str, key: str) -> bool:
+        """As the main simulation's, and also by the definition the execution started on: a key written before
+        a redeploy carries that definition's lease, not the one the registry now holds."""
+        if super().queued_timer_key(attrs, wake, key):
+            return True
+        spec = self.all_specs.get(attrs.get("fingerprint"))
+        delay_s = (parse_ts(wake) - parse_ts(attrs["updated_at"])).total_seconds()
+        if spec is None or delay_s > self.settings.max_queue_delay_s:
+            return False
+        steps, index = spec.definition.steps, attrs["current_step"]
+        timeout = self.engine.life.timeout_s(spec.definition, index) if index < len(steps) else 0.0
+        lease = lease_seconds(self.settings, timeout)
+        return parse_ts(key) == parse_ts(wake) + dt.timedelta(seconds=lease)
+
     def after_op(self) -> None:
         """After every operation: the due index holds every live execution (keyed as its timer says) and
         no ended one, and no item of a live execution's run has expired."""
