@@ -47,7 +47,9 @@ def _execution(now: dt.datetime, wake_at: dt.datetime, fingerprint: str) -> Exec
         execution_id=str(uuid.uuid4()), workflow=WORKFLOW, status=Status.SLEEPING, current_step=2, version=3,
         fingerprint=fingerprint, input_digest="d" * 64,
         created_at=now - dt.timedelta(days=1), updated_at=now - dt.timedelta(days=1),
-        next_wake_at=wake_at, timer=Timer.SLEEP,
+        next_wake_at=wake_at, timer=Timer.SLEEP, layout=2,
+        # as the engine keeps a live execution: its items stamped past its timer (so a re-drive re-stamps nothing)
+        stamped_until=wake_at + dt.timedelta(days=30),
     )
 
 

@@ -383,12 +383,14 @@ class StepRun:
         """The record, holding the whole context after it when a checkpoint is due: ``checkpoint_records`` results since
         the last one, or results outweighing eight times the context it kept (or 256 KB); or, when this
         delivery hands the execution on (the next one reads the results since the last checkpoint),
-        results outweighing that context (or 4 KB). A delivery then reads only the history from the last
+        results outweighing that context (or 4 KB), except at the execution's last step. A delivery then reads only the history from the last
         checkpoint: its read stays flat however long the history grows, and a checkpoint's write (the
         context once more) is paid once per that many bytes of results."""
         size = len((record.result_blob or "").encode("utf-8"))
         tail = self.tail_bytes + size
-        hands_off = not self._may_chain(record.step_index + 1, settling=1)  # the next delivery reads this tail
+        # The next delivery reads this tail, unless the execution ends with this step (nothing reads it then).
+        ends = record.step_index + 1 >= len(self.wf.steps)
+        hands_off = not ends and not self._may_chain(record.step_index + 1, settling=1)
         due = (self.tail_records + 1 >= self.settings.checkpoint_records or tail >= max(8 * self.checkpoint_bytes, CHECKPOINT_BYTES)
                or (hands_off and tail >= max(self.checkpoint_bytes, HANDOFF_CHECKPOINT_BYTES)))
         if due:

@@ -106,3 +106,25 @@ def test_a_second_wait_after_a_checkpoint_does_not_consume_the_first_waits_event
     assert (ctx["first"], ctx["second"]) == ({"which": 1}, {"which": 2})
     records = [r for r in runner.history(eid) if r.kind == "event" and r.status is StepStatus.SUCCEEDED]
     assert [r.event_id for r in records] == ["a", "b"]
+
+
+def test_a_handoff_checkpoint_is_written_between_deliveries_but_not_with_the_last_step():
+    # given: every step hands the execution to the next delivery, each result over the 4 KB rule
+    registry = Registry()
+
+    def make(i: int):
+        def body(ctx):
+            return {f"blob{i}": "x" * (5000 if i < 2 else 30000)}  # the last outweighs the context kept
+        body.__name__ = f"s{i}"
+        return body
+
+    registry.register(build_workflow("handoffs", [make(i) for i in range(3)], source="test_checkpoints.handoffs"))
+    runner = LocalRunner(registry, settings=EngineSettings(max_chain_steps=1))
+    eid = runner.start("handoffs", {})
+    # when
+    done = runner.run_until_done(eid)
+    # then: the first two records hold the context for the delivery after them; the last one, which nothing
+    # reads to go on, does not pay for it
+    records = runner.history(eid)
+    assert done.status.value == "COMPLETED"
+    assert [r.context_blob is not None for r in records] == [True, True, False]
