@@ -34,7 +34,7 @@ map = map_  # noqa: A001  (the issue's spelling: ``from engine_core import map``
 from .settings import ConfigurationError, EngineSettings
 from .sweeper import Sweeper, SweepReport
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "Clock", "ConfigurationError", "CorruptRecord", "CorruptStateError", "ENTRY_POINT_GROUP", "Engine",

@@ -21,7 +21,7 @@ entry point names this module, and importing it registers every workflow below.
 from . import approval, batch, defaults, fragile_import, greeting, orders, orders_code, poison
 from .ledger import LEDGER, Charge, PaymentLedger
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = ["LEDGER", "Charge", "PaymentLedger", "__version__", "approval", "batch", "defaults", "fragile_import", "greeting", "orders",
            "orders_code", "poison"]
