@@ -31,6 +31,7 @@ ENV_VARS = {
     "max_resend_doublings": "LOOM_MAX_RESEND_DOUBLINGS",
     "checkpoint_records": "LOOM_CHECKPOINT_RECORDS",
     "ledger": "LOOM_LEDGER",
+    "backlog_marks": "LOOM_BACKLOG_MARKS",
 }
 
 FALLBACK_STEP_TIMEOUT_S = 60.0
@@ -82,6 +83,10 @@ class EngineSettings(BaseModel):
     each time (``resends``), at most 2**this times the lease: under a backlog, copies per execution
     grow with the logarithm of the backlog's age, not linearly."""
     ledger: bool = True
+    backlog_marks: bool = True
+    """Workers mark a queue backlog (a record that waited half a lease) and the sweeper leaves a queued
+    message that may still be behind it alone (``backlog.py``); ``LOOM_BACKLOG_MARKS=0``: the lease alone
+    decides."""
     """Count each execution's requests, units, messages and worker time on its item (``LOOM_LEDGER=0``: off)."""
     history_grace_s: float = Field(default=86400.0, ge=0)
     """History items are written with ``expires_at`` = written + retention + this; executions that

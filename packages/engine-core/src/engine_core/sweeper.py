@@ -14,13 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import faults
+from .backlog import BacklogMark, behind_backlog
 from .clock import Clock
 from .errors import CorruptStateError, StorageError
 from .lifecycle import Lifecycle, UsesLifecycle
 from .model import Timer
+from .transitions import message_was_queued
 from .ports import EventPublisher, Metrics, NullMetrics, StateStore, StepQueue
 from .registry import REGISTRY, Registry
 from .settings import EngineSettings
+from .steps import FanOutSpec
 
 log = logging.getLogger("engine_core.sweeper")
 
@@ -35,7 +38,8 @@ class SweepReport:
     redriven: Counter = field(default_factory=Counter)
     """Executions claimed and re-enqueued, by reason."""
     skipped: Counter = field(default_factory=Counter)
-    """Candidates left alone, by reason (not_due, terminal, gone, lost_race)."""
+    """Candidates left alone, by reason (not_due, terminal, gone, lost_race, behind_backlog: a queued message
+    the workers have not reached yet, ``backlog.py``)."""
     finalized: int = 0
     """Ended executions whose housekeeping the worker never finished (it died after the terminal commit)."""
     index_items_read: int = 0
@@ -62,11 +66,13 @@ class Sweeper(UsesLifecycle):
         self.settings = settings or EngineSettings()
         self.registry, self.metrics, self.page_size = registry, metrics or NullMetrics(), page_size
         self.life = Lifecycle(store, queue, registry, clock, self.settings, self.metrics, events)
+        self._mark: BacklogMark | None | bool = False
 
     def sweep(self, remaining_ms: Callable[[], int] | None = None, reserve_ms: int = 5000) -> SweepReport:
         """One tick over every shard, claiming at most ``settings.sweep_max_items`` executions.
         A storage error on one execution or one shard is logged and counted; the tick goes on."""
         report = SweepReport()
+        self._mark: BacklogMark | None | bool = False  # read at the first queued candidate of this tick
         shards = self.settings.shards
         per_shard = max(1, math.ceil(self.settings.sweep_max_items / shards))
         # Start at a different shard each tick so a backlog in one never starves the others.
@@ -137,6 +143,9 @@ class Sweeper(UsesLifecycle):
         if e.next_wake_at is None or e.next_wake_at > now:
             report.skipped["not_due"] += 1  # the index was stale: someone moved it on
             return False
+        if self._awaits_its_message(e) and behind_backlog(e, self._backlog_mark(), now, self.settings.lease_s):
+            report.skipped["behind_backlog"] += 1  # its message may still be queued: looked at again next tick
+            return False
         reason = REASONS[e.timer or Timer.LEASE]
         new = self.life.redrive(e)
         if new is None:
@@ -150,6 +159,33 @@ class Sweeper(UsesLifecycle):
                                                "step_index": e.current_step, "attempt": e.attempt or None,
                                                "reason": reason})
         return True
+
+    def _awaits_its_message(self, e) -> bool:
+        """A message was sent for the execution's current (step, version) and no worker claimed it. Not a
+        fanned-out parallel or map step's lease (``attempt`` >= 1, not re-sent): that is its reconcile
+        period, and no message waits for it."""
+        if not message_was_queued(e):
+            return False
+        return not (e.attempt >= 1 and e.resends == 0 and self._fans_out(e))
+
+    def _fans_out(self, e) -> bool:
+        code = e.code_position
+        if code is not None:
+            return code.kind == "fanout"
+        wf = self.registry.get(e.workflow) if e.workflow in self.registry else None
+        return wf is not None and e.current_step < len(wf.steps) and isinstance(wf.steps[e.current_step].kind, FanOutSpec)
+
+    def _backlog_mark(self) -> BacklogMark | None:
+        """The workers' backlog mark, read once per tick (None: none, unreadable, or marks are off)."""
+        if self._mark is False:
+            self._mark = None
+            if self.settings.backlog_marks:
+                try:
+                    self._mark = self.store.get_backlog_mark()
+                except (CorruptStateError, StorageError) as exc:
+                    log.warning("the queue's backlog mark could not be read; leases decide this tick", extra={
+                        "error": str(exc), "execution_id": None, "workflow": None, "step": None, "attempt": None})
+        return self._mark
 
     def _step_name(self, workflow: str, index: int) -> str | None:
         if workflow in self.registry and index < len(self.registry.get(workflow).steps):

@@ -623,6 +623,7 @@ class Simulation:
             if op.deadline is not None:
                 deadline = op.deadline
                 remaining = lambda: max(0, int((deadline - self.clock.now()).total_seconds() * 1000))  # noqa: E731
+            self.engine.backlog.observe(m.body, m.sent_at)  # as the worker does, before the record's step
             try:
                 outcome = self.engine.process(m.body, remaining_ms=remaining)
             except REDELIVER as exc:  # the handler raised: SQS redelivers after the visibility timeout
