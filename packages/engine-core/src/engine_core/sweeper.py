@@ -7,6 +7,7 @@ is enqueued. Two overlapping sweeps, or a sweep racing a worker, claim each exec
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 from collections import Counter
@@ -104,9 +105,11 @@ class Sweeper(UsesLifecycle):
 
     def _sweep_shard(self, shard: int, budget: int, report: SweepReport, remaining_ms, reserve_ms: int) -> None:
         cursor, claimed = None, 0
-        now = self.clock.now()
+        # A claimed attempt's index key may lie up to ``slack_s`` past its lease (it spares index writes
+        # along a chain): look that far ahead, so a dead attempt is re-driven at its lease, not slack later.
+        horizon = self.clock.now() + dt.timedelta(seconds=self.settings.slack_s)
         while claimed < budget:
-            page = self.store.query_due(shard, now, min(self.page_size, budget - claimed), cursor)
+            page = self.store.query_due(shard, horizon, min(self.page_size, budget - claimed), cursor)
             report.index_items_read += page.read_count
             for ref in page.items:
                 if self._one(ref.execution_id, report, self._redrive):
@@ -140,8 +143,9 @@ class Sweeper(UsesLifecycle):
         if e.status.is_terminal:
             report.skipped["terminal"] += 1
             return False
-        if e.next_wake_at is None or e.next_wake_at > now:
-            report.skipped["not_due"] += 1  # the index was stale: someone moved it on
+        due = e.next_wake_at if e.timer in (None, Timer.LEASE) else e.due_at
+        if due is None or due > now:
+            report.skipped["not_due"] += 1  # the index was stale (someone moved it on), or it is due shortly
             return False
         if self._awaits_its_message(e) and behind_backlog(e, self._backlog_mark(), now, self.settings.lease_s):
             report.skipped["behind_backlog"] += 1  # its message may still be queued: looked at again next tick
