@@ -11,15 +11,16 @@ each record's ``SentTimestamp`` says how long it waited in the queue. So:
   per quarter lease per process, with one conditional write that only moves the mark forward. Without a
   backlog it writes nothing: the step path is unchanged.
 - **The sweeper** (``behind_backlog``), for a due execution whose message is queued, reads the mark once
-  per tick. While the mark is fresh (recorded within the last two leases) and the workers are receiving
-  messages that became visible less than one lease after the execution's own (``message_visible_at``),
+  per tick. While the mark is fresh (recorded within the last two margins) and the workers are receiving
+  messages that became visible less than a margin after the execution's own (``message_visible_at``; the
+  margin is a lease, and at least the worker's timeout: a received record may wait that long in its batch),
   its message is presumed still queued: the sweeper sends nothing and looks again next tick. Once the
-  workers receive messages visible more than a lease after it, and it is still unclaimed, it was lost:
+  workers receive messages visible more than the margin after it, and it is still unclaimed, it was lost:
   it is re-driven (with the doubling of ``transitions.redriven``). A mark gone stale (no backlog seen for
-  two leases, or no worker receiving at all) changes nothing: the lease and its doubling decide, as
+  two margins, or no worker receiving at all) changes nothing: the lease and its doubling decide, as
   before.
 
-The lease of margin covers SQS's best-effort ordering and a record waiting in its batch behind the others;
+The margin covers SQS's best-effort ordering and a record waiting in its batch behind the others;
 a wrong guess costs one stale copy, never a lost step: liveness rests on the mark advancing or going stale.
 """
 
@@ -40,10 +41,11 @@ WAIT_LEASES = 0.5
 """A record that waited this many leases (or more) in the queue shows a backlog: the worker marks it."""
 MARK_EVERY_LEASES = 0.25
 """One process writes the mark at most this often (in leases)."""
-FRESH_LEASES = 2.0
-"""A mark older than this many leases is ignored: no backlog was seen lately, the lease decides."""
+FRESH_MARGINS = 2.0
+"""A mark older than this many margins is ignored: no backlog was seen lately, the lease decides."""
 MARGIN_LEASES = 1.0
-"""How far (in leases) the workers must have gone past a message's visible time before it counts as lost."""
+"""How far (in leases; at least the worker's timeout) the workers must have gone past a message's visible time
+before it counts as lost."""
 
 
 @dataclass(frozen=True)
@@ -113,15 +115,23 @@ def message_visible_at(e: Execution) -> dt.datetime | None:
     return e.next_wake_at
 
 
-def behind_backlog(e: Execution, mark: BacklogMark | None, now: dt.datetime, lease_s: float) -> bool:
+def margin_s(lease_s: float, function_timeout_s: float | None) -> float:
+    """How far past a message's visible time the workers must have gone before it counts as lost: a lease,
+    and at least the worker's timeout, the longest a received record can wait in its batch unclaimed."""
+    return max(MARGIN_LEASES * lease_s, function_timeout_s or 0.0)
+
+
+def behind_backlog(e: Execution, mark: BacklogMark | None, now: dt.datetime, lease_s: float,
+                   function_timeout_s: float | None = None) -> bool:
     """True while the execution's queued message may still be waiting behind the backlog ``mark`` shows:
-    the mark is fresh and the workers have not gone a lease past the message's visible time."""
-    if mark is None or (now - mark.observed_at).total_seconds() > FRESH_LEASES * lease_s:
+    the mark is fresh and the workers have not gone ``margin_s`` past the message's visible time."""
+    margin = margin_s(lease_s, function_timeout_s)
+    if mark is None or (now - mark.observed_at).total_seconds() > FRESH_MARGINS * margin:
         return False
     visible_at = message_visible_at(e)
     if visible_at is None:
         return False
-    return visible_at > mark.visible_at - dt.timedelta(seconds=MARGIN_LEASES * lease_s)
+    return visible_at > mark.visible_at - dt.timedelta(seconds=margin)
 
 
-__all__ = ["BacklogGauge", "BacklogMark", "behind_backlog", "message_visible_at", "sent_at_from_ms"]
+__all__ = ["BacklogGauge", "BacklogMark", "behind_backlog", "margin_s", "message_visible_at", "sent_at_from_ms"]

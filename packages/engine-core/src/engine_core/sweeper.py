@@ -147,7 +147,8 @@ class Sweeper(UsesLifecycle):
         if due is None or due > now:
             report.skipped["not_due"] += 1  # the index was stale (someone moved it on), or it is due shortly
             return False
-        if self._awaits_its_message(e) and behind_backlog(e, self._backlog_mark(), now, self.settings.lease_s):
+        if self._awaits_its_message(e) and behind_backlog(e, self._backlog_mark(), now, self.settings.lease_s,
+                                                          self.settings.function_timeout_s):
             report.skipped["behind_backlog"] += 1  # its message may still be queued: looked at again next tick
             return False
         reason = REASONS[e.timer or Timer.LEASE]

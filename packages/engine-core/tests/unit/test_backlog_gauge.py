@@ -113,4 +113,19 @@ def test_behind_backlog_only_while_the_mark_is_fresh_and_short_of_a_lease_past_t
     assert not behind_backlog(e, fresh(200), clock.now(), LEASE)    # a lease past it: lost
     assert not behind_backlog(e, None, clock.now(), LEASE)          # no backlog seen: the lease decides
     stale = BacklogMark(visible_at=ago(clock, 400), observed_at=ago(clock, 2 * LEASE + 1))
-    assert not behind_backlog(e, stale, clock.now(), LEASE)         # nothing seen for two leases
+    assert not behind_backlog(e, stale, clock.now(), LEASE)         # nothing seen for two margins (leases)
+
+
+def test_behind_backlog_with_a_worker_timeout_longer_than_the_lease_waits_that_long_past_the_message():
+    # a received record may wait in its batch up to the worker's timeout, unclaimed: the margin covers it
+    clock = ManualClock()
+    e = execution(clock, Timer.LEASE, sent_s_ago=300, wake_s_ago=200)
+    mark = lambda visible_s_ago: BacklogMark(visible_at=ago(clock, visible_s_ago), observed_at=ago(clock, 10))
+
+    assert behind_backlog(e, mark(200), clock.now(), LEASE, function_timeout_s=150)       # 100 s past: maybe in a batch
+    assert not behind_backlog(e, mark(150), clock.now(), LEASE, function_timeout_s=150)   # 150 s past: lost
+    assert behind_backlog(e, mark(150), clock.now(), LEASE, function_timeout_s=None) is False
+    # the mark stays fresh for two margins
+    old = BacklogMark(visible_at=ago(clock, 250), observed_at=ago(clock, 250))
+    assert behind_backlog(e, old, clock.now(), LEASE, function_timeout_s=150)
+    assert not behind_backlog(e, old, clock.now(), LEASE)
