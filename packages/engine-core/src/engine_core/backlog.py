@@ -123,15 +123,19 @@ def margin_s(lease_s: float, function_timeout_s: float | None) -> float:
 
 def behind_backlog(e: Execution, mark: BacklogMark | None, now: dt.datetime, lease_s: float,
                    function_timeout_s: float | None = None) -> bool:
-    """True while the execution's queued message may still be waiting behind the backlog ``mark`` shows:
-    the mark is fresh and the workers have not gone ``margin_s`` past the message's visible time."""
+    """True while the execution's queued message may still be waiting behind the backlog ``mark`` shows."""
+    return still_queued(message_visible_at(e), mark, now, lease_s, function_timeout_s)
+
+
+def still_queued(visible_at: dt.datetime | None, mark: BacklogMark | None, now: dt.datetime, lease_s: float,
+                 function_timeout_s: float | None = None) -> bool:
+    """True while a message that became visible at ``visible_at`` may still be waiting behind the backlog
+    ``mark`` shows: the mark is fresh and the workers have not gone ``margin_s`` past that time. Also what a
+    parallel or map step's reconcile asks of a branch whose message it would otherwise send again."""
     margin = margin_s(lease_s, function_timeout_s)
-    if mark is None or (now - mark.observed_at).total_seconds() > FRESH_MARGINS * margin:
-        return False
-    visible_at = message_visible_at(e)
-    if visible_at is None:
+    if visible_at is None or mark is None or (now - mark.observed_at).total_seconds() > FRESH_MARGINS * margin:
         return False
     return visible_at > mark.visible_at - dt.timedelta(seconds=margin)
 
 
-__all__ = ["BacklogGauge", "BacklogMark", "behind_backlog", "margin_s", "message_visible_at", "sent_at_from_ms"]
+__all__ = ["BacklogGauge", "BacklogMark", "behind_backlog", "margin_s", "message_visible_at", "sent_at_from_ms", "still_queued"]

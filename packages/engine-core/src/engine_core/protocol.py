@@ -50,6 +50,11 @@ class FanOutItems(Protocol):
 
     def send_branch(self, branch: Branch, wake_at: dt.datetime | None = None) -> None: ...
 
+    def message_still_queued(self, visible_at: dt.datetime) -> bool:
+        """A branch message that became visible at ``visible_at`` may still wait behind a queue backlog (the
+        workers' backlog mark, read once per delivery): sending another would only add a stale copy."""
+        ...
+
     def load_execution(self) -> Execution | None:
         """The execution item now (one consistent read)."""
         ...

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,8 +27,9 @@ from .errors import (
     TransitionConflictError,
 )
 from .kinds import KindTable
-from .lifecycle import Lifecycle, message_checkpoint
-from .model import Branch, CorruptRecord, ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepMessage, StepRecord, StepStatus
+from .fanout_items import FanOutItems
+from .lifecycle import Lifecycle
+from .model import Branch, CorruptRecord, ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepRecord, StepStatus
 from .outcome import Outcome, log_fields
 from .rebuild import rebuild_context, this_run
 from .retries import backoff_s
@@ -45,50 +45,6 @@ cannot make a delivery's read unbounded."""
 """The clock step bodies are timed with (the simulation replaces it with its own)."""
 
 
-class _FanOutItems:
-    """``protocol.FanOutItems`` over the store and the queue, for one execution."""
-
-    def __init__(self, run: StepRun):
-        self.run = run
-        self.store, self.eid = run.life.store, run.execution.execution_id
-
-    def get_join(self, step_index: int) -> Join | None:
-        return self.store.get_join(self.eid, step_index)
-
-    def put_join(self, join: Join) -> bool:
-        return self.store.put_join(self.eid, join)
-
-    def create_branch(self, branch: Branch) -> None:
-        self.store.create_branch(self.eid, branch)
-
-    def get_branch(self, step_index: int, branch: int) -> Branch | CorruptRecord | None:
-        return self.store.get_branch(self.eid, step_index, branch)
-
-    def update_branch(self, branch: Branch, expected_version: int) -> None:
-        self.store.update_branch(self.eid, branch, expected_version)
-
-    def complete_branch(self, branch: Branch, expected_version: int) -> None:
-        self.store.complete_branch(self.eid, branch, expected_version)
-
-    def branches(self, step_index: int) -> list[Branch | CorruptRecord]:
-        return self.store.branches(self.eid, step_index)
-
-    def send_branch(self, branch: Branch, wake_at: dt.datetime | None = None) -> None:
-        """The message for ``branch`` (delayed until ``wake_at`` when SQS can; a longer wait is the reconcile's)."""
-        life = self.run.life
-        delay = 0.0 if wake_at is None else (wake_at - life.clock.now()).total_seconds()
-        if delay > life.settings.max_queue_delay_s:
-            return
-        e = self.run.execution
-        delay_s = max(0, math.ceil(delay))
-        life.queue.send(StepMessage(execution_id=self.eid, step=branch.step_index, version=e.version,
-                                    branch=branch.branch, branch_version=branch.version,
-                                    checkpoint=message_checkpoint(e), delay_s=delay_s or None), delay_s=delay_s)
-
-    def load_execution(self) -> Execution | None:
-        return self.store.load(self.eid)
-
-
 class StepRun:
     """One delivery's work on one execution (see the module docstring)."""
 
@@ -101,7 +57,7 @@ class StepRun:
         self.steps_run = 0
         self.corrupt_error: ErrorInfo | None = None
         self._load(state)
-        self.items = _FanOutItems(self)
+        self.items = FanOutItems(self)
 
     def _load(self, state: ExecutionState) -> None:
         e = state.execution

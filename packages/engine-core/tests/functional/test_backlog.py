@@ -213,3 +213,53 @@ def test_a_due_sleep_whose_delayed_message_waits_behind_a_marked_backlog_is_not_
     assert runner.clock.now() > wake + dt.timedelta(seconds=2 * LEASE_S)
     assert copies(runner, eid) == 1
     assert runner.run_until_done(eid).status.value == "COMPLETED" and runs[eid] == 1
+
+
+def fanned_out_behind_a_backlog(registry: Registry, marked: bool):
+    """A map over three items fans out; its branch messages wait in the queue past the step's lease while
+    (``marked``) the workers mark a backlog that has not reached them. The sweeper re-drives the step and
+    its reconcile runs. Returns the runner, the execution id and the reconcile's outcome."""
+    from engine_core import map_
+
+    def square(ctx):
+        return {"n": ctx.item * ctx.item}
+
+    @workflow("mapped", registry=registry)
+    class Mapped:
+        steps = [map_(square, over="xs")]
+
+    runner = LocalRunner(registry, settings=EngineSettings(lease_s=LEASE_S))
+    eid = runner.start("mapped", {"xs": [1, 2, 3]})
+    (first,) = runner.queue.receive()
+    assert runner.engine.process(first.body).kind == "fanned_out"
+    runner.queue.ack(first)
+    sent_at = runner.clock.now()
+    runner.clock.advance(LEASE_S + 1)
+    if marked:  # the workers are receiving messages sent a minute before the branches'
+        runner.store.put_backlog_mark(BacklogMark(visible_at=sent_at - dt.timedelta(seconds=60),
+                                                  observed_at=runner.clock.now()))
+    assert runner.sweeper.sweep().redriven == {"stalled_lease": 1}
+    (reconcile,) = [m for m in runner.queue.receive() if m.body.branch is None]
+    outcome = runner.engine.process(reconcile.body)
+    runner.queue.ack(reconcile)
+    return runner, eid, outcome
+
+
+def test_a_reconcile_leaves_branches_whose_messages_wait_behind_a_marked_backlog_alone():
+    registry = Registry()
+    runner, eid, outcome = fanned_out_behind_a_backlog(registry, marked=True)
+
+    assert outcome.kind == "reconciled" and outcome.detail == "0 branches re-driven, 3 left behind a queue backlog"
+    # no second copy of any branch message: the three queued ones run the map, each item once
+    assert sum(1 for m in runner.queue.messages if m.body.branch is not None) == 3
+    assert runner.run_until_done(eid).status.value == "COMPLETED"
+    assert not [o for o in runner.outcomes if o.kind == "stale"]
+
+
+def test_a_reconcile_without_a_backlog_mark_sends_the_branches_whose_lease_passed_again():
+    registry = Registry()
+    runner, eid, outcome = fanned_out_behind_a_backlog(registry, marked=False)
+
+    assert outcome.kind == "reconciled" and outcome.detail == "3 branches re-driven"
+    assert sum(1 for m in runner.queue.messages if m.body.branch is not None) == 6
+    assert runner.run_until_done(eid).status.value == "COMPLETED"

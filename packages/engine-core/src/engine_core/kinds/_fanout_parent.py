@@ -126,10 +126,13 @@ class FanOut:
         failed = [b for b in known.values() if b.generation == join.generation and b.status is BranchStatus.FAILED]
         if failed:  # the branch's delivery died between failing it and failing the step
             return op.fail(failed[0].error or op.error("step_error", f"branch {failed[0].branch} failed"))
-        redriven = 0
+        redriven = queued = 0
         for b in list(known.values()):
             if (b.generation == join.generation and b.status.is_open and b.next_wake_at is not None
                     and b.next_wake_at <= now):
+                if self._message_still_queued(b):
+                    queued += 1  # behind a queue backlog: another copy would only be stale
+                    continue
                 fresh = b.model_copy(update={"status": BranchStatus.PENDING, "version": b.version + 1, "updated_at": now,
                                              "next_wake_at": now + dt.timedelta(seconds=self.lease_s),
                                              "attempt_started_at": None, "expires_at": op.item_expiry(now)})
@@ -149,8 +152,15 @@ class FanOut:
         if outcome is not None:
             return outcome
         op.metric("BranchesRedriven", "Count", redriven)
-        op.log("fan-out reconciled", branches_redriven=redriven)
-        return Outcome("reconciled", self.eid, self.index, f"{redriven} branches re-driven")
+        op.log("fan-out reconciled", branches_redriven=redriven, branches_behind_backlog=queued)
+        return Outcome("reconciled", self.eid, self.index, f"{redriven} branches re-driven"
+                       + (f", {queued} left behind a queue backlog" if queued else ""))
+
+    def _message_still_queued(self, b: Branch) -> bool:
+        """A branch whose message was sent and not claimed (PENDING since ``updated_at``) while the workers'
+        backlog mark shows they have not reached it yet (``backlog.still_queued``). A retrying branch is not
+        asked: one released without a body has no message on its way."""
+        return b.status is BranchStatus.PENDING and self.op.items.message_still_queued(b.updated_at)
 
     def launch(self, start: int, join: Join, known: dict[int, Branch] | None = None) -> tuple[Branch | None, bool]:
         """Make sure the lane of ``start`` has its open branch in this generation: walk past branches
