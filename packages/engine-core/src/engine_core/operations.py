@@ -42,6 +42,7 @@ from .registry import EVENT_NAME_RE
 from .durable.plan import code_plan
 from .steps import StepDef, WorkflowDef, field_problems
 from .step_run import this_run_state
+from .versions import pinned_definition, read_pins
 
 log = logging.getLogger("engine_core")
 MAX_PAGE = 100
@@ -214,11 +215,8 @@ class Operator:
 
     def definition(self, e: Execution) -> WorkflowDef | None:
         """The deployed definition the execution runs on; None when it is not deployed here or changed."""
-        try:
-            wf = self.life.registry.get(e.workflow)
-        except UnknownWorkflowError:
-            return None
-        if wf.fingerprint != e.fingerprint:
+        wf = pinned_definition(self.life.registry, e, read_pins(self.life.store, e.execution_id))
+        if wf is None:
             return None
         if wf.code is not None:  # its positions: the history's, and the current one's description
             return code_plan(wf, e, lambda: self.history_of(e))
@@ -390,8 +388,9 @@ class Operator:
                     return new
                 continue
             undo = plan is not None and plan.undo_current
-            new = self.kinds.ending.cancelled(view, e, by, reason, undo, lambda i: self.life.lease_s(e.workflow, i),
-                                              self.life.retention, self.life.finalize_grace_s(e))
+            lease_s = lambda i: self.life.lease_s(e.workflow, i, e.workflow_version)  # noqa: E731
+            new = self.kinds.ending.cancelled(view, e, by, reason, undo, lease_s, self.life.retention,
+                                              self.life.finalize_grace_s(e))
             applied = self._commit(e, new)
             if applied is None:
                 continue
@@ -425,7 +424,7 @@ class Operator:
                 "definition again, or start a new execution", e.status.value)
         failed = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == e.current_step
                        and r.kind != "compensation"), None)
-        new = transitions.redriven_after_failure(e, self.life.clock.now(), self.life.lease_s(e.workflow, e.current_step))
+        new = transitions.redriven_after_failure(e, self.life.clock.now(), self.life.lease_s(e.workflow, e.current_step, e.workflow_version))
         applied = self._commit(e, new)
         if applied is None:
             raise ExecutionStateConflictError("concurrent_change", f"execution {e.execution_id} changed meanwhile; "
