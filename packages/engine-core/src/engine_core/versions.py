@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import UnknownWorkflowError, UnknownWorkflowVersionError
+from .errors import ExecutionStateConflictError, UnknownWorkflowError, UnknownWorkflowVersionError
 from .model import ErrorInfo, Execution
 
 if TYPE_CHECKING:
@@ -157,5 +157,56 @@ def pinned_definition(registry: Registry, e: Execution,
     return wf if problem is None else None
 
 
+def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
+                 load_pins: Callable[[], str | None]) -> dict[str, Any]:
+    """What a redrive of the FAILED ``e`` changes on it besides the redrive itself: nothing on its own version
+    (which must still run it: ``definition_changed`` otherwise), or the version and fingerprint of
+    ``to_version``, whose steps before the failed one must stand where ``e``'s stood (``steps_differ``).
+    Raises UnknownWorkflowVersionError when ``to_version`` is not deployed here."""
+    status = e.status.value
+    if to_version is None or to_version == e.workflow_version:
+        wf, problem = resolve(registry, e, load_pins)
+        if problem is not None:
+            raise ExecutionStateConflictError("definition_changed", (
+                f"execution {e.execution_id} cannot be redriven on its own version: {problem.message}. Or redrive "
+                "it onto another deployed version: loom redrive ID --to-version N"), status)
+        return {}
+    target = registry.get(e.workflow, to_version)
+    try:
+        own: WorkflowDef | None = registry.get(e.workflow, e.workflow_version)
+    except UnknownWorkflowError:
+        own = None
+    text = e.pinned_steps if e.pinned_steps is not None else load_pins()
+    pins = decode_pins(text, e.fingerprint)
+    if pins is None and own is not None and own.code is None and own.fingerprint == e.fingerprint:
+        pins = [PinnedStep(s.name, s.kind.kind, d) for s, d in zip(own.steps, own.step_prints)]
+    code_first = own.code is not None if own is not None else False  # pins are kept for step lists only
+    if own is None and pins is None:
+        raise ExecutionStateConflictError("steps_differ", (
+            f"the steps execution {e.execution_id} completed cannot be compared with version {to_version}: "
+            f"neither its per-step digests nor version {e.workflow_version} are here. Deploy version "
+            f"{e.workflow_version} again and redrive without --to-version"), status)
+    if (target.code is not None) != code_first:
+        raise ExecutionStateConflictError("steps_differ", (
+            f"version {to_version} of workflow {e.workflow!r} and version {e.workflow_version}, which execution "
+            f"{e.execution_id} ran on, are not both code-first or both step lists; start a new execution"), status)
+    if target.code is not None:
+        return {"workflow_version": to_version, "fingerprint": target.fingerprint}  # the replay checks each position
+    if pins is None:
+        raise ExecutionStateConflictError("steps_differ", (
+            f"the steps execution {e.execution_id} completed cannot be compared with version {to_version}: "
+            f"neither its per-step digests nor version {e.workflow_version} as it started are here. Deploy "
+            f"version {e.workflow_version} again and redrive without --to-version"), status)
+    problem = prefix_problem(pins, target, e.current_step)
+    if problem is None and e.current_step >= len(target.steps):
+        problem = f"it has {len(target.steps)} steps, so no step {e.current_step} to resume at"
+    if problem is not None:
+        raise ExecutionStateConflictError("steps_differ", (
+            f"execution {e.execution_id} failed at step {e.current_step}; the steps before it must be the same "
+            f"in version {to_version} (compared by digest), but {problem}. Redrive it onto a version that "
+            "keeps them, or start a new execution"), status)
+    return {"workflow_version": to_version, "fingerprint": target.fingerprint}
+
+
 __all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "decode_pins", "pinned_definition", "pinned_view",
-           "pins_of", "prefix_problem", "read_pins", "remaining_problem", "resolve"]
+           "pins_of", "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve"]
