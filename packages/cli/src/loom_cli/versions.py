@@ -63,7 +63,7 @@ def live_on_stack(doc: dict[str, Any]) -> tuple[dict[tuple[str, int], tuple[int,
     """(workflow, version) -> (live executions, deployed fingerprint), and the count's ``live`` summary."""
     if "live" not in doc:
         raise LoomError(CONFIGURATION, "the control plane does not count live executions per version (it predates "
-                                       "workflow versions); deploy engine-core 0.4 or later once, then check")
+                                       "workflow versions); deploy a release with versions once (its control plane counts them), then check")
     out: dict[tuple[str, int], tuple[int, str | None]] = {}
     for wf in doc.get("workflows", []):
         for v in wf.get("versions", []):

@@ -128,7 +128,7 @@ def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None
     text = e.pinned_steps if e.pinned_steps is not None or load_pins is None else load_pins()
     pins = None if wf.code is not None else decode_pins(text, e.fingerprint)
     if pins is None:
-        why = "its per-step digests were not kept (started before engine-core 0.4, or redriven onto this version)"
+        why = "its per-step digests were not kept (it started before executions kept them, or was redriven onto this version)"
     elif e.compensating:
         why = "it is undoing its completed steps, and a changed list cannot say what to undo"
     else:
