@@ -66,11 +66,12 @@ def check_fits(registry: Registry, settings: EngineSettings) -> None:
         return
     margin = settings.time_margin_ms / 1000
     problems = []
-    for wf in registry.all():
+    for wf in registry.all_versions():  # every version: executions in flight run the older ones
         for s in wf.steps:
             timeout = wf.timeout_for(s.index) or settings.default_step_timeout_s
             if s.kind.runs_bodies() and timeout is not None and timeout + margin > settings.function_timeout_s:
-                problems.append(f"workflow {wf.name!r} step {s.name!r} has a {timeout:g} s budget; with the "
+                which = f" version {wf.version}" if wf.version != 1 else ""
+                problems.append(f"workflow {wf.name!r}{which} step {s.name!r} has a {timeout:g} s budget; with the "
                                 f"{margin:g} s margin it needs {timeout + margin:g} s")
     if problems:
         raise ConfigurationError(

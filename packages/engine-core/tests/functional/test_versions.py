@@ -325,3 +325,24 @@ def test_versions_code_first_each_execution_replays_the_version_it_started_on_an
     e = runner.run_until_done(gone)
     assert e.status is Status.FAILED and e.error.code == "workflow_version_missing"
     assert "version 1" in e.error.message
+
+
+def test_versions_the_worker_refuses_to_start_when_an_older_versions_step_cannot_fit_its_timeout():
+    from engine_core import ConfigurationError, check_fits, step
+    from engine_core.settings import EngineSettings
+
+    # given: version 1 has a 50 s step; version 2 (the newest) only short ones
+    j = Journal()
+    registry = Registry()
+
+    @workflow(NAME, registry=registry)
+    class Slow:
+        steps = [step(j.body("a"), timeout_s=50)]
+
+    @workflow(NAME, registry=registry, version=2)
+    class Quick:
+        steps = [step(j.body("a"), timeout_s=5)]
+
+    # when / then: the old version still runs executions in flight, so it must fit too
+    with pytest.raises(ConfigurationError, match=r"workflow 'orders' step 'a' has a 50 s budget"):
+        check_fits(registry, EngineSettings(function_timeout_s=30))
