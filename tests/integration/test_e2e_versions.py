@@ -4,10 +4,11 @@ sleep, and each finishes on its own definition, through the deployed functions.
 A team's workflow package (built here, outside packages/, as a platform team ships its own) is built into
 the Lambda zips twice: release 1.0 registers version 1 of ``versioned_orders``; release 2.0 registers
 version 1 unchanged beside a version 2 with other steps. Release 1.0 is deployed on the local stack and two
-executions start and fall asleep. The stack goes down (its table kept, as across ``make down``/``make up``)
+executions start and fall asleep for an hour. The stack goes down (its table kept, as across ``make down``/``make up``)
 and comes back with release 2.0's zips: a new deployment of every function. ``loom versions check`` refuses a
 build without version 1 (naming its two live executions) and passes release 2.0's own zip; ``GET /workflows``
-counts them on version 1; a new start runs version 2; all three end COMPLETED, each on its own steps.
+counts them on version 1; a new start runs version 2; the sleepers are woken; all three end COMPLETED, each
+on its own steps.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from loom_local.stack import LocalStack, StackOptions
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS = ("worker", "sweeper", "control-plane")
 WORKFLOW = "versioned_orders"
-SLEEP_S = 20
+SLEEP_S = 3600
 
 PYPROJECT = """[build-system]
 requires = ["hatchling==1.27.0"]
@@ -177,6 +178,10 @@ def test_version_2_deployed_while_version_1_executions_sleep_both_finish_on_thei
         status, started = api.request("POST", "/executions", {"workflow": WORKFLOW, "input": {"order": 9}})
         assert status == 202, started
         newer = started["execution_id"]
+        # the sleepers' hour is skipped with the operator's wake (on the new deployment)
+        for eid in sleepers:
+            status, woken = api.request("POST", f"/executions/{eid}/wake")
+            assert status == 200, woken
         # and every execution ends COMPLETED on the definition it started on
         for eid in sleepers:
             e = _wait(api, eid, ("COMPLETED", "FAILED"))
