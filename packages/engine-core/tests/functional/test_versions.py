@@ -346,3 +346,66 @@ def test_versions_the_worker_refuses_to_start_when_an_older_versions_step_cannot
     # when / then: the old version still runs executions in flight, so it must fit too
     with pytest.raises(ConfigurationError, match=r"workflow 'orders' step 'a' has a 50 s budget"):
         check_fits(registry, EngineSettings(function_timeout_s=30))
+
+
+def test_versions_an_event_for_a_wait_only_the_pinned_version_has_is_delivered_after_a_deploy():
+    from engine_core import wait_for_event
+
+    # given: version 1 waits for "approved"; version 2, deployed while it waits, waits for nothing
+    j = Journal()
+
+    def waits(r):
+        @workflow(NAME, registry=r)
+        class Approval:
+            steps = [j.body("a"), wait_for_event("approved", timeout=3600), j.body("b")]
+
+    runner = LocalRunner(deployed(waits))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "WAITING")
+    runner.deploy(deployed(waits, lambda r: v2(r, j)))
+    # when: the event arrives (and a version-2 execution, which never waits, is sent one)
+    outcome = runner.send_event(eid, "approved", {"ok": True})
+    other = runner.start(NAME, {})
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.send_event(other, "approved", {"ok": True})
+    # then: the pinned version's wait takes it and the execution ends on version 1's steps
+    assert outcome == "delivered" and refused.value.code == "unknown_event"
+    assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
+    assert runner.context(eid)["wait_approved"] == {"ok": True}
+
+
+def _code_failing(registry: Registry, versions, v2_call: str) -> None:
+    def boom():
+        raise PermanentStepError("feed missing")
+
+    if 1 in versions:
+        @durable("code_fix", registry=registry)
+        def one(input):
+            dstep("a", lambda: 1)
+            dstep("b", boom)
+            return {"version": 1}
+    if 2 in versions:
+        @durable("code_fix", registry=registry, version=2)
+        def two(input):
+            dstep("a", lambda: 1)
+            dstep(v2_call, lambda: 2)
+            return {"version": 2}
+
+
+@pytest.mark.parametrize("v2_call, ends", [("b", "COMPLETED"), ("b_renamed", "FAILED")])
+def test_versions_code_first_redrive_onto_another_version_replays_its_recorded_calls_there(v2_call, ends):
+    # given: a code-first version-1 execution failed for good at its call "b"
+    runner = LocalRunner(deployed(lambda r: _code_failing(r, (1,), v2_call)))
+    eid = runner.start("code_fix", {})
+    assert runner.run_until_done(eid).error.code == "permanent_error"
+    runner.deploy(deployed(lambda r: _code_failing(r, (1, 2), v2_call)))
+    # when: redriven onto version 2
+    runner.engine.operator.redrive(eid, "oncall", to_version=2)
+    e = runner.run_until_done(eid)
+    # then: version 2 replays the recorded calls; the failed call must keep its name there, or the replay
+    # refuses it (nondeterministic_replay) rather than run something the history does not describe
+    assert e.status.value == ends and e.workflow_version == 2
+    if ends == "COMPLETED":
+        assert runner.result(eid) == {"version": 2}
+    else:
+        assert e.error.code == "nondeterministic_replay" and "b_renamed" in e.error.message
