@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine_core import Engine, EngineSettings, ManualClock, Registry
+from engine_core import Engine, EngineSettings, ManualClock, Registry, codec
 from engine_core.registry import build_workflow
 from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import FakeQueue
@@ -70,6 +70,20 @@ def run_once(n_steps: int, result_bytes: int, ledger: bool = True) -> dict[str, 
     return {"cpu_s": cpu, "wall_s": wall, "transitions": transitions}
 
 
+def encode_floor_us(result_bytes: int, rounds: int = 2000) -> float:
+    """CPU microseconds to encode one step's result as the engine stores it (``codec.encode``: the value
+    walk and CPython's ``json.dumps``), median of 5 batches: the part of a step's cost that grows with
+    its result, paid once per step by any engine that stores results as JSON text."""
+    result = {"payload": payload_for(result_bytes)}
+    batches = []
+    for _ in range(5):
+        started = time.process_time()
+        for _ in range(rounds):
+            codec.encode(result, "result")
+        batches.append((time.process_time() - started) / rounds * 1e6)
+    return statistics.median(batches)
+
+
 def measure(repeats: int = 5, progress: Callable[[str], None] = print) -> dict[str, Any]:
     out: dict[str, Any] = {"steps": STEPS, "repeats": repeats, "sizes": {}}
     for size in RESULT_SIZES:
@@ -77,6 +91,7 @@ def measure(repeats: int = 5, progress: Callable[[str], None] = print) -> dict[s
         cpu = statistics.median(r["cpu_s"] for r in runs)
         transitions = runs[0]["transitions"]
         out["sizes"][size] = {
+            "encode_result_us": encode_floor_us(size),
             "execution_cpu_ms": cpu * 1000, "execution_wall_ms": statistics.median(r["wall_s"] for r in runs) * 1000,
             "per_transition_cpu_us": cpu / transitions * 1e6, "transitions": transitions,
             "cpu_ms_runs": [round(r["cpu_s"] * 1000, 1) for r in runs],

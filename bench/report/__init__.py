@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from . import branches, chaos, code, history, ledger, lite, plots, recovery, runtime, steppath, text
+from . import branches, chaos, code, history, ledger, lite, onewrite, plots, recovery, runtime, steppath, text
 from ._fmt import RUN_ALL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +45,7 @@ def render(results: dict[str, Any]) -> str:
         text.requests_section(w, results["steps"])
         text.capacity_section(w, results["steps"])
         text.dollars_section(w, results["steps"])
+        onewrite.one_write_section(w, results["steps"])
     if "local" in results:
         runtime.local_section(w, results["local"], results.get("steps"))
     if "sweep" in results:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -36,8 +37,10 @@ def _step_message(execution_id: str, step: int, version: int) -> str:
 
 
 def test_sample_event_when_its_executions_do_not_exist_acknowledges_both(lambdas, world):
-    # given: the stored sample batch, whose executions were never started here
+    # given: the stored sample batch, whose executions were never started here, sent just now
     event = load_event("sqs_step_batch")
+    for record in event["Records"]:
+        record["attributes"]["SentTimestamp"] = str(int(time.time() * 1000))
     # when
     response = lambdas.worker.handler(event, FakeContext())
     # then
@@ -372,3 +375,21 @@ def test_full_batch_on_every_default_runs_what_fits_and_puts_the_rest_back_on_th
         assert len(failed) == 9 and messages[0]["MessageId"] not in failed
         assert [world.meta(i)["version"]["N"] for i in ids[1:]] == ["1"] * 9
         assert world.visible_count(world.queue_url) >= 9
+
+
+def test_records_that_waited_half_a_lease_mark_the_backlog_once_and_change_no_execution(lambdas, world):
+    # given: a finished execution, and its step messages received after a long wait in the queue
+    execution_id = _start(lambdas, "flaky_greeting", {"name": "Ada", "failures": 0})
+    assert lambdas.pump.run_until_settled(execution_id) == "COMPLETED"
+    before = world.items()
+    lease_s = lambdas.worker.runtime.settings.lease_s
+    # when
+    response = lambdas.worker.handler(records_event([_step_message(execution_id, 0, 1), _step_message(execution_id, 2, 3)],
+                                                    sent_s_ago=lease_s), FakeContext())
+    # then: one mark item (the two records came within a quarter lease), the execution untouched
+    assert response == {"batchItemFailures": []}
+    added = [i for i in world.items() if i not in before]
+    assert [(i["PK"]["S"], i["SK"]["S"]) for i in added] == [("QUEUE#backlog", "#MARK")]
+    waited_ms = int(added[0]["observed_ms"]["N"]) - int(added[0]["visible_ms"]["N"])
+    assert lease_s * 1000 <= waited_ms < lease_s * 1000 + 60_000
+    assert [i for i in world.items() if i["PK"]["S"] != "QUEUE#backlog"] == before

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import callbacks, codec, faults
+from .backlog import BacklogGauge
 from .clock import Clock, SystemClock
 from .durable.run import CodeRun
 from .errors import (
@@ -97,6 +98,9 @@ class Engine(UsesLifecycle):
         self.metrics = metrics or NullMetrics()
         self.life = Lifecycle(store, queue, registry, clock or SystemClock(), self.settings, self.metrics, events)
         self.operator = Operator(self.life, kinds)
+        self.backlog = BacklogGauge(store, self.life.clock, self.settings.lease_s, self.settings.backlog_marks)
+        """Call ``observe(message, sent_at)`` as each record is received, before ``process``: under a backlog
+        it marks how far the workers have got, so the sweeper does not re-send what is only queued."""
 
     # -- start ----------------------------------------------------------------------------------
     def start(self, workflow: str, input: dict[str, Any], token: str | None = None, by: str | None = None,

@@ -158,8 +158,9 @@ class Lifecycle:
         delay = 0.0 if wake_at is None else (wake_at - self.clock.now()).total_seconds()
         if delay > self.settings.max_queue_delay_s:
             return
+        delay_s = max(0, math.ceil(delay))
         self.queue.send(StepMessage(execution_id=e.execution_id, step=e.current_step, version=e.version,
-                                    checkpoint=message_checkpoint(e)), delay_s=max(0, math.ceil(delay)))
+                                    checkpoint=message_checkpoint(e), delay_s=delay_s or None), delay_s=delay_s)
 
     def _due_key(self, new: Execution) -> Execution:
         """A timer (sleep, retry, event timeout, a wake) short enough to ride SQS ``DelaySeconds`` has its

@@ -385,6 +385,9 @@ class StepMessage(_Frozen):
     checkpoint: int | None = Field(default=None, ge=0)
     """The step whose record held the context when the message was sent: the delivery reads the history
     from there on (one read of that tail, not of the whole history). None: from the start."""
+    delay_s: int | None = Field(default=None, ge=1, le=900)
+    """The ``DelaySeconds`` it was sent with (None: none): the worker adds it to ``SentTimestamp`` to know
+    how long the message waited in the queue once visible (``backlog.py``)."""
 
     @field_validator("execution_id")
     @classmethod

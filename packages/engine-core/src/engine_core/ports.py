@@ -10,6 +10,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .backlog import BacklogMark
 from .model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, StepMessage, StepRecord
 from .schedules.record import ScheduleRecord
 
@@ -210,6 +211,17 @@ class StateStore(Protocol):
         """Write the record if it moves the stored one forward in ``(scheduled_at, revision)`` order (or none
         is stored); False, writing nothing, otherwise: a late older firing, or a copy of the same firing that
         read before another wrote, never replaces a newer record. One conditional write, no read."""
+        ...
+
+
+    # -- the queue's backlog mark (``backlog.py``): one item, written by workers, read by the sweeper ---------
+    def get_backlog_mark(self) -> BacklogMark | None:
+        """The mark, strongly consistent; None if none was written (or the table's TTL removed it)."""
+        ...
+
+    def put_backlog_mark(self, mark: BacklogMark) -> bool:
+        """Write the mark if its ``visible_at`` is later than the stored one's (or none is stored); False,
+        writing nothing, otherwise. One conditional write, no read."""
         ...
 
 

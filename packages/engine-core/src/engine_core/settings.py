@@ -31,6 +31,7 @@ ENV_VARS = {
     "max_resend_doublings": "LOOM_MAX_RESEND_DOUBLINGS",
     "checkpoint_records": "LOOM_CHECKPOINT_RECORDS",
     "ledger": "LOOM_LEDGER",
+    "backlog_marks": "LOOM_BACKLOG_MARKS",
 }
 
 FALLBACK_STEP_TIMEOUT_S = 60.0
@@ -71,9 +72,9 @@ class EngineSettings(BaseModel):
     """How far past a claim's lease the due-index key may lie. Within one invocation every claim of a
     chain is leased to the invocation's deadline (plus the margin), so the key does not move from step
     to step whatever this is; it spares the index write when a delivery's claim lands close to its
-    message's lease. A crashed attempt is re-driven at most this much later than its lease (capped at
-    ``lease_s``): with the defaults, its invocation's deadline plus the 3 s margin plus 2 s, plus the
-    sweeper's tick."""
+    message's lease. The sweeper looks this far ahead in the index (and re-reads each candidate), so a
+    crashed attempt is still re-driven at its lease: with the defaults, its invocation's deadline plus
+    the 3 s margin, plus up to one sweeper tick."""
     checkpoint_records: int = Field(default=100, ge=1, le=10_000)
     """At most this many step records between two checkpoints (records that also hold the whole context):
     a delivery reads the history from the latest one, so its read is bounded however long the history."""
@@ -82,6 +83,10 @@ class EngineSettings(BaseModel):
     each time (``resends``), at most 2**this times the lease: under a backlog, copies per execution
     grow with the logarithm of the backlog's age, not linearly."""
     ledger: bool = True
+    backlog_marks: bool = True
+    """Workers mark a queue backlog (a record that waited half a lease) and the sweeper leaves a queued
+    message that may still be behind it alone (``backlog.py``); ``LOOM_BACKLOG_MARKS=0``: the lease alone
+    decides."""
     """Count each execution's requests, units, messages and worker time on its item (``LOOM_LEDGER=0``: off)."""
     history_grace_s: float = Field(default=86400.0, ge=0)
     """History items are written with ``expires_at`` = written + retention + this; executions that

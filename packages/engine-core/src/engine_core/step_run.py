@@ -80,9 +80,10 @@ class _FanOutItems:
         if delay > life.settings.max_queue_delay_s:
             return
         e = self.run.execution
+        delay_s = max(0, math.ceil(delay))
         life.queue.send(StepMessage(execution_id=self.eid, step=branch.step_index, version=e.version,
                                     branch=branch.branch, branch_version=branch.version,
-                                    checkpoint=message_checkpoint(e)), delay_s=max(0, math.ceil(delay)))
+                                    checkpoint=message_checkpoint(e), delay_s=delay_s or None), delay_s=delay_s)
 
     def load_execution(self) -> Execution | None:
         return self.store.load(self.eid)

@@ -7,6 +7,7 @@ is enqueued. Two overlapping sweeps, or a sweep racing a worker, claim each exec
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 from collections import Counter
@@ -14,13 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import faults
+from .backlog import BacklogMark, behind_backlog
 from .clock import Clock
 from .errors import CorruptStateError, StorageError
 from .lifecycle import Lifecycle, UsesLifecycle
 from .model import Timer
+from .transitions import message_was_queued
 from .ports import EventPublisher, Metrics, NullMetrics, StateStore, StepQueue
 from .registry import REGISTRY, Registry
 from .settings import EngineSettings
+from .steps import FanOutSpec
 
 log = logging.getLogger("engine_core.sweeper")
 
@@ -35,7 +39,8 @@ class SweepReport:
     redriven: Counter = field(default_factory=Counter)
     """Executions claimed and re-enqueued, by reason."""
     skipped: Counter = field(default_factory=Counter)
-    """Candidates left alone, by reason (not_due, terminal, gone, lost_race)."""
+    """Candidates left alone, by reason (not_due, terminal, gone, lost_race, behind_backlog: a queued message
+    the workers have not reached yet, ``backlog.py``)."""
     finalized: int = 0
     """Ended executions whose housekeeping the worker never finished (it died after the terminal commit)."""
     index_items_read: int = 0
@@ -62,11 +67,13 @@ class Sweeper(UsesLifecycle):
         self.settings = settings or EngineSettings()
         self.registry, self.metrics, self.page_size = registry, metrics or NullMetrics(), page_size
         self.life = Lifecycle(store, queue, registry, clock, self.settings, self.metrics, events)
+        self._mark: BacklogMark | None | bool = False
 
     def sweep(self, remaining_ms: Callable[[], int] | None = None, reserve_ms: int = 5000) -> SweepReport:
         """One tick over every shard, claiming at most ``settings.sweep_max_items`` executions.
         A storage error on one execution or one shard is logged and counted; the tick goes on."""
         report = SweepReport()
+        self._mark: BacklogMark | None | bool = False  # read at the first queued candidate of this tick
         shards = self.settings.shards
         per_shard = max(1, math.ceil(self.settings.sweep_max_items / shards))
         # Start at a different shard each tick so a backlog in one never starves the others.
@@ -98,9 +105,11 @@ class Sweeper(UsesLifecycle):
 
     def _sweep_shard(self, shard: int, budget: int, report: SweepReport, remaining_ms, reserve_ms: int) -> None:
         cursor, claimed = None, 0
-        now = self.clock.now()
+        # A claimed attempt's index key may lie up to ``slack_s`` past its lease (it spares index writes
+        # along a chain): look that far ahead, so a dead attempt is re-driven at its lease, not slack later.
+        horizon = self.clock.now() + dt.timedelta(seconds=self.settings.slack_s)
         while claimed < budget:
-            page = self.store.query_due(shard, now, min(self.page_size, budget - claimed), cursor)
+            page = self.store.query_due(shard, horizon, min(self.page_size, budget - claimed), cursor)
             report.index_items_read += page.read_count
             for ref in page.items:
                 if self._one(ref.execution_id, report, self._redrive):
@@ -134,8 +143,13 @@ class Sweeper(UsesLifecycle):
         if e.status.is_terminal:
             report.skipped["terminal"] += 1
             return False
-        if e.next_wake_at is None or e.next_wake_at > now:
-            report.skipped["not_due"] += 1  # the index was stale: someone moved it on
+        due = e.next_wake_at if e.timer in (None, Timer.LEASE) else e.due_at
+        if due is None or due > now:
+            report.skipped["not_due"] += 1  # the index was stale (someone moved it on), or it is due shortly
+            return False
+        if self._awaits_its_message(e) and behind_backlog(e, self._backlog_mark(), now, self.settings.lease_s,
+                                                          self.settings.function_timeout_s):
+            report.skipped["behind_backlog"] += 1  # its message may still be queued: looked at again next tick
             return False
         reason = REASONS[e.timer or Timer.LEASE]
         new = self.life.redrive(e)
@@ -150,6 +164,33 @@ class Sweeper(UsesLifecycle):
                                                "step_index": e.current_step, "attempt": e.attempt or None,
                                                "reason": reason})
         return True
+
+    def _awaits_its_message(self, e) -> bool:
+        """A message was sent for the execution's current (step, version) and no worker claimed it. Not a
+        fanned-out parallel or map step's lease (``attempt`` >= 1, not re-sent): that is its reconcile
+        period, and no message waits for it."""
+        if not message_was_queued(e):
+            return False
+        return not (e.attempt >= 1 and e.resends == 0 and self._fans_out(e))
+
+    def _fans_out(self, e) -> bool:
+        code = e.code_position
+        if code is not None:
+            return code.kind == "fanout"
+        wf = self.registry.get(e.workflow) if e.workflow in self.registry else None
+        return wf is not None and e.current_step < len(wf.steps) and isinstance(wf.steps[e.current_step].kind, FanOutSpec)
+
+    def _backlog_mark(self) -> BacklogMark | None:
+        """The workers' backlog mark, read once per tick (None: none, unreadable, or marks are off)."""
+        if self._mark is False:
+            self._mark = None
+            if self.settings.backlog_marks:
+                try:
+                    self._mark = self.store.get_backlog_mark()
+                except (CorruptStateError, StorageError) as exc:
+                    log.warning("the queue's backlog mark could not be read; leases decide this tick", extra={
+                        "error": str(exc), "execution_id": None, "workflow": None, "step": None, "attempt": None})
+        return self._mark
 
     def _step_name(self, workflow: str, index: int) -> str | None:
         if workflow in self.registry and index < len(self.registry.get(workflow).steps):

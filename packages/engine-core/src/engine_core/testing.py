@@ -61,6 +61,7 @@ class LocalRunner:
         batch = self.queue.receive()
         if batch:
             for m in batch:
+                self.engine.backlog.observe(m.body, m.sent_at)
                 try:
                     self.outcomes.append(self.engine.process(m.body))
                 except Exception as exc:  # like a failed batch item: not acknowledged, redelivered later

@@ -4,10 +4,12 @@ every message until the test delivers it, as a backlog would. Counted from the q
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections import Counter
 
 from engine_core import EngineSettings, Registry, sleep, workflow
+from engine_core.backlog import BacklogMark
 from engine_core.testing import LocalRunner
 
 LEASE_S = 360.0  # the Terraform default: the step queue's visibility timeout (6 x the worker's 60 s)
@@ -92,3 +94,122 @@ def test_a_wake_sends_its_message_and_the_sweeper_does_not_send_another():
         runner.clock.advance(60)
         runner.sweeper.sweep()
     assert copies(runner, eid) == 1
+
+
+def drain_a_growing_backlog(marks: bool, lose: int | None = None) -> dict:
+    """90 starts, one every 20 s, while the fleet receives one message every 30 s (the backlog grows to a
+    15-minute wait), the sweeper ticking every minute; ``lose``: the start whose first message is lost.
+    Returns what the queue and the engine counted."""
+    registry, runs = Registry(), Counter()
+    flow(registry, runs)
+    runner = LocalRunner(registry, settings=EngineSettings(lease_s=LEASE_S, backlog_marks=marks))
+    ids: list[str] = []
+    lost_id, lost_at, redriven_at = None, None, None
+    for tick in range(1, 100_000):
+        runner.clock.advance(10)
+        t = tick * 10
+        if t % 20 == 0 and len(ids) < 90:
+            ids.append(runner.start("backlogged", {}))
+            if len(ids) == lose:
+                lost_id, lost_at = ids[-1], t
+                runner.queue.messages = [m for m in runner.queue.messages if m.body.execution_id != lost_id]
+        if t % 30 == 0:
+            for m in runner.queue.receive(1):
+                runner.engine.backlog.observe(m.body, m.sent_at)
+                runner.outcomes.append(runner.engine.process(m.body))
+                runner.queue.ack(m)
+        if t % 60 == 0:
+            runner.sweeper.sweep()
+        if lost_id and redriven_at is None and copies(runner, lost_id):
+            redriven_at = t
+        if len(ids) == 90 and not runner.queue.messages and all(
+                runner.engine.get(eid).status.is_terminal for eid in ids):
+            break
+    return {"ids": ids, "runs": runs, "statuses": Counter(runner.engine.get(eid).status.value for eid in ids),
+            "stale": sum(1 for o in runner.outcomes if o.kind == "stale"), "sent": runner.queue.sent,
+            "lost_at": lost_at, "redriven_at": redriven_at, "marks": runner.engine.backlog.marks_written,
+            "ended_at": t}
+
+
+def test_a_growing_backlog_with_backlog_marks_sends_no_copy_and_each_step_runs_once():
+    # when: the fleet falls 15 minutes behind (2.5 leases) and the workers mark the backlog they see
+    got = drain_a_growing_backlog(marks=True)
+
+    # then: the sweeper re-sent nothing (every send is a start's first message): no stale delivery
+    assert got["marks"] > 0
+    assert got["statuses"] == {"COMPLETED": 90}
+    assert got["sent"] == 90 and got["stale"] == 0
+    assert all(got["runs"][eid] == 1 for eid in got["ids"])
+
+
+def test_a_growing_backlog_without_backlog_marks_is_redriven_on_leases_and_its_copies_are_stale():
+    # the same run with the marks off (LOOM_BACKLOG_MARKS=0): the lease alone decides
+    got = drain_a_growing_backlog(marks=False)
+
+    assert got["marks"] == 0
+    assert got["statuses"] == {"COMPLETED": 90}
+    assert got["sent"] > 90 and got["stale"] == got["sent"] - 90
+    assert all(got["runs"][eid] == 1 for eid in got["ids"])
+
+
+def test_a_message_lost_behind_a_backlog_is_redriven_once_the_workers_pass_it_by_a_lease():
+    # given: the 30th start's message (sent at 600 s) is lost while the backlog grows
+    got = drain_a_growing_backlog(marks=True, lose=30)
+
+    # then: re-driven once the workers receive messages visible a lease after it (sent at 960 s,
+    # received at 1,440 s when the fleet drains at 2/3 of the arrival rate), within one mark interval
+    # (a quarter lease) and one sweeper tick; its step runs once and no other copy was sent
+    workers_pass_it = (got["lost_at"] + LEASE_S) * 1.5
+    assert workers_pass_it <= got["redriven_at"] <= workers_pass_it + LEASE_S / 4 + 60 + 30
+    assert got["statuses"] == {"COMPLETED": 90}
+    assert got["sent"] == 91 and got["stale"] == 0
+    assert all(got["runs"][eid] == 1 for eid in got["ids"])
+
+
+def test_a_lost_message_under_a_backlog_that_ends_is_redriven_when_the_mark_goes_stale():
+    # given: a backlog marked by the workers, then the fleet stops receiving altogether (a throttle to 0)
+    registry, runs = Registry(), Counter()
+    flow(registry, runs)
+    runner = LocalRunner(registry, settings=EngineSettings(lease_s=LEASE_S))
+    old = runner.start("backlogged", {})
+    runner.clock.advance(LEASE_S)
+    (m,) = runner.queue.receive(1)
+    assert runner.engine.backlog.observe(m.body, m.sent_at) is not None  # waited a lease: marked
+    runner.engine.process(m.body)
+    runner.queue.ack(m)
+    marked_at = runner.clock.now()
+    eid = runner.start("backlogged", {})
+    runner.queue.purge()  # its message is lost
+    # when: the sweeper ticks every minute and no worker receives anything
+    redriven_after = None
+    for minute in range(1, 40):
+        runner.clock.advance(60)
+        runner.sweeper.sweep()
+        if copies(runner, eid):
+            redriven_after = (runner.clock.now() - marked_at).total_seconds()
+            break
+    # then: not while the mark is fresh (two leases), and within a tick after it goes stale
+    assert redriven_after is not None and 2 * LEASE_S < redriven_after <= 2 * LEASE_S + 60
+    assert runner.run_until_done(eid).status.value == "COMPLETED" and runs[eid] == 1 and runs[old] == 1
+
+
+def test_a_due_sleep_whose_delayed_message_waits_behind_a_marked_backlog_is_not_sent_again():
+    registry, runs = Registry(), Counter()
+    flow(registry, runs)
+    runner = LocalRunner(registry, settings=EngineSettings(lease_s=LEASE_S))
+    eid = runner.start("napping", {})
+    while runner.engine.get(eid).status.value != "SLEEPING":
+        runner.step_once()
+    wake = runner.engine.get(eid).next_wake_at
+    # when: past the wake and its lease, the workers are still receiving messages that became visible
+    # before the wake (they mark it every tick), and the sweeper ticks
+    for _ in range(20):
+        runner.clock.advance(60)
+        behind = runner.clock.now() - wake - dt.timedelta(seconds=LEASE_S / 2)
+        runner.store.put_backlog_mark(BacklogMark(visible_at=wake - dt.timedelta(seconds=60) + behind / 2,
+                                                  observed_at=runner.clock.now()))
+        runner.sweeper.sweep()
+    # then: the sleep's own message is the only one; it wakes the execution
+    assert runner.clock.now() > wake + dt.timedelta(seconds=2 * LEASE_S)
+    assert copies(runner, eid) == 1
+    assert runner.run_until_done(eid).status.value == "COMPLETED" and runs[eid] == 1

@@ -685,6 +685,54 @@ def test_crashed_attempt_is_redriven_when_its_claim_runs_out_not_before(registry
     assert record.attempts == 2 and record.started_at <= t0 + dt.timedelta(seconds=30 + 63 + 2)
 
 
+def test_crashed_attempt_is_redriven_at_its_claim_expiry_though_its_index_key_lies_slack_later(registry):
+    # given: a 30 s index slack; an attempt claimed 10 s into its message's lease, whose worker then dies
+    calls = Counter()
+
+    def body(ctx):
+        calls["a"] += 1
+        if calls["a"] == 1:
+            raise Crash("killed mid-step")
+        return {}
+
+    registry.register(build_workflow("slack", [step(body, name="a")], step_timeout_s=60))
+    runner = make_runner(registry, lease_s=120, index_slack_s=30)
+    eid = runner.start("slack")
+    runner.queue.purge()
+    runner.clock.advance(seconds=10)
+    with pytest.raises(Crash):
+        runner.engine.process(StepMessage(execution_id=eid, step=0, version=1))
+    claimed = runner.engine.get(eid)
+    assert claimed.index_at == claimed.next_wake_at + dt.timedelta(seconds=30)
+    # when: the sweeper ticks one second before the claim runs out, then one second after it
+    runner.clock.set(claimed.next_wake_at - dt.timedelta(seconds=1))
+    before = runner.sweeper.sweep()
+    runner.clock.set(claimed.next_wake_at + dt.timedelta(seconds=1))
+    after = runner.sweeper.sweep()
+    # then: left alone while the claim holds, re-driven once it ran out, 29 s before its index key
+    assert before.total_redriven == 0
+    assert after.redriven == {"stalled_lease": 1}
+    assert run(runner, eid).status is Status.COMPLETED and calls["a"] == 2
+
+
+def test_a_delayed_timer_message_is_not_redriven_before_its_lease_though_the_sweeper_reads_slack_ahead(registry):
+    # given: a 5-minute sleep whose message rides DelaySeconds: its index key is the wake plus a lease
+    registry.register(build_workflow("nap", [step(lambda ctx: {}, name="a"), sleep(minutes=5),
+                                             step(lambda ctx: {}, name="b")]))
+    runner = make_runner(registry, lease_s=120, index_slack_s=30)
+    eid = runner.start("nap")
+    while runner.engine.get(eid).status is not Status.SLEEPING:
+        runner.step_once()
+    e = runner.engine.get(eid)
+    assert e.index_at == e.next_wake_at + dt.timedelta(seconds=120)
+    # when: the sweeper ticks inside the slack before the index key
+    runner.clock.set(e.index_at - dt.timedelta(seconds=10))
+    report = runner.sweeper.sweep()
+    # then: nothing sent (the sleep's own message is still within its lease)
+    assert report.total_redriven == 0 and report.skipped["not_due"] == 1
+    assert sum(1 for m in runner.queue.messages if m.body.execution_id == eid) == 1
+
+
 def test_worker_dying_after_the_terminal_commit_with_no_message_left_is_finalized_by_the_sweeper(registry):
     # given: the last step's worker dies after the checkpoint, and its message is gone
     def poison(ctx):

@@ -189,6 +189,20 @@ def test_backlog_seeds_redrive_queued_messages_within_the_doubling_schedule():
     assert all(r.ok for r in results), [r.violations[:3] for r in results if not r.ok]
     stats = sum((r.stats for r in results), start=__import__("collections").Counter())
     assert stats["queue.backlogged"] > 100 and stats["backlog.stretches_of_several_copies"] >= 10, stats
+    # and the workers' backlog mark held the sweeper back from re-sending messages only queued
+    assert stats["sweep.skipped.behind_backlog"] > 100, stats
+
+
+def test_a_sweeper_that_never_redrives_a_message_behind_a_backlog_mark_is_caught(monkeypatch):
+    # given: a sweeper that trusts the mark forever, so a message lost under a backlog is never re-sent
+    from engine_core import sweeper
+
+    monkeypatch.setattr(sweeper, "behind_backlog", lambda *args: True)
+    # when
+    results = [run_seed(seed) for seed in _backlog_seeds(12)]
+    # then: the executions whose message was lost never end
+    hits = [v for r in results for v in r.violations if "not terminal within" in v]
+    assert hits, [r.violations[:2] for r in results]
 
 
 def test_a_sweeper_that_redrives_every_lease_under_a_backlog_is_caught(monkeypatch):
@@ -198,8 +212,8 @@ def test_a_sweeper_that_redrives_every_lease_under_a_backlog_is_caught(monkeypat
     real = transitions.redriven
     monkeypatch.setattr(transitions, "redriven",
                         lambda e, now, lease_s, slack_s, max_doublings=6: real(e, now, lease_s, slack_s, 0))
-    # when
-    results = [run_seed(seed) for seed in _backlog_seeds(12)]
+    # when: the workers' backlog mark off, so the lease alone decides when to re-send
+    results = [run_seed(seed, backlog_marks=False) for seed in _backlog_seeds(12)]
     # then
     hits = [v for r in results for v in r.violations if "a backlog is multiplied" in v]
     assert hits, [r.violations[:2] for r in results]

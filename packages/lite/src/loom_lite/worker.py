@@ -11,6 +11,7 @@ It runs on the main thread: a step's timeout is a SIGALRM there (``engine_core._
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -58,6 +59,8 @@ class Worker:
             log.error("message %s is not a step message (%d problems); after %d receives it moves to the dead "
                       "letters", received.message_id, exc.error_count(), self.queue.max_receives)
             return None
+        sent_at = None if received.sent_at is None else dt.datetime.fromtimestamp(received.sent_at, tz=dt.timezone.utc)
+        self.engine.backlog.observe(message, sent_at)
         deadline = time.monotonic() + self.delivery_s
         try:
             outcome = self.engine.process(message, remaining_ms=lambda: int((deadline - time.monotonic()) * 1000))

@@ -24,6 +24,7 @@ import io
 import json
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -226,13 +227,16 @@ def sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
     return {"Records": records}
 
 
-def records_event(bodies: list[str]) -> dict[str, Any]:
-    """An SQS event with the given bodies and fresh message ids (for batches built by hand)."""
+def records_event(bodies: list[str], sent_s_ago: float = 0.0) -> dict[str, Any]:
+    """An SQS event with the given bodies and fresh message ids (for batches built by hand), sent
+    ``sent_s_ago`` seconds ago (``SentTimestamp``: how long the records waited in the queue)."""
     template = load_event("sqs_step_batch")["Records"][0]
     records = []
+    sent_ms = str(int((time.time() - sent_s_ago) * 1000))
     for body in bodies:
         record = copy.deepcopy(template)
         record.update(messageId=str(uuid.uuid4()), body=body, md5OfBody=hashlib.md5(body.encode()).hexdigest())
+        record["attributes"]["SentTimestamp"] = sent_ms
         records.append(record)
     return {"Records": records}
 

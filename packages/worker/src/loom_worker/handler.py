@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from engine_core import InsufficientTimeError, MalformedMessageError, StepMessage
 from engine_core.adapters.lambda_runtime import lambda_setup
+from engine_core.backlog import sent_at_from_ms
 from engine_core.engine import check_fits
 
 setup = lambda_setup()
@@ -47,6 +48,7 @@ class _RecordHandler:
             raise MalformedMessageError(f"message {record.message_id} is not a step message") from None
         # message_id on every line of the record: a report joins each delivery to its outcome by it
         logger.append_keys(execution_id=message.execution_id, step_index=message.step, message_id=record.message_id)
+        runtime.engine.backlog.observe(message, sent_at_from_ms(record.attributes.get("SentTimestamp")))
         try:
             outcome = runtime.engine.process(message, remaining_ms=self.remaining_ms, yield_after_ms=self.share_ms)
         except InsufficientTimeError as exc:

@@ -73,7 +73,7 @@ from ._items import (
 )
 from . import _dynamo_batch as _batch
 from . import _dynamo_branches as _fanout_items
-from ._schedule_items import SCHEDULE_PREFIX, SCHEDULE_SK, schedule_from_attrs, schedule_to_attrs
+from . import _dynamo_singletons as _singletons
 from ._dynamo_wire import (
     WRITE_TOKEN,
     _KEYS,
@@ -613,35 +613,18 @@ class DynamoStore:
     def branches_page(self, execution_id: str, step_index: int, limit: int, after: int | None = None) -> HistoryPage:
         return _fanout_items.branches_page(self, execution_id, step_index, limit, after)
 
-
-    # -- schedules: SCHED#<name> / #SCHEDULE, one item per schedule ----------------------------
+    # -- one-item records (``_dynamo_singletons.py``): schedules, the queue's backlog mark -------------------
     def get_schedule(self, name: str) -> Any | None:
-        with _translated("GetItem"):
-            resp = self.client.get_item(TableName=self.table, ConsistentRead=True, **self._capacity,
-                                        Key=_to_item({"PK": SCHEDULE_PREFIX + name, "SK": SCHEDULE_SK}))
-        item = resp.get("Item")
-        if item is None:
-            return None
-        attrs = _from_item(item)
-        for key in _KEYS:
-            attrs.pop(key, None)
-        return schedule_from_attrs(attrs)
+        return _singletons.get_schedule(self, name)
 
     def put_schedule(self, record: Any) -> bool:
-        # The record only moves forward in (scheduled_at, revision) order: a late older firing, or a copy of
-        # the same firing that read before another one wrote, loses and writes nothing.
-        newer_firing = "scheduled_at < :at"
-        same_firing_later_revision = "(scheduled_at = :at AND (attribute_not_exists(revision) OR revision < :rev))"
-        try:
-            with _translated("PutItem"):
-                self.client.put_item(
-                    TableName=self.table,
-                    Item=_to_item({**schedule_to_attrs(record), "PK": SCHEDULE_PREFIX + record.name, "SK": SCHEDULE_SK}),
-                    ConditionExpression=f"attribute_not_exists(scheduled_at) OR {newer_firing} OR {same_firing_later_revision}",
-                    ExpressionAttributeValues=_to_item({":at": format_ts(record.scheduled_at), ":rev": record.revision}),
-                    **self._capacity)
-        except _ConditionFailed:
-            return False
-        return True
+        return _singletons.put_schedule(self, record)
+
+    def get_backlog_mark(self) -> Any | None:
+        return _singletons.get_backlog_mark(self)
+
+    def put_backlog_mark(self, mark: Any) -> bool:
+        return _singletons.put_backlog_mark(self, mark)
+
 
 __all__ = ["DynamoStore", "CorruptStateError"]

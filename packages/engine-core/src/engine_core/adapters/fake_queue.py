@@ -20,6 +20,8 @@ class QueuedMessage:
     body: StepMessage
     visible_at: dt.datetime
     receive_count: int = 0
+    sent_at: dt.datetime | None = None
+    """When it was sent (SQS's ``SentTimestamp``)."""
 
 
 @dataclass
@@ -56,8 +58,9 @@ class FakeQueue:
         for _ in range(copies):
             extra = self._rng.uniform(0, self.max_extra_delay_s) if self.max_extra_delay_s else 0.0
             self._next_id += 1
-            visible = self.clock.now() + dt.timedelta(seconds=delay_s + extra)
-            self.messages.append(QueuedMessage(self._next_id, message, visible))
+            now = self.clock.now()
+            self.messages.append(QueuedMessage(self._next_id, message, now + dt.timedelta(seconds=delay_s + extra),
+                                               sent_at=now))
 
     def send_dead_letter(self, body: dict[str, Any]) -> None:
         self.dead_letters.append(body)

@@ -22,6 +22,7 @@ from ..settings import EngineSettings
 from ..sharding import shard_of
 from ..model import Branch, Join
 from ..schedules.record import ScheduleRecord
+from ._backlog_items import mark_from_attrs, mark_moves_forward, mark_to_attrs
 from ._schedule_items import schedule_from_attrs, schedule_replaceable, schedule_to_attrs
 from ._items import (
     LIVE,
@@ -79,6 +80,7 @@ class MemoryStore:
         self.branch_items: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
         """A fan-out step's branches, by (execution, step): their own partition on DynamoDB."""
         self.schedules: dict[str, dict[str, Any]] = {}
+        self.backlog_mark: dict[str, Any] | None = None
         """Schedule records by name (``SCHED#<name>`` on DynamoDB)."""
         self.calls: dict[str, int] = {}
         self.ledger_meters: list[Any] = []
@@ -455,6 +457,18 @@ class MemoryStore:
         if stored is not None and not schedule_replaceable(stored, record):
             return False
         self.schedules[record.name] = schedule_to_attrs(record)
+        return True
+
+    # -- the queue's backlog mark ------------------------------------------------------------------
+    def get_backlog_mark(self) -> Any | None:
+        self._count("get_backlog_mark")
+        return None if self.backlog_mark is None else mark_from_attrs(dict(self.backlog_mark))
+
+    def put_backlog_mark(self, mark: Any) -> bool:
+        self._count("put_backlog_mark")
+        if not mark_moves_forward(self.backlog_mark, mark):
+            return False
+        self.backlog_mark = mark_to_attrs(mark)
         return True
 
 

@@ -78,6 +78,7 @@ from ._items import (
     valid_list_key,
     with_start_attrs,
 )
+from ._backlog_items import BACKLOG_PK, BACKLOG_SK, mark_from_attrs, mark_moves_forward, mark_to_attrs
 from ._schedule_items import SCHEDULE_PREFIX, SCHEDULE_SK, schedule_from_attrs, schedule_replaceable, schedule_to_attrs
 from .sqlite_db import (
     BUSY_TIMEOUT_ENV,
@@ -401,6 +402,21 @@ class SqliteStore:
             if stored is not None and not schedule_replaceable(stored, record):
                 return False
             put_item(conn, pk, SCHEDULE_SK, schedule_to_attrs(record))
+        return True
+
+    # -- the queue's backlog mark: QUEUE#backlog / #MARK -------------------------------------------------------
+    def get_backlog_mark(self) -> Any | None:
+        with self.db.read() as conn:
+            raw = get_raw(conn, BACKLOG_PK, BACKLOG_SK)
+        return None if raw is None else mark_from_attrs(attrs_of(raw))
+
+    def put_backlog_mark(self, mark: Any) -> bool:
+        """The mark moves to a later visible time only; read and write in one transaction."""
+        with self.db.write() as conn:
+            raw = get_raw(conn, BACKLOG_PK, BACKLOG_SK)
+            if not mark_moves_forward(None if raw is None else readable(raw), mark):
+                return False
+            put_item(conn, BACKLOG_PK, BACKLOG_SK, mark_to_attrs(mark))
         return True
 
     # -- parallel and map steps (``sqlite_branches.py``) -----------------------------------------------------

@@ -40,6 +40,8 @@ class Received:
     body: str
     receipt: str
     receive_count: int
+    sent_at: float | None = None
+    """When it was sent (epoch seconds, SQS's ``SentTimestamp``)."""
 
 
 class SqliteQueue:
@@ -86,9 +88,9 @@ class SqliteQueue:
                 return []
         out: list[Received] = []
         with self.db.write(durable=False) as conn:
-            rows = conn.execute("SELECT id, body, receive_count FROM queue WHERE visible_at <= ? ORDER BY visible_at, id "
+            rows = conn.execute("SELECT id, body, receive_count, sent_at FROM queue WHERE visible_at <= ? ORDER BY visible_at, id "
                                 "LIMIT ?", (now, max_messages * 2 + 8)).fetchall()
-            for message_id, body, count in rows:
+            for message_id, body, count, sent_at in rows:
                 if len(out) == max_messages:
                     break
                 if count >= self.max_receives:  # SQS moves it on the receive after maxReceiveCount
@@ -99,7 +101,7 @@ class SqliteQueue:
                 receipt = uuid.uuid4().hex
                 conn.execute("UPDATE queue SET receive_count = ?, visible_at = ?, receipt = ? WHERE id = ?",
                              (count + 1, now + visibility_timeout_s, receipt, message_id))
-                out.append(Received(message_id, body, receipt, count + 1))
+                out.append(Received(message_id, body, receipt, count + 1, sent_at))
         return out
 
     def ack(self, receipt: str) -> bool:

@@ -113,7 +113,7 @@ class SimConfig:
             f"  settings: shards={s.shards} lease_s={s.lease_s:g} max_queue_delay_s={s.max_queue_delay_s} "
             f"time_margin_ms={s.time_margin_ms} sweep_max_items={s.sweep_max_items} max_steps={s.max_steps} "
             f"max_total_attempts={s.max_total_attempts} max_chain_steps={s.max_chain_steps} "
-            f"index_slack_s={s.index_slack_s:g} history_grace_s={s.history_grace_s:g}",
+            f"index_slack_s={s.index_slack_s:g} history_grace_s={s.history_grace_s:g} backlog_marks={s.backlog_marks}",
             f"  invocations: deadline on {self.deadline_rate:.0%} of deliveries, {self.invocation_s:g}s each; "
             f"bodies take up to {self.body_time:.0%} of their budget",
             f"  queue: visibility={self.visibility_s:g}s max_receives={self.max_receives}; sweeper page_size={self.page_size}",
@@ -143,6 +143,8 @@ def make_config(seed: int, **overrides: Any) -> SimConfig:
         history_grace_s=rng.choice([86400.0, 86400.0, 600.0, 0.0]),
         # Its own draw, so the draws above (and every seed's run without it) stay as they were.
         checkpoint_records=random.Random(f"loomsim-checkpoint:{seed}").choice([1, 2, 3, 100]),
+        # The workers' backlog mark, off in a quarter of the seeds (its own draw): the lease alone decides.
+        backlog_marks=overrides.pop("backlog_marks", random.Random(f"loomsim-marks:{seed}").random() >= 0.25),
     )
     # Most seeds mix every fault at random rates; the rest concentrate on one theme, so that rare
     # combinations (a stopped worker whose message comes back, then a crash at its checkpoint) occur.
@@ -623,6 +625,7 @@ class Simulation:
             if op.deadline is not None:
                 deadline = op.deadline
                 remaining = lambda: max(0, int((deadline - self.clock.now()).total_seconds() * 1000))  # noqa: E731
+            self.engine.backlog.observe(m.body, m.sent_at)  # as the worker does, before the record's step
             try:
                 outcome = self.engine.process(m.body, remaining_ms=remaining)
             except REDELIVER as exc:  # the handler raised: SQS redelivers after the visibility timeout

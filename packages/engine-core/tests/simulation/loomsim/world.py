@@ -103,6 +103,7 @@ class SimMessage:
     visible_at: dt.datetime
     receives: int = 0
     copy_of: int | None = None
+    sent_at: dt.datetime | None = None
 
 
 BACKLOG_MAX_LEASES = 6
@@ -127,9 +128,10 @@ class SimQueue:
         self.lost: set[int] = set()
         self._next_id = 0
 
-    def _add(self, body: StepMessage, visible_at: dt.datetime, copy_of: int | None = None) -> SimMessage:
+    def _add(self, body: StepMessage, visible_at: dt.datetime, copy_of: int | None = None,
+             sent_at: dt.datetime | None = None) -> SimMessage:
         self._next_id += 1
-        m = SimMessage(self._next_id, body, visible_at, copy_of=copy_of)
+        m = SimMessage(self._next_id, body, visible_at, copy_of=copy_of, sent_at=sent_at or self.sim.clock.now())
         self.messages[m.mid] = m
         return m
 
@@ -184,7 +186,7 @@ class SimQueue:
 
     def duplicate(self, m: SimMessage) -> None:
         """SQS handed out a second copy of a message (at-least-once delivery)."""
-        self._add(m.body, self.sim.clock.now(), copy_of=m.mid)
+        self._add(m.body, self.sim.clock.now(), copy_of=m.mid, sent_at=m.sent_at)
 
     def lose(self, m: SimMessage) -> None:
         del self.messages[m.mid]
