@@ -46,7 +46,8 @@ def test_role_policy_grants_exactly_the_contract(deployed: Deployed, role: str) 
         | {(f"dynamodb:{a}", table) for a in ("GetItem", "PutItem", "UpdateItem", "Query")}
         | {("sqs:SendMessage", queue), ("sqs:SendMessage", dlq)},
         "control_plane": {(f"dynamodb:{a}", table) for a in ("PutItem", "GetItem", "UpdateItem", "Query", "BatchGetItem")}
-        | {("dynamodb:Query", f"{table}/index/GSI2"), ("sqs:SendMessage", queue)},
+        | {("dynamodb:Query", f"{table}/index/GSI2"), ("dynamodb:Query", f"{table}/index/GSI1"),
+           ("sqs:SendMessage", queue)},
     }[role] | logs
     if deployed.spec.status_events:
         expected |= {("events:PutEvents", out["status_event_bus_arn"])}
@@ -73,7 +74,8 @@ _LIST_ONLY = {"batch_get_item"}
 
 def test_roles_cover_every_aws_call_engine_core_makes(deployed: Deployed) -> None:
     # given: the boto3 operations engine-core's adapters call (the worker runs every path but listing)
-    sources = [_ENGINE / "adapters" / name for name in ("dynamodb.py", "_dynamo_branches.py", "sqs.py")]
+    sources = [_ENGINE / "adapters" / name for name in ("dynamodb.py", "_dynamo_branches.py", "sqs.py",
+                                                        "_dynamo_batch.py")]
     calls = {op for src in sources for op in re.findall(r"(?:self|store)\.client\.([a-z_]+)\(", src.read_text("utf-8"))}
     unknown = calls - set(_IAM_FOR)
     assert not unknown, (f"engine-core now calls {sorted(unknown)}: grant it in terraform/modules/loom/iam.tf "

@@ -69,6 +69,13 @@ locals {
       resources = [try("${module.table.table_arn}/index/${module.table.list_index_name}", null)]
     },
     {
+      # GET /workflows (loom workflows, loom versions check, the console) counts the executions live on each
+      # workflow version: the due index (keys only) lists exactly the live ones.
+      sid       = "QueryDueIndex"
+      actions   = ["dynamodb:Query"]
+      resources = [try("${module.table.table_arn}/index/${module.table.gsi_name}", null)]
+    },
+    {
       sid       = "SendStepMessages"
       actions   = ["sqs:SendMessage"]
       resources = [module.queue.queue_arn]

@@ -26,7 +26,8 @@ def _definition(client: LoomClient, name: str) -> Workflow | None:
 
 
 def start(client: LoomClient, args) -> int:
-    started = client.start(args.workflow, json_object(args.input, "--input"), idempotency_token=args.token)
+    started = client.start(args.workflow, json_object(args.input, "--input"), idempotency_token=args.token,
+                           version=args.version)
     if args.json:
         print_json(started.document())
     else:
@@ -42,7 +43,8 @@ def status(client: LoomClient, args) -> int:
     if args.json:
         print_json(e.document())
     else:
-        print(execution_table(e, _definition(client, e.workflow) if e.status == "SLEEPING" else None))
+        wf = _definition(client, e.workflow) if e.status == "SLEEPING" else None
+        print(execution_table(e, wf if wf is not None and wf.version == e.workflow_version else None))
     return 0
 
 
@@ -101,11 +103,12 @@ def cancel(client: LoomClient, args) -> int:
 
 
 def redrive(client: LoomClient, args) -> int:
-    e = client.redrive(args.execution_id)
+    e = client.redrive(args.execution_id, to_version=args.to_version)
     if args.json:
         print_json(e.document())
     else:
-        print(f"{e.execution_id}  {e.workflow}  {e.status}  redriven from step {step_label(e)} (redrive {e.redrives})")
+        onto = f" on version {e.workflow_version}" if args.to_version is not None else ""
+        print(f"{e.execution_id}  {e.workflow}  {e.status}  redriven from step {step_label(e)}{onto} (redrive {e.redrives})")
     return 0
 
 
@@ -136,10 +139,17 @@ def send(client: LoomClient, args) -> int:
 
 
 def workflows(client: LoomClient, args) -> int:
+    doc = client.live_versions()
     if args.json:
-        print_json({"workflows": [w.document() for w in client.workflows()]})
-    else:
-        print(workflows_table(client.workflows()))
+        print_json(doc)
+        return 0
+    print(workflows_table([Workflow.model_validate(w) for w in doc.get("workflows", [])]))
+    for u in doc.get("undeployed", []):
+        print(f"WARNING: {u['live']} live execution(s) run on version {u['version']} of {u['workflow']!r}, which is not "
+              "deployed: each fails workflow_version_missing at its next delivery; deploy that version again")
+    live = doc.get("live") or {}
+    if live and not live.get("complete", True):
+        print(f"(live counts stopped at {live.get('read')} executions: each is a lower bound)")
     return 0
 
 

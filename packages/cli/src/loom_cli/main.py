@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from . import commands, cost, dev, dlq
+from . import commands, cost, dev, dlq, versions
 from .args import limit, port, positive, since
 from .sdk import LoomClient, LoomError
 from .sdk.client import INVALID_ARGUMENT
@@ -78,6 +78,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("workflow")
     s.add_argument("--input", default="{}", help="JSON object, or @file.json (default: {})")
     s.add_argument("--token", help="idempotency token: the same token and input start at most one execution")
+    s.add_argument("--version", type=positive, help="the workflow version to run (default: the newest deployed; "
+                                                    "`loom workflows` lists them)")
     s.add_argument("--watch", action="store_true", help="then watch it until it ends")
 
     command("status", commands.status, "show an execution (its error in full)")
@@ -101,7 +103,9 @@ def parser() -> argparse.ArgumentParser:
     c = command("cancel", commands.cancel, "end a live execution CANCELLED (a running step finishes; nothing after "
                                            "it runs; compensations undo the completed steps first)")
     c.add_argument("--reason", help="why, kept on the execution and in its history")
-    command("redrive", commands.redrive, "resume a FAILED execution from its failed step, with fresh attempts")
+    rd = command("redrive", commands.redrive, "resume a FAILED execution from its failed step, with fresh attempts")
+    rd.add_argument("--to-version", type=positive, help="resume on this version of its workflow (refused unless the "
+                                                        "steps before the failed one are the same there)")
     command("wake", commands.wake, "end the current sleep or retry backoff now (an event wait times out now: its "
                                    "default applies, or the step fails)")
     ev = command("send", commands.send, "send an event to an execution (delivered to its wait_for_event, or "
@@ -119,7 +123,9 @@ def parser() -> argparse.ArgumentParser:
                                                               "GET each; default 200)")
     ct.add_argument("--memory-mb", type=positive, default=512, help="the worker's memory, for Lambda duration "
                                                                     "(default 512, Terraform's worker_memory_mb)")
-    command("workflows", commands.workflows, "list registered workflows", execution_id=False)
+    command("workflows", commands.workflows, "list registered workflows, each version and the executions live on it",
+            execution_id=False)
+    versions.add_parser(sub)
     command("schedules", commands.schedules, "list the deployed schedules: expression, time zone, overlap, next firing, "
             "last firing with its outcome and execution", execution_id=False)
 

@@ -42,7 +42,9 @@ TOOLS = [
     ToolSpec("list_workflows", "List workflows",
              "List the workflows registered in this Loom deployment: each one's name, ordered steps (kind 'step', "
              "'sleep' with sleep_s, 'wait_for_event' with its event, 'map' or 'parallel'), retry policy, and "
-             "input_schema, the JSON Schema that start_execution's input must satisfy (null: any JSON object).",
+             "input_schema, the JSON Schema that start_execution's input must satisfy (null: any JSON object); "
+             "version (the newest, what a start runs) and versions: each deployed version with its steps and live, the "
+             "executions running on it to their end.",
              _obj({}), lambda c, a: {"workflows": [w.document() for w in c.workflows()]}, read_only=True,
              idempotent=True),
     ToolSpec("list_schedules", "List schedules",
@@ -62,10 +64,12 @@ TOOLS = [
                    "input": {"type": "object", "description": "The input, matching the workflow's input_schema.",
                              "default": {}},
                    "idempotency_token": {"type": "string", "minLength": 1,
-                                         "description": "Optional: start at most one execution per token."}},
+                                         "description": "Optional: start at most one execution per token."},
+                   "version": {"type": "integer", "minimum": 1,
+                               "description": "Optional: a version from list_workflows (default: the newest)."}},
                   ["workflow"]),
-             lambda c, a: c.start(a["workflow"], a.get("input", {}),
-                                  idempotency_token=a.get("idempotency_token")).document()),
+             lambda c, a: c.start(a["workflow"], a.get("input", {}), idempotency_token=a.get("idempotency_token"),
+                                  version=a.get("version")).document()),
     ToolSpec("get_execution", "Get an execution's status",
              "Get one execution: status (RUNNING, SLEEPING, WAITING, COMPLETED, FAILED, CANCELLED, "
              "COMPENSATION_FAILED), current_step and current_step_name out of step_count, the context (input merged "
@@ -131,9 +135,12 @@ TOOLS = [
     ToolSpec("redrive_execution", "Redrive a failed execution",
              "Resume a FAILED execution from its failed step with fresh attempts, under the same execution_id (fix "
              "the cause first). Refused unless FAILED (not_failed), if the deployed step list changed "
-             "(definition_changed) or its steps were compensated (compensated). Returns the execution, RUNNING, with "
-             "redrives incremented.",
-             _obj({"execution_id": _ID}, ["execution_id"]), lambda c, a: c.redrive(a["execution_id"]).document()),
+             "(definition_changed) or its steps were compensated (compensated). With to_version, it resumes on that "
+             "version of its workflow, refused (steps_differ) unless the steps before the failed one are the same "
+             "there. Returns the execution, RUNNING, with redrives incremented.",
+             _obj({"execution_id": _ID, "to_version": {"type": "integer", "minimum": 1, "description": (
+                 "Optional: resume on this version (list_workflows lists them).")}}, ["execution_id"]),
+             lambda c, a: c.redrive(a["execution_id"], to_version=a.get("to_version")).document()),
     ToolSpec("wake_execution", "Wake an execution now",
              "End the current durable sleep or retry backoff now, so the next step or attempt runs at once. On an "
              "execution WAITING for an event it ends the wait as a timeout: the wait's default is taken, or the step "

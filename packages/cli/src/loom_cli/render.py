@@ -40,7 +40,9 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         context = context[:CONTEXT_SHOWN] + f"... ({len(context):,} characters: --json shows all)"
     rows: list[list[Any]] = [
         ["execution_id", e.execution_id], ["workflow", e.workflow], ["status", e.status],
-        ["current step", where(e, wf)], ["version", e.version], ["attempts", e.total_attempts],
+        ["current step", where(e, wf)],
+        ["pinned to", f"version {e.workflow_version}" + (": " + " > ".join(e.steps) if e.steps else "")],
+        ["version", e.version], ["attempts", e.total_attempts],
         ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer})"],
         ["created", e.created_at], ["updated", e.updated_at], ["started by", e.started_by],
     ]
@@ -154,14 +156,23 @@ def operations_table(h: History) -> str:
 
 
 def workflows_table(workflows: list[Workflow]) -> str:
+    """``loom workflows``: a row per deployed version (the newest first), with the executions live on it."""
     rows = []
     for wf in workflows:
-        steps = " > ".join(s.name for s in wf.steps) if wf.style != "code" else f"code-first: {wf.function}"
         retry = wf.retry
         policy = f"{retry.max_attempts}x base {retry.base:g}s max {retry.max_delay:g}s" if retry else "-"
-        rows.append([wf.name, len(wf.steps) if wf.style != "code" else "-", policy, input_summary(wf.input_schema),
-                     steps])
-    return table(["workflow", "steps", "retry", "input (* required; --json for the JSON Schema)", "step list"], rows)
+        versions = sorted(wf.versions, key=lambda v: -v.version) or [None]
+        for v in versions:
+            code = (v.style if v is not None else wf.style) == "code"
+            names = v.steps if v is not None else [s.name for s in wf.steps]
+            steps = f"code-first: {wf.function}" if code and (v is None or v.version == wf.version) else (
+                "code-first" if code else " > ".join(names))
+            live = "-" if v is None or v.live is None else v.live
+            newest = v is None or v.version == wf.version
+            rows.append([wf.name, wf.version if v is None else v.version, live, "-" if code else len(names),
+                         policy if newest else "", input_summary(wf.input_schema) if newest else "", steps])
+    return table(["workflow", "version", "live", "steps", "retry", "input (* required; --json for the JSON Schema)",
+                  "step list"], rows)
 
 
 def input_summary(schema: dict | None) -> str:

@@ -39,6 +39,8 @@ class StartExecutionRequest(BaseModel):
     """The execution's starting context: a JSON object."""
     idempotency_token: StrictStr | None = None
     """Makes the start repeatable: the same token and input return the first execution."""
+    version: int | None = Field(default=None, ge=1)
+    """The workflow version to run (GET /workflows lists them); None: the newest deployed."""
 
     @field_validator("workflow")
     @classmethod

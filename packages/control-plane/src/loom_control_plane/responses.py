@@ -26,6 +26,7 @@ from engine_core.model import (
     StepRecord,
 )
 from engine_core.registry import Registry, WorkflowDef
+from engine_core.versions import pinned_definition
 from pydantic import BaseModel, ConfigDict, Field
 
 BRANCH_RESULT_SHOWN_BYTES = 2048
@@ -146,9 +147,13 @@ class ExecutionView(_Reply):
     """Only when the stored context cannot be read (shown, flagged: a status read never fails on bad data)."""
     fanout: FanOutProgress | None = None
     """Only while a parallel or map step fans out."""
+    workflow_version: int = 1
+    """The workflow version it is pinned to: it runs to its end on that version's steps."""
     step_count: int | None = None
     """Only when the workflow is deployed here, as a step list (a code-first function's count is known
     only when it returns)."""
+    steps: list[str] | None = None
+    """The step list it is pinned to, by name (a step list only; absent when this deployment cannot run it)."""
     current_step_name: str | None = None
     style: str | None = None
     """``steps`` (a step list) or ``code`` (a code-first function), when the workflow is deployed here."""
@@ -171,7 +176,7 @@ class ExecutionView(_Reply):
         if join is not None and not e.status.is_terminal and not e.compensating:
             extra["fanout"] = FanOutProgress(branches=join.total, succeeded=join.done,
                                              max_concurrency=join.max_concurrency)
-        wf = registry.get(e.workflow) if registry is not None and e.workflow in registry else None
+        wf = pinned_definition(registry, e) if registry is not None else None
         if wf is not None and wf.code is not None:
             extra["style"] = "code"
             position = e.code_position
@@ -184,11 +189,11 @@ class ExecutionView(_Reply):
                     extra["context_error"] = f"stored return value is unreadable: {exc}"
         elif wf is not None:
             extra["style"] = "steps"
-            extra["step_count"] = len(wf.steps)
+            extra["step_count"], extra["steps"] = len(wf.steps), [s.name for s in wf.steps]
             extra["current_step_name"] = wf.steps[e.current_step].name if e.current_step < len(wf.steps) else None
         return cls(
             execution_id=e.execution_id, workflow=e.workflow, status=e.status.value, current_step=e.current_step,
-            version=e.version, context=context, error=e.error, next_wake_at=_ts(e.next_wake_at),
+            version=e.version, workflow_version=e.workflow_version, context=context, error=e.error, next_wake_at=_ts(e.next_wake_at),
             timer=None if e.timer is None else e.timer.value, total_attempts=e.total_attempts, attempt=e.attempt,
             attempt_started_at=_ts(e.attempt_started_at), started_by=e.started_by, cancelled_by=e.cancelled_by,
             cancel_reason=e.cancel_reason, cancel_requested=e.cancel_requested, redrives=e.redrives,

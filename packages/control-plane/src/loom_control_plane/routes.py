@@ -27,6 +27,7 @@ from .request_models import (
 )
 from .responses import EventSentView, ExecutionStarted, ExecutionView, ListReply, dump
 from .schedules import list_schedules
+from .versions import parse_redrive_request, workflows_reply
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def _execution(rt: Runtime, execution_id: str) -> dict[str, Any]:
 def start_execution(rt: Runtime, req: Request) -> Reply:
     request = parse_start_request(req.body, req.is_base64_encoded)
     req.access.check("start", request.workflow, req.caller)
-    result = rt.engine.start(request.workflow, request.input, request.idempotency_token, by=req.caller)
+    result = rt.engine.start(request.workflow, request.input, request.idempotency_token, by=req.caller,
+                             version=request.version)
     return (202 if result.created else 200), dump(ExecutionStarted.of(result.execution, result.created))
 
 
@@ -103,9 +105,9 @@ def cancel_execution(rt: Runtime, req: Request) -> Reply:
 
 
 def redrive_execution(rt: Runtime, req: Request) -> Reply:
-    no_body(req.body, "POST /executions/{id}/redrive")
+    to_version = parse_redrive_request(req.body, req.is_base64_encoded)
     req.access.check_execution("operate", rt.engine, req.params["execution_id"], req.caller)
-    e = rt.engine.operator.redrive(req.params["execution_id"], by=req.caller)
+    e = rt.engine.operator.redrive(req.params["execution_id"], by=req.caller, to_version=to_version)
     return 202, _execution(rt, e.execution_id)
 
 
@@ -132,7 +134,7 @@ def complete_callback(rt: Runtime, req: Request) -> Reply:
 
 
 def list_workflows(rt: Runtime, req: Request) -> Reply:
-    return 200, {"workflows": [responses.workflow_view(wf) for wf in rt.registry.all()]}
+    return 200, workflows_reply(rt, req.query or {})
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from .registry import REGISTRY, Registry
 from .settings import ConfigurationError, EngineSettings
 from .step_run import StepRun, this_run_state
 from .steps import WorkflowDef
+from .versions import pins_of, resolve
 
 log = logging.getLogger("engine_core")
 _TOKEN_NAMESPACE = uuid.UUID("6c6f6f6d-0000-4000-8000-746f6b656e73")  # fixed: token -> id must never change
@@ -66,11 +67,12 @@ def check_fits(registry: Registry, settings: EngineSettings) -> None:
         return
     margin = settings.time_margin_ms / 1000
     problems = []
-    for wf in registry.all():
+    for wf in registry.all_versions():  # every version: executions in flight run the older ones
         for s in wf.steps:
             timeout = wf.timeout_for(s.index) or settings.default_step_timeout_s
             if s.kind.runs_bodies() and timeout is not None and timeout + margin > settings.function_timeout_s:
-                problems.append(f"workflow {wf.name!r} step {s.name!r} has a {timeout:g} s budget; with the "
+                which = f" version {wf.version}" if wf.version != 1 else ""
+                problems.append(f"workflow {wf.name!r}{which} step {s.name!r} has a {timeout:g} s budget; with the "
                                 f"{margin:g} s margin it needs {timeout + margin:g} s")
     if problems:
         raise ConfigurationError(
@@ -101,14 +103,16 @@ class Engine(UsesLifecycle):
         it marks how far the workers have got, so the sweeper does not re-send what is only queued."""
 
     # -- start ----------------------------------------------------------------------------------
-    def start(self, workflow: str, input: dict[str, Any], token: str | None = None, by: str | None = None) -> StartResult:
-        """Durably create an execution, then enqueue its first step.
+    def start(self, workflow: str, input: dict[str, Any], token: str | None = None, by: str | None = None,
+              version: int | None = None) -> StartResult:
+        """Durably create an execution, then enqueue its first step, on ``version`` of the workflow (None:
+        the newest registered); the execution is pinned to it until it ends.
 
         The write happens before the acknowledgement; if the enqueue is lost, the sweeper starts the
         execution when its lease runs out. A repeated token returns the first execution unchanged; a
         token whose execution expired starts a clean one (a new run: nothing the old one left is read).
         """
-        wf = self.registry.get(workflow)
+        wf = self.registry.get(workflow, version)
         if not isinstance(input, dict):
             raise InvalidInputError(f"input must be a JSON object, got {type(input).__name__}")
         input = wf.validate_input(input)
@@ -119,10 +123,10 @@ class Engine(UsesLifecycle):
         legacy_digest = hashlib.sha256(f"{workflow}\n{blob}".encode()).hexdigest()
         execution_id = str(uuid.uuid5(_TOKEN_NAMESPACE, token)) if token else str(uuid.uuid4())
         now = self.clock.now()
-        wake = now + dt.timedelta(seconds=self.life.lease_s(workflow, 0))
+        wake = now + dt.timedelta(seconds=self.life.lease_for(wf, 0))
         execution = Execution(
             execution_id=execution_id, workflow=workflow, status=Status.RUNNING, current_step=0, version=1,
-            fingerprint=wf.fingerprint, input_digest=digest, created_at=now, updated_at=now, next_wake_at=wake,
+            fingerprint=wf.fingerprint, workflow_version=wf.version, pinned_steps=pins_of(wf), input_digest=digest, created_at=now, updated_at=now, next_wake_at=wake,
             index_at=wake, timer=Timer.LEASE, stamped_until=self.life.start_horizon(wake), layout=2,
             idempotency_token=token, started_by=by, callback_secret=callbacks.new_secret(),
         )
@@ -142,6 +146,9 @@ class Engine(UsesLifecycle):
                                                    "and was replaced concurrently") from again
             elif old.input_digest not in (digest, legacy_digest):
                 raise IdempotencyConflictError(token or "", old.execution_id, "with a different workflow or input") from None
+            elif version is not None and old.workflow_version != version:
+                raise IdempotencyConflictError(token or "", old.execution_id,
+                                               f"on version {old.workflow_version}, not {version}") from None
             else:
                 return StartResult(old, created=False)
         faults.point("control.after_create", execution_id=execution_id)
@@ -231,17 +238,7 @@ class Engine(UsesLifecycle):
 
     # -- guards -----------------------------------------------------------------------------------
     def _definition(self, e: Execution) -> tuple[WorkflowDef, None] | tuple[WorkflowDef | None, ErrorInfo]:
-        try:
-            wf = self.registry.get(e.workflow)
-        except UnknownWorkflowError as exc:
-            return None, ErrorInfo(code="workflow_definition_mismatch", message=(
-                f"{exc}; this worker cannot run it, and will not guess"))
-        if wf.fingerprint != e.fingerprint:
-            return wf, ErrorInfo(code="workflow_definition_mismatch", message=(
-                f"workflow {e.workflow!r} changed its steps since this execution started (fingerprint "
-                f"{e.fingerprint} -> {wf.fingerprint}); running on would run the wrong step. Deploy new "
-                "step lists under a new workflow name, or drain old executions first"))
-        return wf, None
+        return resolve(self.registry, e)  # the pinned version, judged by what it still has to run
 
     def _fail_undeployed(self, state: ExecutionState, error: ErrorInfo) -> Outcome:
         """End an execution this worker cannot run (its definition is not deployed, or changed): FAILED,

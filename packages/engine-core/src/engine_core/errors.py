@@ -25,6 +25,17 @@ class UnknownWorkflowError(EngineError):
         self.name = name
 
 
+class UnknownWorkflowVersionError(UnknownWorkflowError):
+    """The workflow is registered, but not at the version asked for (a start's ``version``, a
+    ``--to-version``, or the version an execution is pinned to)."""
+
+    def __init__(self, name: str, version: int, known: list[int]):
+        deployed = ", ".join(str(v) for v in sorted(known)) or "none"
+        EngineError.__init__(self, f"workflow {name!r} has no version {version} deployed here (deployed versions: "
+                             f"{deployed})")
+        self.name, self.version, self.known = name, version, sorted(known)
+
+
 class StorageError(EngineError):
     """The store failed in a way the engine cannot interpret (throttling, network, permissions)."""
 

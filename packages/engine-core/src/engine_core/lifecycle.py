@@ -88,25 +88,29 @@ class Lifecycle:
         """A step's budget: its own, the workflow's, or the default derived from the function timeout."""
         return wf.timeout_for(index) or self.settings.default_step_timeout_s
 
-    def _workflow(self, name: str) -> WorkflowDef | None:
+    def _workflow(self, name: str, version: int | None = None) -> WorkflowDef | None:
         try:
-            return self.registry.get(name)
+            return self.registry.get(name, version)
         except UnknownWorkflowError:
-            return None  # the worker fails it with workflow_definition_mismatch
+            return None  # the worker fails it (workflow_version_missing, workflow_definition_mismatch)
 
-    def lease_s(self, workflow: str, index: int) -> float:
-        """How long a step message in flight is trusted before the sweeper re-drives it."""
-        wf = self._workflow(workflow)
+    def lease_s(self, workflow: str, index: int, version: int | None = None) -> float:
+        """How long a step message in flight is trusted before the sweeper re-drives it (``version``: the
+        one the execution is pinned to; None, the newest)."""
+        return self.lease_for(self._workflow(workflow, version), index)
+
+    def lease_for(self, wf: WorkflowDef | None, index: int) -> float:
+        """``lease_s`` for the definition ``wf`` (None: not deployed here)."""
         timeout = self.timeout_s(wf, index) if wf is not None and index < len(wf.steps) else 0.0
         return lease_seconds(self.settings, timeout)
 
     def finalize_grace_s(self, e: Execution) -> float:
         """How long the worker that ends an execution has for its housekeeping before the sweeper does
         it: the lease of the step it just ran, which outlasts that step's whole budget."""
-        wf = self._workflow(e.workflow)
+        wf = self._workflow(e.workflow, e.workflow_version)
         if wf is None or not wf.steps:  # not deployed here, or code-first (no step list)
             return lease_seconds(self.settings, 0.0 if wf is None else wf.step_timeout_s or 0.0)
-        return self.lease_s(e.workflow, min(e.current_step, len(wf.steps) - 1))
+        return self.lease_for(wf, min(e.current_step, len(wf.steps) - 1))
 
     def item_expiry(self, e: Execution, now: dt.datetime) -> dt.datetime:
         """The TTL an item of ``e`` written now carries: retention plus ``history_grace_s`` from now, and
@@ -167,13 +171,14 @@ class Lifecycle:
         delay_s = (new.next_wake_at - new.updated_at).total_seconds()
         if delay_s > self.settings.max_queue_delay_s:
             return new  # no message: the sweeper dispatches it when it is due
-        lease = dt.timedelta(seconds=self.lease_s(new.workflow, new.current_step))
+        lease = dt.timedelta(seconds=self.lease_s(new.workflow, new.current_step, new.workflow_version))
         return new.model_copy(update={"index_at": new.next_wake_at + lease})
 
     def redrive(self, e: Execution) -> Execution | None:
         """Hand the current step to a fresh message with a fresh lease (a due timer, or a lease that ran
         out). None if someone else moved the execution first."""
-        new = transitions.redriven(e, self.clock.now(), self.lease_s(e.workflow, e.current_step), self.settings.slack_s,
+        lease_s = self.lease_s(e.workflow, e.current_step, e.workflow_version)
+        new = transitions.redriven(e, self.clock.now(), lease_s, self.settings.slack_s,
                                    self.settings.max_resend_doublings)
         try:
             return self.commit(e, new)
@@ -204,7 +209,7 @@ class Lifecycle:
         return True
 
     def _step_count(self, e: Execution) -> int | None:
-        wf = self._workflow(e.workflow)
+        wf = self._workflow(e.workflow, e.workflow_version)
         return None if wf is None else len(wf.steps)
 
     def items_outlive(self, e: Execution) -> bool:

@@ -161,6 +161,11 @@ class Execution(_Frozen):
     """Bumped by one on every transition; every transition is conditional on the previous value."""
     fingerprint: str
     """Digest of the workflow's step list when the execution started."""
+    workflow_version: int = Field(default=1, ge=1)
+    """The workflow version it started on (or was redriven onto): it runs to its end on that version."""
+    pinned_steps: str | None = None
+    """Each step's digest as it started (``engine_core.versions``), kept beside the input, read only by
+    ``load_state``: a deploy that keeps what it still has to run does not break it. None: not known."""
     input_digest: str
     created_at: dt.datetime
     updated_at: dt.datetime

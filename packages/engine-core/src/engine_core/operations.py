@@ -42,6 +42,7 @@ from .registry import EVENT_NAME_RE
 from .durable.plan import code_plan
 from .steps import StepDef, WorkflowDef, field_problems
 from .step_run import this_run_state
+from .versions import pinned_definition, read_pins, redrive_onto
 
 log = logging.getLogger("engine_core")
 MAX_PAGE = 100
@@ -214,11 +215,8 @@ class Operator:
 
     def definition(self, e: Execution) -> WorkflowDef | None:
         """The deployed definition the execution runs on; None when it is not deployed here or changed."""
-        try:
-            wf = self.life.registry.get(e.workflow)
-        except UnknownWorkflowError:
-            return None
-        if wf.fingerprint != e.fingerprint:
+        wf = pinned_definition(self.life.registry, e, read_pins(self.life.store, e.execution_id))
+        if wf is None:
             return None
         if wf.code is not None:  # its positions: the history's, and the current one's description
             return code_plan(wf, e, lambda: self.history_of(e))
@@ -390,8 +388,9 @@ class Operator:
                     return new
                 continue
             undo = plan is not None and plan.undo_current
-            new = self.kinds.ending.cancelled(view, e, by, reason, undo, lambda i: self.life.lease_s(e.workflow, i),
-                                              self.life.retention, self.life.finalize_grace_s(e))
+            lease_s = lambda i: self.life.lease_s(e.workflow, i, e.workflow_version)  # noqa: E731
+            new = self.kinds.ending.cancelled(view, e, by, reason, undo, lease_s, self.life.retention,
+                                              self.life.finalize_grace_s(e))
             applied = self._commit(e, new)
             if applied is None:
                 continue
@@ -403,8 +402,9 @@ class Operator:
             return applied
         raise ExecutionStateConflictError("concurrent_change", f"execution {execution_id} kept changing; try again")
 
-    def redrive(self, execution_id: str, by: str) -> Execution:
-        """Resume a FAILED execution from its failed step with fresh attempts, under the same id."""
+    def redrive(self, execution_id: str, by: str, to_version: int | None = None) -> Execution:
+        """Resume a FAILED execution from its failed step with fresh attempts, under the same id (on
+        ``to_version`` when given: its steps before the failed one must be the same there)."""
         e = self.get(execution_id)
         if e.status is not Status.FAILED:
             raise ExecutionStateConflictError(
@@ -418,19 +418,18 @@ class Operator:
             raise ExecutionStateConflictError(
                 "corrupt_state", f"execution {e.execution_id} failed because its stored state is unreadable; "
                 "a redrive would run on state Loom cannot trust. Start a new execution", e.status.value)
-        if self.definition(e) is None:
-            raise ExecutionStateConflictError(
-                "definition_changed", f"workflow {e.workflow!r} is not deployed with the step list this execution "
-                f"started with (fingerprint {e.fingerprint}); redriving would run the wrong step. Deploy that "
-                "definition again, or start a new execution", e.status.value)
+        onto = redrive_onto(self.life.registry, e, to_version, read_pins(self.life.store, e.execution_id))
         failed = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == e.current_step
                        and r.kind != "compensation"), None)
-        new = transitions.redriven_after_failure(e, self.life.clock.now(), self.life.lease_s(e.workflow, e.current_step))
+        version = onto.get("workflow_version", e.workflow_version)
+        new = transitions.redriven_after_failure(e, self.life.clock.now(), self.life.lease_s(e.workflow, e.current_step,
+                                                                                             version)).model_copy(update=onto)
         applied = self._commit(e, new)
         if applied is None:
             raise ExecutionStateConflictError("concurrent_change", f"execution {e.execution_id} changed meanwhile; "
                                               "read it again", e.status.value)
-        detail = {"step_index": e.current_step, "error": None if e.error is None else e.error.model_dump()}
+        detail = {"step_index": e.current_step, "error": None if e.error is None else e.error.model_dump(),
+                  **({"from_version": e.workflow_version, "to_version": version} if onto else {})}
         if failed is not None:
             detail.update(step_name=failed.name, attempts=failed.attempts)
         self.life.metrics.add_metric("ExecutionsRedriven", "Count", 1)

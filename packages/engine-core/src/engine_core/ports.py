@@ -153,6 +153,10 @@ class StateStore(Protocol):
         """The status each execution item holds now (one batched read; missing ones are left out)."""
         ...
 
+    def load_versions(self, execution_ids: list[str]) -> dict[str, tuple[str, int]]:
+        """The workflow and pinned version each execution item holds (batched; missing ones left out)."""
+        ...
+
     def list_cursor(self, entry: ListEntry) -> Any:
         """A ``query_list`` cursor resuming right after ``entry`` (JSON-serialisable)."""
         ...

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import codec
 from .model import StepRecord, StepStatus
+from .versions import pinned_definition
 
 if TYPE_CHECKING:
     from .model import Execution, ExecutionState
@@ -41,8 +42,9 @@ def context_of(state: ExecutionState, registry: Registry | None) -> dict[str, An
     order: what a status read can still show. Raises when a record it needs is unreadable."""
     e = state.execution
     upto = e.failed_step if e.failed_step is not None else e.current_step
-    if registry is not None and e.workflow in registry and registry.get(e.workflow).fingerprint == e.fingerprint:
-        return rebuild_context(state.input_blob, state.records, registry.get(e.workflow), upto)
+    wf = None if registry is None else pinned_definition(registry, e)
+    if wf is not None:
+        return rebuild_context(state.input_blob, state.records, wf, upto)
     data = codec.decode(state.input_blob)
     for r in state.records:
         if isinstance(r, StepRecord) and r.step_index < upto and r.status is StepStatus.SUCCEEDED \

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-from .errors import RegistrationError, UnknownWorkflowError
+from .errors import RegistrationError, UnknownWorkflowError, UnknownWorkflowVersionError
 from .model import RetryPolicy
 from .steps import MAX_BRANCHES, FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef
 
@@ -129,34 +129,55 @@ def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: flo
 
 @dataclass
 class Registry:
-    _workflows: dict[str, WorkflowDef] = field(default_factory=dict)
+    """Workflows by name and version. ``get(name)`` is the newest version (what a start takes unless it
+    asks for one); an execution resolves the version it is pinned to (``engine_core.versions``)."""
+
+    _workflows: dict[str, dict[int, WorkflowDef]] = field(default_factory=dict)
     _loaded_groups: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def register(self, definition: WorkflowDef) -> None:
         with self._lock:
-            existing = self._workflows.get(definition.name)
+            versions = self._workflows.setdefault(definition.name, {})
+            existing = versions.get(definition.version)
             if existing is not None and existing.source != definition.source:
                 raise RegistrationError(
-                    f"workflow {definition.name!r} is registered twice: by {existing.source} and by "
-                    f"{definition.source}; workflow names must be unique across installed packages"
+                    f"workflow {definition.name!r} version {definition.version} is registered twice: by "
+                    f"{existing.source} and by {definition.source}; a (name, version) must be unique across "
+                    "installed packages (give the newer one version=N+1 to keep both)"
                 )
-            self._workflows[definition.name] = definition
+            versions[definition.version] = definition
 
-    def get(self, name: str) -> WorkflowDef:
+    def get(self, name: str, version: int | None = None) -> WorkflowDef:
+        """The workflow ``name`` at ``version`` (None: its newest). Raises UnknownWorkflowError, or
+        UnknownWorkflowVersionError when the workflow is registered but not at that version."""
+        versions = self._workflows.get(name)
+        if not versions:
+            raise UnknownWorkflowError(name, list(self._workflows))
+        if version is None:
+            return versions[max(versions)]
         try:
-            return self._workflows[name]
+            return versions[version]
         except KeyError:
-            raise UnknownWorkflowError(name, list(self._workflows)) from None
+            raise UnknownWorkflowVersionError(name, version, list(versions)) from None
+
+    def versions(self, name: str) -> list[int]:
+        """The versions of ``name`` registered here, oldest first (empty when there is none)."""
+        return sorted(self._workflows.get(name, {}))
 
     def names(self) -> list[str]:
-        return sorted(self._workflows)
+        return sorted(n for n, v in self._workflows.items() if v)
 
     def all(self) -> list[WorkflowDef]:
-        return [self._workflows[n] for n in self.names()]
+        """The newest version of each workflow, by name."""
+        return [self.get(n) for n in self.names()]
+
+    def all_versions(self) -> list[WorkflowDef]:
+        """Every registered version of every workflow, by name then version."""
+        return [self._workflows[n][v] for n in self.names() for v in self.versions(n)]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._workflows
+        return bool(self._workflows.get(name)) if isinstance(name, str) else False
 
     def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
         """Import every installed workflow package that declares itself in ``group``.
@@ -189,6 +210,7 @@ REGISTRY = Registry()
 def workflow(
     name: str,
     *,
+    version: int = 1,
     registry: Registry | None = None,
 ) -> Callable[[type], type]:
     """Register a class as a workflow.
@@ -196,6 +218,10 @@ def workflow(
     The class declares ``steps`` (functions, ``step(...)`` overrides and ``sleep(...)`` markers, in
     order), and optionally ``retry`` (a RetryPolicy), ``step_timeout_s`` and ``input_model`` (a pydantic
     model the start input must validate against; steps then see the validated values).
+
+    ``version`` (default 1) lets a changed step list ship beside the one executions in flight run on:
+    keep ``@workflow("x")`` (version 1) registered and add ``@workflow("x", version=2)``. An execution
+    runs to its end on the version it started on; new starts take the newest unless they ask for one.
 
     Example:
         >>> @workflow("order_fulfillment")
@@ -212,6 +238,7 @@ def workflow(
             step_timeout_s=getattr(cls, "step_timeout_s", None),
             source=f"{cls.__module__}.{cls.__qualname__}",
             input_model=getattr(cls, "input_model", None),
+            version=version,
         )
         (registry or REGISTRY).register(definition)
         cls.__loom_workflow__ = definition  # type: ignore[attr-defined]
@@ -221,7 +248,18 @@ def workflow(
         raise RegistrationError(
             f"workflow name {name!r} is invalid: use 1-128 characters from A-Z a-z 0-9 _ . -"
         )
+    check_version(version, f"workflow {name!r}")
     return decorate
+
+
+MAX_VERSION = 1_000_000
+
+
+def check_version(version: Any, where: str) -> int:
+    """A workflow version: an int from 1 to ``MAX_VERSION`` (RegistrationError otherwise)."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
+        raise RegistrationError(f"{where}: version must be an integer from 1 to {MAX_VERSION}, got {version!r}")
+    return version
 
 
 def build_workflow(
@@ -232,8 +270,10 @@ def build_workflow(
     step_timeout_s: float | None = None,
     source: str = "",
     input_model: type | None = None,
+    version: int = 1,
 ) -> WorkflowDef:
-    where = f"workflow {name!r}" + (f" ({source})" if source else "")
+    where = f"workflow {name!r}" + (f" version {version}" if version != 1 else "") + (f" ({source})" if source else "")
+    check_version(version, where)
     if not isinstance(name, str) or not WORKFLOW_NAME_RE.fullmatch(name):
         raise RegistrationError(f"workflow name {name!r} is invalid: use 1-128 characters from A-Z a-z 0-9 _ . -")
     if steps is None or isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable):
@@ -278,6 +318,8 @@ def build_workflow(
         fingerprint=fingerprint(name, defs),
         source=source,
         input_model=input_model,
+        version=version,
+        step_prints=tuple(step_print(d) for d in defs),
     )
 
 
@@ -285,6 +327,12 @@ def fingerprint(name: str, steps: Iterable[StepDef]) -> str:
     """Digest of the step list's shape. Retry and timeout changes are safe mid-flight; reordering is not."""
     shape = [name] + [[s.name, *s.kind.shape()] for s in steps]
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def step_print(step: StepDef) -> str:
+    """One step's digest (its name and shape, as ``fingerprint`` includes it): what an execution pins per
+    step, so a later deploy is judged by the steps it still has to run (``engine_core.versions``)."""
+    return hashlib.sha256(json.dumps([step.name, *step.kind.shape()], sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _step_def(index: int, item: Any, where: str) -> StepDef:

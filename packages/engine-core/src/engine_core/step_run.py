@@ -110,7 +110,7 @@ class StepRun:
         return self.clock.now()
 
     def lease_s(self, index: int) -> float:
-        return self.life.lease_s(self.execution.workflow, index)
+        return self.life.lease_for(self.wf, index)
 
     def finalize_grace_s(self) -> float:
         return self.life.finalize_grace_s(self.execution)

@@ -210,6 +210,10 @@ class WorkflowDef:
     """A pydantic model the start input must validate against (None: any JSON object)."""
     code: CodeSpec | None = None
     """Code-first: the function; ``steps`` is then what this execution's run of it has called so far."""
+    version: int = 1
+    """``@workflow(name, version=N)``: executions pin the version they started on (``engine_core.versions``)."""
+    step_prints: tuple[str, ...] = ()
+    """Each step's digest (``registry.step_print``), in order; empty for code-first."""
 
     def validate_input(self, data: dict[str, Any]) -> dict[str, Any]:
         """The input as the steps will see it: validated (and coerced) by ``input_model``, if any.

@@ -47,8 +47,14 @@ class LocalRunner:
         self.outcomes: list[Outcome] = []
         self.errors: list[Exception] = []
 
-    def start(self, workflow: str, input: dict[str, Any] | None = None, token: str | None = None) -> str:
-        return self.engine.start(workflow, input or {}, token).execution.execution_id
+    def start(self, workflow: str, input: dict[str, Any] | None = None, token: str | None = None,
+              version: int | None = None) -> str:
+        return self.engine.start(workflow, input or {}, token, version=version).execution.execution_id
+
+    def deploy(self, registry: Registry) -> None:
+        """Swap the deployed workflows, as a deploy does while executions are in flight."""
+        self.engine.registry = self.engine.life.registry = registry
+        self.sweeper.registry = self.sweeper.life.registry = registry
 
     def step_once(self) -> bool:
         """Deliver one batch of ready messages, or move time to the next event. False if idle."""

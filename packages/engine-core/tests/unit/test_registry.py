@@ -139,3 +139,39 @@ def test_names_with_a_trailing_newline_are_refused_everywhere(registry):
     with pytest.raises(RegistrationError, match=re.escape("step name 'step\\n'")):
         build_workflow("wf", [step(a, name="step\n")])
     assert "wf" not in registry and "wf\n" not in registry
+
+
+def test_versions_of_one_workflow_register_side_by_side_and_get_without_a_version_is_the_newest(registry):
+    # given: versions 1 and 3 of one workflow, registered out of order
+    @workflow("orders", registry=registry, version=3)
+    class Three:
+        steps = [a, b]
+
+    @workflow("orders", registry=registry)
+    class One:
+        steps = [a]
+
+    # then: the newest answers a plain get; each version answers for itself; a missing one is named
+    assert registry.get("orders").version == 3 and registry.get("orders", 1).version == 1
+    assert registry.versions("orders") == [1, 3] and registry.names() == ["orders"]
+    assert [(w.name, w.version) for w in registry.all_versions()] == [("orders", 1), ("orders", 3)]
+    assert [w.version for w in registry.all()] == [3]
+    with pytest.raises(UnknownWorkflowError, match=r"has no version 2 deployed here \(deployed versions: 1, 3\)"):
+        registry.get("orders", 2)
+    # each step's digest depends on its name and shape only: the same step in two versions has the same one
+    assert registry.get("orders", 1).step_prints[0] == registry.get("orders", 3).step_prints[0]
+    assert len(set(registry.get("orders", 3).step_prints)) == 2
+
+
+def test_versions_the_same_version_registered_twice_is_refused_and_a_bad_version_fails_at_import(registry):
+    @workflow("orders", registry=registry, version=2)
+    class First:
+        steps = [a]
+
+    with pytest.raises(RegistrationError, match=r"version 2 is registered twice.*version=N\+1"):
+        @workflow("orders", registry=registry, version=2)
+        class Second:
+            steps = [b]
+    for bad in (0, -1, True, "2", 1.5):
+        with pytest.raises(RegistrationError, match="version must be an integer from 1"):
+            workflow("orders", registry=registry, version=bad)

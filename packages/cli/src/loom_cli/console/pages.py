@@ -96,8 +96,12 @@ def workflows_page(workflows: list[Workflow], token: str) -> str:
         retry = wf.retry
         policy = (f'retries: {esc(retry.max_attempts)} attempts, backoff from {esc(retry.base)} s to '
                   f'{esc(retry.max_delay)} s') if retry else ""
+        versions = " · ".join(f"v{esc(v.version)}{' (newest)' if v.version == wf.version else ''}: "
+                              f"{esc('?' if v.live is None else v.live)} live"
+                              for v in sorted(wf.versions, key=lambda v: -v.version))
         cards.append(f"""<section class="card"><h2>{esc(wf.name)}</h2><p class="steps">{steps}</p>
 <p class="hint">input: {esc(input_summary(wf.input_schema))} · {policy}</p>
+{f'<p class="hint versions">versions: {versions}</p>' if versions else ""}
 <a class="button primary" href="/workflows/{esc(urllib.parse.quote(wf.name))}/start">Start {esc(wf.name)}</a></section>""")
     return page("Workflows", "<h1>Workflows</h1>" + ("".join(cards) or '<p class="empty">No workflows.</p>'), token)
 
@@ -157,7 +161,8 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
     attempts = e.total_attempts if e.total_attempts is not None else "-"
     facts = [("step", esc(where(e, wf, history))), ("started", time_tag(e.created_at, now=now)),
              ("updated", time_tag(e.updated_at, now=now)), ("started by", esc(e.started_by or "-")),
-             ("attempts" if e.ended else "attempts so far", esc(attempts))]
+             ("attempts" if e.ended else "attempts so far", esc(attempts)),
+             ("version", esc(e.workflow_version) + (f' (pinned: {esc(" → ".join(e.steps))})' if e.steps else ""))]
     if e.cancelled_by:
         why = f' ({esc(e.cancel_reason)})' if e.cancel_reason else ""
         facts.append(("cancelled by", esc(e.cancelled_by) + why))

@@ -99,6 +99,12 @@ class Console:
             self._workflows = (time.monotonic(), workflows)
         return workflows
 
+    def pinned(self, e) -> Workflow | None:
+        """The workflow as the execution runs it: None when its pinned version is not the newest (the timeline
+        then draws what its history holds, never another version's steps)."""
+        wf = self.workflow(e.workflow)
+        return wf if wf is not None and wf.version == e.workflow_version else None
+
     def workflow(self, name: str | None) -> Workflow | None:
         try:
             return next((w for w in self.workflows() if w.name == name), None)
@@ -197,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send_html(200, forms.start_form(wf, token))
             if len(parts) == 2 and parts[0] == "executions":
                 e, history = c.client.get(parts[1]), c.client.history(parts[1])
-                return self._send_html(200, pages.execution_page(e, history, c.workflow(e.workflow), token))
+                return self._send_html(200, pages.execution_page(e, history, c.pinned(e), token))
         except LoomError as exc:
             status, doc = _problem(exc)
             return self._error_page(status, doc["error"], doc["message"])
@@ -268,7 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self._event("problem", json.dumps(_problem(change.problem)[1]))
                 elif change.execution is not None:
                     e, history = change.execution, change.history or History(execution_id=eid)
-                    html = pages.execution_fragment(e, history, c.workflow(e.workflow),
+                    html = pages.execution_fragment(e, history, c.pinned(e),
                                                     failures=change.failed_attempts)
                     self._event("update", json.dumps({"html": html, "status": e.status}))
         finally:

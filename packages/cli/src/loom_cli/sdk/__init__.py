@@ -38,6 +38,7 @@ from .models import (
     StepRecord,
     WaitingFor,
     Workflow,
+    WorkflowVersion,
     WorkflowStep,
 )
 from .schedules import LastFiring, Schedule, ScheduleList
@@ -47,5 +48,5 @@ __all__ = [
     "ENDED_STATUSES", "LIVE_STATUSES", "PAGE_MAX", "STATUSES", "BranchRecord", "Change", "CorruptRecord",
     "ErrorDocument", "ErrorInfo", "Event", "EventSent", "Execution", "FailedAttempt", "FanOutProgress", "History",
     "HistoryPage", "LastFiring", "Links", "ListEntry", "ListPage", "LoomClient", "LoomError", "Operation", "RetryPolicy",
-    "Schedule", "ScheduleList", "Started", "StepRecord", "WaitingFor", "Workflow", "WorkflowStep", "resolve_url", "state_file",
+    "Schedule", "ScheduleList", "Started", "StepRecord", "WaitingFor", "Workflow", "WorkflowStep", "WorkflowVersion", "resolve_url", "state_file",
 ]

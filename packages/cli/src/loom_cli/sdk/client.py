@@ -86,12 +86,15 @@ class LoomClient:
 
     # -- executions -----------------------------------------------------------------------------------------
     def start(self, workflow: str, input: dict[str, Any] | None = None, *,
-              idempotency_token: str | None = None) -> Started:
-        """Start an execution. With ``idempotency_token`` the same token and input start it at most once
-        (``created`` is False the second time); the same token with another input is ``idempotency_conflict``."""
+              idempotency_token: str | None = None, version: int | None = None) -> Started:
+        """Start an execution (on ``version`` of the workflow; None: the newest deployed). With
+        ``idempotency_token`` the same token and input start it at most once (``created`` is False the second
+        time); the same token with another input is ``idempotency_conflict``."""
         body: dict[str, Any] = {"workflow": workflow, "input": {} if input is None else input}
         if idempotency_token is not None:
             body["idempotency_token"] = idempotency_token
+        if version is not None:
+            body["version"] = version
         status, doc = self.request("POST", "/executions", body)
         return Started.model_validate({"created": status == 202, **doc})
 
@@ -173,9 +176,12 @@ class LoomClient:
         body = {"reason": reason} if reason is not None else None
         return Execution.model_validate(self.request("POST", f"/executions/{_q(execution_id)}/cancel", body)[1])
 
-    def redrive(self, execution_id: str) -> Execution:
-        """Resume a FAILED execution from its failed step, with fresh attempts, under the same id."""
-        return Execution.model_validate(self.request("POST", f"/executions/{_q(execution_id)}/redrive")[1])
+    def redrive(self, execution_id: str, *, to_version: int | None = None) -> Execution:
+        """Resume a FAILED execution from its failed step, with fresh attempts, under the same id; with
+        ``to_version``, on that version of its workflow (refused ``steps_differ`` unless the steps before
+        the failed one are the same there)."""
+        body = None if to_version is None else {"to_version": to_version}
+        return Execution.model_validate(self.request("POST", f"/executions/{_q(execution_id)}/redrive", body)[1])
 
     def wake(self, execution_id: str) -> Execution:
         """End the current sleep or retry backoff now. On an event wait it ends the wait as a timeout: the
@@ -200,9 +206,16 @@ class LoomClient:
         doc = self.request("POST", f"/callbacks/{_q(token)}", {"data": {} if data is None else data})[1]
         return EventSent.model_validate(doc)
 
-    def workflows(self) -> list[Workflow]:
-        """The deployed workflows: steps, retry policies, input JSON Schemas."""
-        return [Workflow.model_validate(w) for w in self.request("GET", "/workflows")[1].get("workflows", [])]
+    def workflows(self, *, live: bool = True) -> list[Workflow]:
+        """The deployed workflows: steps, retry policies, input JSON Schemas, and each version with the
+        executions live on it (``live=False``: without counting them)."""
+        path = "/workflows" if live else "/workflows?live=0"
+        return [Workflow.model_validate(w) for w in self.request("GET", path)[1].get("workflows", [])]
+
+    def live_versions(self) -> dict[str, Any]:
+        """``GET /workflows`` as the API sent it: each version's live executions, ``undeployed`` (live ones on
+        versions this deployment lacks) and whether the count is ``complete``."""
+        return self.request("GET", "/workflows")[1]
 
     def workflow(self, name: str) -> Workflow | None:
         return next((w for w in self.workflows() if w.name == name), None)

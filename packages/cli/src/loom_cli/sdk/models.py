@@ -127,6 +127,10 @@ class Execution(Document):
     context_error: str | None = None
     fanout: FanOutProgress | None = None
     step_count: int | None = None
+    workflow_version: int = 1
+    """The workflow version it is pinned to (it runs to its end on that version's steps)."""
+    steps: list[str] | None = None
+    """The step list it is pinned to, by name (a step list deployed here; else None)."""
     current_step_name: str | None = None
     style: str | None = None
     """``steps`` (a step list) or ``code`` (a code-first function)."""
@@ -332,8 +336,22 @@ class WorkflowStep(Document):
     compensate: str | None = None
 
 
+class WorkflowVersion(Document):
+    """One deployed version of a workflow and how many executions are live on it."""
+
+    version: int
+    fingerprint: str | None = None
+    style: str = "steps"
+    steps: list[str] = Field(default_factory=list)
+    live: int | None = None
+    """Executions live on it (None: the API was asked not to count)."""
+
+
 class Workflow(Document):
     name: str
+    version: int = 1
+    """The newest version (what a start without ``version`` runs); ``versions`` lists every deployed one."""
+    versions: list[WorkflowVersion] = Field(default_factory=list)
     fingerprint: str | None = None
     retry: RetryPolicy | None = None
     step_timeout_s: float | None = None

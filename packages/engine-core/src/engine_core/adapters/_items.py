@@ -148,6 +148,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         attrs["layout"] = e.layout
     if e.checkpoint is not None:
         attrs["checkpoint"] = e.checkpoint
+    if e.workflow_version != 1:
+        attrs["wf_version"] = e.workflow_version
     if e.code_step is not None:
         attrs["code_step"] = e.code_step
     optional = {
@@ -182,6 +184,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             version=_int(attrs["version"]),
             attempt=_int(attrs.get("attempt", 0)),
             fingerprint=attrs["fingerprint"],
+            workflow_version=_int(attrs.get("wf_version", 1)),
             input_digest=attrs["input_digest"],
             created_at=parse_ts(attrs["created_at"]),
             updated_at=parse_ts(attrs["updated_at"]),
@@ -219,7 +222,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
         raise CorruptStateError(execution_id, f"{type(exc).__name__}: {exc}", attrs) from exc
 
 
-START_ATTRS = ("idempotency_token", "started_by", "callback_secret")
+START_ATTRS = ("idempotency_token", "started_by", "callback_secret", "pinned_steps")
 """Written once, at start, beside the input (``#INPUT``) rather than on the execution item, which every
 step rewrites: a long token or caller ARN must not push that item past 1 KB (two write units)."""
 

@@ -71,6 +71,7 @@ from ._items import (
     step_to_attrs,
     with_start_attrs,
 )
+from . import _dynamo_batch as _batch
 from . import _dynamo_branches as _fanout_items
 from . import _dynamo_singletons as _singletons
 from ._dynamo_wire import (
@@ -516,22 +517,12 @@ class DynamoStore:
         return _decoded(sk, item, operation_from_attrs)
 
     def load_statuses(self, execution_ids: list[str]) -> dict[str, str]:
-        """BatchGetItem of the execution items' status (eventually consistent: a list is), 100 keys a call;
-        keys DynamoDB leaves unprocessed (throttling) are asked again."""
-        out: dict[str, str] = {}
-        for start in range(0, len(execution_ids), 100):
-            keys = [self._key(eid, META_SK) for eid in execution_ids[start:start + 100]]
-            request: dict[str, Any] = {self.table: {"Keys": keys, "ProjectionExpression": "PK, #status",
-                                                    "ExpressionAttributeNames": {"#status": "status"}}}
-            for _ in range(5):
-                with _translated("BatchGetItem"):
-                    resp = self.client.batch_get_item(RequestItems=request, **self._capacity)
-                for item in map(_from_item, resp.get("Responses", {}).get(self.table, [])):
-                    out[item["PK"].removeprefix("EXEC#")] = item["status"]
-                request = resp.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-        return out
+        """BatchGetItem of the execution items' status (``_dynamo_batch``)."""
+        return _batch.statuses(self, execution_ids)
+
+    def load_versions(self, execution_ids: list[str]) -> dict[str, tuple[str, int]]:
+        """BatchGetItem of the execution items' workflow and pinned version (``_dynamo_batch``)."""
+        return _batch.versions(self, execution_ids)
 
     def list_partitions(self) -> list[str]:
         """The list index's partitions: one per shard (an execution's is ``EXECS#<shard>``), and ``EXECS``,

@@ -340,6 +340,11 @@ class MemoryStore:
         self._count("load_statuses")
         return {eid: self.metas[eid]["status"] for eid in execution_ids if eid in self.metas}
 
+    def load_versions(self, execution_ids: list[str]) -> dict[str, tuple[str, int]]:
+        self._count("load_versions")
+        return {eid: (self.metas[eid]["workflow"], int(self.metas[eid].get("wf_version", 1)))
+                for eid in execution_ids if eid in self.metas}
+
     @staticmethod
     def valid_list_cursor(cursor: Any) -> bool:
         return valid_list_key(cursor)

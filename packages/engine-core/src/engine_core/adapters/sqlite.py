@@ -306,6 +306,10 @@ class SqliteStore:
         """The status each execution item holds now (unreadable and missing ones are left out)."""
         return _index.load_statuses(self.db, execution_ids)
 
+    def load_versions(self, execution_ids: list[str]) -> dict[str, tuple[str, int]]:
+        """The workflow and pinned version each execution item holds (unreadable and missing ones left out)."""
+        return _index.load_versions(self.db, execution_ids)
+
     @staticmethod
     def valid_list_cursor(cursor: Any) -> bool:
         """A list index key the store made (``list_cursor``): creation time and id."""

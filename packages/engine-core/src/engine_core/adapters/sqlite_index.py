@@ -71,3 +71,17 @@ def load_statuses(db: Database, execution_ids: list[str]) -> dict[str, str]:
                 if isinstance(status, str):
                     out[pk.removeprefix("EXEC#")] = status
     return out
+
+
+def load_versions(db: Database, execution_ids: list[str]) -> dict[str, tuple[str, int]]:
+    out: dict[str, tuple[str, int]] = {}
+    with db.read() as conn:
+        for start in range(0, len(execution_ids), _IN_CHUNK):
+            chunk = [exec_pk(eid) for eid in execution_ids[start:start + _IN_CHUNK]]
+            marks = ",".join("?" * len(chunk))
+            for pk, raw in conn.execute(f"SELECT pk, attrs FROM items WHERE sk = '#META' AND pk IN ({marks})", chunk):
+                attrs = readable(raw) or {}
+                version = attrs.get("wf_version", 1)
+                if isinstance(attrs.get("workflow"), str) and isinstance(version, int):
+                    out[pk.removeprefix("EXEC#")] = (attrs["workflow"], version)
+    return out

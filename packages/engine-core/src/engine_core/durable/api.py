@@ -38,7 +38,15 @@ from typing import Any, TypeVar
 
 from ..errors import RegistrationError
 from ..model import RetryPolicy
-from ..registry import DEFAULT_EVENT_TIMEOUT_S, EVENT_NAME_RE, MAX_SLEEP_S, REGISTRY, WORKFLOW_NAME_RE, Registry
+from ..registry import (
+    DEFAULT_EVENT_TIMEOUT_S,
+    EVENT_NAME_RE,
+    MAX_SLEEP_S,
+    REGISTRY,
+    WORKFLOW_NAME_RE,
+    Registry,
+    check_version,
+)
 from ..steps import MAX_BRANCHES, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
 from . import _current
 from .plan import Call
@@ -60,7 +68,7 @@ def code_fingerprint(name: str) -> str:
     return hashlib.sha256(f"loom-code\n{name}".encode()).hexdigest()[:32]
 
 
-def durable(name: str, *, registry: Registry | None = None, input_model: type | None = None,
+def durable(name: str, *, version: int = 1, registry: Registry | None = None, input_model: type | None = None,
             retry: RetryPolicy | None = None, step_timeout_s: float | None = None,
             events: dict[str, type | None] | None = None) -> Callable[[F], F]:
     """Register ``fn(input)`` as the code-first workflow ``name``.
@@ -71,7 +79,9 @@ def durable(name: str, *, registry: Registry | None = None, input_model: type | 
     defaults of its steps. ``events`` declares the events it may wait for, each with the pydantic model
     its data must fit (or None): a send of another name is then refused (``unknown_event``) and data that
     does not fit is refused when sent (``invalid_event``), as for a step list; undeclared, any event is
-    accepted and kept until a wait for it. The function is returned unchanged: calling it directly
+    accepted and kept until a wait for it. ``version`` (default 1): a changed function ships as a new
+    version beside the old one, and each execution replays the version it started on to its end. The
+    function is returned unchanged: calling it directly
     (inside another durable function) runs its calls as the caller's positions."""
 
     def decorate(fn: F) -> F:
@@ -91,13 +101,14 @@ def durable(name: str, *, registry: Registry | None = None, input_model: type | 
                                  step_timeout_s=None if step_timeout_s is None else float(step_timeout_s),
                                  fingerprint=code_fingerprint(name), source=f"{fn.__module__}.{fn.__qualname__}",
                                  input_model=model, code=CodeSpec(fn=fn, model_argument=model is not None,
-                                                                   events=declared))
+                                                                   events=declared), version=version)
         (registry or REGISTRY).register(definition)
         fn.__loom_workflow__ = definition  # type: ignore[attr-defined]
         return fn
 
     if not isinstance(name, str) or not WORKFLOW_NAME_RE.fullmatch(name):
         raise RegistrationError(f"workflow name {name!r} is invalid: use 1-128 characters from A-Z a-z 0-9 _ . -")
+    check_version(version, f"durable workflow {name!r}")
     return decorate
 
 

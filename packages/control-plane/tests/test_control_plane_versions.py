@@ -1,0 +1,130 @@
+"""Versions in the API (DESIGN.md "Versions"): a start naming a version, GET /workflows with each version and
+its live executions, the status's pinned step list, and redrive onto another version. The route functions run
+on the engine's memory store with a manual clock (the handler's wiring is covered by the other files)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from engine_core import PermanentStepError, Registry, sleep, workflow
+from engine_core.adapters.bootstrap import Runtime
+from engine_core.testing import LocalRunner
+from loom_control_plane import routes
+from loom_control_plane.errors import ApiError, error_for
+from loom_control_plane.routes import Request
+
+FIXED = {"on": False}
+
+
+def a(ctx):
+    return {"a": 1}
+
+
+def b(ctx):
+    if not FIXED["on"]:
+        raise PermanentStepError("feed missing")
+    return {"b": 1}
+
+
+def c(ctx):
+    return {"c": 1}
+
+
+def deploy(versions=(1, 2)) -> Registry:
+    registry = Registry()
+    if 1 in versions:
+        @workflow("billing", registry=registry)
+        class One:
+            steps = [a, sleep(hours=1), b]
+    if 2 in versions:
+        @workflow("billing", registry=registry, version=2)
+        class Two:
+            steps = [a, sleep(hours=1), c, b]
+    return registry
+
+
+@pytest.fixture
+def setup():
+    FIXED["on"] = False
+    runner = LocalRunner(deploy())
+    rt = Runtime(runner.engine, runner.sweeper, runner.settings, runner.engine.registry)
+    return runner, rt
+
+
+def send(rt, route, body=None, query=None, **params):
+    try:
+        return route(rt, Request(params=params, body=None if body is None else json.dumps(body), query=query))
+    except Exception as exc:  # as the handler answers it
+        error = error_for(exc)
+        if error is None:
+            raise
+        return error.status, error.body()
+
+
+def test_start_naming_a_version_pins_it_and_status_shows_the_pinned_step_list(setup):
+    runner, rt = setup
+    # when: one start takes the newest, one asks for version 1, one for a version not deployed
+    newest = send(rt, routes.start_execution, {"workflow": "billing", "input": {}})
+    old = send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": 1})
+    missing = send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": 5})
+    bad = send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": 0})
+    # then
+    assert newest[0] == old[0] == 202
+    assert missing[0] == 404 and missing[1]["error"] == "unknown_workflow"
+    assert "no version 5" in missing[1]["message"] and "deployed versions: 1, 2" in missing[1]["message"]
+    assert bad[0] == 400 and bad[1]["error"] == "invalid_request" and "version" in bad[1]["message"]
+    _, view_new = send(rt, routes.get_execution, execution_id=newest[1]["execution_id"])
+    _, view_old = send(rt, routes.get_execution, execution_id=old[1]["execution_id"])
+    assert (view_new["workflow_version"], view_new["steps"]) == (2, ["a", "sleep_3600s", "c", "b"])
+    assert (view_old["workflow_version"], view_old["steps"], view_old["step_count"]) == (1, ["a", "sleep_3600s", "b"], 3)
+
+
+def test_get_workflows_lists_each_version_with_its_live_executions_and_live_ones_on_undeployed_versions(setup):
+    runner, rt = setup
+    for version in (1, 1, 2):
+        send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": version})
+    ended = send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": 2})[1]["execution_id"]
+    runner.engine.operator.cancel(ended, "me")
+    # when
+    status, body = send(rt, routes.list_workflows, query={})
+    # then: the newest describes the workflow; each version counts only its live executions
+    (billing,) = body["workflows"]
+    assert status == 200 and billing["version"] == 2 and billing["name"] == "billing"
+    assert [(v["version"], v["live"], v["steps"]) for v in billing["versions"]] == [
+        (1, 2, ["a", "sleep_3600s", "b"]), (2, 1, ["a", "sleep_3600s", "c", "b"])]
+    assert body["live"] == {"complete": True, "read": 3} and body["undeployed"] == []
+    # ?live=0 leaves the counts out
+    quiet = send(rt, routes.list_workflows, query={"live": "0"})[1]
+    assert "live" not in quiet and "live" not in quiet["workflows"][0]["versions"][0]
+    # a deployment without version 1 names the executions live on it
+    only_two = deploy((2,))
+    rt2 = Runtime(runner.engine, runner.sweeper, runner.settings, only_two)
+    assert send(rt2, routes.list_workflows, query={})[1]["undeployed"] == [{"workflow": "billing", "version": 1, "live": 2}]
+
+
+def test_redrive_to_version_resumes_on_it_when_the_steps_before_the_failed_one_match(setup):
+    runner, rt = setup
+    eid = send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": 1})[1]["execution_id"]
+    assert runner.run_until_done(eid).error.code == "permanent_error"
+    # a body that is not {"to_version": N} is refused, naming what it takes
+    wrong = send(rt, routes.redrive_execution, {"version": 2}, execution_id=eid)
+    assert wrong[0] == 400 and "to_version" in wrong[1]["message"]
+    # when: redriven onto version 2, whose steps before b (a, the sleep) are the same
+    FIXED["on"] = True
+    status, view = send(rt, routes.redrive_execution, {"to_version": 2}, execution_id=eid)
+    # then: it resumes at step 2 on version 2 (c, then b)
+    assert status == 202 and view["workflow_version"] == 2 and view["current_step"] == 2
+    done = runner.run_until_done(eid)
+    assert done.status.value == "COMPLETED" and runner.context(eid) == {"a": 1, "c": 1, "b": 1}
+
+
+def test_redrive_body_parser_refuses_what_is_not_a_version():
+    from loom_control_plane.versions import parse_redrive_request
+
+    assert parse_redrive_request(None, False) is None and parse_redrive_request("{}", False) is None
+    assert parse_redrive_request('{"to_version": 3}', False) == 3
+    for body in ('{"to_version": true}', '{"to_version": "2"}', '{"to_version": 0}', "[2]", '{"x": 1}'):
+        with pytest.raises(ApiError) as refused:
+            parse_redrive_request(body, False)
+        assert refused.value.status == 400 and "to_version" in refused.value.message

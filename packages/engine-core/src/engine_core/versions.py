@@ -1,0 +1,212 @@
+"""Which definition an execution runs on: the workflow version it is pinned to, judged by what it still
+has to run (DESIGN.md "Versions: executions in flight across a deploy").
+
+An execution pins, at start, its workflow's version (``Execution.workflow_version``, on the execution item)
+and each step's digest (``pinned_steps``, written once beside the input). Every delivery and operator
+action resolves the definition here:
+
+- the pinned version must be deployed (else ``workflow_version_missing``, naming it and what is deployed);
+- the same step list (same fingerprint) runs as is;
+- a changed list at the same version runs when every step the execution still has to run is unchanged,
+  at the same position, and every step it completed still stands where it stood (a sleep that passed may
+  be retuned); steps appended after its list are not run by it. It runs on a *view* of the deployed list
+  cut to the length it pinned, so everything downstream sees its own list;
+- anything else is ``workflow_definition_mismatch``, naming the first step that differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import ExecutionStateConflictError, UnknownWorkflowError, UnknownWorkflowVersionError
+from .model import ErrorInfo, Execution
+
+if TYPE_CHECKING:
+    from .registry import Registry
+    from .steps import WorkflowDef
+
+MISSING_VERSION = "workflow_version_missing"
+MISMATCH = "workflow_definition_mismatch"
+
+
+@dataclass(frozen=True)
+class PinnedStep:
+    """One step as the execution started with it."""
+
+    name: str
+    kind: str
+    digest: str
+
+
+def pins_of(wf: WorkflowDef) -> str | None:
+    """What an execution started on ``wf`` keeps beside its input: the list's fingerprint, then each step's
+    ``kind#digest#name`` (names hold no ``#`` and no whitespace). None for code-first (the replay checks
+    each position against the history instead)."""
+    if wf.code is not None or not wf.step_prints:
+        return None
+    return " ".join([wf.fingerprint, *(f"{s.kind.kind}#{d}#{s.name}" for s, d in zip(wf.steps, wf.step_prints))])
+
+
+def decode_pins(text: str | None, fingerprint: str) -> list[PinnedStep] | None:
+    """The pinned steps, when ``text`` holds them for the list ``fingerprint`` names (pins written for another
+    list, after a redrive onto another version, are not this execution's); None otherwise."""
+    if not text:
+        return None
+    head, *entries = text.split(" ")
+    if head != fingerprint or not entries:
+        return None
+    out = []
+    for entry in entries:
+        parts = entry.split("#")
+        if len(parts) != 3:
+            return None
+        out.append(PinnedStep(name=parts[2], kind=parts[0], digest=parts[1]))
+    return out
+
+
+def _passed(e: Execution, index: int, kind: str) -> bool:
+    """The execution is done with this step: it completed, or it is the sleep it began (its wake time is
+    already fixed on the execution, so its length no longer matters)."""
+    return index < e.current_step or (index == e.current_step and kind == "sleep" and e.attempt >= 1)
+
+
+def prefix_problem(pins: list[PinnedStep], wf: WorkflowDef, upto: int) -> str | None:
+    """Why the steps before ``upto`` do not stand in ``wf`` where they stood in ``pins`` (None: they do). A
+    step stands when its digest (name and shape) is the same, or when both are sleeps."""
+    for i in range(upto):
+        if i >= len(wf.steps):
+            return f"it has {len(wf.steps)} steps, and this execution completed {upto}"
+        if i >= len(pins):
+            return f"this execution's list has no step {i}"
+        pin, now, digest = pins[i], wf.steps[i], wf.step_prints[i]
+        if digest != pin.digest and not (pin.kind == now.kind.kind == "sleep"):
+            return f"step {i} was {pin.name!r} ({pin.kind}) and is now {now.name!r} ({now.kind.kind})"
+    return None
+
+
+def remaining_problem(pins: list[PinnedStep], wf: WorkflowDef, e: Execution) -> str | None:
+    """Why ``e`` cannot go on under ``wf`` (None: every step it completed still stands, and every step it
+    still has to run is unchanged at its position)."""
+    done = sum(1 for i, p in enumerate(pins) if _passed(e, i, p.kind))
+    problem = prefix_problem(pins, wf, min(done, len(pins)))
+    if problem is not None:
+        return problem
+    for i in range(done, len(pins)):
+        if i >= len(wf.steps):
+            return f"it dropped step {i} {pins[i].name!r}, which this execution still has to run"
+        if wf.step_prints[i] != pins[i].digest:
+            return (f"step {i} {pins[i].name!r}, which this execution still has to run, changed (now "
+                    f"{wf.steps[i].name!r})")
+    return None
+
+
+def pinned_view(wf: WorkflowDef, e: Execution, length: int) -> WorkflowDef:
+    """``wf`` cut to the ``length`` steps ``e`` pinned, under ``e``'s fingerprint: the list it runs to its end."""
+    return dataclasses.replace(wf, steps=wf.steps[:length], step_prints=wf.step_prints[:length],
+                               fingerprint=e.fingerprint)
+
+
+def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None] | None = None,
+            ) -> tuple[WorkflowDef, None] | tuple[WorkflowDef | None, ErrorInfo]:
+    """The definition ``e`` runs on, or why there is none here. ``load_pins`` reads the pinned steps when
+    ``e`` came from a read that does not carry them and the deployed list differs."""
+    try:
+        wf = registry.get(e.workflow, e.workflow_version)
+    except UnknownWorkflowVersionError as exc:
+        return None, ErrorInfo(code=MISSING_VERSION, message=(
+            f"this execution started on version {e.workflow_version} of workflow {e.workflow!r} and runs to its "
+            f"end on it, but {exc}. Deploy version {e.workflow_version} again beside the newer ones (keep its "
+            f"@workflow(..., version={e.workflow_version}) registered) and redrive it, or redrive it onto a "
+            "deployed version whose steps before its failed one are the same (loom redrive ID --to-version N)"))
+    except UnknownWorkflowError as exc:
+        return None, ErrorInfo(code=MISMATCH, message=f"{exc}; this worker cannot run it, and will not guess")
+    if wf.fingerprint == e.fingerprint:
+        return wf, None
+    text = e.pinned_steps if e.pinned_steps is not None or load_pins is None else load_pins()
+    pins = None if wf.code is not None else decode_pins(text, e.fingerprint)
+    if pins is None:
+        why = "its per-step digests were not kept (it started before executions kept them, or was redriven onto this version)"
+    elif e.compensating:
+        why = "it is undoing its completed steps, and a changed list cannot say what to undo"
+    else:
+        why = remaining_problem(pins, wf, e)
+        if why is None:
+            return pinned_view(wf, e, len(pins)), None
+    return wf, ErrorInfo(code=MISMATCH, message=(
+        f"workflow {e.workflow!r} version {e.workflow_version} changed its steps since this execution started "
+        f"(fingerprint {e.fingerprint} -> {wf.fingerprint}): {why}; running on would run the wrong step. Ship "
+        f"a changed step list as a new version (@workflow({e.workflow!r}, version={e.workflow_version + 1})) "
+        "and keep this one registered until its executions end (loom versions check)"))
+
+
+def read_pins(store: Any, execution_id: str) -> Callable[[], str | None]:
+    """Reads ``execution_id``'s pinned steps (kept beside its input: one Query) when it is called."""
+    def read() -> str | None:
+        state = store.load_state(execution_id)
+        return None if state is None else state.execution.pinned_steps
+    return read
+
+
+def pinned_definition(registry: Registry, e: Execution,
+                      load_pins: Callable[[], str | None] | None = None) -> WorkflowDef | None:
+    """The definition ``e`` runs on, or None when this deployment cannot run it."""
+    wf, problem = resolve(registry, e, load_pins)
+    return wf if problem is None else None
+
+
+def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
+                 load_pins: Callable[[], str | None]) -> dict[str, Any]:
+    """What a redrive of the FAILED ``e`` changes on it besides the redrive itself: nothing on its own version
+    (which must still run it: ``definition_changed`` otherwise), or the version and fingerprint of
+    ``to_version``, whose steps before the failed one must stand where ``e``'s stood (``steps_differ``).
+    Raises UnknownWorkflowVersionError when ``to_version`` is not deployed here."""
+    status = e.status.value
+    if to_version is None or to_version == e.workflow_version:
+        wf, problem = resolve(registry, e, load_pins)
+        if problem is not None:
+            raise ExecutionStateConflictError("definition_changed", (
+                f"execution {e.execution_id} cannot be redriven on its own version: {problem.message}. Or redrive "
+                "it onto another deployed version: loom redrive ID --to-version N"), status)
+        return {}
+    target = registry.get(e.workflow, to_version)
+    try:
+        own: WorkflowDef | None = registry.get(e.workflow, e.workflow_version)
+    except UnknownWorkflowError:
+        own = None
+    text = e.pinned_steps if e.pinned_steps is not None else load_pins()
+    pins = decode_pins(text, e.fingerprint)
+    if pins is None and own is not None and own.code is None and own.fingerprint == e.fingerprint:
+        pins = [PinnedStep(s.name, s.kind.kind, d) for s, d in zip(own.steps, own.step_prints)]
+    code_first = own.code is not None if own is not None else False  # pins are kept for step lists only
+    if own is None and pins is None:
+        raise ExecutionStateConflictError("steps_differ", (
+            f"the steps execution {e.execution_id} completed cannot be compared with version {to_version}: "
+            f"neither its per-step digests nor version {e.workflow_version} are here. Deploy version "
+            f"{e.workflow_version} again and redrive without --to-version"), status)
+    if (target.code is not None) != code_first:
+        raise ExecutionStateConflictError("steps_differ", (
+            f"version {to_version} of workflow {e.workflow!r} and version {e.workflow_version}, which execution "
+            f"{e.execution_id} ran on, are not both code-first or both step lists; start a new execution"), status)
+    if target.code is not None:
+        return {"workflow_version": to_version, "fingerprint": target.fingerprint}  # the replay checks each position
+    if pins is None:
+        raise ExecutionStateConflictError("steps_differ", (
+            f"the steps execution {e.execution_id} completed cannot be compared with version {to_version}: "
+            f"neither its per-step digests nor version {e.workflow_version} as it started are here. Deploy "
+            f"version {e.workflow_version} again and redrive without --to-version"), status)
+    problem = prefix_problem(pins, target, e.current_step)
+    if problem is None and e.current_step >= len(target.steps):
+        problem = f"it has {len(target.steps)} steps, so no step {e.current_step} to resume at"
+    if problem is not None:
+        raise ExecutionStateConflictError("steps_differ", (
+            f"execution {e.execution_id} failed at step {e.current_step}; the steps before it must be the same "
+            f"in version {to_version} (compared by digest), but {problem}. Redrive it onto a version that "
+            "keeps them, or start a new execution"), status)
+    return {"workflow_version": to_version, "fingerprint": target.fingerprint}
+
+
+__all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "decode_pins", "pinned_definition", "pinned_view",
+           "pins_of", "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve"]

@@ -1,0 +1,411 @@
+"""Versions: executions in flight across a deploy (DESIGN.md "Versions"). Each test deploys a new set of
+workflows (``LocalRunner.deploy``) while executions started on the old one are asleep, retrying, crashed,
+cancelled or failed, and checks which definition's steps really ran (a journal the bodies write)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_core import PermanentStepError, Registry, RetryPolicy, Status, faults, sleep, step, workflow
+from engine_core.durable import durable
+from engine_core.durable import sleep as dsleep
+from engine_core.durable import step as dstep
+from engine_core.errors import ExecutionStateConflictError, IdempotencyConflictError, UnknownWorkflowVersionError
+from engine_core.testing import LocalRunner
+
+NAME = "orders"
+
+
+class Journal(list):
+    def body(self, label: str, fail: bool = False):
+        def fn(ctx):
+            self.append((label, ctx.execution_id))
+            if fail:
+                raise PermanentStepError(f"{label} failed")
+            return {label: True}
+        fn.__name__ = label
+        return fn
+
+    def ran(self, eid: str) -> list[str]:
+        return [label for label, who in self if who == eid]
+
+
+def v1(registry: Registry, j: Journal, *, wait=sleep(days=3), extra=(), fail_b=False, version=1):
+    @workflow(NAME, registry=registry, version=version)
+    class V1:
+        steps = [j.body("a"), wait, j.body("b", fail=fail_b), *extra]
+    return V1
+
+
+def v2(registry: Registry, j: Journal):
+    @workflow(NAME, registry=registry, version=2)
+    class V2:
+        steps = [j.body("a"), sleep(days=3), j.body("c"), j.body("d")]
+    return V2
+
+
+def drive_until(runner: LocalRunner, eid: str, done) -> None:
+    for _ in range(10_000):
+        if done(runner.engine.get(eid)):
+            return
+        runner.step_once()
+    raise AssertionError(f"{eid} never got there")
+
+
+def deployed(*builders) -> Registry:
+    registry = Registry()
+    for build in builders:
+        build(registry)
+    return registry
+
+
+def test_versions_a_version_2_deployed_while_version_1_sleeps_both_finish_on_their_own_definitions():
+    # given: version 1 only, one execution asleep in its three-day sleep
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j)))
+    old = runner.start(NAME, {})
+    assert runner.run_until(old, "SLEEPING").workflow_version == 1
+    # when: version 2 is deployed beside version 1, and a new execution starts
+    runner.deploy(deployed(lambda r: v1(r, j), lambda r: v2(r, j)))
+    new = runner.start(NAME, {})
+    # then: each runs its own steps to the end
+    assert runner.run_until_done(old).status is Status.COMPLETED
+    assert runner.run_until_done(new).status is Status.COMPLETED
+    assert j.ran(old) == ["a", "b"] and j.ran(new) == ["a", "c", "d"]
+    assert runner.engine.get(new).workflow_version == 2 and runner.engine.get(new).current_step == 4
+    assert runner.engine.get(old).workflow_version == 1 and runner.engine.get(old).current_step == 3
+
+
+def test_versions_a_start_naming_a_version_runs_on_it_and_an_unknown_version_is_refused_naming_the_deployed_ones():
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j), lambda r: v2(r, j)))
+    # when: a start asks for version 1 although 2 is newer
+    eid = runner.start(NAME, {}, version=1)
+    # then: it runs version 1's steps
+    runner.run_until_done(eid)
+    assert j.ran(eid) == ["a", "b"]
+    with pytest.raises(UnknownWorkflowVersionError) as missing:
+        runner.start(NAME, {}, version=7)
+    assert "no version 7" in str(missing.value) and "deployed versions: 1, 2" in str(missing.value)
+    # and a token re-used for another version is a conflict, not a silent answer on the first one
+    runner.start(NAME, {"n": 1}, token="t-1", version=1)
+    with pytest.raises(IdempotencyConflictError):
+        runner.start(NAME, {"n": 1}, token="t-1", version=2)
+
+
+def test_versions_an_execution_whose_version_was_removed_fails_naming_it_and_runs_again_once_it_is_back():
+    # given: a version-1 execution asleep
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j)))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "SLEEPING")
+    # when: a deploy keeps only version 2, and the sleep ends
+    runner.deploy(deployed(lambda r: v2(r, j)))
+    failed = runner.run_until_done(eid)
+    # then: FAILED workflow_version_missing naming the version; nothing of version 2 ran
+    assert failed.status is Status.FAILED and failed.error.code == "workflow_version_missing"
+    assert "version 1" in failed.error.message and "deployed versions: 2" in failed.error.message
+    assert j.ran(eid) == ["a"]
+    # redriving it on its own version is refused while that version is missing
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.redrive(eid, "oncall")
+    assert refused.value.code == "definition_changed"
+    # when: version 1 is deployed again and the operator redrives
+    runner.deploy(deployed(lambda r: v1(r, j), lambda r: v2(r, j)))
+    runner.engine.operator.redrive(eid, "oncall")
+    # then: it ends on version 1's steps
+    assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
+
+
+def test_versions_a_retuned_sleep_that_passed_and_appended_steps_do_not_break_an_execution_in_flight():
+    # given: an execution past its sleep (retrying b), and one inside the sleep
+    j = Journal()
+    flaky = {"left": 1}
+
+    def b(ctx):
+        j.append(("b", ctx.execution_id))
+        if flaky["left"]:
+            flaky["left"] -= 1
+            raise RuntimeError("upstream down")
+        return {"b": True}
+
+    def build(r, hours, extra=()):
+        @workflow(NAME, registry=r)
+        class Flow:
+            steps = [j.body("a"), sleep(hours=hours), step(b, retry=RetryPolicy(max_attempts=3, base=600, max_delay=600)), *extra]
+
+    runner = LocalRunner(deployed(lambda r: build(r, 1)))
+    past = runner.start(NAME, {})
+    drive_until(runner, past, lambda e: e.current_step == 2 and e.timer.value == "retry")
+    inside = runner.start(NAME, {})
+    runner.run_until(inside, "SLEEPING")
+    # when: the same version is redeployed with the sleep retuned and a step appended
+    runner.deploy(deployed(lambda r: build(r, 5, extra=[j.body("appended")])))
+    # then: both finish on the steps they started with; the appended step runs only for new starts
+    assert runner.run_until_done(past).status is Status.COMPLETED
+    assert runner.run_until_done(inside).status is Status.COMPLETED
+    assert j.ran(past) == ["a", "b", "b"] and j.ran(inside) == ["a", "b"]
+    assert runner.engine.get(inside).current_step == 3
+    fresh = runner.start(NAME, {})
+    runner.run_until_done(fresh)
+    assert j.ran(fresh) == ["a", "b", "appended"]
+    assert runner.context(past) == {"a": True, "b": True}
+
+
+@pytest.mark.parametrize("change, named", [
+    ("changed_remaining", "step 2 'b', which this execution still has to run, changed (now 'b2')"),
+    ("inserted_before_remaining", "step 2 'b', which this execution still has to run, changed (now 'new')"),
+    ("changed_completed", "step 0 was 'a' (task) and is now 'a0' (task)"),
+    ("dropped_remaining", "it dropped step 3 'z', which this execution still has to run"),
+])
+def test_versions_a_same_version_deploy_that_changes_what_an_execution_still_runs_fails_it_naming_the_step(change, named):
+    # given: an execution asleep after a
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j, extra=[j.body("z")])))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "SLEEPING")
+    lists = {
+        "changed_remaining": [j.body("a"), sleep(days=3), j.body("b2"), j.body("z")],
+        "inserted_before_remaining": [j.body("a"), sleep(days=3), j.body("new"), j.body("b"), j.body("z")],
+        "changed_completed": [j.body("a0"), sleep(days=3), j.body("b"), j.body("z")],
+        "dropped_remaining": [j.body("a"), sleep(days=3), j.body("b")],
+    }
+    registry = Registry()
+
+    @workflow(NAME, registry=registry)
+    class Changed:
+        steps = lists[change]
+    # when: the same version is redeployed with that change, and the sleep ends
+    runner.deploy(registry)
+    e = runner.run_until_done(eid)
+    # then: FAILED workflow_definition_mismatch naming what differs; nothing of the new list ran
+    assert e.status is Status.FAILED and e.error.code == "workflow_definition_mismatch"
+    assert named in e.error.message and "version=2" in e.error.message
+    assert j.ran(eid) == ["a"]
+
+
+def test_versions_redrive_onto_another_version_resumes_at_the_failed_step_only_when_the_steps_before_it_match():
+    # given: a version-1 execution failed for good at b
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j, fail_b=True)))
+    eid = runner.start(NAME, {})
+    failed = runner.run_until_done(eid)
+    assert failed.status is Status.FAILED and failed.current_step == 2
+
+    def fixed(r):  # version 2 keeps a and the sleep, fixes b and adds a step
+        @workflow(NAME, registry=r, version=2)
+        class Fixed:
+            steps = [j.body("a"), sleep(days=3), j.body("b_fixed"), j.body("notify")]
+
+    def reordered(r):  # version 3 changes a step before the failed one
+        @workflow(NAME, registry=r, version=3)
+        class Reordered:
+            steps = [j.body("a2"), sleep(days=3), j.body("b_fixed")]
+
+    runner.deploy(deployed(lambda r: v1(r, j, fail_b=True), fixed, reordered))
+    # when: redriven onto version 3, whose step 0 differs: refused, nothing written
+    with pytest.raises(ExecutionStateConflictError) as differ:
+        runner.engine.operator.redrive(eid, "oncall", to_version=3)
+    assert differ.value.code == "steps_differ" and "step 0 was 'a' (task) and is now 'a2' (task)" in str(differ.value)
+    assert runner.engine.get(eid).version == failed.version
+    with pytest.raises(UnknownWorkflowVersionError):
+        runner.engine.operator.redrive(eid, "oncall", to_version=9)
+    # when: redriven onto version 2, whose steps before b are the same
+    again = runner.engine.operator.redrive(eid, "oncall", to_version=2)
+    # then: it resumes at step 2 on version 2's steps, and says so in its operation record
+    assert again.workflow_version == 2 and again.current_step == 2
+    done = runner.run_until_done(eid)
+    assert done.status is Status.COMPLETED and j.ran(eid) == ["a", "b", "b_fixed", "notify"]
+    (op,), _ = runner.engine.operator.operations(eid)
+    assert (op.op, op.detail["from_version"], op.detail["to_version"]) == ("redrive", 1, 2)
+
+
+def test_versions_a_cancel_after_a_deploy_undoes_with_the_pinned_versions_compensations():
+    # given: version 1 charges (with a refund) then sleeps
+    j = Journal()
+
+    def refund(ctx):
+        j.append(("refund_v1", ctx.execution_id))
+
+    def charged(r):
+        @workflow(NAME, registry=r)
+        class Charged:
+            steps = [step(j.body("charge"), compensate=refund), sleep(days=3), j.body("ship")]
+
+    runner = LocalRunner(deployed(charged))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "SLEEPING")
+    # when: version 2 (no compensation at all) is deployed, then the operator cancels
+    runner.deploy(deployed(charged, lambda r: v2(r, j)))
+    runner.engine.operator.cancel(eid, "oncall")
+    e = runner.run_until_done(eid)
+    # then: version 1's refund ran, once; nothing of version 2 ran
+    assert e.status is Status.CANCELLED and e.compensated is True
+    assert j.ran(eid) == ["charge", "refund_v1"]
+
+
+def test_versions_a_worker_killed_inside_a_step_after_a_deploy_reruns_the_pinned_versions_step():
+    # given: version 1 asleep; version 2 deployed; the worker dies inside b (after its side effect)
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j)))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "SLEEPING")
+    runner.deploy(deployed(lambda r: v1(r, j), lambda r: v2(r, j)))
+    killed = []
+
+    def hook(name, info):
+        if name == "step.return" and info.get("step_name") == "b" and not killed:
+            killed.append(info["attempt"])
+            raise SystemExit("killed")
+
+    faults.install(hook)
+    try:
+        for _ in range(10_000):
+            if killed:
+                break
+            try:
+                runner.step_once()
+            except SystemExit:
+                pass
+        # when: the claim's lease runs out and the sweeper re-drives it
+        e = runner.run_until_done(eid)
+    finally:
+        faults.install(None)
+    # then: b ran again (same version), c and d never ran; the second attempt completed it
+    assert e.status is Status.COMPLETED and e.workflow_version == 1
+    assert j.ran(eid) == ["a", "b", "b"]
+
+
+def test_versions_a_duplicate_message_delivered_after_a_deploy_advances_once():
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j)))
+    eid = runner.start(NAME, {})
+    copies = list(runner.queue.messages)
+    runner.deploy(deployed(lambda r: v1(r, j), lambda r: v2(r, j)))
+    # when: the first message is delivered twice
+    first = runner.engine.process(copies[0].body)
+    second = runner.engine.process(copies[0].body)
+    # then: one delivery ran version 1's step a; the copy was stale
+    assert first.kind != "stale" and second.kind == "stale"
+    assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
+
+
+def _code_versions(registry: Registry, j: Journal, versions=(1, 2)) -> None:
+    if 1 in versions:
+        @durable("code_orders", registry=registry)
+        def one(input):
+            dstep("a", lambda: j.append(("a", "code")) or True)
+            dsleep(days=1)
+            dstep("b", lambda: j.append(("b_v1", "code")) or True)
+            return {"version": 1}
+    if 2 in versions:
+        @durable("code_orders", registry=registry, version=2)
+        def two(input):
+            dstep("a", lambda: j.append(("a", "code")) or True)
+            dstep("c", lambda: j.append(("c_v2", "code")) or True)
+            return {"version": 2}
+
+
+def test_versions_code_first_each_execution_replays_the_version_it_started_on_and_a_removed_one_is_refused():
+    # given: a code-first version-1 execution asleep
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: _code_versions(r, j, (1,))))
+    old = runner.start("code_orders", {})
+    runner.run_until(old, "SLEEPING")
+    # when: version 2 is deployed beside it, and a new execution starts
+    runner.deploy(deployed(lambda r: _code_versions(r, j)))
+    new = runner.start("code_orders", {})
+    # then: each returns its own version's result
+    assert runner.run_until_done(old).status is Status.COMPLETED and runner.result(old) == {"version": 1}
+    assert runner.run_until_done(new).status is Status.COMPLETED and runner.result(new) == {"version": 2}
+    # and: with version 1 removed, a version-1 execution is refused naming it, not replayed on version 2
+    gone = runner.start("code_orders", {}, version=1)
+    runner.run_until(gone, "SLEEPING")
+    runner.deploy(deployed(lambda r: _code_versions(r, j, (2,))))
+    e = runner.run_until_done(gone)
+    assert e.status is Status.FAILED and e.error.code == "workflow_version_missing"
+    assert "version 1" in e.error.message
+
+
+def test_versions_the_worker_refuses_to_start_when_an_older_versions_step_cannot_fit_its_timeout():
+    from engine_core import ConfigurationError, check_fits, step
+    from engine_core.settings import EngineSettings
+
+    # given: version 1 has a 50 s step; version 2 (the newest) only short ones
+    j = Journal()
+    registry = Registry()
+
+    @workflow(NAME, registry=registry)
+    class Slow:
+        steps = [step(j.body("a"), timeout_s=50)]
+
+    @workflow(NAME, registry=registry, version=2)
+    class Quick:
+        steps = [step(j.body("a"), timeout_s=5)]
+
+    # when / then: the old version still runs executions in flight, so it must fit too
+    with pytest.raises(ConfigurationError, match=r"workflow 'orders' step 'a' has a 50 s budget"):
+        check_fits(registry, EngineSettings(function_timeout_s=30))
+
+
+def test_versions_an_event_for_a_wait_only_the_pinned_version_has_is_delivered_after_a_deploy():
+    from engine_core import wait_for_event
+
+    # given: version 1 waits for "approved"; version 2, deployed while it waits, waits for nothing
+    j = Journal()
+
+    def waits(r):
+        @workflow(NAME, registry=r)
+        class Approval:
+            steps = [j.body("a"), wait_for_event("approved", timeout=3600), j.body("b")]
+
+    runner = LocalRunner(deployed(waits))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "WAITING")
+    runner.deploy(deployed(waits, lambda r: v2(r, j)))
+    # when: the event arrives (and a version-2 execution, which never waits, is sent one)
+    outcome = runner.send_event(eid, "approved", {"ok": True})
+    other = runner.start(NAME, {})
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.send_event(other, "approved", {"ok": True})
+    # then: the pinned version's wait takes it and the execution ends on version 1's steps
+    assert outcome == "delivered" and refused.value.code == "unknown_event"
+    assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
+    assert runner.context(eid)["wait_approved"] == {"ok": True}
+
+
+def _code_failing(registry: Registry, versions, v2_call: str) -> None:
+    def boom():
+        raise PermanentStepError("feed missing")
+
+    if 1 in versions:
+        @durable("code_fix", registry=registry)
+        def one(input):
+            dstep("a", lambda: 1)
+            dstep("b", boom)
+            return {"version": 1}
+    if 2 in versions:
+        @durable("code_fix", registry=registry, version=2)
+        def two(input):
+            dstep("a", lambda: 1)
+            dstep(v2_call, lambda: 2)
+            return {"version": 2}
+
+
+@pytest.mark.parametrize("v2_call, ends", [("b", "COMPLETED"), ("b_renamed", "FAILED")])
+def test_versions_code_first_redrive_onto_another_version_replays_its_recorded_calls_there(v2_call, ends):
+    # given: a code-first version-1 execution failed for good at its call "b"
+    runner = LocalRunner(deployed(lambda r: _code_failing(r, (1,), v2_call)))
+    eid = runner.start("code_fix", {})
+    assert runner.run_until_done(eid).error.code == "permanent_error"
+    runner.deploy(deployed(lambda r: _code_failing(r, (1, 2), v2_call)))
+    # when: redriven onto version 2
+    runner.engine.operator.redrive(eid, "oncall", to_version=2)
+    e = runner.run_until_done(eid)
+    # then: version 2 replays the recorded calls; the failed call must keep its name there, or the replay
+    # refuses it (nondeterministic_replay) rather than run something the history does not describe
+    assert e.status.value == ends and e.workflow_version == 2
+    if ends == "COMPLETED":
+        assert runner.result(eid) == {"version": 2}
+    else:
+        assert e.error.code == "nondeterministic_replay" and "b_renamed" in e.error.message
