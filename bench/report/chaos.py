@@ -40,11 +40,15 @@ def goals(runs: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     for name, run in runs.items():
         k = run["figures"]["kills"]
         if k["reruns"]:
-            n = len(k["reruns"])
+            n = k.get("single_fault", len(k["reruns"]))
+            within = k.get("single_fault_within_bound", k["within_bound"])
+            double = [r for r in k["reruns"] if r.get("sweeper_killed")]
+            extra = "".join(f"; and 1 whose re-driving sweeper was killed after its claim too (a second fault), "
+                            f"re-run after {_s(r['rerun_s'])}" for r in double)
             rows.append(("A killed step re-runs within its killed invocation's deadline + 5 s + one sweeper tick",
-                         name, f"{k['within_bound']} of {n} within; re-run median {_s(k['rerun']['median'])}, max "
-                               f"{_s(k['rerun']['max'])}; bound median {_s(k['rerun_bound']['median'])}",
-                         k["within_bound"] == n))
+                         name, f"{within} of {n} within; re-run median {_s(k['rerun']['median'])}, max "
+                               f"{_s(k['rerun']['max'])}; bound median {_s(k['rerun_bound']['median'])}{extra}",
+                         within == n))
     return rows
 
 

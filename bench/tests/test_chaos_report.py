@@ -67,3 +67,16 @@ def test_chaos_section_when_measured_renders_the_goals_and_both_profiles():
     assert "| Stale share at most 5.0% of deliveries with no faults (issue 27: the 300-execution run) | backlog | " \
            "5.1% (51 of 1,000 deliveries) | **missed** |" in text
     assert "| faults (40 executions) | backlog (100 executions) |" in text
+
+
+def test_goals_when_the_late_re_run_had_its_re_driving_sweeper_killed_too_hold_only_single_faults_to_the_bound():
+    results = _results(stale=10, reruns=((25.0, 29.0), (61.0, 29.5)))
+    k = results["runs"]["faults"]["figures"]["kills"]
+    k["reruns"][1]["sweeper_killed"] = True
+    k["single_fault"], k["single_fault_within_bound"] = 1, 1
+
+    rows = {(g.split(":")[0].split(" (")[0], run): (measured, ok) for g, run, measured, ok in goals(results["runs"])}
+    measured, ok = rows[("A killed step re-runs within its killed invocation's deadline + 5 s + one sweeper tick", "faults")]
+
+    assert ok is True
+    assert measured.startswith("1 of 1 within") and "killed after its claim too (a second fault), re-run after 61" in measured

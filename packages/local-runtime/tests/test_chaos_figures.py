@@ -86,6 +86,25 @@ def test_kills_when_a_claimed_step_was_killed_time_its_next_body_start_against_t
     assert got["interrupted"][0]["request_id"] == "r2" and got["held_by_killed"] == 1
 
 
+def test_kills_when_the_sweeper_re_driving_the_killed_step_was_killed_too_count_it_apart_from_the_bound():
+    # given: the worker killed at 125 inside E1's step 1 (as above), then the sweeper killed at 146 right after
+    # claiming E1's re-drive; E1's step 1 body starts again at 190
+    worker = {"kind": "worker", "point": "step.enter", "fired": True, "fired_at": 125.0, "pid": 8,
+              "info": {"execution_id": E1, "step": 1, "branch": None, "compensation": False}}
+    sweeper = {"kind": "sweeper", "point": "sweeper.after_claim", "fired": True, "fired_at": 146.0, "pid": 9,
+               "info": {"execution_id": E1}}
+    record = _record(
+        invocations=[_held(120, "r2", ("m4", E1, 1)), *_invocation("r2", 8, 120, 125.5, "crashed", deadline=140)],
+        steps=[{"at": 124, "execution_id": E1, "step": 1}, {"at": 190, "execution_id": E1, "step": 1}],
+        redrives=[{"at": 188, "execution_id": E1, "reason": "stalled_lease"}], arms=[worker, sweeper])
+    # when
+    got = figures.kills(record)
+    # then: late (65 s against a 25 s bound), and counted as a double fault, not held to the single fault's bound
+    (rerun,) = got["reruns"]
+    assert rerun["sweeper_killed"] is True and rerun["rerun_s"] == 65.0
+    assert (got["within_bound"], got["single_fault"], got["single_fault_within_bound"]) == (0, 0, 0)
+
+
 def test_measure_when_executions_ended_takes_time_to_end_from_the_api_and_statuses_from_the_ends():
     # given
     finals = {E1: {"status": "COMPLETED", "created_at": "2026-01-01T00:00:00.000000Z",

@@ -134,8 +134,12 @@ def kills(record: dict[str, Any]) -> dict[str, Any]:
             b["execution_id"], b["step"], b.get("branch"), bool(b.get("compensation"))) == who), None)
         bound = starts[rid]["deadline_at"] + RERUN_MARGIN_S + tick - arm["fired_at"]
         redrive = next((r for r in redriven if r["execution_id"] == who[0] and r["at"] > arm["fired_at"]), None)
+        # A second fault on the same recovery: the sweeper that claimed its re-drive was killed before sending it.
+        until = float("inf") if rerun is None else rerun["at"]
+        sweeper_killed = any(a["kind"] == "sweeper" and (a.get("info") or {}).get("execution_id") == who[0]
+                             and arm["fired_at"] < a["fired_at"] < until for a in fired)
         out["reruns"].append({"point": arm["point"], "execution_id": who[0], "step": who[1], "branch": who[2],
-                              "compensation": who[3], "bound_s": round(bound, 2),
+                              "compensation": who[3], "bound_s": round(bound, 2), "sweeper_killed": sweeper_killed,
                               "rerun_s": None if rerun is None else round(rerun["at"] - arm["fired_at"], 2),
                               "redriven_s": None if redrive is None else round(redrive["at"] - arm["fired_at"], 2)})
     timed = [r for r in out["reruns"] if r["rerun_s"] is not None]
@@ -143,6 +147,9 @@ def kills(record: dict[str, Any]) -> dict[str, Any]:
     out["rerun_bound"] = spread([r["bound_s"] for r in out["reruns"]])
     out["redriven"] = spread([r["redriven_s"] for r in out["reruns"] if r["redriven_s"] is not None])
     out["within_bound"] = sum(1 for r in timed if r["rerun_s"] <= r["bound_s"])
+    # The bound is a single fault's: a recovery whose re-driving sweeper was killed too is counted apart.
+    out["single_fault"] = sum(1 for r in out["reruns"] if not r["sweeper_killed"])
+    out["single_fault_within_bound"] = sum(1 for r in timed if not r["sweeper_killed"] and r["rerun_s"] <= r["bound_s"])
     out["held_by_killed"] = sum(len(i["held"]) for i in out["interrupted"])
     for key in ("armed", "fired", "worker_points"):
         out[key] = dict(out[key])
