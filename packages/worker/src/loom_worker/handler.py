@@ -12,6 +12,10 @@ Stale, duplicate and finished-execution messages come back as outcomes and are a
 
 from __future__ import annotations
 
+import gc
+
+gc.disable()  # until init_done() at the end of this module: a cold start's collections are wasted work
+
 from collections.abc import Callable
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -20,7 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from engine_core import InsufficientTimeError, MalformedMessageError, StepMessage
-from engine_core.adapters.lambda_runtime import lambda_setup
+from engine_core.adapters.lambda_runtime import init_done, lambda_setup
 from engine_core.backlog import sent_at_from_ms
 from engine_core.engine import check_fits
 
@@ -74,3 +78,6 @@ def handler(event: dict, context: LambdaContext) -> dict:
     """Process an SQS batch; return ``{"batchItemFailures": [...]}`` naming the records to redeliver."""
     on_record = _RecordHandler(context.get_remaining_time_in_millis, len(event.get("Records") or []))
     return process_partial_response(event=event, record_handler=on_record, processor=processor, context=context)
+
+
+init_done()
