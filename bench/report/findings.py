@@ -18,6 +18,8 @@ from ..analysis import TARGET_IMPORT_MS, TARGET_OVER_FLOOR_MS, TARGET_REQUESTS, 
 
 BASELINE = Path(__file__).resolve().parent.parent / "baseline" / "v1.json"
 COLDSTART_BEFORE = Path(__file__).resolve().parent.parent / "baseline" / "coldstart-before-issue15.json"
+ZIP_COLDSTART_BEFORE = Path(__file__).resolve().parent.parent / "baseline" / "coldstart-before-issue22.json"
+"""The cold start section as measured at the commit before issue 22's handler-import work (the zips)."""
 """The cold start section's results at the commit before issue 15 (the "before" of its before/after)."""
 TARGET_SIZES = ("100 B", "1 KB")
 """The result sizes the per-step targets are stated for."""
@@ -399,6 +401,26 @@ def before_after(cold: dict[str, Any], before: dict[str, Any] | None) -> list[Be
         if r.get("ok") and b.get("ok") and r.get("import_ms") and b.get("import_ms"):
             rows.append(BeforeAfter(function, b["import_ms"], r["import_ms"], b.get("over_floor_ms"), r.get("over_floor_ms")))
     return rows
+
+
+def zip_before_after(cold: dict[str, Any], before: dict[str, Any] | None) -> list[tuple[str, BeforeAfter]]:
+    """Each zip run's handlers now against the same zip run (same directory and Python) in ``before``."""
+    if not before:
+        return []
+    earlier = {(e["dir"], e.get("python_version")): e for e in before.get("zip_runs") or []}
+    rows = []
+    for entry in cold.get("zip_runs") or []:
+        b_entry = earlier.get((entry["dir"], entry.get("python_version")))
+        for function, r in entry["functions"].items():
+            b = (b_entry or {}).get("functions", {}).get(function, {})
+            if r.get("ok") and b.get("ok") and r.get("import_ms") and b.get("import_ms"):
+                rows.append((entry["dir"], BeforeAfter(function, b["import_ms"], r["import_ms"], b.get("over_floor_ms"),
+                                                       r.get("over_floor_ms"))))
+    return rows
+
+
+def zip_coldstart_before() -> dict[str, Any] | None:
+    return json.loads(ZIP_COLDSTART_BEFORE.read_text()) if ZIP_COLDSTART_BEFORE.exists() else None
 
 
 def cold_start(cold: dict[str, Any]) -> ColdStart:

@@ -172,6 +172,18 @@ def zip_section(w: Write, cold: dict[str, Any]) -> None:
                   else f"missed by {and_join(c.subject for c in missed)}")
         w(f"**Against the target (each handler's init within {checks[0].limit:g} ms of the floor, in the zip as Lambda "
           f"loads it): {result}** ({and_join(f'{c.subject}: {c.value:+.0f} ms' for c in checks)}).\n")
+    rows = findings.zip_before_after(cold, findings.zip_coldstart_before())
+    if rows:
+        w("Before and after in the zips (*before* is `bench/baseline/coldstart-before-issue22.json`, this section "
+          "as measured at the commit before issue 22's handler-import work; each run's floor is its own, so "
+          "*over the floor* is what compares across runs on a shared machine):\n")
+        w("| Function | Zips | Init before | Init now | Over the floor before | Over the floor now | Over the floor: change |")
+        w("|---|---|---:|---:|---:|---:|---:|")
+        for where, b in rows:
+            so = f"{-b.saved_over_floor_ms:+.0f} ms" if b.saved_over_floor_ms is not None else "-"
+            w(f"| {b.function} | `{where}` | {b.before_ms:.0f} ms | {b.after_ms:.0f} ms | "
+              f"{_ms(b.before_over_floor_ms, True)} | {_ms(b.after_over_floor_ms, True)} | {so} |")
+        w("")
 
 
 def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
@@ -230,12 +242,22 @@ def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
     w(f"**Against the target (handler import under {TARGET_IMPORT_MS:g} ms on this machine, dev venv): {result}.** "
       + ("; ".join(parts) + "." if parts else "") + "\n")
     floor_section(w, cold)
+    w("Each handler runs its init with the garbage collector off and freezes what init built at its end "
+      "(`engine_core.adapters.lambda_runtime.init_done`): a cold start allocates and keeps, so every collection "
+      "during it was wasted work, and the frozen objects are never scanned again, so the first invocation does "
+      "not pay the skipped collections instead. The floor module leaves the collector on, as any function that "
+      "does nothing about it would: part of what the handlers save over it is the collections boto3's own "
+      "import no longer triggers inside theirs.\n")
     if missed or [x for x in findings.zip_floor_checks(cold) if not x.ok]:
         w("What would cut it further: create the boto3 clients on the first invocation rather than at import (the "
           "init phase is billed the same, so this moves the cost unless paired with provisioned concurrency or "
           "SnapStart); build at import only what a cold path uses (pydantic models no cold path needs are built "
-          "on first use, `defer_build`). This machine is shared (2 cores): the rounds are interleaved so load "
-          "hits every column alike, and the minimum is kept beside the median.\n")
+          "on first use, `defer_build`); import only the engine-core modules a handler uses (`engine_core` "
+          "imports every module, and the bootstrap builds both the engine and the sweeper for every handler); "
+          "the control plane's Powertools event handler imports every resolver it has (AppSync, Bedrock agents, "
+          "VPC Lattice) and every event data class for the one Function URL resolver. pydantic's own import "
+          "is most of what is left and every handler needs it. This machine is shared (2 cores): the rounds are "
+          "interleaved so load hits every column alike, and the minimum is kept beside the median.\n")
 
 
 def floor_section(w: Write, cold: dict[str, Any]) -> None:

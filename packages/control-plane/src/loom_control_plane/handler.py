@@ -4,6 +4,10 @@ Scheduler also invokes it directly with a schedule's firing (``schedules.py``)."
 
 from __future__ import annotations
 
+import gc
+
+gc.disable()  # until init_done() at the end of this module: a cold start's collections are wasted work
+
 import os
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +17,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from engine_core.adapters.lambda_runtime import lambda_setup
+from engine_core.adapters.lambda_runtime import init_done, lambda_setup
 
 from .access import AccessPolicy
 from .errors import ApiError, error_for
@@ -97,3 +101,6 @@ def handler(event: dict, context: LambdaContext) -> dict:
     if is_schedule_event(event):
         return on_schedule(runtime, schedules, schedules_problem, event, context.get_remaining_time_in_millis()).as_dict()
     return app.resolve(event, context)
+
+
+init_done()

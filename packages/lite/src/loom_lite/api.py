@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import gc
 import importlib
 import json
 import sys
@@ -65,6 +66,7 @@ def load_handler(runtime: Runtime) -> ModuleType:
         return importlib.import_module(HANDLER)
     finally:
         lambda_runtime.lambda_setup = original
+        gc.enable()  # the handler's init turns it off until its last line; a failed import must not leave it off
 
 
 def to_event(method: str, target: str, headers: list[tuple[str, str]], body: bytes, source_ip: str) -> dict[str, Any]:

@@ -8,11 +8,15 @@ out of time, so the rest waits for the next tick instead of being cut off by the
 
 from __future__ import annotations
 
+import gc
+
+gc.disable()  # until init_done() at the end of this module: a cold start's collections are wasted work
+
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from engine_core.adapters.lambda_runtime import lambda_setup
+from engine_core.adapters.lambda_runtime import init_done, lambda_setup
 
 setup = lambda_setup()
 logger, metrics, runtime = setup.logger, setup.metrics, setup.runtime
@@ -31,3 +35,6 @@ def handler(event: dict, context: LambdaContext) -> dict[str, Any]:
     logger.info("sweep done", extra={"schedule_event_id": event.get("id"), "scheduled_time": event.get("time"),
                                      **result})
     return result
+
+
+init_done()

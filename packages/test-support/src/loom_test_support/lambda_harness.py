@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import gc
 import hashlib
 import importlib
 import importlib.util
@@ -173,15 +174,21 @@ def load_handler(module: str, clock, logs: LogCapture | None = None, *, as_name:
 
     ``as_name`` loads a second, independent copy (another Lambda container) under that name.
     """
-    if as_name is None:
-        sys.modules.pop(module, None)
-        mod = importlib.import_module(module)
-    else:
-        # Named inside the handler's package, so its relative imports resolve.
-        package = module.rpartition(".")[0]
-        spec = importlib.util.spec_from_file_location(f"{package}.{as_name}", importlib.util.find_spec(module).origin)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+    try:
+        if as_name is None:
+            sys.modules.pop(module, None)
+            mod = importlib.import_module(module)
+        else:
+            # Named inside the handler's package, so its relative imports resolve.
+            package = module.rpartition(".")[0]
+            spec = importlib.util.spec_from_file_location(f"{package}.{as_name}", importlib.util.find_spec(module).origin)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+    finally:
+        # A handler's init turns the collector off and freezes what it finds (lambda_runtime.init_done): right
+        # for one environment's life, not for a test process that cold-starts handlers hundreds of times.
+        gc.unfreeze()
+        gc.enable()
     mod.runtime.engine.clock = clock
     mod.runtime.sweeper.clock = clock
     if logs is not None:

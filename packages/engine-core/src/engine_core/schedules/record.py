@@ -27,7 +27,9 @@ class FiringOutcome(str, Enum):
 
 
 class ScheduleRecord(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built on first use: only the control plane's firings and GET /schedules read or write one, and the
+    # worker and sweeper import it (through the store port) at every cold start.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     scheduled_at: dt.datetime
