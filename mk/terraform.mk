@@ -85,7 +85,13 @@ tf-checkov: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION) ## checkov over terraf
 	LOG_LEVEL=ERROR $(CHECKOV_VENV)/bin/checkov --directory terraform --framework terraform --quiet --compact \
 	  --skip-download --download-external-modules false
 
-test-terraform: venv build build-local tf-validate tf-checkov ## Terraform checks + apply/destroy of envs/local and envs/dev on moto
+# The static checks and the suite run side by side: the suite's applies wait on the emulator (SQS settles for
+# ~25 s per queue) while validate and checkov use the CPU. Each one's output is printed whole when it ends (-O).
+test-terraform: venv build build-local $(TF_RC) ## Terraform checks + apply/destroy of envs/local and envs/dev on moto
+	@$(MAKE) --no-print-directory -j3 -O tf-validate tf-checkov tf-suite
+
+.PHONY: tf-suite
+tf-suite: venv $(TF_RC)
 	$(PY) -m pytest $(PYTEST_ARGS) tests/terraform
 
 TEST_TARGETS += test-terraform
