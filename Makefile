@@ -65,7 +65,9 @@ KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
 
 .PHONY: test-tiers test-serial-tiers $(addprefix tier-,$(TEST_TIERS))
 
-test: $(TEST_PREREQS) ## Run every test suite (what CI runs): zips built once, tiers side by side (TEST_JOBS=4)
+# The Lambda zips and the local ones build side by side (each mostly waits on pip and the compiler processes).
+test: venv ## Run every test suite (what CI runs): zips built once, tiers side by side (TEST_JOBS=4)
+	@$(MAKE) --no-print-directory -j2 -O $(filter-out venv,$(TEST_PREREQS))
 	@rm -rf build/test-logs
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) test-tiers; rc=$$?; $(TIERS) summary $(TEST_TIERS) || rc=1; exit $$rc
 	@echo "all test suites passed"
