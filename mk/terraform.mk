@@ -29,8 +29,8 @@ export TF_PLUGIN_MIRROR
 export TF_IN_AUTOMATION := 1
 export CHECKPOINT_DISABLE := 1
 
-# $(TF_RC) is rewritten on every use (a few bytes, replaced atomically), so a changed
-# TF_PLUGIN_MIRROR always takes effect.
+# $(TF_RC) is rewritten on every use (a few bytes, replaced atomically through a file of the writer's own:
+# the tiers of `make test` rewrite it at the same moment), so a changed TF_PLUGIN_MIRROR always takes effect.
 .PHONY: tf-config tf-fmt tf-fmt-check tf-validate tf-checkov test-terraform $(TF_RC)
 
 # The plugin cache makes each working directory's .terraform/providers a symlink instead of a copy
@@ -48,7 +48,7 @@ $(TF_RC):
 	  '    path    = "$(abspath $(TF_PLUGIN_MIRROR))"' \
 	  '    include = ["registry.terraform.io/*/*"]' \
 	  '  }' \
-	  '}' > $@.tmp && mv -f $@.tmp $@
+	  '}' > $@.tmp.$$$$ && mv -f $@.tmp.$$$$ $@
 
 tf-config: $(TF_RC) ## Write the Terraform CLI config (provider mirror only) to build/terraform/terraformrc
 
