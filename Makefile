@@ -45,15 +45,17 @@ clean: ## Remove build outputs (keeps .venv)
 -include mk/*.mk
 
 # `make test` is everything CI runs: each mk/*.mk adds its suites to TEST_TARGETS. The zips, the local runtime
-# and the Terraform CLI config are built once, first; then the tiers run TEST_JOBS at a time: the end-to-end
-# and Terraform tiers (mostly waiting on leases, sleeps and the emulator's SQS settling) beside the others,
-# which run one after another (each keeps both cores busy). A tier's output goes to build/test-logs/<tier>.log
+# and the Terraform CLI config are built once, first; then the tiers run TEST_JOBS at a time in four lanes: the
+# package tests (test-unit, both cores), the other quick tiers one after another (build, bench, ci, docs: one
+# process or two, partly waiting on pip, git and subprocesses), and the end-to-end and Terraform tiers (mostly
+# waiting on leases, sleeps and the emulator's SQS settling). Side by side they keep both cores busy to the end
+# instead of leaving one idle behind a single-process tier. A tier's output goes to build/test-logs/<tier>.log
 # while it runs and is printed whole when it ends; a table of every tier's result closes the run. `make -k test`
 # runs every tier whatever fails; `make test` stops starting tiers after the first failure. TEST_JOBS=1 runs
 # every tier one after another.
-TEST_JOBS ?= 3
+TEST_JOBS ?= 4
 TEST_WAITING_TIERS = $(filter test-integration test-terraform,$(TEST_TARGETS))
-TEST_SERIAL_TIERS = test-unit $(filter-out $(TEST_WAITING_TIERS),$(TEST_TARGETS))
+TEST_SERIAL_TIERS = $(filter-out $(TEST_WAITING_TIERS),$(TEST_TARGETS))
 TEST_TIERS = test-unit $(TEST_TARGETS)
 TEST_PREREQS := venv build build-local local-runtime tf-config
 TIERS := $(PY) tools/test_tiers.py
@@ -63,7 +65,9 @@ KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
 
 .PHONY: test-tiers test-serial-tiers $(addprefix tier-,$(TEST_TIERS))
 
-test: $(TEST_PREREQS) ## Run every test suite (what CI runs): zips built once, tiers side by side (TEST_JOBS=3)
+# The Lambda zips and the local ones build side by side (each mostly waits on pip and the compiler processes).
+test: venv ## Run every test suite (what CI runs): zips built once, tiers side by side (TEST_JOBS=4)
+	@$(MAKE) --no-print-directory -j2 -O $(filter-out venv,$(TEST_PREREQS))
 	@rm -rf build/test-logs
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) test-tiers; rc=$$?; $(TIERS) summary $(TEST_TIERS) || rc=1; exit $$rc
 	@echo "all test suites passed"
@@ -72,11 +76,11 @@ ifeq ($(TEST_JOBS),1)
 test-tiers: test-serial-tiers
 test-serial-tiers: TEST_SERIAL_TIERS = $(TEST_TIERS)
 else
-test-tiers: test-serial-tiers $(addprefix tier-,$(TEST_WAITING_TIERS))
+test-tiers: tier-test-unit test-serial-tiers $(addprefix tier-,$(TEST_WAITING_TIERS))
 endif
 
 test-serial-tiers:
 	@rc=0; for t in $(TEST_SERIAL_TIERS); do $(TIERS) run $$t -- $(TIER_MAKE) $$t || { rc=1; $(if $(KEEP_GOING),:,break); }; done; exit $$rc
 
-$(addprefix tier-,$(TEST_WAITING_TIERS)): tier-%:
+$(addprefix tier-,test-unit $(TEST_WAITING_TIERS)): tier-%:
 	@$(TIERS) run $* -- $(TIER_MAKE) $*

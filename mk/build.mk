@@ -91,7 +91,12 @@ build-local: build-wheels ## Build dist/local/<fn>.zip for this machine's Python
 	$(BUILD_LAMBDA) check --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) $(LAMBDAS)
 	$(foreach f,$(LAMBDAS),$(BUILD_LAMBDA) zip $(f) --runtime local --wheels $(WHEEL_DIR) $(EXTRA_ARGS) $(EXAMPLES_ARG) --out dist/local/$(f).zip &&) true
 
+# The build tests run in BUILD_WORKERS pytest-xdist processes, a file per process (its module fixtures, e.g. the
+# wheels, are built once): the one-Lambda release on a clone (tests/packaging/test_release_engine_core.py, the
+# longest: it runs the other files' tests again on mixed pins) beside the rest. BUILD_WORKERS=0 runs them in
+# this process.
+BUILD_WORKERS ?= 2
 test-build: venv ## Build tests: reproducible wheels and zips, locks match wheels, zips import in a clean venv
-	$(PY) -m pytest $(PYTEST_ARGS) tests/packaging
+	$(PY) -m pytest $(if $(filter-out 0,$(BUILD_WORKERS)),-n $(BUILD_WORKERS) --dist loadfile) $(PYTEST_ARGS) tests/packaging
 
 TEST_TARGETS += test-build

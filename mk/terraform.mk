@@ -29,8 +29,8 @@ export TF_PLUGIN_MIRROR
 export TF_IN_AUTOMATION := 1
 export CHECKPOINT_DISABLE := 1
 
-# $(TF_RC) is rewritten on every use (a few bytes, replaced atomically), so a changed
-# TF_PLUGIN_MIRROR always takes effect.
+# $(TF_RC) is rewritten on every use (a few bytes, replaced atomically through a file of the writer's own:
+# the tiers of `make test` rewrite it at the same moment), so a changed TF_PLUGIN_MIRROR always takes effect.
 .PHONY: tf-config tf-fmt tf-fmt-check tf-validate tf-checkov test-terraform $(TF_RC)
 
 # The plugin cache makes each working directory's .terraform/providers a symlink instead of a copy
@@ -48,7 +48,7 @@ $(TF_RC):
 	  '    path    = "$(abspath $(TF_PLUGIN_MIRROR))"' \
 	  '    include = ["registry.terraform.io/*/*"]' \
 	  '  }' \
-	  '}' > $@.tmp && mv -f $@.tmp $@
+	  '}' > $@.tmp.$$$$ && mv -f $@.tmp.$$$$ $@
 
 tf-config: $(TF_RC) ## Write the Terraform CLI config (provider mirror only) to build/terraform/terraformrc
 
@@ -85,7 +85,13 @@ tf-checkov: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION) ## checkov over terraf
 	LOG_LEVEL=ERROR $(CHECKOV_VENV)/bin/checkov --directory terraform --framework terraform --quiet --compact \
 	  --skip-download --download-external-modules false
 
-test-terraform: venv build build-local tf-validate tf-checkov ## Terraform checks + apply/destroy of envs/local and envs/dev on moto
+# The static checks and the suite run side by side: the suite's applies wait on the emulator (SQS settles for
+# ~25 s per queue) while validate and checkov use the CPU. Each one's output is printed whole when it ends (-O).
+test-terraform: venv build build-local $(TF_RC) ## Terraform checks + apply/destroy of envs/local and envs/dev on moto
+	@$(MAKE) --no-print-directory -j3 -O tf-validate tf-checkov tf-suite
+
+.PHONY: tf-suite
+tf-suite: venv $(TF_RC)
 	$(PY) -m pytest $(PYTEST_ARGS) tests/terraform
 
 TEST_TARGETS += test-terraform

@@ -60,6 +60,7 @@ def test_release_when_the_tag_does_not_match_builds_nothing(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # every wheel and zip built twice, beside the other tiers of `make test` (the default is 300 s)
 def test_release_of_engine_core_builds_twice_lists_sha256_and_sets_the_wheel_aside_for_the_index(tmp_path, capsys):
     # when
     code = release_cli.main(["--tag", f"engine-core-v{ENGINE_VERSION}", "--out", str(tmp_path)])
