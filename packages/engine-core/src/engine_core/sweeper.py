@@ -147,8 +147,8 @@ class Sweeper(UsesLifecycle):
         if due is None or due > now:
             report.skipped["not_due"] += 1  # the index was stale (someone moved it on), or it is due shortly
             return False
-        if self._awaits_its_message(e) and behind_backlog(e, self._backlog_mark(), now, self.settings.lease_s,
-                                                          self.settings.function_timeout_s):
+        if self._awaits_its_message(e) and self._stamps_outlast_a_hold(e, now) and behind_backlog(
+                e, self._backlog_mark(), now, self.settings.lease_s, self.settings.function_timeout_s):
             report.skipped["behind_backlog"] += 1  # its message may still be queued: looked at again next tick
             return False
         reason = REASONS[e.timer or Timer.LEASE]
@@ -172,6 +172,12 @@ class Sweeper(UsesLifecycle):
         if not message_was_queued(e):
             return False
         return not (e.attempt >= 1 and e.resends == 0 and self._fans_out(e))
+
+    def _stamps_outlast_a_hold(self, e, now) -> bool:
+        """Leaving a queued message alone writes nothing, so nothing re-stamps the execution's items: only
+        while their earliest TTL (``stamped_until``) is more than the re-stamp slack (a lease and more) away,
+        so a later tick still re-drives, and re-stamps, before anything of a live execution expires."""
+        return e.stamped_until is None or e.stamped_until - now > self.life.restamp_slack
 
     def _fans_out(self, e) -> bool:
         code = e.code_position

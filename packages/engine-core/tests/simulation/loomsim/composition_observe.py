@@ -264,6 +264,16 @@ class Observing:
         run = self.op_runs.get((op.id, eid)) if op is not None else None
         return run or self.inner.metas.get(eid, {}).get("created_at")
 
+    def _goes_on_under(self, started: str, now: str) -> bool:
+        """The contract of a same-version redeploy (DESIGN.md, versions): a run goes on under a new definition
+        when each step of the list it started on has the same digest (name and shape) at its position in the
+        new one; retries, timeouts, concurrency and appended steps may differ."""
+        old, new = self.all_specs.get(started), self.all_specs.get(now)
+        if old is None or new is None:
+            return False
+        before, after = old.definition.step_prints, new.definition.step_prints
+        return len(after) >= len(before) and list(after[:len(before)]) == list(before)
+
     def _check_context(self, entry: BodyEntry, ctx) -> None:
         """A body sees only its own run: its input, results and events (each names the run it was made for)."""
         info = self.runs.info(entry.execution_id, entry.run)
@@ -272,8 +282,11 @@ class Observing:
             self.violation(f"{where}: a body ran under a run that was never created")
             return
         if info.fingerprint != entry.fingerprint:
-            self.violation(f"{where}: a body of definition {entry.fingerprint[:8]} ran in a run started on "
-                           f"{info.fingerprint[:8]}: a changed definition ran its steps")
+            if self._goes_on_under(info.fingerprint, entry.fingerprint):
+                self.stat("body.on_a_compatible_redeploy")  # every step of the run's list stands in the new one
+            else:
+                self.violation(f"{where}: a body of definition {entry.fingerprint[:8]} ran in a run started on "
+                               f"{info.fingerprint[:8]}: a changed definition ran its steps")
         foreign = (run_tags(dict(ctx.data)) | run_tags(getattr(ctx, "result", None))) - {entry.run}
         if foreign:
             self.violation(f"{where}: its context holds data of run(s) {sorted(foreign)}")
