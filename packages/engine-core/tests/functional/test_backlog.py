@@ -263,3 +263,29 @@ def test_a_reconcile_without_a_backlog_mark_sends_the_branches_whose_lease_passe
     assert outcome.kind == "reconciled" and outcome.detail == "3 branches re-driven"
     assert sum(1 for m in runner.queue.messages if m.body.branch is not None) == 6
     assert runner.run_until_done(eid).status.value == "COMPLETED"
+
+
+def test_a_message_held_behind_a_backlog_is_redriven_before_its_items_stamps_run_out():
+    # given: a short retention, so the items of a live execution are stamped only a few leases ahead; its first
+    # message is lost while the workers keep marking a backlog that never reaches it
+    registry, runs = Registry(), Counter()
+    flow(registry, runs)
+    runner = LocalRunner(registry, settings=EngineSettings(lease_s=LEASE_S, retention_days=0.01, history_grace_s=0))
+    started = runner.clock.now()
+    eid = runner.start("backlogged", {})
+    runner.queue.purge()
+    stamped = runner.engine.get(eid).stamped_until
+    # when: the sweeper ticks every minute under that fresh mark
+    redriven_at = None
+    for tick in range(1, 60):
+        runner.clock.advance(60)
+        runner.store.put_backlog_mark(BacklogMark(visible_at=started + dt.timedelta(milliseconds=tick),
+                                                  observed_at=runner.clock.now()))
+        if runner.sweeper.sweep().redriven:
+            redriven_at = runner.clock.now()
+            break
+    # then: held while the stamps had room, re-driven (and re-stamped) before they ran out, and it runs once
+    assert redriven_at is not None and redriven_at - started > dt.timedelta(seconds=2 * LEASE_S)
+    assert redriven_at < stamped
+    assert runner.engine.get(eid).stamped_until > stamped
+    assert runner.run_until_done(eid).status.value == "COMPLETED" and runs[eid] == 1
