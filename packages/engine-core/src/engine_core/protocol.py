@@ -94,6 +94,10 @@ class StepOps(Protocol):
         """This run's whole history (read once more if the delivery read only the tail)."""
         ...
 
+    def stamp_horizon(self, due: dt.datetime) -> dt.datetime:
+        """What a commit due at ``due`` would re-stamp the execution's items to (``Lifecycle.start_horizon``)."""
+        ...
+
     def item_expiry(self, now: dt.datetime) -> dt.datetime:
         """The TTL an item written now carries (never before the execution's ``stamped_until``)."""
         ...

@@ -118,6 +118,9 @@ class StepRun:
     def item_expiry(self, now: dt.datetime) -> dt.datetime:
         return self.life.item_expiry(self.execution, now)
 
+    def stamp_horizon(self, due: dt.datetime) -> dt.datetime:
+        return self.life.start_horizon(due)
+
     def history(self) -> list[Any]:
         """This run's whole history (read once more when the delivery read only the tail after a checkpoint)."""
         if self._whole is None:

@@ -52,6 +52,18 @@ def test_composition_seeds_hold_every_invariant(runs):
         pytest.fail("\n".join(lines), pytrace=False)
 
 
+@pytest.mark.parametrize("seed, found", [
+    (3460, "the sweeper held a lost message behind a backlog until its items' stamps ran out"),
+    (1832, "a branch delivery's stale view wrote a TTL below a re-stamp its parent made meanwhile"),
+    (2776, "a run went on under a compatible redeploy: the checker must follow the versions contract"),
+])
+def test_composition_seed_that_found_a_defect_holds_every_invariant(seed, found):
+    # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..299)
+    result = run_seed(seed)
+    # then
+    assert result.ok, f"seed {seed} ({found}): {result.violations[:2]}"
+
+
 def test_composition_seeds_exercise_every_kind_fault_and_ending(runs):
     """The faults fired where the new kinds are vulnerable, and every kind of ending happened:
     otherwise the invariants above prove little."""
