@@ -653,8 +653,8 @@ def test_one_sweep_claims_at_most_the_configured_number_across_shards(registry):
     assert report.total_redriven == 5 and report.truncated
 
 
-def test_crashed_attempt_is_redriven_when_its_claim_runs_out_not_before(registry):
-    # given: an attempt is claimed 30 s after the start message's lease began, then its worker dies
+def crashing_once():
+    """A step body whose first attempt dies mid-step (its worker killed) and whose next succeeds; and its calls."""
     calls = Counter()
 
     def body(ctx):
@@ -663,6 +663,12 @@ def test_crashed_attempt_is_redriven_when_its_claim_runs_out_not_before(registry
             raise Crash("killed mid-step")
         return {}
 
+    return calls, body
+
+
+def test_crashed_attempt_is_redriven_when_its_claim_runs_out_not_before(registry):
+    # given: an attempt is claimed 30 s after the start message's lease began, then its worker dies
+    calls, body = crashing_once()
     registry.register(build_workflow("late", [step(body, name="a")], step_timeout_s=60))
     runner = make_runner(registry, lease_s=1)          # the claim holds for timeout + margin = 63 s
     t0 = runner.clock.now()
@@ -687,14 +693,7 @@ def test_crashed_attempt_is_redriven_when_its_claim_runs_out_not_before(registry
 
 def test_crashed_attempt_is_redriven_at_its_claim_expiry_though_its_index_key_lies_slack_later(registry):
     # given: a 30 s index slack; an attempt claimed 10 s into its message's lease, whose worker then dies
-    calls = Counter()
-
-    def body(ctx):
-        calls["a"] += 1
-        if calls["a"] == 1:
-            raise Crash("killed mid-step")
-        return {}
-
+    calls, body = crashing_once()
     registry.register(build_workflow("slack", [step(body, name="a")], step_timeout_s=60))
     runner = make_runner(registry, lease_s=120, index_slack_s=30)
     eid = runner.start("slack")
