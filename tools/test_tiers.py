@@ -6,7 +6,7 @@
 Tiers run concurrently (the root Makefile says which), so each one's output goes to
 ``build/test-logs/<tier>.log`` while it runs (``tail -f`` it to follow) and is printed in one piece
 when the tier ends, followed by its verdict and time. The summary lists every tier with its result,
-its time and the counts of its pytest summary line, then the totals on a line of their own.
+its time, the CPU seconds it and its children used, and the counts of its pytest summary line, then the totals on a line of their own.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import argparse
 import fcntl
 import json
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -58,12 +59,14 @@ def run(tier: str, command: list[str]) -> int:
     with open(log, "wb") as out:
         code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
     seconds = time.monotonic() - started
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = used.ru_utime + used.ru_stime
     text = log.read_text(errors="replace")
     found = counts(text)
     (LOGS / f"{tier}.json").write_text(json.dumps({"tier": tier, "exit": code, "seconds": round(seconds, 1),
-                                                   "counts": found}))
+                                                   "cpu_seconds": round(cpu, 1), "counts": found}))
     verdict = "passed" if code == 0 else f"FAILED (exit {code})"
-    _say(f"== {tier}: output\n{text.rstrip()}\n== {tier}: {verdict} in {_duration(seconds)}\n")
+    _say(f"== {tier}: output\n{text.rstrip()}\n== {tier}: {verdict} in {_duration(seconds)} ({cpu:.0f} CPU-s)\n")
     return code
 
 
@@ -80,7 +83,8 @@ def summary(tiers: list[str]) -> int:
         failed += r["exit"] != 0
         tests = ", ".join(f"{n} {what}" for what, n in sorted(r["counts"].items())) or "no pytest summary"
         verdict = "passed" if r["exit"] == 0 else f"FAILED (exit {r['exit']})"
-        rows.append(f"  {tier:<18} {verdict:<18} {_duration(r['seconds']):>7}  {tests}")
+        cpu = f"{r['cpu_seconds']:.0f} CPU-s" if "cpu_seconds" in r else ""
+        rows.append(f"  {tier:<18} {verdict:<18} {_duration(r['seconds']):>7} {cpu:>10}  {tests}")
     LOGS.mkdir(parents=True, exist_ok=True)
     _say("== make test: tiers (full output above and in build/test-logs/)\n" + "\n".join(rows))
     _say(f"{totals['passed']} passed, {totals['failed'] + totals['errors']} failed")

@@ -22,10 +22,15 @@ roles' policies as applied, the `operator_policy_json` output), and the session 
 AWS would deny. When the whole tier ran, each statement is also removed in turn: one whose removal
 denies none of the tier's calls fails the run too (a statement nothing needs, or a path no test takes).
 Under pytest-xdist each worker has a stack of its own; the controller checks the union of their calls.
+
+A test that ships other code (a team's own workflow package, a second release of it) deploys its zips on this
+stack in place (`Loom.deployed`: `terraform apply` of the new build, as a team redeploys) and the suite's own
+zips again when it ends, instead of starting a stack of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -103,6 +108,17 @@ class Loom:
         assert d is not None and d.queue is not None
         self.deployment = d
         self.queue_url, self.dlq_url = d.queue.url, d.queue.dlq_url
+
+    @contextlib.contextmanager
+    def deployed(self, zip_dir: Path) -> Iterator[None]:
+        """The stack running the zips in ``zip_dir``, deployed in place as ``terraform apply`` of a new build
+        does (table, queues and executions kept), then this suite's own zips again, whatever happened."""
+        original = self.stack.zip_dir
+        self.stack.redeploy(zip_dir)
+        try:
+            yield
+        finally:
+            self.stack.redeploy(original)
 
     @staticmethod
     def execution_id_for(token: str) -> str:

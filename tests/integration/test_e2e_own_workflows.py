@@ -1,7 +1,8 @@
 """A platform team's own workflows, end to end: a package that lives outside packages/ (tests/fixtures/
 acme-flows) is built into the Lambda zips with the documented option, deployed on the local stack,
 started, woken out of its 24-hour sleep with the operator's wake, and read back from the history.
-Nothing in this repository is edited to ship it."""
+Nothing in this repository is edited to ship it. The zips are deployed on the session's stack in place
+(``terraform apply`` of the new build), and the suite's own zips again afterwards."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-from loom_local import terraform
-from loom_local.stack import LocalStack, StackOptions
 
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS = ("worker", "sweeper", "control-plane")
@@ -27,8 +25,8 @@ def _fixture():
     return module
 
 
-@pytest.mark.timeout(900)
-def test_acme_flows_from_outside_the_repo_build_deploy_start_wake_and_history(tmp_path):
+@pytest.mark.timeout(600)
+def test_acme_flows_from_outside_the_repo_build_deploy_start_wake_and_history(loom, tmp_path):
     # given: the team's wheel, built outside packages/, and the Loom zips built with it (hash-locked)
     acme = _fixture()
     wheel = acme.build_wheel(tmp_path / "acme-wheels")
@@ -40,16 +38,8 @@ def test_acme_flows_from_outside_the_repo_build_deploy_start_wake_and_history(tm
              "--extra-wheels", str(wheel), "--extra-lock", str(lock), "--out", str(zips / f"{function}.zip")],
             cwd=REPO, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
-    env_dir = REPO / "terraform" / "envs" / "local"
-    declared = terraform.declared_variables(env_dir)
-    tf_vars = {k: v for k, v in {"lease_s": "5", "worker_timeout_s": "20"}.items() if k in declared}
-    stack = LocalStack(StackOptions(repo=REPO, run_dir=tmp_path / "run", env_dir=env_dir, zip_dir=zips,
-                                    tf_vars=tf_vars, sweep_every_s=1.0))
-    try:
-        stack.start()
-        from loom_cli.client import Client
-
-        api = Client.create(stack.url, sign=False)
+    with loom.deployed(zips):
+        api = loom.api
         # when: the team's workflow is there, and runs
         status, workflows = api.request("GET", "/workflows")
         assert status == 200 and acme.WORKFLOW in [w["name"] for w in workflows["workflows"]]
@@ -76,5 +66,3 @@ def test_acme_flows_from_outside_the_repo_build_deploy_start_wake_and_history(tm
         _, history = api.request("GET", f"/executions/{eid}/history")
         assert [s["name"] for s in history["steps"]] == ["open_account", "sleep_86400s", "send_welcome"]
         assert [op["op"] for op in history["operations"]] == ["wake"]
-    finally:
-        stack.stop()

@@ -3,12 +3,13 @@ sleep, and each finishes on its own definition, through the deployed functions.
 
 A team's workflow package (built here, outside packages/, as a platform team ships its own) is built into
 the Lambda zips twice: release 1.0 registers version 1 of ``versioned_orders``; release 2.0 registers
-version 1 unchanged beside a version 2 with other steps. Release 1.0 is deployed on the local stack and two
-executions start and fall asleep for an hour. The stack goes down (its table kept, as across ``make down``/``make up``)
-and comes back with release 2.0's zips: a new deployment of every function. ``loom versions check`` refuses a
-build without version 1 (naming its two live executions) and passes release 2.0's own zip; ``GET /workflows``
-counts them on version 1; a new start runs version 2; the sleepers are woken; all three end COMPLETED, each
-on its own steps.
+version 1 unchanged beside a version 2 with other steps. Release 1.0 is deployed on the session's stack
+(``terraform apply`` of the new zips, in place: the table, the queues and every execution in flight stay),
+and two executions start and fall asleep for an hour. Release 2.0 is deployed the same way over it: a new
+version of every function's code. ``loom versions check`` refuses a build without version 1 (naming its two
+live executions) and passes release 2.0's own zip; ``GET /workflows`` counts them on version 1; a new start
+runs version 2; the sleepers are woken; all three end COMPLETED, each on its own steps. The suite's own zips
+are deployed again at the end.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from loom_local import terraform
-from loom_local.stack import LocalStack, StackOptions
 
 REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS = ("worker", "sweeper", "control-plane")
@@ -106,14 +105,6 @@ def _zips(tmp: Path, release: str, wheel: Path) -> Path:
     return zips
 
 
-def _stack(tmp: Path, zips: Path) -> LocalStack:
-    env_dir = REPO / "terraform" / "envs" / "local"
-    declared = terraform.declared_variables(env_dir)
-    tf_vars = {k: v for k, v in {"lease_s": "5", "worker_timeout_s": "20"}.items() if k in declared}
-    return LocalStack(StackOptions(repo=REPO, run_dir=tmp / "run", env_dir=env_dir, zip_dir=zips, tf_vars=tf_vars,
-                                   sweep_every_s=1.0, state_file=tmp / "table.json"))
-
-
 def _wait(api, eid: str, statuses: tuple[str, ...], timeout_s: float = 120) -> dict:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -128,18 +119,14 @@ def _loom(url: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.timeout(1500)
-def test_version_2_deployed_while_version_1_executions_sleep_both_finish_on_their_own_definitions(tmp_path):
-    from loom_cli.client import Client
-
+@pytest.mark.timeout(1200)
+def test_version_2_deployed_while_version_1_executions_sleep_both_finish_on_their_own_definitions(loom, tmp_path):
     # given: release 1.0 (version 1) and release 2.0 (versions 1 and 2) of the team's package, built into zips
     zips_1 = _zips(tmp_path, "1.0", _wheel(tmp_path, "1.0", VERSION_1))
     zips_2 = _zips(tmp_path, "2.0", _wheel(tmp_path, "2.0", VERSION_1 + VERSION_2))
-    # and release 1.0 deployed, with two executions asleep on version 1
-    stack = _stack(tmp_path, zips_1)
-    try:
-        stack.start()
-        api = Client.create(stack.url, sign=False)
+    api = loom.api
+    with loom.deployed(zips_1):
+        # and release 1.0 deployed, with two executions asleep on version 1
         sleepers = []
         for n in range(2):
             status, started = api.request("POST", "/executions", {"workflow": WORKFLOW, "input": {"order": n}})
@@ -148,25 +135,22 @@ def test_version_2_deployed_while_version_1_executions_sleep_both_finish_on_thei
         for eid in sleepers:
             e = _wait(api, eid, ("SLEEPING", "FAILED", "COMPLETED"))
             assert (e["status"], e["workflow_version"]) == ("SLEEPING", 1), e
-    finally:
-        stack.stop()
 
-    # when: release 2.0 is deployed (every function's code replaced; the table kept)
-    stack = _stack(tmp_path, zips_2)
-    try:
-        stack.start()
-        api = Client.create(stack.url, sign=False)
+        # when: release 2.0 is deployed over it (every function's code replaced; the table and the queues kept)
+        deployed = loom.stack.redeploy(zips_2)
+        assert {role: f.zip_path.parent for role, f in deployed.functions.items()} == {
+            role: zips_2.resolve() for role in ("worker", "sweeper", "control-plane")}
         # then: the deploy check refuses a build without version 1, naming its live executions, and passes 2.0's zip
         only_2 = tmp_path / "only-v2.json"
         only_2.write_text(json.dumps({"workflows": {WORKFLOW: {"2": "x"}}}))
-        refused = _loom(stack.url, "versions", "check", "--manifest", str(only_2))
+        refused = _loom(loom.url, "versions", "check", "--manifest", str(only_2))
         assert refused.returncode == 1, refused.stdout + refused.stderr
         assert f"version 1 of workflow '{WORKFLOW}': 2 live execution(s) run on it" in refused.stderr
         built = tmp_path / "release-2.json"
         made = subprocess.run([sys.executable, "-m", "engine_core.manifest", "--zip", str(zips_2 / "worker.zip"),
                                "--out", str(built)], capture_output=True, text=True, timeout=120)
         assert made.returncode == 0, made.stderr
-        passed = _loom(stack.url, "versions", "check", "--manifest", str(built))
+        passed = _loom(loom.url, "versions", "check", "--manifest", str(built))
         assert passed.returncode == 0, passed.stdout + passed.stderr
         # GET /workflows: both versions, the sleepers counted on version 1
         status, listing = api.request("GET", "/workflows")
@@ -194,5 +178,3 @@ def test_version_2_deployed_while_version_1_executions_sleep_both_finish_on_thei
         assert e["context"] == {"order": 9, "reserved_by": "v1", "packed_by": "v2", "shipped_by": "v2"}
         _, history = api.request("GET", f"/executions/{newer}/history")
         assert [s["name"] for s in history["steps"]] == ["reserve", "sleep_2s", "pack_v2", "ship_v2"]
-    finally:
-        stack.stop()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 
@@ -113,3 +114,29 @@ def _assert_dead(pid: int) -> None:
     # A zombie is dead too (its parent may not have reaped it yet).
     with open(f"/proc/{pid}/stat") as f:
         assert f.read().split()[2] == "Z", f"process {pid} is still running"
+
+
+def test_new_code_runs_every_invocation_after_the_update_and_one_in_flight_finishes_on_the_old(make_function):
+    # given: a warm environment, and an invocation in flight on a second one
+    from dataclasses import replace
+
+    fn = make_function(concurrency=3)
+    warm = fn.invoke({})
+    in_flight: list = []
+    sleeper = threading.Thread(target=lambda: in_flight.append(fn.invoke({"action": "sleep", "seconds": 2})))
+    sleeper.start()
+    deadline = time.monotonic() + 10
+    while len(fn.pids()) < 2 and time.monotonic() < deadline:
+        fn.invoke({})  # keeps the warm environment busy long enough for the sleeper to take a second one
+    # when: the code is updated (a new environment variable stands for the new code)
+    fn.update_code(replace(fn.spec, environment={**fn.spec.environment, "TINY_RELEASE": "2"}))
+    after = fn.invoke({})
+    sleeper.join()
+    # then: the next invocation starts cold on the new code, and no old environment is left
+    assert after.ok and after.cold and after.payload["env"].get("TINY_RELEASE") == "2", after.describe()
+    _assert_dead(warm.payload["pid"])
+    # and the invocation in flight finished on the old code, and its environment was shut down when it returned
+    (slept,) = in_flight
+    assert slept.ok and "TINY_RELEASE" not in slept.payload["env"], slept.describe()
+    _assert_dead(slept.payload["pid"])
+    assert fn.pids() == [after.payload["pid"]]

@@ -267,7 +267,7 @@ class Function:
                     raise RuntimeError(f"function {self.spec.name} is shut down")
                 while self._idle:
                     env = self._idle.pop()
-                    if not env.dead and env.proc.poll() is None:
+                    if not env.dead and env.proc.poll() is None and env.spec is self.spec:
                         return env, False
                     self._discard(env)
                 if len(self._all) < self.max_concurrency:
@@ -282,9 +282,19 @@ class Function:
         env.close()
         self._cond.notify_all()
 
+    def update_code(self, spec: FunctionSpec) -> None:
+        """UpdateFunctionCode: every invocation from now on runs ``spec`` in a new environment; one in flight
+        finishes on the code it started with, and its environment is shut down when it returns."""
+        with self._cond:
+            self.spec = spec
+            stale, self._idle = [e for e in self._idle if e.spec is not spec], [e for e in self._idle if e.spec is spec]
+            for env in stale:
+                self._discard(env)
+        self._notify("code_updated", code_dir=str(spec.code_dir))
+
     def _release(self, env: Environment) -> None:
         with self._cond:
-            if env.dead or self._closed:
+            if env.dead or self._closed or env.spec is not self.spec:
                 self._discard(env)
             else:
                 self._idle.append(env)

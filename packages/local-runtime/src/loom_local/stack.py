@@ -238,17 +238,7 @@ class LocalStack:
         else:
             _say(opts, "applying terraform/envs/local to the emulator (about a minute: the AWS provider waits "
                        "~25 s after creating each SQS queue)")
-            variables = {opts.endpoint_var: self.emulator.endpoint, **opts.tf_vars}
-            declared = terraform.declared_variables(self.env_dir)
-            if "dist_dir" in declared:
-                variables.setdefault("dist_dir", str(self.zip_dir))  # deploy the very zips the runtime checks
-            if opts.function_env and "extra_environment_variables" in declared:
-                variables["extra_environment_variables"] = json.dumps(opts.function_env)
-                self._deployed_function_env = True
-            terraform.apply(self.env_dir, self.stack_dir / "terraform.tfstate", variables,
-                            self.log_dir / "terraform.log",
-                            cli_config=terraform.cli_config(opts.repo.resolve(), opts.tf_cli_config),
-                            progress=opts.progress)
+            self._apply()
 
         _say(opts, "reading the deployed configuration from the emulator")
         d = deploy.read(self.client, opts.region)
@@ -256,17 +246,9 @@ class LocalStack:
         self.deployment = d
         if opts.state_file is not None:
             self._restore_table(opts.state_file)
-        code_root = self.run_dir / "code"
         service_calls = CallLog(self.calls_dir, "runtime")
         for role, f in d.functions.items():
-            assert f.zip_path is not None
-            code_dir = deploy.extract(f.zip_path, f.code_sha256, code_root)
-            extra = dict(opts.extra_env.get(role) or {})
-            if opts.function_env and not self._deployed_function_env:
-                extra = {**opts.function_env, **extra}
-            env = deploy.lambda_environment(f, code_dir, opts.region, self.emulator.endpoint, extra)
-            spec = FunctionSpec(name=f.name, arn=f.arn, handler=f.handler, timeout_s=f.timeout_s,
-                                memory_mb=f.memory_mb, code_dir=code_dir, environment=env, role=role)
+            spec = self._spec(role, f)
             concurrency = {"worker": self._worker_concurrency(), "sweeper": 2, "control-plane": 4}[role]
             self.functions[role] = Function(spec, self.libs_dir, self.logs, fault_dir=self.fault_dir,
                                             max_concurrency=concurrency, observer=self._observe,
@@ -293,6 +275,60 @@ class LocalStack:
         self.url_server.start()
         self._started = True
         _say(opts, f"control plane Function URL: {self.url_server.url}")
+
+    def _apply(self) -> None:
+        """``terraform apply`` of the environment to the emulator, deploying the zips in ``self.zip_dir``."""
+        opts = self.opts
+        variables = {opts.endpoint_var: self.emulator.endpoint, **opts.tf_vars}
+        declared = terraform.declared_variables(self.env_dir)
+        if "dist_dir" in declared:
+            variables["dist_dir"] = str(self.zip_dir)  # deploy the very zips the runtime checks
+        if opts.function_env and "extra_environment_variables" in declared:
+            variables["extra_environment_variables"] = json.dumps(opts.function_env)
+            self._deployed_function_env = True
+        terraform.apply(self.env_dir, self.stack_dir / "terraform.tfstate", variables, self.log_dir / "terraform.log",
+                        cli_config=terraform.cli_config(opts.repo.resolve(), opts.tf_cli_config),
+                        progress=opts.progress)
+
+    def _spec(self, role: str, f: deploy.DeployedFunction) -> FunctionSpec:
+        """What the runtime runs for a deployed function: its zip unpacked once per hash, its environment."""
+        assert f.zip_path is not None
+        code_dir = deploy.extract(f.zip_path, f.code_sha256, self.run_dir / "code")
+        extra = dict(self.opts.extra_env.get(role) or {})
+        if self.opts.function_env and not self._deployed_function_env:
+            extra = {**self.opts.function_env, **extra}
+        env = deploy.lambda_environment(f, code_dir, self.opts.region, self.emulator.endpoint, extra)
+        return FunctionSpec(name=f.name, arn=f.arn, handler=f.handler, timeout_s=f.timeout_s,
+                            memory_mb=f.memory_mb, code_dir=code_dir, environment=env, role=role)
+
+    def redeploy(self, zip_dir: str | Path) -> deploy.Deployment:
+        """Deploy the zips in ``zip_dir`` to the running stack, as ``make build`` then ``terraform apply`` does.
+
+        The apply changes the functions' code and nothing else (the table, the queues, the messages in them and
+        the schedules stay). As on Lambda, an invocation in flight finishes on the code it started with and
+        every invocation after the update runs the new code in a new environment.
+        """
+        if not self._started:
+            raise StackError("redeploy needs a started stack: call start() first")
+        if self.opts.provision is not None:
+            raise StackError("redeploy applies terraform; this stack was provisioned by hand (StackOptions.provision)")
+        new_dir = Path(zip_dir).resolve()
+        if not new_dir.is_dir() or not list(new_dir.glob("*.zip")):
+            raise StackError(f"no Lambda zips in {new_dir}: build them first (`make build-local`)")
+        previous, self.zip_dir = self.zip_dir, new_dir
+        _say(self.opts, f"deploying the zips in {_shown(new_dir)} (terraform apply: only the functions' code changes)")
+        try:
+            self._apply()
+            d = deploy.match_zips(deploy.read(self.client, self.opts.region), new_dir)
+        except BaseException:
+            self.zip_dir = previous
+            raise
+        for role, f in d.functions.items():
+            self.functions[role].update_code(self._spec(role, f))
+        self.deployment = d
+        self._observe("redeployed", {"zip_dir": str(new_dir),
+                                     "code_sha256": {role: f.code_sha256 for role, f in d.functions.items()}})
+        return d
 
     # -- the table across runs ----------------------------------------------------------------------------
     def _table_name(self) -> str | None:
