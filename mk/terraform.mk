@@ -4,8 +4,9 @@
 #   make tf-validate    terraform fmt -check, then init (-backend=false) + validate in every module,
 #                       env and example
 #   make tf-checkov     checkov over terraform/ (own venv: .venv-checkov); skips are explained in code
-#   make test-terraform all of the above, then tests/terraform: apply envs/local and envs/dev to a
-#                       fresh moto server, read the result back, static plan checks of dev/prod, destroy
+#   make test-terraform fmt -check, checkov, and tests/terraform: apply envs/local and envs/dev to a
+#                       fresh moto server, read the result back, static plan checks of dev/prod, destroy;
+#                       validate only in the roots the suite does not plan (a plan validates)
 #
 # terraform init only ever uses the provider mirror (no registry): TF_CLI_CONFIG_FILE points at a
 # generated CLI config whose only installation method is a filesystem_mirror of TF_PLUGIN_MIRROR.
@@ -31,7 +32,7 @@ export CHECKPOINT_DISABLE := 1
 
 # $(TF_RC) is rewritten on every use (a few bytes, replaced atomically through a file of the writer's own:
 # the tiers of `make test` rewrite it at the same moment), so a changed TF_PLUGIN_MIRROR always takes effect.
-.PHONY: tf-config tf-fmt tf-fmt-check tf-validate tf-checkov test-terraform $(TF_RC)
+.PHONY: tf-config tf-fmt tf-fmt-check tf-validate tf-validate-unplanned tf-checkov test-terraform $(TF_RC)
 
 # The plugin cache makes each working directory's .terraform/providers a symlink instead of a copy
 # of the ~700 MB provider binary.
@@ -70,6 +71,15 @@ export TF_VALIDATE_ONE
 tf-validate: tf-fmt-check $(TF_RC) ## terraform fmt -check, init -backend=false and validate every module, env and example
 	@printf '%s\n' $(TF_MODULE_DIRS) $(TF_ENV_DIRS) $(TF_EXAMPLE_DIRS) | xargs -P 2 -I{} sh -c "$$TF_VALIDATE_ONE" sh {}
 
+# In `make test` the suite plans or applies these roots (a plan validates the root and every module it calls:
+# each module is called by every env), so the tier validates only the roots no plan covers.
+TF_PLANNED_BY_SUITE := terraform/envs/dev terraform/envs/local terraform/envs/prod terraform/examples/disabled \
+  terraform/examples/status-events terraform/examples/vendored
+TF_UNPLANNED_DIRS := $(filter-out $(TF_PLANNED_BY_SUITE),$(TF_ENV_DIRS) $(TF_EXAMPLE_DIRS))
+
+tf-validate-unplanned: tf-fmt-check $(TF_RC)
+	@printf '%s\n' $(TF_UNPLANNED_DIRS) | xargs -P 2 -I{} sh -c "$$TF_VALIDATE_ONE" sh {}
+
 # checkov's dependencies conflict with the dev environment's pins, so it gets a venv of its own.
 $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION):
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
@@ -88,7 +98,7 @@ tf-checkov: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION) ## checkov over terraf
 # The static checks and the suite run side by side: the suite's applies wait on the emulator (SQS settles for
 # ~25 s per queue) while validate and checkov use the CPU. Each one's output is printed whole when it ends (-O).
 test-terraform: venv build build-local $(TF_RC) ## Terraform checks + apply/destroy of envs/local and envs/dev on moto
-	@$(MAKE) --no-print-directory -j3 -O tf-validate tf-checkov tf-suite
+	@$(MAKE) --no-print-directory -j3 -O tf-validate-unplanned tf-checkov tf-suite
 
 .PHONY: tf-suite
 tf-suite: venv $(TF_RC)

@@ -3,7 +3,8 @@
 Applying takes a minute or two (the AWS provider waits ~25 s after creating each SQS queue), so every
 test shares it and works on executions of its own. Settings that make recovery quick here:
 
-- the sweeper fires every second instead of every minute (``SWEEP_EVERY_S``);
+- the sweeper fires every two seconds instead of every minute (``SWEEP_EVERY_S``; each idle tick queries
+  every shard of the due index, and a faster tick costs the whole tier CPU for little less waiting);
 - the environment's ``lease_s`` is set to a few seconds, so a lost step is re-driven within the
   step's timeout budget (the engine never trusts a lease shorter than timeout + margin: 13 s for the
   example workflows) instead of the queue's 180 s visibility timeout;
@@ -53,7 +54,7 @@ from loom_test_support import iam_check
 REPO = Path(__file__).resolve().parents[2]
 # The tests import their shared helpers (e2e_support) by name; importlib mode does not add this directory.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-SWEEP_EVERY_S = 1.0
+SWEEP_EVERY_S = 2.0
 LEASE_S = 5
 WORKER_CONCURRENCY = 3
 MAX_LEASE_S = 15  # lease_s above this would make every recovery in this suite slow

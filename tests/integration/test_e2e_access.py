@@ -38,7 +38,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory):
     tf_vars = {"workflow_access": json.dumps(ACCESS),
                **{k: v for k, v in {"lease_s": "5", "worker_timeout_s": "20"}.items() if k in declared}}
     run_dir = tmp_path_factory.mktemp("loom-access")
-    stack = LocalStack(StackOptions(repo=REPO, run_dir=run_dir, env_dir=env_dir, tf_vars=tf_vars, sweep_every_s=1.0,
+    stack = LocalStack(StackOptions(repo=REPO, run_dir=run_dir, env_dir=env_dir, tf_vars=tf_vars, sweep_every_s=2.0,
                                     function_env={"LOOM_EXAMPLES_LEDGER_PATH": str(run_dir / "ledger.jsonl")}))
     try:
         stack.start()

@@ -6,11 +6,14 @@ test here checks that every expected message appears in the failed run's output.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.timeout(1200)
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_validate_rejects_low_receive_count_wildcard_action_bad_shard_count_and_bad_event_bus(lab: Any) -> None:
@@ -54,3 +57,15 @@ def test_local_env_without_zips_says_run_make_build_local(lab: Any) -> None:
     # then
     assert "Lambda zips missing in" in log
     assert "run `make build-local` first" in log
+
+
+def test_every_root_make_test_leaves_unvalidated_is_planned_or_applied_by_this_suite(lab: Any) -> None:
+    # `make test` runs `terraform validate` only in the roots this suite does not plan or apply
+    # (mk/terraform.mk TF_PLANNED_BY_SUITE): a plan validates its root and every module it calls
+    makefile = (REPO / "mk" / "terraform.mk").read_text()
+    listed = re.search(r"^TF_PLANNED_BY_SUITE :=((?:.*\\\n)*.*)$", makefile, re.M)
+    assert listed, "mk/terraform.mk no longer defines TF_PLANNED_BY_SUITE"
+    roots = listed.group(1).replace("\\\n", " ").split()
+    suite = {"terraform/" + ws.path.relative_to(lab.tree).as_posix() for ws in lab.workspaces.values()}
+    assert roots and [r for r in roots if r not in suite] == [], (roots, sorted(suite))
+    assert all((REPO / r).is_dir() for r in roots), roots

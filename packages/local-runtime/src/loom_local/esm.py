@@ -24,6 +24,7 @@ invocation dies, and ``invocations.jsonl`` keeps them as JSON (:mod:`loom_local.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -128,10 +129,14 @@ def fit_payload(records: list[dict[str, Any]], limit: int = LAMBDA_REQUEST_MAX_B
 
 
 class QueuePoller:
-    """Polls one queue for one function with ``config.max_concurrency`` concurrent pollers."""
+    """Polls one queue for one function with ``config.max_concurrency`` concurrent pollers.
+
+    Each poller long-polls ``wait_s`` (5 s; Lambda's pollers wait 20 s): a receive returns as soon as a message
+    arrives, so a longer wait costs no latency, and an idle queue costs the emulator one receive per poller
+    every ``wait_s`` instead of every second."""
 
     def __init__(self, config: MappingConfig, function: Function, sqs_factory: Callable[[], Any],
-                 observer: Observer | None = None, wait_s: int = 1):
+                 observer: Observer | None = None, wait_s: int = 5):
         self.config, self.function, self.sqs_factory = config, function, sqs_factory
         self.observer, self.wait_s = observer, wait_s
         self._stop = threading.Event()
@@ -165,8 +170,11 @@ class QueuePoller:
         window_end = time.monotonic() + cfg.batching_window_s
         while not self._stop.is_set():
             want = min(10, cfg.batch_size - len(messages))
+            # A long poll returns as soon as a message arrives; once some are in hand, it waits only for what is
+            # left of the batching window.
+            wait = self.wait_s if not messages else max(0, min(self.wait_s, math.ceil(window_end - time.monotonic())))
             resp = sqs.receive_message(
-                QueueUrl=cfg.queue_url, MaxNumberOfMessages=want, WaitTimeSeconds=self.wait_s,
+                QueueUrl=cfg.queue_url, MaxNumberOfMessages=want, WaitTimeSeconds=wait,
                 MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"],
             )
             messages.extend(resp.get("Messages", []))

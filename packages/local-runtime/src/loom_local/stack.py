@@ -407,10 +407,10 @@ class LocalStack:
             self.poller.stop(timeout_s=0.1)
         for fn in self.functions.values():
             fn.close()  # kills in-flight invocations too; their messages come back after the visibility timeout
-        if self.poller is not None:
-            self.poller.stop(timeout_s=5)
-        self._save_table()  # nothing writes any more; the emulator still holds the table
+        self._save_table()  # nothing writes any more (a poller still in its long poll invokes nothing: all closed)
         self.emulator.stop()
+        if self.poller is not None:
+            self.poller.stop(timeout_s=5)  # their long polls end with the emulator
         if self.logs is not None:
             self.logs.close()
         if self.invocations is not None:
