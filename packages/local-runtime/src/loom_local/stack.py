@@ -276,7 +276,7 @@ class LocalStack:
         self._started = True
         _say(opts, f"control plane Function URL: {self.url_server.url}")
 
-    def _apply(self) -> None:
+    def _apply(self, refresh: bool = True) -> None:
         """``terraform apply`` of the environment to the emulator, deploying the zips in ``self.zip_dir``."""
         opts = self.opts
         variables = {opts.endpoint_var: self.emulator.endpoint, **opts.tf_vars}
@@ -288,7 +288,7 @@ class LocalStack:
             self._deployed_function_env = True
         terraform.apply(self.env_dir, self.stack_dir / "terraform.tfstate", variables, self.log_dir / "terraform.log",
                         cli_config=terraform.cli_config(opts.repo.resolve(), opts.tf_cli_config),
-                        progress=opts.progress)
+                        progress=opts.progress, refresh=refresh)
 
     def _spec(self, role: str, f: deploy.DeployedFunction) -> FunctionSpec:
         """What the runtime runs for a deployed function: its zip unpacked once per hash, its environment."""
@@ -318,7 +318,7 @@ class LocalStack:
         previous, self.zip_dir = self.zip_dir, new_dir
         _say(self.opts, f"deploying the zips in {_shown(new_dir)} (terraform apply: only the functions' code changes)")
         try:
-            self._apply()
+            self._apply(refresh=False)  # only this runtime changes the emulator's resources
             d = deploy.match_zips(deploy.read(self.client, self.opts.region), new_dir)
         except BaseException:
             self.zip_dir = previous

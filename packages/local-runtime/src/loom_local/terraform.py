@@ -131,8 +131,11 @@ def _init_lock(env_dir: Path) -> Iterator[None]:
 
 def apply(env_dir: Path, state_path: Path, variables: Mapping[str, str], log_path: Path,
           cli_config: Path | None = None, progress: Progress | None = None, timeout_s: float = 600.0,
-          terraform: str = "terraform") -> None:
-    """``terraform init`` (if needed) then ``apply`` of ``env_dir`` into ``state_path``."""
+          terraform: str = "terraform", refresh: bool = True) -> None:
+    """``terraform init`` (if needed) then ``apply`` of ``env_dir`` into ``state_path``.
+
+    ``refresh=False`` plans from the state alone (``-refresh=false``): for a redeploy to an emulator nothing
+    else changes, so reading every resource back first would only cost time."""
     if not list(env_dir.glob("*.tf")):
         raise TerraformError(f"{env_dir} has no Terraform configuration; the local environment lives in "
                              "terraform/envs/local")
@@ -161,7 +164,7 @@ def apply(env_dir: Path, state_path: Path, variables: Mapping[str, str], log_pat
         with _init_lock(env_dir):  # init writes env_dir/.terraform.lock.hcl: one writer at a time
             _run([terraform, f"-chdir={env_dir}", "init", "-input=false", "-no-color"], env, log, progress, timeout_s)
         args = [terraform, f"-chdir={env_dir}", "apply", "-auto-approve", "-input=false", "-no-color",
-                f"-state={state_path}", "-lock=false"]
+                f"-state={state_path}", "-lock=false"] + ([] if refresh else ["-refresh=false"])
         for name, value in variables.items():
             args.append(f"-var={name}={value}")
         _run(args, env, log, progress, timeout_s)
