@@ -118,6 +118,13 @@ def test_composition_seeds_exercise_every_kind_fault_and_ending(runs):
     need("redrive.done")
     need("branches.running_at_once.2")  # the lane limit was tested with bodies really overlapping
     need("branches.running_at_the_limit")
+    # code-first runs (loomsim/composition_code.py) under the same actions and faults: every ending, a cancel
+    # and a failure compensated (the compensations learned by replay), a redrive, fan-outs and waits
+    for key in ("code.ending.COMPLETED", "code.ending.FAILED", "code.ending.FAILED.compensated",
+                "code.ending.CANCELLED", "code.ending.CANCELLED.compensated", "code.ending.COMPENSATION_FAILED",
+                "code.undo_ran", "code.redriven", "code.outcome.fanned_out", "code.outcome.branch_succeeded",
+                "code.outcome.waiting", "code.outcome.slept", "code.outcome.retry_scheduled"):
+        need(key)
     if missing:
         pytest.fail("the composition simulation did not exercise:\n  " + "\n  ".join(missing), pytrace=False)
 
@@ -360,6 +367,22 @@ def test_composition_broken_engine_is_caught_within_a_few_seeds(kind):
             return
         seen += result.violations[:2]
     pytest.fail(f"{kind}: no violation naming {phrases} in {budget} seeds; saw {seen[:6]}")
+
+
+def test_composition_code_first_replay_returning_a_wrong_value_is_caught_within_a_few_seeds():
+    """A code-first run's replay hands the function an altered recorded result: its return value (checked as
+    a step list's context is) gives it away."""
+    from loomsim.code_broken import broken_replay
+
+    seeds = [s for s in range(300) if any(w.code for w in make_config(s).workflows)][:10]
+    seen = []
+    with broken_replay("replay_returns_wrong_value"):
+        for seed in seeds:
+            result = run_seed(seed)
+            if any("COMPLETED context has" in v for v in result.violations):
+                return
+            seen += result.violations[:2]
+    pytest.fail(f"no violation naming the COMPLETED context in {len(seeds)} code-first seeds; saw {seen[:6]}")
 
 
 def test_composition_real_store_is_not_flagged_by_the_broken_store_phrases():

@@ -110,6 +110,18 @@ def test_the_fault_mix_really_happened(runs):
         need(f"result.{result}")
     for profile in PROFILES:
         need(f"profile.{profile}")
+    # code-first executions (loomsim/code_first.py) under the same faults: crashes around each write of a
+    # delivery of one, a result recorded and then passed by the next delivery's replay, every ending
+    need("code.completed")
+    need("code.advanced_by_replay")
+    for where in ("put_step", "commit", "worker.after_claim", "worker.after_record", "worker.after_checkpoint"):
+        need(f"code.crash.before.{where}")
+        need(f"code.crash.after.{where}")
+    for key in ("crash.body", "outcome.advanced", "outcome.slept", "outcome.retry_scheduled", "outcome.stale",
+                "outcome.superseded", "outcome.conflict", "outcome.duplicate", "result.failed.step_error",
+                "result.failed.permanent_error", "result.failed.attempts_exhausted", "result.failed.step_cap_exceeded",
+                "result.failed.attempt_cap_exceeded"):
+        need(f"code.{key}")
     need("commits.fault_phase", 10 * len(results))
     if missing:
         pytest.fail("the simulation did not exercise:\n  " + "\n  ".join(missing), pytrace=False)

@@ -25,7 +25,8 @@ from engine_core.errors import CorruptStateError
 from engine_core.model import CorruptRecord, Status, StepRecord, StepStatus
 from engine_core.adapters._items import execution_from_attrs, step_from_attrs
 
-from .workflows import step_result
+from . import checks_code
+from .checks_code import RETURN_KIND, expected_result
 
 TERMINAL = ("COMPLETED", "FAILED")
 
@@ -89,7 +90,10 @@ def check_run(sim) -> None:
         except CorruptStateError as exc:
             v(f"{eid}: the execution item is unreadable: {exc}")
             continue
+        before = Counter(outcomes)
         _check_execution(sim, e, eid in due, planned.get(eid), outcomes)
+        if e.workflow in sim.specs and sim.specs[e.workflow].code:
+            sim.stats.update({f"code.result.{k}": 1 for k in outcomes - before})
 
     _check_meaningful(sim, outcomes)
     sim.stats.update({f"result.{k}": n for k, n in outcomes.items()})
@@ -105,10 +109,13 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
     puts = sim.puts.get(eid, [])
     history = inner.steps.get(eid, {})
     records: dict[int, StepRecord] = {}
+    returned: StepRecord | None = None  # a code-first function's return value
     for key in sorted(history):
         r = step_from_attrs(key, copy.deepcopy(history[key]))
         if isinstance(r, CorruptRecord):
             v(f"{tag}: history item {key} is unreadable: {r.detail}")
+        elif wf.code and r.kind == RETURN_KIND:
+            returned = r
         elif r.step_index in records:
             v(f"{tag}: two history items for step {r.step_index}")
         else:
@@ -231,6 +238,8 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
 
     # -- history writes: by the attempt that holds the step -------------------------------------------
     for p in puts:
+        if wf.code and p.kind == RETURN_KIND:
+            continue  # checks_code.check_return
         if p.step >= len(wf.steps):
             v(f"{tag}: a history write for step {p.step}, past the workflow's end")
             continue
@@ -242,7 +251,7 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
         if p.status == "SUCCEEDED":
             ok = any(r.op_id == p.op_id and r.attempt == p.attempts and r.end == "ok"
                      for r in sim.bodies.get((eid, p.step), []))
-            if not ok or p.result_blob is None or codec.decode(p.result_blob) != step_result(eid, wf.steps[p.step]):
+            if not ok or p.result_blob is None or codec.decode(p.result_blob) != expected_result(eid, wf, p.step):
                 v(f"{tag}: step {p.step} recorded SUCCEEDED by attempt {p.attempts} with {p.result_blob!r}, not what "
                   "a successful body of that attempt returned")
 
@@ -266,6 +275,9 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
                 v(f"{tag}: passed sleep step {index} at {c.at}, before its wake time "
                   f"{began.after.get('next_wake_at')}")
             continue
+        if wf.code:  # its record may be passed by a later delivery's replay
+            checks_code.check_advance(sim, tag, eid, wf, index, c, puts, records)
+            continue
         attempt = c.before.get("attempt", 0)
         if c.before.get("attempt_started_at") is None:
             v(f"{tag}: advanced past task step {index} with no attempt holding it")
@@ -279,7 +291,7 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
         if r is None or r.status is not StepStatus.SUCCEEDED or r.attempts != attempt:
             v(f"{tag}: step {index} was passed by attempt {attempt}, but its history record is "
               f"{None if r is None else (r.status.value, r.attempts)}")
-        elif r.result_blob is None or codec.decode(r.result_blob) != step_result(eid, spec):
+        elif r.result_blob is None or codec.decode(r.result_blob) != expected_result(eid, wf, index):
             v(f"{tag}: step {index} recorded result {r.result_blob!r}, not what its body returned")
 
     for index, r in records.items():
@@ -293,6 +305,11 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
             if c is None or not isinstance(got, dict) or got.get("wake_at") != c.after.get("next_wake_at"):
                 sim.known_defect("sleep_record_overwritten", f"{tag}: sleep step {index} recorded {got}, but the "
                                  f"execution slept until {c.after.get('next_wake_at')}")
+
+    if wf.code:
+        checks_code.check_names(v, tag, wf, records)
+        checks_code.check_recorded_once(sim, tag, eid, wf, claims, puts)
+        checks_code.check_return(sim, tag, eid, wf, e, commits, puts, returned)
 
     # -- the ending ------------------------------------------------------------------------------------
     notices = [d for d in sim.queue.dead_letters if d.get("execution_id") == eid]
@@ -309,13 +326,13 @@ def _check_execution(sim, e, in_due: bool, ps, outcomes: Counter) -> None:
         want = dict(ps.input) if ps else {}
         for spec in wf.steps:
             if spec.kind != "sleep":
-                want.update(step_result(eid, spec))
+                want.update(expected_result(eid, wf, spec.index))
         try:
             got = rebuild_context(inner.inputs.get(eid, ""), [records[i] for i in sorted(records)],
                                   wf.definition, len(wf.steps))
         except ValueError as exc:
             got = f"unreadable: {exc}"
-        if got != want:
+        if got != want and not wf.code:  # what a function made is its return value (checks_code.check_return)
             v(f"{tag}: COMPLETED with context {got}, expected {want}")
         if notices:
             v(f"{tag}: COMPLETED but a failure notice was sent")

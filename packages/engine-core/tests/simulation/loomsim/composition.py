@@ -49,6 +49,7 @@ from .composition_lifecycle import Lifecycle
 from .composition_observe import BodyEntry, CompStoreProxy, Observing, Write
 from .composition_phases import Phases
 from .composition_runs import RunBook
+from .composition_code import register as register_code
 from .composition_workflows import CWorkflow, register
 from .sim import START, SWEEP_INTERVAL_S, Op, OpPlan, PlannedStart, Simulation
 from .world import QueueProxy, SimQueue, SimulatedCrash, due_key
@@ -109,7 +110,7 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
         self.undeployed: dict[str, int] = {}
         """Fingerprints a redeploy replaced, and the sequence number from which they were gone."""
         for wf in config.workflows:
-            register(wf, self.registry, self)
+            (register_code if wf.code else register)(wf, self.registry, self)
             self.specs[wf.name] = wf
             self.all_specs[wf.definition.fingerprint] = wf
         self.engine = Engine(self.store, self.qproxy, self.registry, self.clock, self.settings, kinds=kinds)

@@ -152,7 +152,7 @@ class OperatorActions:
     def maybe_issue_token(self, ctx, wf, s, entry) -> None:
         """A body hands a callback token for a later wait to the outside world (half the time)."""
         ahead = [w for w in wf.steps if w.kind == "wait" and w.index > s.index]
-        if not ahead or self.rng.random() >= 0.5:
+        if wf.code or not ahead or self.rng.random() >= 0.5:
             return
         name = self.rng.choice(sorted({w.event for w in ahead}))
         step = next(w.index for w in ahead if w.event == name)

@@ -65,6 +65,13 @@ class Checker:
         self.events()
         self.compensation()
         self.outcome()
+        if self.wf.code:  # what code-first runs reached (test_sim_composition.py requires each)
+            e = self.final
+            self.sim.stat(f"code.ending.{e.status.value}" + (".compensated" if e.compensated else ""))
+            if any(c.after.get("redrives") for c in self.commits):
+                self.sim.stat("code.redriven")
+            if any(b.kind == "undo" for b in self.bodies):
+                self.sim.stat("code.undo_ran")
 
     # -- shared ------------------------------------------------------------------------------------------
     def versions(self) -> None:
@@ -184,7 +191,9 @@ class Checker:
                 late = [w for w in fan_ins if w.seq > adv.seq]
                 if late:
                     self.v(f"step {i}: fan-in record written again (op {late[0].op_id}) after the step was advanced past")
-                mine = [w for w in fan_ins if w.op_id == adv.op_id and w.seq < adv.seq]
+                # (a code-first fan-in is passed by the write that waits for the function's next call: a later
+                # delivery's replay, when the one that wrote it died in between)
+                mine = [w for w in fan_ins if (w.op_id == adv.op_id or self.wf.code) and w.seq < adv.seq]
                 if not mine:
                     self.v(f"step {i}: advanced past (op {adv.op_id}) without that operation writing the fan-in record")
                 else:
@@ -226,7 +235,7 @@ class Checker:
             if not advanced:
                 continue
             adv = advanced[0]
-            mine = [w for w in wins if w.op_id == adv.op_id and w.seq < adv.seq]
+            mine = [w for w in wins if (w.op_id == adv.op_id or self.wf.code) and w.seq < adv.seq]
             if not mine:
                 self.v(f"step {i}: the wait was advanced past (op {adv.op_id}) without that operation recording it")
                 continue
@@ -243,7 +252,8 @@ class Checker:
             if rec.event_id in consumed:
                 self.v(f"event {s.event}#{rec.event_id} consumed by step {consumed[rec.event_id]} and again by step {i}")
             consumed[rec.event_id] = i
-            if codec.decode(rec.result_blob) != {s.name: event_data(s.event, rec.event_id, self.run_id)}:
+            key = s.event if self.wf.code else s.name  # a code-first wait's position is named by its event
+            if codec.decode(rec.result_blob) != {key: event_data(s.event, rec.event_id, self.run_id)}:
                 self.v(f"step {i}: the wait recorded data that is not its event's (under the wait's name)")
 
     # -- compensation ----------------------------------------------------------------------------------------
@@ -363,6 +373,9 @@ class Checker:
             return
         try:
             ctx = rebuild_context(self.view.input_blob, self.records, self.wf.definition, len(self.wf.steps))
+            if self.wf.code:  # what a function made is its return value (composition_code.py)
+                ret = next((r for r in self.records if r.kind == "return"), None)
+                ctx = {**ctx, **(codec.decode(ret.result_blob) if ret is not None and ret.result_blob else {})}
         except Exception as exc:
             self.v(f"COMPLETED but its context cannot be rebuilt: {exc}")
             return

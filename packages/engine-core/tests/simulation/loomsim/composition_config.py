@@ -9,6 +9,7 @@ from typing import Any
 
 from engine_core import EngineSettings
 
+from . import composition_code
 from .composition_workflows import CWorkflow, generate
 from .sim import FaultMix
 
@@ -111,6 +112,7 @@ def make_config(seed: int, **overrides: Any) -> CompConfig:
     long_s = long_s if ttl and long_s <= 4 * 3600 else None
     workflows = [generate(rng, 0, reliable=True, long_s=long_s)] + [generate(rng, i, long_s=long_s)
                                                                      for i in range(1, rng.randint(2, 4))]
+    composition_code.pick(seed, workflows)  # its own draw: a share of the seeds runs one of them as a function
     need = max(wf.timeout(i) for wf in workflows for i in range(len(wf.steps))) + settings.time_margin_ms / 1000
     config = CompConfig(seed=seed, settings=settings, visibility_s=rng.choice([30.0, 120.0, 360.0]),
                         max_receives=rng.choice([3, 5, 10]), page_size=rng.choice([1, 100]),

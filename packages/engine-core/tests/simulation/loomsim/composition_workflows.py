@@ -60,6 +60,8 @@ class CWorkflow:
     retry: RetryPolicy
     step_timeout_s: float
     definition: Any = None
+    code: bool = False
+    """Runs as a code-first function (``composition_code.py``)."""
 
     def policy(self, index: int) -> RetryPolicy:
         s = self.steps[index]
@@ -96,7 +98,7 @@ class CWorkflow:
                     undo = (f" undo(fail_first={s.undo_fail_first}{' permanent' if s.undo_permanent else ''} "
                             f"attempts={self.undo_policy(s.index).max_attempts})")
                 parts.append(f"{s.name}[task{extra} attempts={self.policy(s.index).max_attempts}{undo}]")
-        return f"{self.name}: " + ", ".join(parts)
+        return f"{self.name}{' (code-first)' if self.code else ''}: " + ", ".join(parts)
 
 
 EVENTS = ("approve", "ship", "ping")

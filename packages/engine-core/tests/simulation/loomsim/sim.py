@@ -15,6 +15,7 @@ computed from its remaining steps. Then the queue is drained and the checker run
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import math
 import random
@@ -42,6 +43,7 @@ from .world import (
     due_key,
     due_snapshot,
 )
+from . import code_first
 from .workflows import Ledger, StepSpec, WorkflowSpec, generate, register
 
 START = dt.datetime(2026, 1, 1, tzinfo=UTC)
@@ -176,6 +178,7 @@ def make_config(seed: int, **overrides: Any) -> SimConfig:
     if backlog.random() < 0.15:
         fx = FaultMix(**{**fx.__dict__, "backlog": round(backlog.uniform(0.1, 1.0) * settings.lease_s, 1)})
     workflows = [generate(rng, 0, plain_only=True)] + [generate(rng, i) for i in range(1, rng.randint(2, 4))]
+    code_first.pick(seed, workflows)  # its own draw: a share of the seeds runs one of them as a function
     # Invocations: some seeds pass no deadline (a paused worker then lives on as a zombie), others give
     # every delivery the function's time, just enough for the longest step or more, so chains also
     # stop because time runs out and a claim's lease must cover the claimer's deadline.
@@ -269,6 +272,9 @@ class PutObs:
     at: dt.datetime
     replaced: int | None = None
     """The attempt number of the record this write replaced (None: there was none)."""
+    kind: str = "task"
+    """The record's kind (a code-first function's return value is ``return``, one position past its last call)."""
+    name: str = ""
 
 
 @dataclass
@@ -301,7 +307,7 @@ class Simulation:
         self.registry = Registry()
         self.specs: dict[str, WorkflowSpec] = {}
         for wf in config.workflows:
-            register(wf, self.registry, self.on_body)
+            (code_first.register if wf.code else register)(wf, self.registry, self.on_body)
             self.specs[wf.name] = wf
         self.engine = Engine(self.store, self.qproxy, self.registry, self.clock, self.settings)
         self.sweeper = Sweeper(self.store, self.qproxy, self.clock, self.settings, self.registry,
@@ -339,6 +345,13 @@ class Simulation:
     # -- bookkeeping --------------------------------------------------------------------------------
     def stat(self, key: str, n: int = 1) -> None:
         self.stats[key] += n
+
+    def code_stat(self, op: Op | None, key: str) -> None:
+        """Count ``key`` again under ``code.`` when ``op`` delivers a code-first execution's message."""
+        if op is not None and op.message is not None:
+            wf = self.specs.get((self.inner.metas.get(op.message.execution_id) or {}).get("workflow"))
+            if wf is not None and wf.code:
+                self.stat(f"code.{key}")
 
     def known_defect(self, key: str, text: str) -> None:
         """A violation of a known, not yet fixed engine defect (``checks.KNOWN_DEFECTS``)."""
@@ -400,7 +413,7 @@ class Simulation:
         op = self.op
         obs = PutObs(self._next_seq(), eid, record.step_index, record.attempts, record.status.value, record.is_final,
                      record.result_blob, record.error.code if record.error else None, op.id if op else 0,
-                     self.clock.now(), before.get("attempts") if before else None)
+                     self.clock.now(), before.get("attempts") if before else None, record.kind, record.name)
         self.puts.setdefault(eid, []).append(obs)
         if before is not None and isinstance(before.get("attempts"), int) and before["attempts"] > record.attempts:
             self.violation(f"{eid[:8]} step {record.step_index}: a history write by attempt {record.attempts} "
@@ -441,11 +454,17 @@ class Simulation:
                 self.stat("pause.body.in_chain")
         if p.body_crash:
             self.stat("crash.body")
+            self.code_stat(op, "crash.body")
             if op.chained:
                 self.stat("crash.body.in_chain")
             raise SimulatedCrash(op.id, f"body {spec.name}")
         self.check_deadline(op, f"body {spec.name}")
         return run
+
+    def on_wrong_input(self, run: BodyRun, got: Any, want: Any) -> None:
+        """A code-first body was handed something other than the previous step's recorded result."""
+        self.violation(f"{run.execution_id[:8]} step {run.step}: the function handed its body {got!r}, the previous "
+                       f"step's result is {want!r} (a replay returned a wrong value)")
 
     def on_body_end(self, run: BodyRun, end: str) -> None:
         timeout = self.specs[self.inner.metas[run.execution_id]["workflow"]].timeout(run.step)
@@ -526,6 +545,7 @@ class Simulation:
 
     def _crash(self, op: Op, where: str) -> None:
         self.stat(f"crash.{where.replace(' ', '.')}")
+        self.code_stat(op, f"crash.{where.replace(' ', '.')}")
         if op.chained:
             self.stat("crash.in_chain")
             self.stat(f"crash.in_chain.{where.replace(' ', '.')}")
@@ -596,7 +616,9 @@ class Simulation:
             step_run_module._STEP_CLOCK[0] = self._monotonic_ms
             faults.install(self.point)
         try:
-            fn(op)
+            # Each operation is its own process: a nested one (run inside a paused call or body) must not see
+            # the paused one's context variables (a code-first body's ``_current.BODY``).
+            contextvars.Context().run(fn, op)
         except SimulatedCrash as crash:
             if crash.op_id != op.id:
                 raise
@@ -636,6 +658,7 @@ class Simulation:
                 self.violation(f"Engine.process raised {type(exc).__name__}: {exc} on {label}")
                 return
             self.stat(f"outcome.{outcome.kind}")
+            self.code_stat(op, f"outcome.{outcome.kind}")
             self.stat(f"steps_run.{min(outcome.steps_run, 3)}")
             if outcome.steps_run > 1 and op.deadline is not None:
                 self.stat("steps_run.chain_with_deadline")

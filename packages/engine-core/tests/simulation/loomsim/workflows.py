@@ -32,6 +32,8 @@ class WorkflowSpec:
     retry: RetryPolicy
     step_timeout_s: float
     definition: WorkflowDef | None = None
+    code: bool = False
+    """Runs as a code-first function (``code_first.py``): one durable call per step, in order."""
 
     def policy(self, index: int) -> RetryPolicy:
         return self.steps[index].retry or self.retry
@@ -54,7 +56,7 @@ class WorkflowSpec:
             extra = f" fail_first={s.fail_first}" if s.fail_first else ""
             parts.append(f"{s.name}[{s.kind}{extra} max_attempts={p.max_attempts} base={p.base:g} "
                          f"max_delay={p.max_delay:g} timeout={self.timeout(s.index):g}]")
-        return f"{self.name}: " + ", ".join(parts)
+        return f"{self.name}{' (code-first)' if self.code else ''}: " + ", ".join(parts)
 
 
 def _policy(rng: random.Random) -> RetryPolicy:
