@@ -25,8 +25,9 @@ denies none of the tier's calls fails the run too (a statement nothing needs, or
 Under pytest-xdist each worker has a stack of its own; the controller checks the union of their calls.
 
 A test that ships other code (a team's own workflow package, a second release of it) deploys its zips on this
-stack in place (`Loom.deployed`: `terraform apply` of the new build, as a team redeploys) and the suite's own
-zips again when it ends, instead of starting a stack of its own.
+stack in place (`Loom.deployed`, with Lambda's UpdateFunctionCode; `LocalStack.redeploy` can also apply
+terraform, as a team redeploys) and the suite's own zips again when it ends, instead of starting a stack
+of its own.
 """
 
 from __future__ import annotations
@@ -112,14 +113,15 @@ class Loom:
 
     @contextlib.contextmanager
     def deployed(self, zip_dir: Path) -> Iterator[None]:
-        """The stack running the zips in ``zip_dir``, deployed in place as ``terraform apply`` of a new build
-        does (table, queues and executions kept), then this suite's own zips again, whatever happened."""
+        """The stack running the zips in ``zip_dir``, deployed in place (table, queues and executions kept),
+        then this suite's own zips again, whatever happened. Both with UpdateFunctionCode: an apply costs
+        some 20 CPU-seconds of the AWS provider, and the tier is CPU-bound (test_e2e_versions applies one)."""
         original = self.stack.zip_dir
-        self.stack.redeploy(zip_dir)
+        self.stack.redeploy(zip_dir, via="api")
         try:
             yield
         finally:
-            self.stack.redeploy(original)
+            self.stack.redeploy(original, via="api")
 
     @staticmethod
     def execution_id_for(token: str) -> str:

@@ -3,10 +3,10 @@ sleep, and each finishes on its own definition, through the deployed functions.
 
 A team's workflow package (built here, outside packages/, as a platform team ships its own) is built into
 the Lambda zips twice: release 1.0 registers version 1 of ``versioned_orders``; release 2.0 registers
-version 1 unchanged beside a version 2 with other steps. Release 1.0 is deployed on the session's stack
-(``terraform apply`` of the new zips, in place: the table, the queues and every execution in flight stay),
-and two executions start and fall asleep for an hour. Release 2.0 is deployed the same way over it: a new
-version of every function's code. ``loom versions check`` refuses a build without version 1 (naming its two
+version 1 unchanged beside a version 2 with other steps. Release 1.0 is deployed on the session's stack in
+place (the table, the queues and every execution in flight stay), and two executions start and fall asleep
+for an hour. Release 2.0 is deployed over it with ``terraform apply`` of the new zips, as a team deploys: a
+new version of every function's code. ``loom versions check`` refuses a build without version 1 (naming its two
 live executions) and passes release 2.0's own zip; ``GET /workflows`` counts them on version 1; a new start
 runs version 2; the sleepers are woken; all three end COMPLETED, each on its own steps. The suite's own zips
 are deployed again at the end.
@@ -137,7 +137,7 @@ def test_version_2_deployed_while_version_1_executions_sleep_both_finish_on_thei
             assert (e["status"], e["workflow_version"]) == ("SLEEPING", 1), e
 
         # when: release 2.0 is deployed over it (every function's code replaced; the table and the queues kept)
-        deployed = loom.stack.redeploy(zips_2)
+        deployed = loom.stack.redeploy(zips_2, via="terraform")  # as a team deploys: make build, terraform apply
         assert {role: f.zip_path.parent for role, f in deployed.functions.items()} == {
             role: zips_2.resolve() for role in ("worker", "sweeper", "control-plane")}
         # then: the deploy check refuses a build without version 1, naming its live executions, and passes 2.0's zip

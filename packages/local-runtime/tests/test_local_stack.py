@@ -231,3 +231,33 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def test_a_redeploy_through_the_lambda_api_runs_the_new_code_and_keeps_the_queues(tmp_path, zip_dir, out_file):
+    # given: a running stack, and a second build whose zips differ (a release file added to each)
+    import shutil
+
+    release_2 = tmp_path / "dist-2"
+    shutil.copytree(zip_dir, release_2)
+    for z in release_2.glob("*.zip"):
+        with zipfile.ZipFile(z, "a") as zf:
+            zf.writestr("RELEASE", "2")
+    stack = LocalStack(_options(tmp_path, zip_dir, provision_tiny(zip_dir, out_file)))
+    with stack:
+        queue_url = stack.deployment.queue.url
+        before = json.loads(_http("GET", stack.url + "/env")[2])["env"]["LAMBDA_TASK_ROOT"]
+        # when
+        d = stack.redeploy(release_2, via="api")
+        # then: the emulator holds the new code, and the next invocation runs it from its own unpacked copy
+        assert {r: f.code_sha256 for r, f in d.functions.items()} == {
+            r: code_sha256(release_2 / f"{r}.zip") for r in ("worker", "sweeper", "control-plane")}
+        after = json.loads(_http("GET", stack.url + "/env")[2])["env"]["LAMBDA_TASK_ROOT"]
+        assert after != before and (Path(after) / "RELEASE").read_text() == "2"
+        assert d.queue.url == queue_url
+        # and a directory that lacks one function's zip is refused, naming it, with nothing changed
+        (release_2 / "sweeper.zip").unlink()
+        with pytest.raises(StackError, match="no sweeper.zip in .* for the sweeper function tiny-sweeper"):
+            stack.redeploy(release_2, via="api")
+        assert stack.zip_dir == release_2.resolve() and stack.deployment is d
+        assert stack.client("lambda").get_function(FunctionName="tiny-worker")["Configuration"]["CodeSha256"] == \
+            d.worker.code_sha256
