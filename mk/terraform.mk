@@ -29,6 +29,11 @@ export TF_CLI_CONFIG_FILE := $(TF_RC)
 export TF_PLUGIN_MIRROR
 export TF_IN_AUTOMATION := 1
 export CHECKPOINT_DISABLE := 1
+# Terraform and the AWS provider are Go: loading the provider's schema (every plan, apply and validate) is
+# mostly garbage collection at Go's default GOGC=100. At 400 each command uses about 30% less CPU for some
+# 130 MB more memory (terraform validate of envs/local: 7.8 -> 5.4 CPU-s, 311 -> 435 MB).
+GOGC ?= 400
+export GOGC
 
 # $(TF_RC) is rewritten on every use (a few bytes, replaced atomically through a file of the writer's own:
 # the tiers of `make test` rewrite it at the same moment), so a changed TF_PLUGIN_MIRROR always takes effect.

@@ -146,6 +146,9 @@ def apply(env_dir: Path, state_path: Path, variables: Mapping[str, str], log_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_VAR_")}
     env.setdefault("TF_IN_AUTOMATION", "1")
     env["CHECKPOINT_DISABLE"] = "1"  # no version check over the network
+    # Loading the AWS provider's schema is mostly Go's garbage collection: GOGC=400 spends ~30% less CPU per
+    # command for ~130 MB more memory (mk/terraform.mk sets the same for `make`).
+    env.setdefault("GOGC", "400")
     if cli_config is not None:
         if not cli_config.exists():
             raise TerraformError(f"Terraform CLI configuration {cli_config} does not exist; `make tf-config` "
