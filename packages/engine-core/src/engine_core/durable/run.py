@@ -28,6 +28,7 @@ from ..step_run import StepRun
 from ..steps import StepDef
 from . import _current
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
+from .prefix import Prefix, prefix_of
 from .replay import EngineRaised, NondeterministicReplay, Replay, Stop, Suspend, value_of
 
 log = logging.getLogger("engine_core")
@@ -45,8 +46,11 @@ class CodeRun(StepRun):
     """One delivery's work on a code-first execution (see the module docstring)."""
 
     def __init__(self, life: Any, kinds: Any, wf: Any, state: ExecutionState, remaining_ms: Any,
-                 yield_after_ms: Any):
+                 yield_after_ms: Any, values: dict[int, tuple[StepRecord, Any]] | None = None):
         self.code = wf
+        self.values: dict[int, tuple[StepRecord, Any]] = {} if values is None else values
+        """Values decoded from records, by position (``replay.Replay._value``; kept across deliveries by
+        ``prefix.Prefixes``)."""
         self.pending = False
         """The current position settled in this delivery; the write that moves on waits for the next call."""
         self.settled: StepRecord | None = None
@@ -55,6 +59,16 @@ class CodeRun(StepRun):
         """A step's value as the codec hands it on (no second decode of the record just written)."""
         super().__init__(life, kinds, code_plan(wf, state.execution, list(state.records)), state, remaining_ms,
                          yield_after_ms)
+        self._known = self.execution
+        """The execution item as this delivery read it or last wrote it."""
+
+    def prefix(self) -> Prefix | None:
+        """What to keep of the history for this execution's next delivery in this process (``prefix.py``):
+        nothing unless the execution is as this delivery last read or wrote it (a lost write leaves the
+        records of positions it passed unknown here)."""
+        if self.execution is not self._known or self.corrupt_error is not None or self._records_from is not None:
+            return None
+        return prefix_of(self.execution, self.records, self.values)
 
     @property
     def plan(self) -> CodeSteps:
@@ -220,7 +234,10 @@ class CodeRun(StepRun):
                 described = self._described[1]
                 if new.code_step != described:
                     new = new.model_copy(update={"code_step": described})
-        return super().commit(new)
+        outcome = super().commit(new)
+        if outcome is None:
+            self._known = self.execution
+        return outcome
 
     # -- what a step records --------------------------------------------------------------------------
     def succeed(self, result: Any) -> Outcome:
