@@ -214,7 +214,7 @@ class Engine(UsesLifecycle):
         if message.branch is not None:  # a parallel or map branch: its own item and lifecycle
             if wf is not None and problem is None and wf.code is not None:
                 return CodeRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms,
-                               None if kept is None else kept.values).run_branch(message)
+                               kept).run_branch(message)
             kind = None if wf is None else self.kinds.of_step(wf, message.step)
             if wf is None or problem is not None or kind is None:
                 return Outcome("stale", eid, message.step, f"branch {message.branch}: not a step of this definition")
@@ -231,7 +231,7 @@ class Engine(UsesLifecycle):
             run = StepRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms)
         else:
             run = CodeRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms,
-                          None if kept is None else kept.values)
+                          kept)
         if run.data is None:
             return run.fail(run.corrupt_error)
         if e.timer is not Timer.LEASE:

@@ -50,6 +50,7 @@ from ..registry import (
 from ..steps import MAX_BRANCHES, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
 from . import _current
 from .plan import Call
+from .replay import NOT_REPLAYED
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME_RE = re.compile(r"\A[^#\s]{1,100}\Z")
@@ -233,6 +234,9 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
         _refuse_step(name, fn, retry, timeout_s, compensate)
     if timeout_s is not None:
         _check_timeout(timeout_s, f"step({name!r})")
+    value = run.replayed(name, "task")
+    if value is not NOT_REPLAYED:
+        return value
     return run.call(Call(name, TaskSpec(fn=_body(fn, args, kwargs)), retry,
                          None if timeout_s is None else float(timeout_s),
                          None if compensate is None else _undo(compensate, args, kwargs)))

@@ -20,6 +20,7 @@ function as fresh copies (``codec.copy_value``), never shared between replays.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -42,7 +43,8 @@ class Prefix:
     records: tuple[StepRecord, ...]
     size: int
     values: dict[int, tuple[StepRecord, Any]] = dataclasses.field(default_factory=dict)
-    """Position -> (its record, the value decoded from it): a copy of the value is what a replay returns."""
+    """Position -> (the record, the value decoded from it): a copy of the value is what a replay returns,
+    when the record at that position is that very record (the next delivery adds to it)."""
 
     def fits(self, e: Execution) -> bool:
         """Whether the records kept are still this run's records of its positions below ``upto``: the same
@@ -54,30 +56,34 @@ class Prefix:
                 and e.compensated is None and not e.status.is_terminal)
 
 
-def prefix_of(e: Execution, records: list[Any], values: dict[int, tuple[StepRecord, Any]]) -> Prefix | None:
+def prefix_of(e: Execution, records: list[Any], values: dict[int, tuple[StepRecord, Any]],
+              base: Prefix | None = None) -> Prefix | None:
     """The prefix to keep after a delivery that left ``e`` (as it wrote or read it) with ``records`` (this
     run's whole history as the delivery knows it) and ``values`` (those it decoded, by position); None when
-    nothing may be kept."""
+    nothing may be kept. ``base``: the prefix the delivery's ``records`` begin with (only the records
+    after it are looked at)."""
     upto = e.current_step
     if upto <= 0 or e.layout != 2 or e.compensating or e.cancel_requested or e.failed_step is not None \
             or e.compensated is not None or e.status.is_terminal:
         return None
-    kept: list[StepRecord] = []
-    size = 0
-    for r in records:
+    start, kept, size = 0, (), 0
+    if base is not None and base.run == e.run and base.upto <= upto and len(records) >= base.upto \
+            and all(map(operator.is_, records[:base.upto], base.records)):
+        start, kept, size = base.upto, base.records, base.size
+    added: list[StepRecord] = []
+    for r in records[start:]:
         if not isinstance(r, StepRecord) or r.kind == "compensation":
             return None  # unreadable, or a compensation ran: read it all next time
         if r.step_index < upto:
-            kept.append(r)
-            size += _OVERHEAD_BYTES + len(r.name) + (len(r.result_blob) if r.result_blob else 0) \
+            added.append(r)
+            size += _OVERHEAD_BYTES + len(r.name) + 2 * (len(r.result_blob) if r.result_blob else 0) \
                 + (len(r.context_blob) if r.context_blob else 0)
     # Every position below the current one has exactly one record, in position order (as the store
     # returns them): anything else is not a history this module vouches for.
-    if [r.step_index for r in kept] != list(range(upto)):
+    if [r.step_index for r in added] != list(range(start, upto)):
         return None
-    decoded = {p: v for p, v in values.items() if p < upto and kept[p] is v[0]}
     return Prefix(run=e.run, version=e.version, upto=upto, redrives=e.redrives, workflow_version=e.workflow_version,
-                  records=tuple(kept), size=size, values=decoded)
+                  records=(*kept, *added), size=size, values=values)
 
 
 class Prefixes:

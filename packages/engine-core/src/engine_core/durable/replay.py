@@ -20,6 +20,10 @@ from ..steps import StepDef
 from .plan import RETURN_KIND, Call, CodeSteps
 
 
+NOT_REPLAYED = object()
+"""``Replay.replayed``: the call is not one the history completed as it is; build it and ``call`` it."""
+
+
 class Suspend(BaseException):
     """The delivery ends with ``outcome``; the function is unwound."""
 
@@ -92,6 +96,18 @@ class Replay:
     def now(self) -> Any:
         """The engine's clock (a test's manual clock, else the system's)."""
         return self.run.now()
+
+    def replayed(self, name: str, kind: str) -> Any:
+        """The common replay, before the call is built: the next position completed as the call ``name``
+        of ``kind``, and its value; else ``NOT_REPLAYED`` (nothing happened: ``call`` decides)."""
+        if self.broken is not None or self.closed is not None or self.stop_at is not None:
+            return NOT_REPLAYED
+        p = self.position
+        r = self.recorded.get(p)
+        if r is None or r.status is not StepStatus.SUCCEEDED or r.name != name or r.kind != kind or kind == "sleep":
+            return NOT_REPLAYED
+        self.position = p + 1
+        return self._value(p, r)
 
     def call(self, d: Call) -> Any:
         if self.broken is not None:

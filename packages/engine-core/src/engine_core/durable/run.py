@@ -46,11 +46,12 @@ class CodeRun(StepRun):
     """One delivery's work on a code-first execution (see the module docstring)."""
 
     def __init__(self, life: Any, kinds: Any, wf: Any, state: ExecutionState, remaining_ms: Any,
-                 yield_after_ms: Any, values: dict[int, tuple[StepRecord, Any]] | None = None):
+                 yield_after_ms: Any, kept: Prefix | None = None):
         self.code = wf
-        self.values: dict[int, tuple[StepRecord, Any]] = {} if values is None else values
-        """Values decoded from records, by position (``replay.Replay._value``; kept across deliveries by
-        ``prefix.Prefixes``)."""
+        self.kept = kept
+        """What this process kept of the history, which ``state.records`` begin with (``prefix.py``)."""
+        self.values: dict[int, tuple[StepRecord, Any]] = {} if kept is None else kept.values
+        """Values decoded from records, by position (``replay.Replay._value``), kept with the prefix."""
         self.pending = False
         """The current position settled in this delivery; the write that moves on waits for the next call."""
         self.settled: StepRecord | None = None
@@ -68,11 +69,16 @@ class CodeRun(StepRun):
         records of positions it passed unknown here)."""
         if self.execution is not self._known or self.corrupt_error is not None or self._records_from is not None:
             return None
-        return prefix_of(self.execution, self.records, self.values)
+        return prefix_of(self.execution, self.records, self.values, self.kept)
 
     @property
     def plan(self) -> CodeSteps:
         return cast(CodeSteps, self.wf.steps)
+
+    def _count_tail(self) -> None:
+        """The context is the input alone, never checkpointed: the history's results do not add to it."""
+        self.checkpoint_bytes = self.context_bound = len(self.input_blob.encode("utf-8"))
+        self.tail_records, self.tail_bytes = 0, 0
 
     def _context(self, state: ExecutionState, upto: int) -> dict[str, Any]:
         data = codec.decode(state.input_blob)
