@@ -20,7 +20,6 @@ function as fresh copies (``codec.copy_value``), never shared between replays.
 from __future__ import annotations
 
 import dataclasses
-import operator
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -61,14 +60,14 @@ def prefix_of(e: Execution, records: list[Any], values: dict[int, tuple[StepReco
     """The prefix to keep after a delivery that left ``e`` (as it wrote or read it) with ``records`` (this
     run's whole history as the delivery knows it) and ``values`` (those it decoded, by position); None when
     nothing may be kept. ``base``: the prefix the delivery's ``records`` begin with (only the records
-    after it are looked at)."""
+    after it are looked at: the caller vouches that it wrote none of the positions ``base`` keeps)."""
     upto = e.current_step
     if upto <= 0 or e.layout != 2 or e.compensating or e.cancel_requested or e.failed_step is not None \
             or e.compensated is not None or e.status.is_terminal:
         return None
     start, kept, size = 0, (), 0
     if base is not None and base.run == e.run and base.upto <= upto and len(records) >= base.upto \
-            and all(map(operator.is_, records[:base.upto], base.records)):
+            and records[base.upto - 1] is base.records[-1] and records[0] is base.records[0]:
         start, kept, size = base.upto, base.records, base.size
     added: list[StepRecord] = []
     for r in records[start:]:
