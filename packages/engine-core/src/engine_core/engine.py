@@ -257,10 +257,15 @@ class Engine(UsesLifecycle):
         since = message.checkpoint if message.checkpoint is not None else self.prefixes.since(eid)
         state = self.store.load_state(eid, since=since)
         if state is None or since is None or message.checkpoint is not None:
+            if state is None:
+                self.prefixes.drop(eid)
             return (None if state is None else this_run_state(state)), None
-        joined = self.prefixes.join(this_run_state(state))
+        state = this_run_state(state)
+        joined = self.prefixes.join(state)
         if joined is not None:
             return joined
+        if state.execution.status.is_terminal:  # nothing reads its history (it read from ``records_from`` on)
+            return state, None
         state = self.store.load_state(eid)  # the kept records may have changed: read the whole history
         return (None if state is None else this_run_state(state)), None
 

@@ -402,3 +402,24 @@ def test_durable_nothing_is_kept_of_a_history_it_cannot_vouch_for(registry, case
     # then
     assert prefix_of(base, _records(3), {}) is not None  # the control: the plain history is kept
     assert prefix_of(e, records, {}) is None
+
+
+def test_durable_a_duplicate_delivery_after_another_process_completed_the_execution_reads_once(registry):
+    # given: this process keeps positions 0-1; another process runs the execution to its end
+    seen: list = []
+    counting_flow(registry, seen)
+    first = make_runner(registry)
+    second = make_runner(registry, store=first.store, queue=first.queue, clock=first.clock)
+    eid = first.start("counting")
+    first.step_once()
+    first.step_once()
+    message = first.queue.messages[0].body
+    assert second.run_until_done(eid).status is Status.COMPLETED
+    reads = Reads(first.store)
+
+    # when: a copy of an earlier message reaches this process
+    outcome = first.engine.process(message)
+
+    # then: one bounded read, nothing run, the entry dropped
+    assert outcome.kind == "terminal" and reads.since == [2]
+    assert first.engine.prefixes.get(eid) is None and first.result(eid) == [0, 1, 2, 3]
