@@ -102,9 +102,13 @@ def cpu(repeats: int = 5, progress: Callable[[str], None] = print) -> list[dict[
     rows = []
     for n_steps, chain in CPU_CASES:
         row: dict[str, Any] = {"steps": n_steps, "chain": chain}
+        # The styles take turns, run after run, so a change in the machine's load reaches both alike.
+        seconds: dict[str, list[float]] = {style: [] for style in STYLES}
+        for _ in range(repeats):
+            for style in STYLES:
+                seconds[style].append(cpu_once(style, n_steps, chain))
         for style in STYLES:
-            seconds = statistics.median(cpu_once(style, n_steps, chain) for _ in range(repeats))
-            row[f"{style}_us_per_step"] = seconds / n_steps * 1e6
+            row[f"{style}_us_per_step"] = statistics.median(seconds[style]) / n_steps * 1e6
         row["ratio"] = row["code_us_per_step"] / row["steps_us_per_step"]
         rows.append(row)
         progress(f"  code: {n_steps} steps, {chain} a delivery: step list {row['steps_us_per_step']:.0f} us, "
@@ -163,7 +167,7 @@ def replayed_per_step(n_steps: int, chain: int) -> float:
 
 def measure(repeats: int = 3, progress: Callable[[str], None] = print) -> dict[str, Any]:
     return {"result_bytes": RESULT_BYTES, "wire": wire(repeats=repeats, progress=progress),
-            "cpu": cpu(repeats=max(3, repeats), progress=progress),
+            "cpu": cpu(repeats=max(5, repeats + 2), progress=progress),
             "replay": replay(repeats=max(3, repeats + 2), progress=progress)}
 
 
