@@ -167,7 +167,7 @@ def replayed_per_step(n_steps: int, chain: int) -> float:
 
 def measure(repeats: int = 3, progress: Callable[[str], None] = print) -> dict[str, Any]:
     return {"result_bytes": RESULT_BYTES, "wire": wire(repeats=repeats, progress=progress),
-            "cpu": cpu(repeats=max(5, repeats + 2), progress=progress),
+            "cpu": cpu(repeats=max(7, repeats + 4), progress=progress),
             "replay": replay(repeats=max(3, repeats + 2), progress=progress)}
 
 
