@@ -102,9 +102,13 @@ def cpu(repeats: int = 5, progress: Callable[[str], None] = print) -> list[dict[
     rows = []
     for n_steps, chain in CPU_CASES:
         row: dict[str, Any] = {"steps": n_steps, "chain": chain}
+        # The styles take turns, run after run, so a change in the machine's load reaches both alike.
+        seconds: dict[str, list[float]] = {style: [] for style in STYLES}
+        for _ in range(repeats):
+            for style in STYLES:
+                seconds[style].append(cpu_once(style, n_steps, chain))
         for style in STYLES:
-            seconds = statistics.median(cpu_once(style, n_steps, chain) for _ in range(repeats))
-            row[f"{style}_us_per_step"] = seconds / n_steps * 1e6
+            row[f"{style}_us_per_step"] = statistics.median(seconds[style]) / n_steps * 1e6
         row["ratio"] = row["code_us_per_step"] / row["steps_us_per_step"]
         rows.append(row)
         progress(f"  code: {n_steps} steps, {chain} a delivery: step list {row['steps_us_per_step']:.0f} us, "
@@ -112,9 +116,59 @@ def cpu(repeats: int = 5, progress: Callable[[str], None] = print) -> list[dict[
     return rows
 
 
+def deliveries_cpu(style: str, n_steps: int) -> list[float]:
+    """Engine CPU seconds of each delivery of one execution of ``n_steps`` steps, one step a delivery:
+    delivery k of a code-first execution replays the k positions recorded before it."""
+    registry = registry_for(style, n_steps)
+    clock = ManualClock()
+    queue = FakeQueue(clock)
+    engine = Engine(MemoryStore(), queue, registry, clock, EngineSettings(max_chain_steps=1, max_steps=1000))
+    engine.start(WORKFLOW, {})
+    gc.collect()
+    times: list[float] = []
+    while batch := queue.receive():
+        for message in batch:
+            started = time.process_time()
+            engine.process(message.body)
+            times.append(time.process_time() - started)
+            queue.ack(message)
+    return times
+
+
+def _line(ys: list[float]) -> tuple[float, float]:
+    """Least-squares intercept and slope of ``ys`` against their index."""
+    n = len(ys)
+    mx, my = (n - 1) / 2, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in enumerate(ys)) / sum((x - mx) ** 2 for x in range(n))
+    return my - slope * mx, slope
+
+
+def replay(n_steps: int = 100, repeats: int = 5, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """What a replayed position costs: per-delivery CPU against the positions the delivery replays (the
+    median of ``repeats`` executions, delivery by delivery, then a straight line through them)."""
+    out: dict[str, Any] = {"n_steps": n_steps}
+    for style in STYLES:
+        runs = [deliveries_cpu(style, n_steps) for _ in range(repeats)]
+        per_delivery = [statistics.median(column) for column in zip(*runs)]
+        intercept, slope = _line(per_delivery)
+        out[style] = {"intercept_us": intercept * 1e6, "slope_us": slope * 1e6}
+    progress(f"  code: a replayed position costs {out['code']['slope_us']:.2f} us (step list: "
+             f"{out['steps']['slope_us']:.2f} us a recorded step); a delivery costs {out['code']['intercept_us']:.0f} us "
+             f"(step list {out['steps']['intercept_us']:.0f} us) before any")
+    return out
+
+
+def replayed_per_step(n_steps: int, chain: int) -> float:
+    """Recorded positions a code-first execution's deliveries replay, per step (delivery k replays the
+    k * chain positions before it; a delivery that ends in the function's return replays nothing more)."""
+    deliveries = -(-n_steps // chain)
+    return sum(k * chain for k in range(deliveries)) / n_steps
+
+
 def measure(repeats: int = 3, progress: Callable[[str], None] = print) -> dict[str, Any]:
     return {"result_bytes": RESULT_BYTES, "wire": wire(repeats=repeats, progress=progress),
-            "cpu": cpu(repeats=max(3, repeats), progress=progress)}
+            "cpu": cpu(repeats=max(7, repeats + 4), progress=progress),
+            "replay": replay(repeats=max(3, repeats + 2), progress=progress)}
 
 
 def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:

@@ -34,3 +34,30 @@ def test_both_styles_run_the_same_steps_and_cost_the_same_store_calls():
     assert all(s > 0 for s in seconds.values())
     assert code.registry_for("code", 3).get(code.WORKFLOW).code is not None
     assert code.registry_for("steps", 3).get(code.WORKFLOW).code is None
+
+
+def test_the_report_states_the_replay_floor_from_the_measured_cost_per_replayed_position():
+    # given: a replayed position measured at 2 us
+    results = {**_results(3.0, 150.0), "replay": {"n_steps": 100, "code": {"slope_us": 2.0, "intercept_us": 300.0},
+                                                  "steps": {"slope_us": 0.0, "intercept_us": 280.0}}}
+    results["cpu"].append({"steps": 100, "chain": 1, "steps_us_per_step": 280.0, "code_us_per_step": 400.0})
+    lines: list[str] = []
+
+    # when
+    code_section(lines.append, results)
+
+    # then: one step a delivery replays 49.5 positions a step (99 recorded before the last), 99 us at 2 us each
+    assert code.replayed_per_step(100, 1) == 49.5 and code.replayed_per_step(1000, 100) == 4.5
+    assert code.replayed_per_step(100, 100) == 0
+    assert any("**2.00 us per replayed position**" in line for line in lines)
+    assert "| 100 steps, 1 a delivery | 49.5 | 99.0 us | 280.0 us |" in lines
+
+
+def test_a_replayed_position_is_measured_from_deliveries_that_replay_more_and_more():
+    # when
+    floor = code.replay(n_steps=12, repeats=1, progress=lambda _: None)
+
+    # then: both styles measured, one delivery a step (timings too short here to compare)
+    assert set(floor) == {"n_steps", "steps", "code"}
+    assert all(set(floor[s]) == {"slope_us", "intercept_us"} for s in code.STYLES)
+    assert len(code.deliveries_cpu("code", 5)) == len(code.deliveries_cpu("steps", 5)) == 5

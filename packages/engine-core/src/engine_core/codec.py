@@ -82,6 +82,31 @@ def roundtrip(value: Any, path: str = "result") -> tuple[str, Any]:
     return text, decode(text)
 
 
+_SHARED = frozenset({str, int, float, bool, type(None), bytes, Decimal, uuid.UUID, dt.datetime, dt.date, dt.time,
+                     dt.timedelta, frozenset})
+"""The types :func:`decode` returns that cannot change (a frozenset holds only hashable, so unchanging, values)."""
+
+
+def copy_value(value: Any) -> Any:
+    """A fresh copy of a value :func:`decode` returned: equal to decoding its text again, with the same
+    types all the way down and no mutable object shared with ``value`` (cheaper than decoding: no text
+    is parsed). Used to hand a kept decoded value out more than once."""
+    t = type(value)
+    if t in _SHARED:
+        return value
+    if t is dict:
+        return {k: v if type(v) in _SHARED else copy_value(v) for k, v in value.items()}  # keys are hashable
+    if t is list:
+        return [v if type(v) in _SHARED else copy_value(v) for v in value]
+    if t is tuple:
+        return tuple(copy_value(v) for v in value)
+    if t is set:
+        return set(value)  # members are hashable, so unchanging
+    if t is bytearray:
+        return bytearray(value)
+    raise TypeError(f"copy_value: {t.__name__} is not a type decode() returns")
+
+
 def to_plain(value: Any) -> Any:
     """A JSON-friendly view for humans and HTTP clients (lossy on purpose, never stored)."""
     if isinstance(value, dict):

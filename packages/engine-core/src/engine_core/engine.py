@@ -28,6 +28,7 @@ from typing import Any
 from . import callbacks, codec, faults
 from .backlog import BacklogGauge
 from .clock import Clock, SystemClock
+from .durable.prefix import Prefix, Prefixes
 from .durable.run import CodeRun
 from .errors import (
     CorruptStateError,
@@ -98,6 +99,8 @@ class Engine(UsesLifecycle):
         self.metrics = metrics or NullMetrics()
         self.life = Lifecycle(store, queue, registry, clock or SystemClock(), self.settings, self.metrics, events)
         self.operator = Operator(self.life, kinds)
+        self.prefixes = Prefixes(int(self.settings.replay_cache_mb * 1024 * 1024))
+        """Code-first histories this process already read (``durable/prefix.py``): a delivery reads the rest."""
         self.backlog = BacklogGauge(store, self.life.clock, self.settings.lease_s, self.settings.backlog_marks)
         """Call ``observe(message, sent_at)`` as each record is received, before ``process``: under a backlog
         it marks how far the workers have got, so the sweeper does not re-send what is only queued."""
@@ -196,13 +199,12 @@ class Engine(UsesLifecycle):
                  yield_after_ms: float | None) -> Outcome:
         eid = message.execution_id
         try:
-            state = self.store.load_state(eid, since=message.checkpoint)
+            state, kept = self._load(message)
         except CorruptStateError as exc:
             self.life.fail_unreadable(eid, exc)
             return Outcome("corrupt", eid, message.step, exc.detail)
         if state is None or state.execution.is_expired(self.clock.now()):
             return Outcome("missing", eid, message.step)
-        state = this_run_state(state)
         e = state.execution
         if e.status.is_terminal:
             if not e.finalized:
@@ -211,7 +213,8 @@ class Engine(UsesLifecycle):
         wf, problem = self._definition(e)
         if message.branch is not None:  # a parallel or map branch: its own item and lifecycle
             if wf is not None and problem is None and wf.code is not None:
-                return CodeRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms).run_branch(message)
+                return CodeRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms,
+                               kept).run_branch(message)
             kind = None if wf is None else self.kinds.of_step(wf, message.step)
             if wf is None or problem is not None or kind is None:
                 return Outcome("stale", eid, message.step, f"branch {message.branch}: not a step of this definition")
@@ -224,8 +227,11 @@ class Engine(UsesLifecycle):
             return Outcome("stale", eid, message.step, "an attempt holds the step")
         if problem is not None:
             return self._fail_undeployed(state, problem)
-        kind_of_run = StepRun if wf.code is None else CodeRun
-        run = kind_of_run(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms)
+        if wf.code is None:
+            run = StepRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms)
+        else:
+            run = CodeRun(self.life, self.kinds, wf, state, remaining_ms, yield_after_ms,
+                          kept)
         if run.data is None:
             return run.fail(run.corrupt_error)
         if e.timer is not Timer.LEASE:
@@ -234,7 +240,34 @@ class Engine(UsesLifecycle):
             if wait_s > self.settings.early_tolerance_s:
                 self.life.send_at(e, e.next_wake_at)
                 return Outcome("early", eid, e.current_step, f"due in {wait_s:.1f} s")
-        return run.loop()
+        if not isinstance(run, CodeRun):
+            return run.loop()
+        try:
+            outcome = run.loop()
+        except BaseException:
+            self.prefixes.drop(eid)
+            raise
+        self.prefixes.keep(eid, run.prefix())
+        return outcome
+
+    def _load(self, message: StepMessage) -> tuple[ExecutionState | None, Prefix | None]:
+        """The execution's state for this delivery (this run's items only): from its checkpoint, from the
+        end of the code-first history this process kept (``durable/prefix.py``), or all of it."""
+        eid = message.execution_id
+        since = message.checkpoint if message.checkpoint is not None else self.prefixes.since(eid)
+        state = self.store.load_state(eid, since=since)
+        if state is None or since is None or message.checkpoint is not None:
+            if state is None:
+                self.prefixes.drop(eid)
+            return (None if state is None else this_run_state(state)), None
+        state = this_run_state(state)
+        joined = self.prefixes.join(state)
+        if joined is not None:
+            return joined
+        if state.execution.status.is_terminal:  # nothing reads its history (it read from ``records_from`` on)
+            return state, None
+        state = self.store.load_state(eid)  # the kept records may have changed: read the whole history
+        return (None if state is None else this_run_state(state)), None
 
     # -- guards -----------------------------------------------------------------------------------
     def _definition(self, e: Execution) -> tuple[WorkflowDef, None] | tuple[WorkflowDef | None, ErrorInfo]:

@@ -32,6 +32,7 @@ ENV_VARS = {
     "checkpoint_records": "LOOM_CHECKPOINT_RECORDS",
     "ledger": "LOOM_LEDGER",
     "backlog_marks": "LOOM_BACKLOG_MARKS",
+    "replay_cache_mb": "LOOM_REPLAY_CACHE_MB",
 }
 
 FALLBACK_STEP_TIMEOUT_S = 60.0
@@ -88,6 +89,10 @@ class EngineSettings(BaseModel):
     message that may still be behind it alone (``backlog.py``); ``LOOM_BACKLOG_MARKS=0``: the lease alone
     decides."""
     """Count each execution's requests, units, messages and worker time on its item (``LOOM_LEDGER=0``: off)."""
+    replay_cache_mb: float = Field(default=32.0, ge=0, le=4096)
+    """Code-first: how much of the histories it has read a worker process keeps (least recently used
+    dropped first), so the next delivery of an execution reads only the records after them
+    (``durable/prefix.py``). 0: every delivery reads the whole history."""
     history_grace_s: float = Field(default=86400.0, ge=0)
     """History items are written with ``expires_at`` = written + retention + this; executions that
     outlive it get their history re-stamped (rare), so completion normally stamps nothing per step."""

@@ -77,13 +77,16 @@ def redriven(e: Execution, now: dt.datetime, lease_s: float, slack_s: float, max
 
 def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.timedelta, *, lease_s: float,
              slack_s: float, claim_expiry_at: dt.datetime | None = None, deadline: dt.datetime | None = None,
-             finalized: bool = False, finalize_grace_s: float = 0.0, checkpoint: int | None = None) -> Execution:
+             finalized: bool = False, finalize_grace_s: float = 0.0, checkpoint: int | None = None,
+             code_step: str | None = None) -> Execution:
     """The current step succeeded: move to the next one, or COMPLETED after the last.
 
     With ``claim_expiry_at`` the same write claims the next step for this invocation (attempt 1),
     so a chain needs no second write; without it the next step waits for its message (``lease_s``).
+    ``code_step``: a code-first execution's next position, as the function called it.
     """
     step = e.current_step + 1
+    described = {} if code_step is None else {"code_step": code_step}
     if checkpoint is not None:  # the record just written holds the whole context: deliveries read from it
         e = e.model_copy(update={"checkpoint": checkpoint})
     if step >= step_count:
@@ -91,9 +94,9 @@ def advanced(e: Execution, now: dt.datetime, step_count: int, retention: dt.time
     if claim_expiry_at is not None:
         return _next(e, now, status=Status.RUNNING, current_step=step, attempt=1, attempt_started_at=now,
                      attempt_deadline=deadline, total_attempts=e.total_attempts + 1, lost_attempts=0,
-                     **_timer(e, Timer.LEASE, claim_expiry_at, slack_s))
+                     **_timer(e, Timer.LEASE, claim_expiry_at, slack_s), **described)
     return _next(e, now, status=Status.RUNNING, current_step=step, attempt=0, lost_attempts=0, **_NO_CLAIM,
-                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
+                 **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0), **described)
 
 
 def returned(e: Execution, now: dt.datetime, positions: int, retention: dt.timedelta, finalized: bool = False,

@@ -187,3 +187,30 @@ def test_error_text_is_truncated_valid_utf8_and_step_timeout_is_not_an_exception
     assert len(short) <= MAX_ERROR_MESSAGE_CHARS and short.endswith("more characters in the log]")
     assert truncate("ok") == "ok"
     assert truncate("bad \ud800 text").encode("utf-8")  # a lone surrogate no longer breaks encoding
+
+
+def test_a_trusted_step_record_is_the_record_model_construct_builds():
+    # given: every field, as the history decoder gives them
+    from engine_core.adapters._items import step_from_attrs, step_to_attrs, record_sort_key
+    from engine_core.model import ErrorInfo, StepRecord, StepStatus
+
+    now = dt.datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
+    original = StepRecord(step_index=3, name="charge", status=StepStatus.FAILED, attempts=2, started_at=now,
+                          finished_at=now, result_blob=None, error=ErrorInfo(code="boom", message="m"), is_final=True,
+                          expires_at=now.replace(microsecond=0), event_id="ev", kind="task", version=7, run="r",
+                          context_blob='{"a":1}', undo=True)
+    fields = dict(original)
+
+    # when
+    trusted = StepRecord.trusted(dict(fields))
+    decoded = step_from_attrs(record_sort_key(original), step_to_attrs(original))
+
+    # then: equal, with the same set fields, dumps and copies; frozen; and a missing field is refused
+    built = StepRecord.model_construct(**fields)
+    assert trusted == built == original == decoded
+    assert trusted.model_fields_set == built.model_fields_set
+    assert trusted.model_dump() == built.model_dump() and trusted.model_copy(update={"attempts": 3}).attempts == 3
+    with pytest.raises(Exception):
+        trusted.attempts = 5  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        StepRecord.trusted({k: v for k, v in fields.items() if k != "undo"})

@@ -372,3 +372,34 @@ def test_canonical_of_randomly_ordered_dicts_is_one_text():
 def test_canonical_refuses_what_encode_refuses(value):
     with pytest.raises(NonSerializableResultError):
         codec.canonical(value)
+
+
+def test_copy_value_equals_a_second_decode_and_shares_nothing_mutable():
+    # given: a value of every type the codec keeps, nested
+    value = {"list": [1, [2, {"x": bytearray(b"ab")}]], "tuple": (1, [2], {3}), "set": {1, "a"},
+             "frozen": frozenset({(1, 2)}), "when": dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc),
+             "day": dt.date(2026, 3, 1), "dec": Decimal("1.5"), "id": uuid.UUID(int=7), "bytes": b"z",
+             ("k", 1): None, 5: 1.5, "nan": math.inf, "td": dt.timedelta(seconds=3), "t": dt.time(1, 2)}
+    text = codec.encode(value)
+    decoded = codec.decode(text)
+
+    # when
+    copy = codec.copy_value(decoded)
+
+    # then: equal, the same types all the way down, and no list, dict, set or bytearray shared
+    assert copy == codec.decode(text) and codec.canonical(copy) == codec.canonical(decoded)
+
+    def mutables(v, out):
+        if isinstance(v, (list, dict, set, bytearray)):
+            out.append(id(v))
+        if isinstance(v, dict):
+            for x in v.values():
+                mutables(x, out)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                mutables(x, out)
+        return out
+
+    assert not set(mutables(copy, [])) & set(mutables(decoded, []))
+    with pytest.raises(TypeError):
+        codec.copy_value(object())

@@ -349,7 +349,7 @@ def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | Corrup
         event_id = attrs.get("event_id")
         if event_id is not None and not isinstance(event_id, str):
             raise TypeError(f"event_id must be a string, got {type(event_id).__name__}")
-        return StepRecord.model_construct(
+        return StepRecord.trusted(dict(
             step_index=index,
             name=_str(attrs["name"]),
             status=StepStatus(attrs["status"]),
@@ -366,7 +366,7 @@ def step_from_attrs(sort_key: str, attrs: dict[str, Any]) -> StepRecord | Corrup
             run=_run(attrs),
             context_blob=_str(attrs["context"]) if "context" in attrs else None,
             undo=bool(attrs.get("undo", False)),
-        )
+        ))
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")
 

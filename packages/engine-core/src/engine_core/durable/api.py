@@ -50,6 +50,7 @@ from ..registry import (
 from ..steps import MAX_BRANCHES, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
 from . import _current
 from .plan import Call
+from .replay import NOT_REPLAYED
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME_RE = re.compile(r"\A[^#\s]{1,100}\Z")
@@ -222,10 +223,28 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
     for good or is cancelled (in reverse order of the steps, each durable and retried). Pass the
     function's own ``retry``/``timeout_s``/``compensate`` keywords through a lambda or functools.partial.
     Inside a step body, ``step()`` is a plain call."""
-    if _in_body():
+    if _current.BODY.get() is not None:  # inside a step body: a plain call
         return fn(*args, **kwargs)
+    run = _current.RUN.get()
+    # Every replay of the function makes this call again: the checks run first, the messages only on a refusal.
+    if run is None or type(name) is not str or not _NAME_RE.fullmatch(name) or not callable(fn) \
+            or (retry is not None and not isinstance(retry, RetryPolicy)) \
+            or (timeout_s is not None and not isinstance(timeout_s, (int, float))) \
+            or (compensate is not None and not callable(compensate)):
+        _refuse_step(name, fn, retry, timeout_s, compensate)
+    if timeout_s is not None:
+        _check_timeout(timeout_s, f"step({name!r})")
+    value = run.replayed(name, "task")
+    if value is not NOT_REPLAYED:
+        return value
+    return run.call(Call(name, TaskSpec(fn=_body(fn, args, kwargs)), retry,
+                         None if timeout_s is None else float(timeout_s),
+                         None if compensate is None else _undo(compensate, args, kwargs)))
+
+
+def _refuse_step(name: Any, fn: Any, retry: Any, timeout_s: Any, compensate: Any) -> None:
     call = f"step({name!r})"
-    run = _run(call)
+    _run(call)
     _check_name(name, call)
     if not callable(fn):
         raise TypeError(f"{call}: the second argument must be the function to run, got {type(fn).__name__}")
@@ -233,9 +252,6 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
     _check_timeout(timeout_s, call)
     if compensate is not None and not callable(compensate):
         raise TypeError(f"{call}: compensate must be a function, got {type(compensate).__name__}")
-    return run.call(Call(name, TaskSpec(fn=_body(fn, args, kwargs)), retry,
-                         None if timeout_s is None else float(timeout_s),
-                         None if compensate is None else _undo(compensate, args, kwargs)))
 
 
 def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: float = 0, name: str = "sleep") -> None:

@@ -20,6 +20,10 @@ from ..steps import StepDef
 from .plan import RETURN_KIND, Call, CodeSteps
 
 
+NOT_REPLAYED = object()
+"""``Replay.replayed``: the call is not one the history completed as it is; build it and ``call`` it."""
+
+
 class Suspend(BaseException):
     """The delivery ends with ``outcome``; the function is unwound."""
 
@@ -48,6 +52,7 @@ class EngineRaised(BaseException):
 class CodeRunOps(Protocol):
     execution: Execution
     records: list[Any]
+    values: dict[int, tuple[StepRecord, Any]]
 
     def now(self) -> Any: ...
 
@@ -83,6 +88,7 @@ class Replay:
         self.broken: NondeterministicReplay | None = None
         self.recorded = {r.step_index: r for r in run.records
                          if isinstance(r, StepRecord) and r.kind != "compensation"}
+        self.values = run.values
 
     def execution_id(self) -> str:
         return self.run.execution.execution_id
@@ -91,6 +97,18 @@ class Replay:
         """The engine's clock (a test's manual clock, else the system's)."""
         return self.run.now()
 
+    def replayed(self, name: str, kind: str) -> Any:
+        """The common replay, before the call is built: the next position completed as the call ``name``
+        of ``kind``, and its value; else ``NOT_REPLAYED`` (nothing happened: ``call`` decides)."""
+        if self.broken is not None or self.closed is not None or self.stop_at is not None:
+            return NOT_REPLAYED
+        p = self.position
+        r = self.recorded.get(p)
+        if r is None or r.status is not StepStatus.SUCCEEDED or r.name != name or r.kind != kind or kind == "sleep":
+            return NOT_REPLAYED
+        self.position = p + 1
+        return self._value(p, r)
+
     def call(self, d: Call) -> Any:
         if self.broken is not None:
             raise self.broken
@@ -98,8 +116,11 @@ class Replay:
             raise Suspend(self.closed)
         p = self.position
         self.position += 1
-        e = self.run.execution
         r = self.recorded.get(p)
+        if r is not None and self.stop_at is None and r.status is StepStatus.SUCCEEDED and r.name == d.name \
+                and r.kind == d.kind.kind and r.kind != "sleep":  # the common replay: a completed call, as recorded
+            return self._value(p, r)
+        e = self.run.execution
         if r is not None and (r.name != d.name or r.kind != d.kind.kind):
             self._mismatch(p, _what(d.kind.kind, d.name), _what(r.kind, r.name), "the history recorded")
         if r is None and p == e.current_step and e.code_step is not None and not e.compensating:
@@ -115,7 +136,7 @@ class Replay:
         # to a position, ``stop_at``, only ever goes through positions that completed).
         if r is not None and r.status is StepStatus.SUCCEEDED and (r.kind != "sleep" or p < e.current_step
                                                                    or self.stop_at is not None):
-            return value_of(r)
+            return self._value(p, r)
         if self.stop_at is not None:
             self._mismatch(p, _what(d.kind.kind, d.name), "nothing completed", "the history has")
         called = d.at(p)
@@ -129,6 +150,14 @@ class Replay:
             raise
         except Exception as exc:
             raise EngineRaised(exc) from exc
+
+    def _value(self, p: int, r: StepRecord) -> Any:
+        """The recorded value at ``p``: decoded once per record (kept by position, with the record it came
+        from), and a fresh copy handed to the function on every replay."""
+        kept = self.values.get(p)
+        if kept is None or kept[0] is not r:
+            kept = self.values[p] = (r, value_of(r))
+        return codec.copy_value(kept[1])
 
     def returned(self) -> None:
         """The function returned after ``position`` calls: the history must not hold a call after them."""

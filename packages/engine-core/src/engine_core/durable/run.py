@@ -28,6 +28,7 @@ from ..step_run import StepRun
 from ..steps import StepDef
 from . import _current
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
+from .prefix import Prefix, prefix_of
 from .replay import EngineRaised, NondeterministicReplay, Replay, Stop, Suspend, value_of
 
 log = logging.getLogger("engine_core")
@@ -45,8 +46,12 @@ class CodeRun(StepRun):
     """One delivery's work on a code-first execution (see the module docstring)."""
 
     def __init__(self, life: Any, kinds: Any, wf: Any, state: ExecutionState, remaining_ms: Any,
-                 yield_after_ms: Any):
+                 yield_after_ms: Any, kept: Prefix | None = None):
         self.code = wf
+        self.kept = kept
+        """What this process kept of the history, which ``state.records`` begin with (``prefix.py``)."""
+        self.values: dict[int, tuple[StepRecord, Any]] = {} if kept is None else kept.values
+        """Values decoded from records, by position (``replay.Replay._value``), kept with the prefix."""
         self.pending = False
         """The current position settled in this delivery; the write that moves on waits for the next call."""
         self.settled: StepRecord | None = None
@@ -55,10 +60,30 @@ class CodeRun(StepRun):
         """A step's value as the codec hands it on (no second decode of the record just written)."""
         super().__init__(life, kinds, code_plan(wf, state.execution, list(state.records)), state, remaining_ms,
                          yield_after_ms)
+        self._known = self.execution
+        """The execution item as this delivery read it or last wrote it."""
+        self._touched_kept = False
+        """A record of a kept position was written in this delivery (a compensation's record counts)."""
+        if kept is not None and not (len(self.records) >= kept.upto and self.records[0] is kept.records[0]
+                                     and self.records[kept.upto - 1] is kept.records[-1]):
+            self.kept = None  # the history was read again: nothing is known of where the kept records are
+
+    def prefix(self) -> Prefix | None:
+        """What to keep of the history for this execution's next delivery in this process (``prefix.py``):
+        nothing unless the execution is as this delivery last read or wrote it (a lost write leaves the
+        records of positions it passed unknown here)."""
+        if self.execution is not self._known or self.corrupt_error is not None or self._records_from is not None:
+            return None
+        return prefix_of(self.execution, self.records, self.values, None if self._touched_kept else self.kept)
 
     @property
     def plan(self) -> CodeSteps:
         return cast(CodeSteps, self.wf.steps)
+
+    def _count_tail(self) -> None:
+        """The context is the input alone, never checkpointed: the history's results do not add to it."""
+        self.checkpoint_bytes = self.context_bound = len(self.input_blob.encode("utf-8"))
+        self.tail_records, self.tail_bytes = 0, 0
 
     def _context(self, state: ExecutionState, upto: int) -> dict[str, Any]:
         data = codec.decode(state.input_blob)
@@ -154,10 +179,22 @@ class CodeRun(StepRun):
             return self.settled_value
         return None if self.settled is None else value_of(self.settled)
 
+    def put(self, record: StepRecord) -> Outcome | None:
+        kept = self.kept
+        if kept is not None and self._positions is None and not self._touched_kept and record.step_index >= kept.upto:
+            # The kept records are positions 0..upto-1, in order, at the front of the list: only the rest
+            # is looked up (a record of a kept position rebuilds the whole lookup).
+            self._positions = {(r.step_index, r.kind == "compensation"): i
+                               for i, r in enumerate(self.records[kept.upto:], kept.upto) if isinstance(r, StepRecord)}
+        elif kept is not None and record.step_index < kept.upto and not self._touched_kept:
+            self._touched_kept, self._positions = True, None
+        return super().put(record)
+
     def _settled_here(self, e: Execution) -> bool:
         if self.pending:
             return True
-        r = next((r for r in self.records if isinstance(r, StepRecord) and r.step_index == e.current_step
+        after = self.kept.upto if self.kept is not None and not self._touched_kept else 0  # kept: positions below
+        r = next((r for r in self.records[after:] if isinstance(r, StepRecord) and r.step_index == e.current_step
                   and r.kind not in ("compensation", "sleep", RETURN_KIND)), None)
         return r is not None and r.status is StepStatus.SUCCEEDED
 
@@ -179,7 +216,8 @@ class CodeRun(StepRun):
             deadline = self.deadline()
             expiry = transitions.claim_expiry(now, self.life.timeout_s(self.wf, nxt), self.life.margin_s, deadline)
         new = transitions.advanced(e, now, nxt + 1, self.retention, lease_s=self.lease_s(nxt),
-                                   slack_s=self.settings.slack_s, claim_expiry_at=expiry, deadline=deadline)
+                                   slack_s=self.settings.slack_s, claim_expiry_at=expiry, deadline=deadline,
+                                   code_step=None if d is None else self._describe(d))
         outcome = self.commit(new)
         self.pending = False
         if outcome is not None:
@@ -210,17 +248,23 @@ class CodeRun(StepRun):
 
         return time.monotonic() * 1000 - self.started_ms
 
+    def _describe(self, d: StepDef) -> str:
+        if self._described is None or self._described[0] is not d:
+            self._described = (d, describe(d))
+        return self._described[1]
+
     def commit(self, new: Execution) -> Outcome | None:
         """Every write names the position the execution is at, as the function called it."""
         if not new.status.is_terminal and not new.compensating:
             d = self.plan.called(new.current_step)
             if d is not None:
-                if self._described is None or self._described[0] is not d:
-                    self._described = (d, describe(d))
-                described = self._described[1]
+                described = self._describe(d)
                 if new.code_step != described:
                     new = new.model_copy(update={"code_step": described})
-        return super().commit(new)
+        outcome = super().commit(new)
+        if outcome is None:
+            self._known = self.execution
+        return outcome
 
     # -- what a step records --------------------------------------------------------------------------
     def succeed(self, result: Any) -> Outcome:

@@ -1,0 +1,148 @@
+"""What a worker process already read of a code-first execution's history (``Prefixes``), so its next
+delivery reads only the records after it.
+
+A code-first delivery replays the function from the top, so it needs every record of the run. Records
+of positions the execution has moved past never change: a record is written only by the attempt that
+holds the current position, and a history write is refused over one written at a later version. Only
+compensation (which writes records of earlier positions, and goes back through them) and a new run
+under the same id (a token re-used after expiry) break that, and both show on the execution item.
+
+So at the end of a delivery the records of the positions below the current one are kept here, with the
+execution item they were consistent with (``Prefix``). The next delivery of that execution in this
+process reads the history from that position on (the store's bounded read, as after a step list's
+checkpoint) and joins the kept records in front, when the item it reads still says nothing could have
+changed them (``Prefix.fits``); anything else drops the entry, and the delivery reads the whole history
+as before. A delivery in another process has no entry (or an older one, which still fits: the records
+it keeps are older positions still). Decoded values are kept beside the records and handed to the
+function as fresh copies (``codec.copy_value``), never shared between replays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ..model import Execution, ExecutionState, StepRecord
+
+_OVERHEAD_BYTES = 200
+"""What one kept record costs beyond its encoded result, roughly (the model and its strings)."""
+
+
+@dataclasses.dataclass(eq=False)
+class Prefix:
+    """The records of an execution's positions below ``upto``, as of the execution item at ``version``."""
+
+    run: str
+    version: int
+    upto: int
+    redrives: int
+    workflow_version: int
+    records: tuple[StepRecord, ...]
+    size: int
+    values: dict[int, tuple[StepRecord, Any]] = dataclasses.field(default_factory=dict)
+    """Position -> (the record, the value decoded from it): a copy of the value is what a replay returns,
+    when the record at that position is that very record (the next delivery adds to it)."""
+
+    def fits(self, e: Execution) -> bool:
+        """Whether the records kept are still this run's records of its positions below ``upto``: the same
+        run, no write of the item lost or undone since (versions only grow), never redriven or moved to
+        another version since, at or past ``upto``, and nothing compensating or about to."""
+        return (e.run == self.run and e.version >= self.version and e.current_step >= self.upto
+                and e.redrives == self.redrives and e.workflow_version == self.workflow_version and e.layout == 2
+                and not e.compensating and not e.cancel_requested and e.failed_step is None
+                and e.compensated is None and not e.status.is_terminal)
+
+
+def prefix_of(e: Execution, records: list[Any], values: dict[int, tuple[StepRecord, Any]],
+              base: Prefix | None = None) -> Prefix | None:
+    """The prefix to keep after a delivery that left ``e`` (as it wrote or read it) with ``records`` (this
+    run's whole history as the delivery knows it) and ``values`` (those it decoded, by position); None when
+    nothing may be kept. ``base``: the prefix the delivery's ``records`` begin with (only the records
+    after it are looked at: the caller vouches that it wrote none of the positions ``base`` keeps)."""
+    upto = e.current_step
+    if upto <= 0 or e.layout != 2 or e.compensating or e.cancel_requested or e.failed_step is not None \
+            or e.compensated is not None or e.status.is_terminal:
+        return None
+    start, kept, size = 0, (), 0
+    if base is not None and base.run == e.run and base.upto <= upto and len(records) >= base.upto \
+            and records[base.upto - 1] is base.records[-1] and records[0] is base.records[0]:
+        start, kept, size = base.upto, base.records, base.size
+    added: list[StepRecord] = []
+    for r in records[start:]:
+        if not isinstance(r, StepRecord) or r.kind == "compensation":
+            return None  # unreadable, or a compensation ran: read it all next time
+        if r.step_index < upto:
+            added.append(r)
+            size += _OVERHEAD_BYTES + len(r.name) + 2 * (len(r.result_blob) if r.result_blob else 0) \
+                + (len(r.context_blob) if r.context_blob else 0)
+    # Every position below the current one has exactly one record, in position order (as the store
+    # returns them): anything else is not a history this module vouches for.
+    if [r.step_index for r in added] != list(range(start, upto)):
+        return None
+    return Prefix(run=e.run, version=e.version, upto=upto, redrives=e.redrives, workflow_version=e.workflow_version,
+                  records=(*kept, *added), size=size, values=values)
+
+
+class Prefixes:
+    """A worker process's kept prefixes, least recently used dropped first beyond ``max_bytes``."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, Prefix] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, execution_id: str) -> Prefix | None:
+        with self._lock:
+            entry = self._entries.get(execution_id)
+            if entry is not None:
+                self._entries.move_to_end(execution_id)
+            return entry
+
+    def since(self, execution_id: str) -> int | None:
+        """Where the next delivery's read of the history may start (None: read it all)."""
+        entry = self.get(execution_id)
+        return None if entry is None else entry.upto
+
+    def join(self, state: ExecutionState) -> tuple[ExecutionState, Prefix] | None:
+        """``state`` (read from the kept prefix's position on, this run's items only) with the kept records
+        in front: the whole history, as a read of it all returns it. None (and the entry dropped) when
+        the entry does not fit the execution as read now."""
+        eid = state.execution.execution_id
+        entry = self.get(eid)
+        if entry is None or state.records_from != entry.upto or not entry.fits(state.execution):
+            self.drop(eid)
+            return None
+        whole = dataclasses.replace(state, records=[*entry.records, *state.records], records_from=None)
+        return whole, entry
+
+    def keep(self, execution_id: str, entry: Prefix | None) -> None:
+        """Keep ``entry`` for the execution's next delivery (None: keep nothing)."""
+        if entry is None or entry.size > self.max_bytes:
+            self.drop(execution_id)
+            return
+        with self._lock:
+            old = self._entries.pop(execution_id, None)
+            if old is not None:
+                self._bytes -= old.size
+            self._entries[execution_id] = entry
+            self._bytes += entry.size
+            while self._bytes > self.max_bytes and self._entries:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.size
+
+    def drop(self, execution_id: str) -> None:
+        with self._lock:
+            old = self._entries.pop(execution_id, None)
+            if old is not None:
+                self._bytes -= old.size
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
