@@ -44,33 +44,38 @@ clean: ## Remove build outputs (keeps .venv)
 
 -include mk/*.mk
 
-# `make test` is everything CI runs: each mk/*.mk adds its suites to TEST_TARGETS. The zips, the local runtime
-# and the Terraform CLI config are built once, first; then the tiers run TEST_JOBS at a time in four lanes: the
-# package tests (test-unit, both cores), the other quick tiers one after another (build, bench, ci, docs: one
-# process or two, partly waiting on pip, git and subprocesses), and the end-to-end and Terraform tiers (mostly
-# waiting on leases, sleeps and the emulator's SQS settling). Side by side they keep both cores busy to the end
-# instead of leaving one idle behind a single-process tier. A tier's output goes to build/test-logs/<tier>.log
-# while it runs and is printed whole when it ends; a table of every tier's result closes the run. `make -k test`
+# `make test` is everything CI runs: each mk/*.mk adds its suites to TEST_TARGETS. The tiers run TEST_JOBS at a
+# time in four lanes: the package tests (test-unit, both cores; they need no zips, so they start at once), the
+# other quick tiers one after another (build, bench, ci, docs: one process or two, partly waiting on pip, git and
+# subprocesses), and the end-to-end and Terraform tiers (mostly waiting on leases, sleeps and the emulator's SQS
+# settling). The zips, the local runtime and the Terraform CLI config are built once, beside the package tests,
+# before any other tier starts. Side by side they keep both cores busy to the end instead of leaving one idle
+# behind a single-process tier. A tier's output goes to build/test-logs/<tier>.log while it runs and is printed
+# whole when it ends; a table of every tier's result (wall time and CPU seconds) closes the run. `make -k test`
 # runs every tier whatever fails; `make test` stops starting tiers after the first failure. TEST_JOBS=1 runs
 # every tier one after another.
 TEST_JOBS ?= 4
 TEST_WAITING_TIERS = $(filter test-integration test-terraform,$(TEST_TARGETS))
 TEST_SERIAL_TIERS = $(filter-out $(TEST_WAITING_TIERS),$(TEST_TARGETS))
 TEST_TIERS = test-unit $(TEST_TARGETS)
-TEST_PREREQS := venv build build-local local-runtime tf-config
+TEST_PREREQS := build build-local local-runtime tf-config
 TIERS := $(PY) tools/test_tiers.py
 # A tier's own make run takes the zips built above as they are (-o: never rebuilt by a tier).
 TIER_MAKE = $(MAKE) --no-print-directory -o build -o build-local -o build-wheels
 KEEP_GOING = $(findstring k,$(firstword -$(MAKEFLAGS)))
 
-.PHONY: test-tiers test-serial-tiers $(addprefix tier-,$(TEST_TIERS))
+.PHONY: test-tiers test-serial-tiers test-prereqs $(addprefix tier-,$(TEST_TIERS))
 
-# The Lambda zips and the local ones build side by side (each mostly waits on pip and the compiler processes).
 test: venv ## Run every test suite (what CI runs): zips built once, tiers side by side (TEST_JOBS=4)
-	@$(MAKE) --no-print-directory -j2 -O $(filter-out venv,$(TEST_PREREQS))
 	@rm -rf build/test-logs
 	@$(MAKE) --no-print-directory -j$(TEST_JOBS) test-tiers; rc=$$?; $(TIERS) summary $(TEST_TIERS) || rc=1; exit $$rc
 	@echo "all test suites passed"
+
+# The Lambda zips and the local ones build side by side (each mostly waits on pip and the compiler processes).
+test-prereqs: venv
+	@$(MAKE) --no-print-directory -j2 -O $(TEST_PREREQS)
+
+test-serial-tiers $(addprefix tier-,$(TEST_WAITING_TIERS)): test-prereqs
 
 ifeq ($(TEST_JOBS),1)
 test-tiers: test-serial-tiers
