@@ -14,8 +14,8 @@ import pytest
 from engine_core import EngineSettings, RetryPolicy
 from engine_core.clock import parse_ts
 from engine_core.adapters.memory import MemoryStore
-from loomsim.checks import check_run
-from loomsim.runner import focused_trace
+from loomsim.runner import finish_script as finish
+from loomsim.runner import script_report as report
 from loomsim.sim import FaultMix, Simulation, make_config
 from loomsim.world import OpPlan
 from loomsim.workflows import StepSpec, WorkflowSpec
@@ -45,18 +45,6 @@ def deliver(sim: Simulation, plan: OpPlan | None = None, during_pause=None, m=No
     finally:
         sim.plan = lambda kind: OpPlan()
         sim.__dict__.pop("pause", None)
-
-
-def finish(sim: Simulation) -> list[str]:
-    sim.__dict__.pop("plan", None)
-    sim.quiet_phase()
-    check_run(sim)
-    return [v for v in sim.violations if "the run says nothing" not in v]  # scripts are short on purpose
-
-
-def report(sim: Simulation, violations: list[str]) -> str:
-    eid = sim.planned[0].eid or ""
-    return "\n".join(violations + [f"operations on {eid[:8]}:"] + focused_trace(sim.trace, eid[:8])[:60])
 
 
 def only_message(sim: Simulation):

@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from engine_core import PermanentStepError, Registry
+from engine_core import Registry
 from engine_core.durable import _current, durable, sleep, step
 from engine_core.steps import WorkflowDef
 
-from .workflows import StepSpec, WorkflowSpec
+from .workflows import StepSpec, WorkflowSpec, end_body
 
 NAMES = ("fetch", "charge", "ship")
 SHARE = 0.35
@@ -88,13 +88,7 @@ def make_body(workflow: str, spec: StepSpec, on_body):
         want = expected_results(ctx.execution_id, sim.specs[workflow]).get(_previous_task(sim.specs[workflow], spec))
         if previous != want:
             sim.on_wrong_input(run, previous, want)
-        if spec.kind == "permanent":
-            sim.on_body_end(run, "permanent")
-            raise PermanentStepError(f"{spec.name} always fails")
-        if ctx.attempt <= spec.fail_first:
-            sim.on_body_end(run, "raised")
-            raise RuntimeError(f"{spec.name} fails attempt {ctx.attempt} of its first {spec.fail_first}")
-        sim.on_body_end(run, "ok")
+        end_body(sim, run, spec, ctx.attempt)
         return code_result(ctx.execution_id, spec.index, previous)
 
     body.__name__ = spec.name

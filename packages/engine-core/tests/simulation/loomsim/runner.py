@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .checks import check_run
 from .sim import Simulation, make_config
 
 SIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,6 +88,21 @@ class _Quiet:
 
     def __exit__(self, *exc):
         self.logger.setLevel(self.level)
+
+
+def finish_script(sim: Simulation) -> list[str]:
+    """A hand-scripted run's end: the quiet phase, the checks, and the violations (scripts are short on purpose,
+    so "the run says nothing" is not one)."""
+    sim.__dict__.pop("plan", None)
+    sim.quiet_phase()
+    check_run(sim)
+    return [v for v in sim.violations if "the run says nothing" not in v]
+
+
+def script_report(sim: Simulation, violations: list[str]) -> str:
+    """The violations of a hand-scripted run, then the operations on its first execution."""
+    eid = sim.planned[0].eid or ""
+    return "\n".join(violations + [f"operations on {eid[:8]}:"] + focused_trace(sim.trace, eid[:8])[:60])
 
 
 def run_seed(seed: int, tracing: bool = False, store_factory=None, **overrides) -> SimResult:

@@ -120,19 +120,24 @@ def step_result(execution_id: str, spec: StepSpec) -> dict:
     return {spec.name: f"{execution_id}:{spec.index}"}
 
 
+def end_body(sim, run, spec: StepSpec, attempt: int) -> None:
+    """How a simulated body ends, told to the simulation: a permanent failure, a retried one, or success
+    (the caller then returns its result)."""
+    if spec.kind == "permanent":
+        sim.on_body_end(run, "permanent")
+        raise PermanentStepError(f"{spec.name} always fails")
+    if attempt <= spec.fail_first:
+        sim.on_body_end(run, "raised")
+        raise RuntimeError(f"{spec.name} fails attempt {attempt} of its first {spec.fail_first}")
+    sim.on_body_end(run, "ok")
+
+
 def make_body(workflow: str, spec: StepSpec, on_body):
     def body(ctx):
         # ledger, simulated time, then maybe a crash or a pause inside the body; the simulation learns
         # how the body ended (a crash never returns here)
         run = on_body(workflow, spec, ctx)
-        sim = on_body.__self__
-        if spec.kind == "permanent":
-            sim.on_body_end(run, "permanent")
-            raise PermanentStepError(f"{spec.name} always fails")
-        if ctx.attempt <= spec.fail_first:
-            sim.on_body_end(run, "raised")
-            raise RuntimeError(f"{spec.name} fails attempt {ctx.attempt} of its first {spec.fail_first}")
-        sim.on_body_end(run, "ok")
+        end_body(on_body.__self__, run, spec, ctx.attempt)
         return step_result(ctx.execution_id, spec)
 
     body.__name__ = spec.name
