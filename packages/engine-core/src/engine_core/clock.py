@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from typing import Protocol
 
@@ -43,8 +44,12 @@ class ManualClock:
         self._now = when
 
 
+@functools.lru_cache(maxsize=1024)
 def format_ts(when: dt.datetime) -> str:
-    """Fixed-width UTC ISO-8601 with microseconds, so string order is time order (GSI1SK relies on it)."""
+    """Fixed-width UTC ISO-8601 with microseconds, so string order is time order (GSI1SK relies on it).
+
+    Cached: an execution's item is written at every step with most of its timestamps unchanged (equal
+    datetimes are the same instant, so they format alike whatever their zone)."""
     if when.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware")
     text = when.astimezone(UTC).isoformat(timespec="microseconds")  # ...+00:00; faster than strftime

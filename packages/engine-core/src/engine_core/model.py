@@ -9,7 +9,8 @@ import datetime as dt
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -57,6 +58,24 @@ class Timer(str, Enum):
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's ``model_copy``, the shallow kind without its general machinery: a frozen model with no
+        extra and no private attributes copies as its field dict with ``update`` over it, unvalidated as
+        pydantic's is (a test holds the two equal). The engine copies its execution at every commit."""
+        if deep or self.__pydantic_private__ is not None:
+            return super().model_copy(update=update, deep=deep)
+        copied = self.__class__.__new__(self.__class__)
+        _set = object.__setattr__
+        if update:
+            _set(copied, "__dict__", {**self.__dict__, **update})
+            _set(copied, "__pydantic_fields_set__", self.__pydantic_fields_set__ | update.keys())
+        else:
+            _set(copied, "__dict__", dict(self.__dict__))
+            _set(copied, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
+        _set(copied, "__pydantic_extra__", None)
+        _set(copied, "__pydantic_private__", None)
+        return copied
 
 
 class _FrozenDeferred(_Frozen):

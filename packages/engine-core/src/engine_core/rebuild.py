@@ -4,6 +4,7 @@ is to restore; ``StepContext`` (``context.py``) is what a step function receives
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import codec
@@ -54,12 +55,15 @@ def context_of(state: ExecutionState, registry: Registry | None) -> dict[str, An
 
 
 def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: int,
-                    records_from: int | None = None) -> dict[str, Any]:
+                    records_from: int | None = None,
+                    decoded: Mapping[int, tuple[str, Any]] | None = None) -> dict[str, Any]:
     """The context a step sees: the start input merged with every earlier task's result, in order; or,
     from the latest checkpoint before ``upto`` (a record that holds the whole context after its step),
     that context merged with the results after it. ``records_from``: the records are the history from
-    that step on (a delivery that read from a checkpoint). Raises ValueError when an item it needs is
-    unreadable or missing."""
+    that step on (a delivery that read from a checkpoint). ``decoded``: results already decoded, by step
+    index, each with the very text it was decoded from (a record whose text is another object is decoded
+    again); their values are merged, never changed. Raises ValueError when an item it needs is unreadable
+    or missing."""
     by_index: dict[int, StepRecord] = {}
     for r in records:
         if isinstance(r, StepRecord):
@@ -88,7 +92,8 @@ def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: 
         r = by_index.get(s.index)
         if r is None or r.status is not StepStatus.SUCCEEDED or r.result_blob is None:
             raise ValueError(f"the result of step {s.index} {s.name!r} is missing from the history")
-        result = codec.decode(r.result_blob)
+        known = None if decoded is None else decoded.get(s.index)
+        result = known[1] if known is not None and known[0] is r.result_blob else codec.decode(r.result_blob)
         if not isinstance(result, dict):
             raise ValueError(f"the stored result of step {s.name!r} is not an object")
         data.update(result)

@@ -67,6 +67,8 @@ class StepRun:
         self._whole: list[Any] | None = None if state.records_from is not None else self.records
         self._records_from = state.records_from
         self._positions: dict[tuple[int, bool], int] | None = None
+        self.decoded: dict[int, tuple[str, Any]] = {}
+        """Results this delivery encoded since the last checkpoint, by step: each text with its value."""
         self._whole_positions: dict[tuple[int, bool], int] | None = None
         upto = e.failed_step if e.compensating and e.failed_step is not None else e.current_step
         try:
@@ -313,6 +315,9 @@ class StepRun:
         # when that bound could exceed the budget.
         result_blob, decoded = codec.roundtrip(result, "result")
         self.check_size(what, result_blob)
+        # A private copy for the next checkpoint's rebuild, taken before any body can change the values
+        # the context hands on: the rebuild then merges it instead of decoding the text again.
+        self.decoded[self.execution.current_step] = (result_blob, codec.copy_value(decoded))
         merged = {**(self.data or {}), **decoded}
         bound = self.context_bound + len(result_blob.encode("utf-8"))
         if bound > self.settings.item_budget_bytes:
@@ -357,11 +362,12 @@ class StepRun:
             # Rebuilt from what is stored (the last checkpoint and the results after it), never from the
             # context in memory, which a step's body may have changed in place.
             kept_context = rebuild_context(self.input_blob, [*self.records, record], self.wf, record.step_index + 1,
-                                           self._records_from)
+                                           self._records_from, self.decoded)
             blob = codec.encode(kept_context, "context")
             kept = len(blob.encode("utf-8"))
             if size + kept <= self.settings.item_budget_bytes:  # else the next step tries again
                 self.tail_records, self.tail_bytes, self.checkpoint_bytes = 0, 0, kept
+                self.decoded.clear()  # the rebuilds after this checkpoint start from it
                 return record.model_copy(update={"context_blob": blob})
         self.tail_records, self.tail_bytes = self.tail_records + 1, self.tail_bytes + size
         return record

@@ -128,3 +128,34 @@ def test_a_handoff_checkpoint_is_written_between_deliveries_but_not_with_the_las
     records = runner.history(eid)
     assert done.status.value == "COMPLETED"
     assert [r.context_blob is not None for r in records] == [True, True, False]
+
+
+def test_a_checkpoint_keeps_the_results_as_stored_when_a_later_body_changes_them_in_place():
+    # given: each step returns a list and a nested dict, and every body changes the earlier results in place
+    # through its context; the delivery chains, so the checkpoint is built from results it encoded itself
+    registry, store = Registry(), ReadCountingStore()
+
+    def make(i: int):
+        def body(ctx):
+            for key, value in ctx.data.items():
+                if key.startswith("r"):
+                    value["items"].append("changed")
+                    value["nested"]["n"] = -1
+            return {f"r{i}": {"items": [i], "nested": {"n": i}}}
+        body.__name__ = f"s{i:03d}"
+        return body
+
+    registry.register(build_workflow("mutating", [make(i) for i in range(40)], source="test_checkpoints.mutating"))
+    runner = LocalRunner(registry, store=store, settings=EngineSettings(checkpoint_records=8, max_chain_steps=100))
+    eid = runner.start("mutating", {})
+    # when
+    done = runner.run_until_done(eid)
+    # then: every checkpoint written holds each result as its step returned it
+    assert done.status.value == "COMPLETED" and done.checkpoint is not None
+    kept = [r for r in store.history(eid) if r.context_blob is not None]
+    assert len(kept) >= 4
+    from engine_core import codec
+    for record in kept:
+        context = codec.decode(record.context_blob)
+        assert context == {f"r{i}": {"items": [i], "nested": {"n": i}} for i in range(record.step_index + 1)}
+    assert runner.context(eid) == {f"r{i}": {"items": [i], "nested": {"n": i}} for i in range(40)}

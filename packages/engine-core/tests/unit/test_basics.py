@@ -214,3 +214,28 @@ def test_a_trusted_step_record_is_the_record_model_construct_builds():
         trusted.attempts = 5  # type: ignore[misc]
     with pytest.raises(ValueError):
         StepRecord.trusted({k: v for k, v in fields.items() if k != "undo"})
+
+
+@pytest.mark.parametrize("update", [None, {}, {"attempt": 3, "checkpoint": 7}, {"ledger": None}])
+def test_a_frozen_models_copy_is_pydantics_copy(update):
+    # given an execution with set and default fields, a ledger and an error
+    from pydantic import BaseModel
+
+    from engine_core.model import ErrorInfo, Execution, Ledger, Status, Timer
+
+    now = dt.datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
+    e = Execution(execution_id="7d9f1c2e-3b4a-4c5d-8e6f-0a1b2c3d4e5f", workflow="w", status=Status.RUNNING,
+                  current_step=2, version=4, created_at=now, updated_at=now, ledger=Ledger(requests=3), fingerprint="f",
+                  input_digest="d", next_wake_at=now, timer=Timer.LEASE,
+                  error=ErrorInfo(code="x", message="y"))
+    # when
+    ours, theirs = e.model_copy(update=update), BaseModel.model_copy(e, update=update)
+    # then: the same fields, the same set fields, still frozen, and the original untouched
+    assert ours == theirs and ours.__dict__ == theirs.__dict__ and ours is not e
+    assert ours.model_fields_set == theirs.model_fields_set
+    assert (ours.__pydantic_extra__, ours.__pydantic_private__) == (theirs.__pydantic_extra__, theirs.__pydantic_private__)
+    assert ours.__dict__ is not e.__dict__ and ours.model_fields_set is not e.model_fields_set
+    with pytest.raises(Exception):
+        ours.attempt = 9  # type: ignore[misc]
+    assert e.version == 4 and e.attempt == 0
+    assert e.model_copy(update={"version": 5}, deep=True).version == 5
