@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
+import _signal
 import signal
 import threading
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,26 +47,36 @@ def truncate(text: str, limit: int = MAX_ERROR_MESSAGE_CHARS) -> str:
     return text[: limit - 40] + f"... [{len(text) - limit + 40} more characters in the log]"
 
 
-@contextmanager
-def _deadline(seconds: float):
-    # SIGALRM can only interrupt the main thread; elsewhere the overrun check after the body and the
-    # Lambda timeout are the backstops.
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        yield
-        return
+class _Deadline:
+    """Interrupts the body with StepTimeoutError once ``seconds`` pass (SIGALRM), then puts back the
+    handler it found. SIGALRM can only interrupt the main thread; elsewhere the overrun check after the
+    body and the Lambda timeout are the backstops."""
 
-    def _expired(signum, frame):
+    __slots__ = ("seconds", "previous", "armed")
+
+    def __init__(self, seconds: float):
+        self.seconds, self.previous, self.armed = seconds, None, False
+
+    def __enter__(self) -> None:
+        if _ITIMER and threading.current_thread() is threading.main_thread():
+            # _signal: signal.signal's own C call, without the wrapper that looks the handler it returns up
+            # in an enum (a ValueError raised and caught inside it for every function handler, every step)
+            self.previous = _signal.signal(signal.SIGALRM, self._expired)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            self.armed = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            _signal.signal(signal.SIGALRM, self.previous)
+
+    def _expired(self, signum: int, frame: object) -> None:
         # Re-armed: a body that swallows the first one (``except BaseException``) is interrupted again.
         signal.setitimer(signal.ITIMER_REAL, 0.05)
-        raise StepTimeoutError(f"step exceeded its {seconds:g} s timeout budget")
+        raise StepTimeoutError(f"step exceeded its {self.seconds:g} s timeout budget")
 
-    previous = signal.signal(signal.SIGALRM, _expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+
+_ITIMER = hasattr(signal, "setitimer")
 
 
 def run_body(fn: Callable[[StepContext], Any], ctx: StepContext, timeout_s: float, now_ms: Callable[[], float]) -> BodyOutcome:
@@ -75,7 +85,7 @@ def run_body(fn: Callable[[StepContext], Any], ctx: StepContext, timeout_s: floa
              "step_name": ctx.step_name, "attempt": ctx.attempt, "branch": ctx.branch,
              "compensation": ctx.compensating}
     try:
-        with _deadline(timeout_s):
+        with _Deadline(timeout_s):
             faults.point("step.enter", **where)  # a raise here is the body's own failure
             result = fn(ctx)
             faults.point("step.return", **where)

@@ -138,6 +138,8 @@ class StepRun:
         self.life.metrics.add_metric(name, unit, value)
 
     def log(self, text: str, level: int = logging.INFO, **extra: Any) -> None:
+        if not log.isEnabledFor(level):  # a step writes two lines: no fields built for a level that is off
+            return
         e = self.execution
         step = self.step if e.current_step < len(self.wf.steps) else None
         log.log(level, text, extra={**log_fields(e, step, e.attempt or None), **extra})

@@ -239,3 +239,31 @@ def test_a_frozen_models_copy_is_pydantics_copy(update):
         ours.attempt = 9  # type: ignore[misc]
     assert e.version == 4 and e.attempt == 0
     assert e.model_copy(update={"version": 5}, deep=True).version == 5
+
+
+def test_a_step_body_runs_under_its_alarm_and_the_handler_found_before_is_put_back():
+    # given: a SIGALRM handler of the process's own, and a body that overruns next to one that does not
+    import signal
+    import time as _time
+
+    from engine_core._runner import run_body
+    from engine_core.context import StepContext
+
+    def mine(signum, frame):  # pragma: no cover - never fires: the engine's timer is off after each body
+        raise AssertionError("the process's own handler ran")
+
+    ctx = StepContext(execution_id="e", workflow="w", step_index=0, step_name="s", attempt=1, data={})
+    before = signal.signal(signal.SIGALRM, mine)
+    try:
+        # when
+        slow = run_body(lambda c: _time.sleep(2), ctx, 0.05, lambda: _time.monotonic() * 1000)
+        after_slow = signal.getsignal(signal.SIGALRM)
+        fast = run_body(lambda c: {"ok": 1}, ctx, 5, lambda: _time.monotonic() * 1000)
+        after_fast = signal.getsignal(signal.SIGALRM)
+    finally:
+        signal.signal(signal.SIGALRM, before)
+    # then
+    assert (slow.error_code, slow.retryable) == ("step_timeout", True) and slow.duration_ms < 1500
+    assert fast.ok and fast.result == {"ok": 1}
+    assert after_slow is mine and after_fast is mine
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
