@@ -105,14 +105,16 @@ def overhead_section(w: Write, overhead: dict[str, Any], local: dict[str, Any] |
     w(f"Command: {cmd('overhead')}.\n")
     w(f"CPU time (`time.process_time`) of engine-core on the memory store with a manual clock: the worker's "
       f"loop (take message, `Engine.process`, ack) over one {overhead['steps']:,}-step execution (LOOM_MAX_STEPS "
-      f"caps executions at 1,000), median of {overhead['repeats']} runs. No AWS calls and no DynamoDB JSON: the "
+      f"caps executions at 1,000), median of {overhead['repeats']} runs (the sizes take turns, after one unmeasured run of each; the fastest run beside it). No AWS calls and no DynamoDB JSON: the "
       "floor under a worker invocation's billed duration.\n")
-    w(f"| Step result | {overhead['steps']:,}-step execution, CPU | per step transition, CPU | of which encoding the result | the rest | runs (ms) |")
-    w("|---|---:|---:|---:|---:|---|")
+    w(f"| Step result | {overhead['steps']:,}-step execution, CPU | per step transition, CPU | fastest run | of which encoding the result | the rest | runs (ms) |")
+    w("|---|---:|---:|---:|---:|---:|---|")
     for size, r in overhead["sizes"].items():
         enc = r.get("encode_result_us")
         enc_text, rest_text = ("-", "-") if enc is None else (f"{enc:.0f} us", f"{r['per_transition_cpu_us'] - enc:.0f} us")
-        w(f"| {int(size):,} B | {r['execution_cpu_ms']:.0f} ms | {r['per_transition_cpu_us']:.0f} us | {enc_text} | "
+        fastest = r.get("fastest_per_transition_cpu_us")
+        fastest_text = "-" if fastest is None else f"{fastest:.0f} us"
+        w(f"| {int(size):,} B | {r['execution_cpu_ms']:.0f} ms | {r['per_transition_cpu_us']:.0f} us | {fastest_text} | {enc_text} | "
           f"{rest_text} | {', '.join(str(x) for x in r['cpu_ms_runs'])} |")
     w("")
     w("*Encoding the result* is `codec.encode` of one step's result alone (its value walk and CPython's C `json.dumps`, "
