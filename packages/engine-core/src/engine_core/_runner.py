@@ -7,8 +7,7 @@ import _signal
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import faults
 from .context import StepContext
@@ -25,8 +24,7 @@ class StepTimeoutError(BaseException):
     retry loop cannot swallow it and run on while another worker may take the step over."""
 
 
-@dataclass(frozen=True)
-class BodyOutcome:
+class BodyOutcome(NamedTuple):
     result: Any = None
     error_code: str | None = None
     error_type: str | None = None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .clock import Clock
 from .errors import StorageError
@@ -48,8 +48,7 @@ MARGIN_LEASES = 1.0
 before it counts as lost."""
 
 
-@dataclass(frozen=True)
-class BacklogMark:
+class BacklogMark(NamedTuple):
     """The newest point the workers have reached in a backlogged queue: a message that became visible at
     ``visible_at`` was received at ``observed_at``, at least half a lease later."""
 

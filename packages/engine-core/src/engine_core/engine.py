@@ -22,8 +22,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import callbacks, codec, faults
 from .backlog import BacklogGauge
@@ -55,8 +54,7 @@ log = logging.getLogger("engine_core")
 _TOKEN_NAMESPACE = uuid.UUID("6c6f6f6d-0000-4000-8000-746f6b656e73")  # fixed: token -> id must never change
 
 
-@dataclass(frozen=True)
-class StartResult:
+class StartResult(NamedTuple):
     execution: Execution
     created: bool
 

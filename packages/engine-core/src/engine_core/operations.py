@@ -20,8 +20,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import callbacks, codec, transitions
 from .ports import PAGE_BYTES
@@ -72,8 +71,7 @@ def check_limit(limit: int) -> int:
     return limit
 
 
-@dataclass(frozen=True)
-class EventSent:
+class EventSent(NamedTuple):
     execution_id: str
     event: str
     event_id: str
@@ -86,8 +84,7 @@ class EventSent:
                 "outcome": self.outcome}
 
 
-@dataclass(frozen=True)
-class HistoryView:
+class HistoryView(NamedTuple):
     """One page of an execution's history (``Operator.history_page``)."""
 
     records: list[Any]
@@ -155,8 +152,7 @@ def _sort_key_token(token: str | None) -> str | None:
     return value
 
 
-@dataclass(frozen=True)
-class ListResult:
+class ListResult(NamedTuple):
     executions: list[ListEntry]
     next_token: str | None
 

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .backlog import BacklogMark
 from .model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, StepMessage, StepRecord
 from .schedules.record import ScheduleRecord
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(NamedTuple):
     """Replace the execution at (expected_step, expected_version) by ``new`` (the ``#META`` item only)."""
 
     expected_step: int
@@ -37,21 +36,18 @@ PAGE_BYTES = 1024 * 1024
 """A Query page of DynamoDB: at most 1 MB of items, whatever its Limit (every store pages the same way)."""
 
 
-@dataclass(frozen=True)
-class ListPage:
+class ListPage(NamedTuple):
     entries: list[ListEntry]
     cursor: Any | None
     read_count: int = 0
 
 
-@dataclass(frozen=True)
-class DueRef:
+class DueRef(NamedTuple):
     execution_id: str
     next_wake_at: dt.datetime
 
 
-@dataclass(frozen=True)
-class DuePage:
+class DuePage(NamedTuple):
     items: list[DueRef]
     cursor: Any | None
     """Opaque; pass back to continue. None when the shard has no more due items."""

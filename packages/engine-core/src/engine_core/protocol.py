@@ -20,8 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ._runner import BodyOutcome
 from .model import Branch, CorruptRecord, ErrorInfo, Execution, Join, RetryPolicy, StepMessage, StepRecord
@@ -199,8 +198,7 @@ class ActionView(Protocol):
     def branches(self, step_index: int) -> list[Branch | CorruptRecord]: ...
 
 
-@dataclass(frozen=True)
-class CancelPlan:
+class CancelPlan(NamedTuple):
     """What a cancel means for the current step."""
 
     now: bool

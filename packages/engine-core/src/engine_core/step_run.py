@@ -209,7 +209,7 @@ class StepRun:
         return self.loop()
 
     def _finished(self, outcome: Outcome) -> Outcome:
-        return dataclasses.replace(outcome, steps_run=self.steps_run)
+        return outcome._replace(steps_run=self.steps_run)
 
     def _cap_exceeded(self, e: Execution) -> ErrorInfo | None:
         settings = self.settings

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import ExecutionStateConflictError, UnknownWorkflowError, UnknownWorkflowVersionError
 from .model import ErrorInfo, Execution
@@ -32,8 +31,7 @@ MISSING_VERSION = "workflow_version_missing"
 MISMATCH = "workflow_definition_mismatch"
 
 
-@dataclass(frozen=True)
-class PinnedStep:
+class PinnedStep(NamedTuple):
     """One step as the execution started with it."""
 
     name: str

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import boto3
 from botocore.config import Config
 
 import logging
+from typing import NamedTuple
 
 from ..clock import SystemClock
 from ..engine import Engine
@@ -43,8 +43,7 @@ def client_config(settings: EngineSettings) -> Config:
                   tcp_keepalive=True)
 
 
-@dataclass(frozen=True)
-class Runtime:
+class Runtime(NamedTuple):
     engine: Engine
     sweeper: Sweeper
     settings: EngineSettings

@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import gc
 import warnings
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -36,8 +35,7 @@ from .bootstrap import Runtime, from_environment
 NO_METRICS_WARNING = "No application metrics to publish"
 
 
-@dataclass(frozen=True)
-class LambdaSetup:
+class LambdaSetup(NamedTuple):
     logger: Logger
     metrics: Metrics
     runtime: Runtime
