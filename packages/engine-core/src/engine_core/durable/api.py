@@ -54,6 +54,17 @@ from .replay import NOT_REPLAYED
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME_RE = re.compile(r"\A[^#\s]{1,100}\Z")
+_GOOD_NAMES: set[str] = set()
+"""Step names already found valid: every replay calls ``step()`` again with the same few names."""
+
+
+def _good_name(name: str) -> bool:
+    if not _NAME_RE.fullmatch(name):
+        return False
+    if len(_GOOD_NAMES) >= 4096:  # names built from data (``f"charge-{i}"``) never grow it past this
+        _GOOD_NAMES.clear()
+    _GOOD_NAMES.add(name)
+    return True
 _NO_DEFAULT = object()
 
 
@@ -227,7 +238,7 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
         return fn(*args, **kwargs)
     run = _current.RUN.get()
     # Every replay of the function makes this call again: the checks run first, the messages only on a refusal.
-    if run is None or type(name) is not str or not _NAME_RE.fullmatch(name) or not callable(fn) \
+    if run is None or type(name) is not str or (name not in _GOOD_NAMES and not _good_name(name)) or not callable(fn) \
             or (retry is not None and not isinstance(retry, RetryPolicy)) \
             or (timeout_s is not None and not isinstance(timeout_s, (int, float))) \
             or (compensate is not None and not callable(compensate)):
