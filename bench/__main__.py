@@ -38,7 +38,7 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
     if name == "overhead":
         from . import overhead
 
-        return overhead.measure(repeats=3 if quick else 9, progress=say)
+        return overhead.measure(repeats=3 if quick else 9, progress=say, instructions=not quick)
     if name == "ledger":
         from . import ledger
 

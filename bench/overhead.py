@@ -84,7 +84,7 @@ def encode_floor_us(result_bytes: int, rounds: int = 2000) -> float:
     return statistics.median(batches)
 
 
-def measure(repeats: int = 9, progress: Callable[[str], None] = print) -> dict[str, Any]:
+def measure(repeats: int = 9, progress: Callable[[str], None] = print, instructions: bool = True) -> dict[str, Any]:
     """``repeats`` runs of each size, the sizes taking turns run after run (load from other work on the
     machine then reaches every size alike), after one unmeasured run of each."""
     out: dict[str, Any] = {"steps": STEPS, "repeats": repeats, "sizes": {}}
@@ -106,4 +106,10 @@ def measure(repeats: int = 9, progress: Callable[[str], None] = print) -> dict[s
         }
         progress(f"  overhead: {STEPS}-step execution, {size} B results: {cpu * 1000:.0f} ms CPU, "
                  f"{cpu / transitions * 1e6:.0f} us per transition")
+    if instructions:
+        from . import instructions as counted
+
+        progress("  overhead: counting instructions per step under valgrind (about two minutes)")
+        out["instructions"] = counted.measure(RESULT_SIZES)
+        progress(f"  overhead: instructions {out['instructions']}")
     return out

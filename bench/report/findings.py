@@ -17,6 +17,7 @@ from .. import analysis, prices
 from ..analysis import TARGET_IMPORT_MS, TARGET_OVER_FLOOR_MS, TARGET_REQUESTS, TARGET_USD_PER_MILLION, TARGET_WRITE_UNITS
 
 BASELINE = Path(__file__).resolve().parent.parent / "baseline" / "v1.json"
+INSTRUCTIONS_BEFORE = BASELINE.parent / "instructions-before-issue22-cpu.json"
 COLDSTART_BEFORE = Path(__file__).resolve().parent.parent / "baseline" / "coldstart-before-issue15.json"
 ZIP_COLDSTART_BEFORE = Path(__file__).resolve().parent.parent / "baseline" / "coldstart-before-issue22.json"
 """The cold start section as measured at the commit before issue 22's handler-import work (the zips)."""
@@ -64,6 +65,11 @@ class Check:
 
 def baseline() -> dict[str, Any]:
     return json.loads(BASELINE.read_text())
+
+
+def instructions_before() -> dict[str, Any]:
+    """Instructions per step before issue 22's step-path CPU work (``bench/instructions.py`` at that commit)."""
+    return json.loads(INSTRUCTIONS_BEFORE.read_text())
 
 
 def nonzero(requests: dict[str, float], *, aws_only: bool = True) -> dict[str, float]:

@@ -100,6 +100,26 @@ def sweeper_section(w: Write, sweep: dict[str, Any]) -> None:
       "seconds, not minutes.\n")
 
 
+def instructions_table(w: Write, counted: dict[str, Any] | None) -> None:
+    """Instructions per step under callgrind, beside the count before issue 22's step-path CPU work."""
+    if not counted:
+        return
+    if counted.get("status") != "measured":
+        w(f"Instructions per step: {counted.get('status', 'not measured')}.\n")
+        return
+    before = findings.instructions_before()
+    w(f"Instructions per step, counted by `{counted['tool']}` over {counted['steps']:,} steps of the same loop "
+      "(`bench/instructions.py`): other work on the machine does not move them, so they are the before-and-after "
+      f"figure. *Before*: `bench/baseline/{findings.INSTRUCTIONS_BEFORE.name}` ({before['about']})\n")
+    w("| Step result | instructions per step, before | now | change |")
+    w("|---|---:|---:|---:|")
+    for size, now in counted["per_step"].items():
+        old = before["per_step"].get(size)
+        change = "-" if not old or now is None else f"{(now - old) / old:+.1%}"
+        w(f"| {int(size):,} B | {'-' if old is None else f'{old:,.0f}'} | {'-' if now is None else f'{now:,.0f}'} | {change} |")
+    w("")
+
+
 def overhead_section(w: Write, overhead: dict[str, Any], local: dict[str, Any] | None) -> None:
     w("## Engine overhead\n")
     w(f"Command: {cmd('overhead')}.\n")
@@ -120,6 +140,7 @@ def overhead_section(w: Write, overhead: dict[str, Any], local: dict[str, Any] |
     w("*Encoding the result* is `codec.encode` of one step's result alone (its value walk and CPython's C `json.dumps`, "
       "median of 5 batches of 2,000): what a step costs more as its result grows, paid once per step by any engine that "
       "stores results as JSON text. *The rest* is the engine's own work per step.\n")
+    instructions_table(w, overhead.get("instructions"))
     per = {int(size): r["per_transition_cpu_us"] for size, r in overhead["sizes"].items()}
     if len(per) > 1:
         low, high = min(per), max(per)

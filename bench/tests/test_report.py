@@ -322,3 +322,29 @@ def test_render_when_every_zip_init_is_within_100_ms_of_its_floor_says_met(resul
     assert "no CPython 3.12 was found here, so the `dist/lambda` zips were not imported" in text
     assert "| Handler init within 100 ms of the floor, boto3 and its clients, in the zip as Lambda loads it " \
            "(control-plane, dist/local on Python 3.11.7) | +99 ms | **met** |" in text
+
+
+def test_instructions_per_step_show_beside_the_count_before_and_the_change(results: dict[str, Any]) -> None:
+    # given: counted instructions, one size halved against the baseline and one not counted
+    before = findings.instructions_before()["per_step"]
+    results["overhead"]["instructions"] = {"status": "measured", "tool": "valgrind --tool=callgrind", "steps": 1000,
+                                           "per_step": {"100": before["100"] / 2, "10240": None}}
+    # when
+    text = report.render(results)
+    # then
+    (row_100,) = _target_rows(text, "100 B | " + f"{before['100']:,.0f}")
+    assert row_100.endswith("| -50.0% |") and f"{before['100'] / 2:,.0f}" in row_100
+    (row_10k,) = _target_rows(text, "10,240 B | " + f"{before['10240']:,.0f}")
+    assert row_10k.endswith("| - | - |")
+
+
+def test_instructions_not_counted_say_why(results: dict[str, Any]) -> None:
+    results["overhead"]["instructions"] = {"status": "not measured: valgrind is not installed"}
+    assert "Instructions per step: not measured: valgrind is not installed." in report.render(results)
+
+
+def test_instructions_without_valgrind_are_not_measured_rather_than_zero(monkeypatch) -> None:
+    from bench import instructions
+
+    monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
+    assert instructions.measure([100]) == {"status": "not measured: valgrind is not installed"}
