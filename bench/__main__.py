@@ -50,7 +50,7 @@ def run_section(name: str, quick: bool) -> dict[str, Any]:
     if name == "code":
         from . import code
 
-        return code.measure(repeats=1 if quick else 3, progress=say)
+        return code.measure(repeats=1 if quick else 3, progress=say, instructions=not quick)
     if name == "coldstart":
         from . import coldstart
 

@@ -165,10 +165,17 @@ def replayed_per_step(n_steps: int, chain: int) -> float:
     return sum(k * chain for k in range(deliveries)) / n_steps
 
 
-def measure(repeats: int = 3, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    return {"result_bytes": RESULT_BYTES, "wire": wire(repeats=repeats, progress=progress),
-            "cpu": cpu(repeats=max(7, repeats + 4), progress=progress),
-            "replay": replay(repeats=max(3, repeats + 2), progress=progress)}
+def measure(repeats: int = 3, progress: Callable[[str], None] = print, instructions: bool = True) -> dict[str, Any]:
+    out = {"result_bytes": RESULT_BYTES, "wire": wire(repeats=repeats, progress=progress),
+           "cpu": cpu(repeats=max(7, repeats + 4), progress=progress),
+           "replay": replay(repeats=max(3, repeats + 2), progress=progress)}
+    if instructions:
+        from . import instructions as counted
+
+        progress("  code: counting instructions per step under valgrind (a few minutes)")
+        out["instructions"] = counted.measure_code(CPU_CASES, STYLES)
+        progress(f"  code: instructions {out['instructions']}")
+    return out
 
 
 def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:
@@ -178,6 +185,11 @@ def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:
     for row in results["cpu"]:
         figures[f"cpu {row['steps']} steps, {row['chain']} a delivery"] = (row["steps_us_per_step"],
                                                                           row["code_us_per_step"])
+    counted = results.get("instructions") or {}
+    for row in counted.get("rows", []):
+        if row.get("steps_per_step") and row.get("code_per_step") is not None:
+            figures[f"instructions {row['steps']} steps, {row['chain']} a delivery"] = (row["steps_per_step"],
+                                                                                       row["code_per_step"])
     out = {}
     for name, (a, b) in figures.items():
         ratio = (b / a) if a else (1.0 if b == a else float("inf"))

@@ -5,7 +5,8 @@ more between runs).
 ``python -m bench.instructions SIZE RUNS`` is the measured program: one 100-step execution to warm up,
 then ``RUNS`` executions of ``STEPS`` steps (``bench.overhead.run_once``). Each size is counted at
 ``RUNS`` = 0 and 2; the difference over ``2 * STEPS`` steps is what a step costs, imports and warm-up
-left out.
+left out. ``python -m bench.instructions code STYLE N CHAIN RUNS`` does the same for the code-first
+section's executions (``bench.code.cpu_once``), counted at ``RUNS`` = 0 and 1.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ STEPS = 500
 _COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
 
-def _count(size: int, runs: int) -> int | None:
+def _count(*args: object) -> int | None:
     """Instructions of one run of this module's program under callgrind (None: it failed)."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
-                           "bench.instructions", str(size), str(runs)],
+                           "bench.instructions", *map(str, args)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     found = _COLLECTED.search(done.stderr)
     return int(found.group(1)) if done.returncode == 0 and found else None
@@ -49,8 +50,24 @@ def measure(sizes: list[int]) -> dict[str, Any]:
     return out
 
 
+def measure_code(cases: list[tuple[int, int]], styles: list[str]) -> dict[str, Any]:
+    """Instructions per step of one code-first and one step-list execution for each (steps, steps a delivery)."""
+    if shutil.which("valgrind") is None:
+        return {"status": "not measured: valgrind is not installed"}
+    jobs = [(style, n, chain, runs) for n, chain in cases for style in styles for runs in (0, 1)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = dict(zip(jobs, pool.map(lambda job: _count("code", *job), jobs)))
+    rows = []
+    for n, chain in cases:
+        row: dict[str, Any] = {"steps": n, "chain": chain}
+        for style in styles:
+            base, more = counts[(style, n, chain, 0)], counts[(style, n, chain, 1)]
+            row[f"{style}_per_step"] = None if base is None or more is None else (more - base) / n
+        rows.append(row)
+    return {"status": "measured", "tool": "valgrind --tool=callgrind", "rows": rows}
+
+
 def _program(size: int, runs: int) -> None:
-    sys.path.insert(0, str(ROOT))
     from bench.overhead import run_once
 
     run_once(100, size)
@@ -58,5 +75,17 @@ def _program(size: int, runs: int) -> None:
         run_once(STEPS, size)
 
 
+def _code_program(style: str, n: int, chain: int, runs: int) -> None:
+    from bench.code import cpu_once
+
+    cpu_once(style, 20, chain)
+    for _ in range(runs):
+        cpu_once(style, n, chain)
+
+
 if __name__ == "__main__":
-    _program(int(sys.argv[1]), int(sys.argv[2]))
+    sys.path.insert(0, str(ROOT))
+    if sys.argv[1] == "code":
+        _code_program(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        _program(int(sys.argv[1]), int(sys.argv[2]))

@@ -19,9 +19,13 @@ def code_section(w: Write, results: dict[str, Any]) -> None:
     w("|---|---:|---:|---:|")
     for name, v in verdict(results).items():
         unit = " us" if name.startswith("cpu") else ""
+        shown = (lambda x: f"{x / 1000:,.0f} K") if name.startswith("instructions") else (lambda x: f"{x:.2f}{unit}")
         w(f"| {name.replace('aws_requests', 'AWS requests').replace('write_units', 'write units').replace('rcu', 'read units')} "
-          f"| {v['steps']:.2f}{unit} | {v['code']:.2f}{unit} | {v['ratio']:.2f}x{'' if v['within'] else ' (over 10%)'} |")
+          f"| {shown(v['steps'])} | {shown(v['code'])} | {v['ratio']:.2f}x{'' if v['within'] else ' (over 10%)'} |")
     w("")
+    if (results.get("instructions") or {}).get("status") == "measured":
+        w("*Instructions* are counted by `valgrind --tool=callgrind` over one execution of each case "
+          "(`bench/instructions.py`): unlike CPU time on this shared machine, other work does not move them.\n")
     w("Requests, write units and messages per step are the same by construction (a step's record, then one "
       "conditional write that moves on and claims the next call), and `functional/test_durable_faults.py` "
       "checks it. The history a code-first delivery needs is read and decoded once per worker process: the "

@@ -61,3 +61,20 @@ def test_a_replayed_position_is_measured_from_deliveries_that_replay_more_and_mo
     assert set(floor) == {"n_steps", "steps", "code"}
     assert all(set(floor[s]) == {"slope_us", "intercept_us"} for s in code.STYLES)
     assert len(code.deliveries_cpu("code", 5)) == len(code.deliveries_cpu("steps", 5)) == 5
+
+
+def test_counted_instructions_join_the_verdict_and_the_table():
+    # given: instruction counts, one case within 10% and one over
+    results = _results(3.0, 105.0)
+    results["instructions"] = {"status": "measured", "tool": "valgrind --tool=callgrind", "rows": [
+        {"steps": 100, "chain": 100, "steps_per_step": 700_000.0, "code_per_step": 680_000.0},
+        {"steps": 100, "chain": 1, "steps_per_step": 1_700_000.0, "code_per_step": 2_380_000.0}]}
+    # when
+    judged = code.verdict(results)
+    lines: list[str] = []
+    code_section(lines.append, results)
+    # then
+    assert judged["instructions 100 steps, 100 a delivery"]["within"]
+    assert not judged["instructions 100 steps, 1 a delivery"]["within"]
+    assert any(line.startswith("| instructions 100 steps, 1 a delivery | 1,700 K | 2,380 K | 1.40x (over 10%)")
+               for line in lines)
