@@ -1,24 +1,27 @@
-"""The per-workflow allow-list end to end: terraform/envs/local applied with a `workflow_access` input,
-the deployed control plane refusing what its lists do not allow, through the local Function URL (whose
-caller is always `local`) and, for another identity, through the deployed function itself.
+"""The per-workflow allow-list end to end: the deployed control plane refusing what its lists do not allow,
+through the local Function URL (whose caller is always `local`) and, for another identity, through the
+deployed function itself.
 
-The allow-list changes what the whole stack accepts, so this module runs a stack of its own (an apply
-of about a minute) instead of the session's.
+The allow-list is set on the session's stack for this module only, as `aws lambda
+update-function-configuration` sets it (the control plane's LOOM_WORKFLOW_ACCESS, what Terraform's
+`workflow_access` input renders; tests/terraform applies envs/local with one and checks that rendering),
+and taken off again when the module ends. Tests run one after another on a stack, so no other test sees
+it; the checks here look only at executions this module started (from its start time on, or by id).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
-from pathlib import Path
+import uuid
+from collections.abc import Iterator
 
 import pytest
 
-from loom_local import terraform
 from loom_local.function_url import to_event
-from loom_local.stack import LocalStack, StackOptions
+from loom_local.stack import LocalStack
 
-REPO = Path(__file__).resolve().parents[2]
 ONCALL_ROLE = "arn:aws:iam::123456789012:role/oncall"
 ONCALL_SESSION = "arn:aws:sts::123456789012:assumed-role/oncall/ana"  # a session of ONCALL_ROLE
 # Locally every caller is `local`: it may start orders but only on-call may operate them, and only the
@@ -27,24 +30,30 @@ ACCESS = {
     "order_fulfillment": {"start": ["local"], "operate": [ONCALL_ROLE]},
     "expense_approval": {"start": ["arn:aws:iam::123456789012:role/expenses-app"], "operate": ["local"]},
 }
+# As Terraform renders the input (send: null, the operate list, when it is not given).
+RENDERED = {name: {**lists, "send": None} for name, lists in ACCESS.items()}
 ORDER = {"order_id": "acl-1", "amount_cents": 1200, "items": [{"sku": "mug", "qty": 1}], "email": "a@example.com"}
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory):
-    env_dir = REPO / "terraform" / "envs" / "local"
-    declared = terraform.declared_variables(env_dir)
-    assert "workflow_access" in declared, "terraform/envs/local has no workflow_access variable"
-    tf_vars = {"workflow_access": json.dumps(ACCESS),
-               **{k: v for k, v in {"lease_s": "5", "worker_timeout_s": "20"}.items() if k in declared}}
-    run_dir = tmp_path_factory.mktemp("loom-access")
-    stack = LocalStack(StackOptions(repo=REPO, run_dir=run_dir, env_dir=env_dir, tf_vars=tf_vars, sweep_every_s=2.0,
-                                    function_env={"LOOM_EXAMPLES_LEDGER_PATH": str(run_dir / "ledger.jsonl")}))
+def stack(loom) -> Iterator[LocalStack]:
+    """The session's stack with the allow-list on its control plane, and without it again afterwards.
+
+    Lambda's UpdateFunctionConfiguration, then a redeploy of the same zips through Lambda's API, which
+    reads every function's configuration back and starts the next invocations in new environments (an
+    apply would cost some 20 CPU-seconds each way)."""
+    lam = loom.stack.client("lambda")
+    name = loom.deployment.functions["control-plane"].name
+    before = lam.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
+    lam.update_function_configuration(FunctionName=name, Environment={"Variables": {
+        **before, "LOOM_WORKFLOW_ACCESS": json.dumps(RENDERED)}})
     try:
-        stack.start()
-        yield stack
+        loom.stack.redeploy(loom.stack.zip_dir, via="api")
+        yield loom.stack
     finally:
-        stack.stop()
+        lam.update_function_configuration(FunctionName=name, Environment={"Variables": before})
+        loom.stack.redeploy(loom.stack.zip_dir, via="api")
+        assert loom.stack.deployment.functions["control-plane"].environment == before
 
 
 class _Api:
@@ -75,12 +84,12 @@ def _as(stack: LocalStack, caller: str, method: str, path: str, body: dict | Non
     return result.payload["statusCode"], json.loads(result.payload["body"])
 
 
-@pytest.mark.timeout(900)
-def test_local_stack_with_an_allow_list_refuses_what_it_does_not_allow_and_writes_nothing(stack):
-    # given: the control plane deployed with the allow-list through Terraform
+def test_local_stack_with_an_allow_list_refuses_what_it_does_not_allow_and_writes_nothing(stack, loom):
+    # given: the control plane running with the allow-list (as the runtime read it back from Lambda)
     api = _Api(stack)
-    assert json.loads(stack.deployment.functions["control-plane"].environment["LOOM_WORKFLOW_ACCESS"]) == {
-        name: {**lists, "send": None} for name, lists in ACCESS.items()}
+    assert json.loads(stack.deployment.functions["control-plane"].environment["LOOM_WORKFLOW_ACCESS"]) == RENDERED
+    since = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    refused_token = f"acl-expense-{uuid.uuid4().hex[:12]}"
 
     # when: `local` starts an order (allowed) and tries to cancel it (operate: on-call only)
     status, started = api.request("POST", "/executions", {"workflow": "order_fulfillment", "input": ORDER})
@@ -88,8 +97,9 @@ def test_local_stack_with_an_allow_list_refuses_what_it_does_not_allow_and_write
     eid = started["execution_id"]
     refused, denied = api.request("POST", f"/executions/{eid}/cancel", {"reason": "not mine to cancel"})
     # and starts an expense (start: the expenses app only) and an unlisted workflow (open)
-    refused_start, start_denied = api.request("POST", "/executions",
-                                              {"workflow": "expense_approval", "input": {"expense_id": "e-1", "amount_cents": 900}})
+    refused_start, start_denied = api.request("POST", "/executions", {
+        "workflow": "expense_approval", "input": {"expense_id": "e-1", "amount_cents": 900},
+        "idempotency_token": refused_token})
     open_status, greeting = api.request("POST", "/executions", {"workflow": "flaky_greeting", "input": {"name": "Ada"}})
 
     # then: 403 access_denied, naming the caller and the list, and nothing changed
@@ -99,11 +109,14 @@ def test_local_stack_with_an_allow_list_refuses_what_it_does_not_allow_and_write
     assert order["status"] != "CANCELLED" and order["cancelled_by"] is None and order["started_by"] == "local"
     assert (refused_start, start_denied["error"]) == (403, "access_denied")
     assert "may not start workflow 'expense_approval'" in start_denied["message"]
+    # the refused start wrote nothing: not the execution its token names, nor any other since this test began
+    missing, _ = api.request("GET", f"/executions/{loom.execution_id_for(refused_token)}")
+    assert missing == 404
     deadline = time.monotonic() + 10  # the list index is eventually consistent: give it time to show one
     while time.monotonic() < deadline:
-        _, listed = api.request("GET", "/executions?workflow=expense_approval")
+        _, listed = api.request("GET", f"/executions?workflow=expense_approval&started_after={since}")
         assert listed["executions"] == []
-        _, others = api.request("GET", "/executions?workflow=flaky_greeting")
+        _, others = api.request("GET", f"/executions?workflow=flaky_greeting&started_after={since}")
         if others["executions"]:
             break
         time.sleep(0.5)

@@ -49,6 +49,7 @@ from terraform_cases import (  # noqa: E402
     CROSS_VARIABLE_CASES,
     EXISTING_BUS_CASES,
     LOCAL_SCHEDULES,
+    LOCAL_WORKFLOW_ACCESS,
     OFFLINE_PROVIDER,
     SINGLE_VARIABLE_CASES,
     VENDORED_OVERRIDE,
@@ -291,9 +292,10 @@ class Lab:
         self.vendored_inputs = vendored_inputs(self.emulator.client, REGION, DIST)
 
         ws = self.workspaces = {
-            # local gets schedules (dev does not): the emulator holds both cases.
-            "local": Workspace("envs/local", envs / "local", emulator_env, {"endpoint": self.emulator.endpoint,
-                                                                             "schedules": json.dumps(LOCAL_SCHEDULES)}),
+            # local gets schedules and an allow-list (dev does not): the emulator holds both cases.
+            "local": Workspace("envs/local", envs / "local", emulator_env, {
+                "endpoint": self.emulator.endpoint, "schedules": json.dumps(LOCAL_SCHEDULES),
+                "workflow_access": json.dumps(LOCAL_WORKFLOW_ACCESS)}),
             # dev publishes status-change events (local does not): the emulator holds both cases.
             "dev": Workspace("envs/dev (emulator override)", envs / "dev", emulator_env,
                              {"status_events": "{enabled=true}"}),

@@ -23,11 +23,15 @@ class EnvSpec:
     esm_enabled: bool
     status_events: bool
     """conftest applies dev with status_events = { enabled = true } and local with the default (off)."""
+    workflow_access: bool
+    """conftest applies local with an allow-list (terraform_cases.LOCAL_WORKFLOW_ACCESS) and dev without one."""
 
 
 SPECS = {
-    "local": EnvSpec("local", "loom-local", "python3.11", "local", esm_enabled=False, status_events=False),
-    "dev": EnvSpec("dev", "loom-dev", "python3.12", "lambda", esm_enabled=True, status_events=True),
+    "local": EnvSpec("local", "loom-local", "python3.11", "local", esm_enabled=False, status_events=False,
+                     workflow_access=True),
+    "dev": EnvSpec("dev", "loom-dev", "python3.12", "lambda", esm_enabled=True, status_events=True,
+                   workflow_access=False),
 }
 
 

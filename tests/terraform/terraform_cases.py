@@ -130,6 +130,13 @@ LOCAL_SCHEDULES = [
      "enabled": False},
 ]
 
+# envs/local gets an allow-list (dev does not): the emulator holds both renderings of LOOM_WORKFLOW_ACCESS.
+LOCAL_WORKFLOW_ACCESS = {
+    "order_fulfillment": {"start": ["local"], "operate": ["arn:aws:iam::123456789012:role/oncall"]},
+    "expense_approval": {"start": ["arn:aws:iam::123456789012:role/expenses-app"], "operate": ["local"],
+                         "send": ["arn:aws:iam::123456789012:role/approvals-*"]},
+}
+
 CROSS_VARIABLE_CASES = """
 module "dlq_not_longer" {{
   source                  = "../../modules/queue"

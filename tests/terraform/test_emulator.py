@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from deployed_stacks import HANDLERS, Deployed, grants_of, role_statements
+from terraform_cases import LOCAL_WORKFLOW_ACCESS
 
 # One apply of each env takes a minute or two (SQS queue creation waits ~25 s per queue); the first
 # test to need it waits for it.
@@ -137,9 +138,14 @@ def test_function_environment_names_table_queue_and_shard_count(deployed: Deploy
     # from the stack's name: two stacks in one account and region keep their metrics and alarms apart
     assert env["POWERTOOLS_SERVICE_NAME"] == out["function_names"][role] == f"{deployed.spec.name}-{ROLE_SUFFIX[role]}"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == f"Loom/{deployed.spec.name}"
-    # the allow-list is the control plane's alone, and empty (open) unless workflow_access is set
+    # the allow-list is the control plane's alone: workflow_access as JSON (a missing send list is null: the
+    # operate list) where it is set (local), empty (open) where it is not (dev)
     assert ("LOOM_WORKFLOW_ACCESS" in env) is (role == "control_plane")
-    assert env.get("LOOM_WORKFLOW_ACCESS", "") == ""
+    if role == "control_plane" and deployed.spec.workflow_access:
+        assert json.loads(env["LOOM_WORKFLOW_ACCESS"]) == {
+            name: {"send": None, **lists} for name, lists in LOCAL_WORKFLOW_ACCESS.items()}
+    else:
+        assert env.get("LOOM_WORKFLOW_ACCESS", "") == ""
 
 
 @pytest.mark.parametrize("role", sorted(HANDLERS))
