@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from engine_core.durable import step as durable_step
 from engine_core.registry import build_workflow
 from engine_core.testing import FakeQueue
 
+from . import instructions as counted
 from .steps import WORKFLOW, _lin, _median_runs, _summary, payload_for, run_executions
 from .world import aws_world
 
@@ -170,12 +172,27 @@ def measure(repeats: int = 3, progress: Callable[[str], None] = print, instructi
            "cpu": cpu(repeats=max(7, repeats + 4), progress=progress),
            "replay": replay(repeats=max(3, repeats + 2), progress=progress)}
     if instructions:
-        from . import instructions as counted
-
         progress("  code: counting instructions per step under valgrind (a few minutes)")
-        out["instructions"] = counted.measure_code(CPU_CASES, STYLES)
+        out["instructions"] = instructions_per_step(CPU_CASES)
         progress(f"  code: instructions {out['instructions']}")
     return out
+
+
+def instructions_per_step(cases: list[tuple[int, int]]) -> dict[str, Any]:
+    """Instructions per step of one execution of each style for each (steps, steps a delivery), under
+    callgrind: this module run as a program with the execution and without it (a 20-step one warms up both)."""
+    if not counted.available():
+        return dict(counted.NOT_INSTALLED)
+    jobs = [("bench.code", style, n, chain, runs) for n, chain in cases for style in STYLES for runs in (0, 1)]
+    counts = dict(zip(jobs, counted.count_all(jobs)))
+    rows = []
+    for n, chain in cases:
+        row: dict[str, Any] = {"steps": n, "chain": chain}
+        for style in STYLES:
+            row[f"{style}_per_step"] = counted.per_unit(counts[("bench.code", style, n, chain, 1)],
+                                                        counts[("bench.code", style, n, chain, 0)], n)
+        rows.append(row)
+    return {"status": "measured", "tool": counted.TOOL, "rows": rows}
 
 
 def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:
@@ -195,3 +212,10 @@ def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:
         ratio = (b / a) if a else (1.0 if b == a else float("inf"))
         out[name] = {"steps": a, "code": b, "ratio": ratio, "within": abs(ratio - 1.0) <= tolerance}
     return out
+
+
+if __name__ == "__main__":  # the program instructions_per_step counts: STYLE STEPS CHAIN RUNS
+    style_arg, n_arg, chain_arg, runs_arg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    cpu_once(style_arg, 20, chain_arg)
+    for _ in range(runs_arg):
+        cpu_once(style_arg, n_arg, chain_arg)

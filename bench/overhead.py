@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from engine_core.registry import build_workflow
 from engine_core.adapters.memory import MemoryStore
 from engine_core.testing import FakeQueue
 
+from . import instructions as counted
 from .steps import payload_for
 
 WORKFLOW = "bench_overhead"
@@ -107,9 +109,30 @@ def measure(repeats: int = 9, progress: Callable[[str], None] = print, instructi
         progress(f"  overhead: {STEPS}-step execution, {size} B results: {cpu * 1000:.0f} ms CPU, "
                  f"{cpu / transitions * 1e6:.0f} us per transition")
     if instructions:
-        from . import instructions as counted
-
         progress("  overhead: counting instructions per step under valgrind (about two minutes)")
-        out["instructions"] = counted.measure(RESULT_SIZES)
+        out["instructions"] = instructions_per_step(RESULT_SIZES)
         progress(f"  overhead: instructions {out['instructions']}")
     return out
+
+
+COUNTED_STEPS = 500
+
+
+def instructions_per_step(sizes: list[int]) -> dict[str, Any]:
+    """Instructions per step of this section's loop for each result size, under callgrind: this module run
+    as a program with two ``COUNTED_STEPS``-step executions and with none (a 100-step one warms up both)."""
+    if not counted.available():
+        return dict(counted.NOT_INSTALLED)
+    jobs = [("bench.overhead", size, runs) for size in sizes for runs in (0, 2)]
+    counts = dict(zip(jobs, counted.count_all(jobs)))
+    return {"status": "measured", "tool": counted.TOOL, "steps": 2 * COUNTED_STEPS,
+            "per_step": {str(size): counted.per_unit(counts[("bench.overhead", size, 2)],
+                                                     counts[("bench.overhead", size, 0)], 2 * COUNTED_STEPS)
+                         for size in sizes}}
+
+
+if __name__ == "__main__":  # the program instructions_per_step counts: SIZE RUNS
+    size_arg, runs_arg = int(sys.argv[1]), int(sys.argv[2])
+    run_once(100, size_arg)
+    for _ in range(runs_arg):
+        run_once(COUNTED_STEPS, size_arg)

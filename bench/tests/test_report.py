@@ -344,7 +344,8 @@ def test_instructions_not_counted_say_why(results: dict[str, Any]) -> None:
 
 
 def test_instructions_without_valgrind_are_not_measured_rather_than_zero(monkeypatch) -> None:
-    from bench import instructions
+    from bench import code, instructions, overhead
 
     monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
-    assert instructions.measure([100]) == {"status": "not measured: valgrind is not installed"}
+    assert overhead.instructions_per_step([100]) == {"status": "not measured: valgrind is not installed"}
+    assert code.instructions_per_step([(10, 10)]) == {"status": "not measured: valgrind is not installed"}
