@@ -202,8 +202,7 @@ def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:
     for row in results["cpu"]:
         figures[f"cpu {row['steps']} steps, {row['chain']} a delivery"] = (row["steps_us_per_step"],
                                                                           row["code_us_per_step"])
-    counted = results.get("instructions") or {}
-    for row in counted.get("rows", []):
+    for row in (results.get("instructions") or {}).get("rows", []):
         if row.get("steps_per_step") and row.get("code_per_step") is not None:
             figures[f"instructions {row['steps']} steps, {row['chain']} a delivery"] = (row["steps_per_step"],
                                                                                        row["code_per_step"])

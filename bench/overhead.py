@@ -26,6 +26,8 @@ from .steps import payload_for
 WORKFLOW = "bench_overhead"
 STEPS = 1000
 RESULT_SIZES = [100, 10 * 1024]
+COUNTED_STEPS = 500
+"""Steps of each execution ``instructions_per_step`` counts (two of them)."""
 
 
 def _registry(n_steps: int, result_bytes: int) -> Registry:
@@ -113,9 +115,6 @@ def measure(repeats: int = 9, progress: Callable[[str], None] = print, instructi
         out["instructions"] = instructions_per_step(RESULT_SIZES)
         progress(f"  overhead: instructions {out['instructions']}")
     return out
-
-
-COUNTED_STEPS = 500
 
 
 def instructions_per_step(sizes: list[int]) -> dict[str, Any]:

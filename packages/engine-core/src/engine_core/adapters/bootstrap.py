@@ -13,14 +13,13 @@ AWS endpoints follow boto3's own configuration (AWS_ENDPOINT_URL for a local emu
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import boto3
 from botocore.config import Config
-
-import logging
-from typing import NamedTuple
 
 from ..clock import SystemClock
 from ..engine import Engine
