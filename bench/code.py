@@ -52,10 +52,12 @@ def registry_for(style: str, n_steps: int, result_bytes: int = RESULT_BYTES) -> 
     def one() -> dict[str, str]:
         return {"payload": payload}
 
+    names = [f"step_{i:04d}" for i in range(n_steps)]  # built once, as the step list's are
+
     @durable(WORKFLOW, registry=registry)
     def flow(input: dict[str, Any]) -> None:
-        for i in range(n_steps):
-            durable_step(f"step_{i:04d}", one)
+        for name in names:
+            durable_step(name, one)
 
     return registry
 

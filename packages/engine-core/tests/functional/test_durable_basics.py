@@ -15,6 +15,7 @@ from engine_core import (
     EngineSettings,
     InvalidInputError,
     ManualClock,
+    PermanentStepError,
     RegistrationError,
     RetryPolicy,
     Status,
@@ -405,6 +406,32 @@ def test_durable_an_error_outside_any_step_fails_the_execution_and_undoes_what_c
     assert e.status is Status.FAILED and e.compensated
     assert e.error.code == "workflow_error" and "TypeError" in e.error.message and "test_durable_basics.py" in e.error.message
     assert undone == [("ch-5", 5)]
+
+
+def test_durable_a_step_and_its_compensation_get_every_keyword_argument_even_one_named_ctx(registry):
+    # given: a keyword argument named like what runs a body (ctx), and a step() inside the body
+    seen: list = []
+    undone: list = []
+
+    def charge(amount, *, ctx):
+        seen.append(("charge", amount, ctx, step("inner", lambda: "plain")))
+        return f"ch-{amount}"
+
+    @durable("kw", registry=registry)
+    def flow(input):
+        step("charge", charge, 5, ctx="c", compensate=lambda result, amount, *, ctx: undone.append((result, amount, ctx)))
+        return step("fail", lambda: (_ for _ in ()).throw(PermanentStepError("no")))
+
+    runner = make_runner(registry)
+    eid = runner.start("kw")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the body saw its arguments, a step() inside it was a plain call (no position of its own)
+    assert seen == [("charge", 5, "c", "plain")]
+    assert undone == [("ch-5", 5, "c")] and e.status is Status.FAILED and e.compensated
+    assert [r.name for r in records(runner, eid) if r.kind == "task"] == ["charge", "fail"]
 
 
 # -- registration ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from engine_core import Engine, EngineSettings, ManualClock, PermanentStepError, Registry, Status, StepRecord, codec
 from engine_core.durable import durable, sleep, step
-from engine_core.durable.prefix import Prefix, prefix_of
+from engine_core.durable.prefix import Prefix, index_records, prefix_of
 from engine_core import transitions
 from engine_core.ports import Transition
 from engine_core.testing import LocalRunner
@@ -68,7 +68,9 @@ def tamper(runner, eid) -> None:
     kept = runner.engine.prefixes.get(eid)
     assert kept is not None
     bad = kept.records[0].model_copy(update={"result_blob": WRONG})
-    runner.engine.prefixes.keep(eid, dataclasses.replace(kept, records=(bad, *kept.records[1:]), values={}))
+    records, ready = (bad, *kept.records[1:]), {}
+    index_records(records, {}, ready)  # what prefix_of keeps beside the records it keeps
+    runner.engine.prefixes.keep(eid, dataclasses.replace(kept, records=records, values={}, ready=ready))
 
 
 def test_durable_a_warm_process_reads_only_the_records_after_what_it_kept_and_replays_the_same_values(registry):

@@ -388,18 +388,41 @@ def test_copy_value_equals_a_second_decode_and_shares_nothing_mutable():
 
     # then: equal, the same types all the way down, and no list, dict, set or bytearray shared
     assert copy == codec.decode(text) and codec.canonical(copy) == codec.canonical(decoded)
-
-    def mutables(v, out):
-        if isinstance(v, (list, dict, set, bytearray)):
-            out.append(id(v))
-        if isinstance(v, dict):
-            for x in v.values():
-                mutables(x, out)
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                mutables(x, out)
-        return out
-
-    assert not set(mutables(copy, [])) & set(mutables(decoded, []))
+    assert not set(_mutables(copy, [])) & set(_mutables(decoded, []))
     with pytest.raises(TypeError):
         codec.copy_value(object())
+
+
+def _mutables(v, out):
+    """The ids of every list, dict, set and bytearray in ``v``."""
+    if isinstance(v, (list, dict, set, bytearray)):
+        out.append(id(v))
+    if isinstance(v, dict):
+        for x in v.values():
+            _mutables(x, out)
+    elif isinstance(v, (list, tuple, set)):
+        for x in v:
+            _mutables(x, out)
+    return out
+
+
+@pytest.mark.parametrize(("value", "cheapest"), [
+    ("text", None), (7, None), (None, None), ((1, "a", b"z"), None), (frozenset({1}), None),
+    ({"payload": "x" * 100, "n": 1, "at": dt.date(2026, 3, 1)}, dict.copy), ({}, dict.copy),
+    ([1, "a", Decimal("2")], list.copy),
+    ({"nested": {"a": 1}}, codec.copy_value), ([[1]], codec.copy_value), ((1, [2]), codec.copy_value),
+    ({1, 2}, codec.copy_value), (bytearray(b"ab"), codec.copy_value), ({"b": bytearray(b"a")}, codec.copy_value),
+], ids=lambda v: getattr(v, "__qualname__", None) or repr(v))
+def test_copier_is_the_cheapest_copy_that_equals_a_second_decode(value, cheapest):
+    # given: a value as decode() returns it
+    text = codec.encode(value)
+    decoded = codec.decode(text)
+
+    # when
+    copy_with = codec.copier(decoded)
+    copy = decoded if copy_with is None else copy_with(decoded)
+
+    # then: the cheap copy where every member is unchanging, and in every case what copy_value hands out
+    assert copy_with is cheapest
+    assert copy == codec.decode(text) and codec.canonical(copy) == codec.canonical(decoded)
+    assert not set(_mutables(copy, [])) & set(_mutables(decoded, []))

@@ -202,11 +202,7 @@ def _check_retry(retry: Any, call: str) -> None:
 
 def _body(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Callable[[Any], Any]:
     def run_step(ctx: Any) -> Any:
-        token = _current.BODY.set(ctx)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _current.BODY.reset(token)
+        return _current.in_body(ctx, fn, *args, **kwargs)
 
     run_step.__name__ = getattr(fn, "__name__", "step")
     return run_step
@@ -214,11 +210,7 @@ def _body(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Callable[[Any], 
 
 def _undo(undo: Callable[..., Any], args: tuple, kwargs: dict) -> Callable[[Any], Any]:
     def run_undo(ctx: Any) -> Any:
-        token = _current.BODY.set(ctx)
-        try:
-            return undo(ctx.result, *args, **kwargs)
-        finally:
-            _current.BODY.reset(token)
+        return _current.in_body(ctx, undo, ctx.result, *args, **kwargs)
 
     run_undo.__name__ = getattr(undo, "__name__", "undo")
     return run_undo
@@ -234,10 +226,23 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
     for good or is cancelled (in reverse order of the steps, each durable and retried). Pass the
     function's own ``retry``/``timeout_s``/``compensate`` keywords through a lambda or functools.partial.
     Inside a step body, ``step()`` is a plain call."""
-    if _current.BODY.get() is not None:  # inside a step body: a plain call
-        return fn(*args, **kwargs)
     run = _current.RUN.get()
-    # Every replay of the function makes this call again: the checks run first, the messages only on a refusal.
+    if run is not None and retry is None and timeout_s is None and compensate is None:
+        # Every replay of the function makes this call again. A position the history completed as this call
+        # hands out a copy of its value (``Replay.replayed`` and ``Replay._value``, inlined; its name was
+        # checked when it was recorded).
+        p = run.position
+        ready = run.ready.get(p)
+        if ready is not None and ready[0] == name and ready[1] == "task" and callable(fn):
+            run.position = p + 1
+            kept = run.values.get(p)
+            if kept is None or kept[0] is not ready[2]:
+                kept = run._keep(p, ready[2])
+            copy = kept[2]
+            return kept[1] if copy is None else copy(kept[1])
+    elif run is None and _current.BODY.get() is not None:  # inside a step body: a plain call
+        return fn(*args, **kwargs)
+    # The checks run first, the messages only on a refusal.
     if run is None or type(name) is not str or (name not in _GOOD_NAMES and not _good_name(name)) or not callable(fn) \
             or (retry is not None and not isinstance(retry, RetryPolicy)) \
             or (timeout_s is not None and not isinstance(timeout_s, (int, float))) \
@@ -329,11 +334,7 @@ def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: floa
         raise TypeError(f"{call}: submit must be a function of the token, got {type(submit).__name__}")
 
     def submitting(ctx: Any) -> Any:
-        token = _current.BODY.set(ctx)
-        try:
-            return submit(ctx.callback_token(event))
-        finally:
-            _current.BODY.reset(token)
+        return _current.in_body(ctx, submit, ctx.callback_token(event))
 
     run.call(Call(f"{event}.submit", TaskSpec(fn=submitting), retry, None if timeout_s is None else float(timeout_s),
                   callback_event=event))
@@ -363,11 +364,7 @@ def _fanout(name: str, fns: tuple, values: tuple | None, max_concurrency: int | 
 
 def _item_body(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def run_item(ctx: Any) -> Any:
-        token = _current.BODY.set(ctx)
-        try:
-            return fn(ctx.item)
-        finally:
-            _current.BODY.reset(token)
+        return _current.in_body(ctx, fn, ctx.item)
 
     run_item.__name__ = getattr(fn, "__name__", "item")
     return run_item

@@ -14,7 +14,8 @@ checkpoint) and joins the kept records in front, when the item it reads still sa
 changed them (``Prefix.fits``); anything else drops the entry, and the delivery reads the whole history
 as before. A delivery in another process has no entry (or an older one, which still fits: the records
 it keeps are older positions still). Decoded values are kept beside the records and handed to the
-function as fresh copies (``codec.copy_value``), never shared between replays.
+function as fresh copies (each with the cheapest copy that fits it, ``codec.copier``), never shared
+between replays.
 """
 
 from __future__ import annotations
@@ -22,12 +23,32 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..model import Execution, ExecutionState, StepRecord
+from ..model import Execution, ExecutionState, StepRecord, StepStatus
+
+Kept = tuple[StepRecord, Any, Callable[[Any], Any] | None]
+"""A decoded value kept for replays: the record it came from, the value, and how to copy it (None: it cannot
+change, so it is handed out as it is)."""
+
+Ready = tuple[str, str, StepRecord]
+"""A position a replay hands out as recorded: its name, its kind and its record."""
 
 _OVERHEAD_BYTES = 200
 """What one kept record costs beyond its encoded result, roughly (the model and its strings)."""
+
+
+def index_records(records: Iterable[Any], recorded: dict[int, StepRecord], ready: dict[int, Ready] | None) -> None:
+    """Add ``records`` (in history order: a later record of a position wins) to ``recorded`` (position ->
+    record, compensations left out) and to ``ready`` (the positions that completed, a sleep excepted: its
+    record is written when it begins; None: none is handed out)."""
+    succeeded = StepStatus.SUCCEEDED
+    for r in records:  # a delivery replays every record it read: one pass, no call per record
+        if type(r) is StepRecord and (kind := r.kind) != "compensation":
+            recorded[r.step_index] = r
+            if ready is not None and r.status is succeeded and kind != "sleep":
+                ready[r.step_index] = (r.name, kind, r)
 
 
 @dataclasses.dataclass(eq=False)
@@ -41,9 +62,12 @@ class Prefix:
     workflow_version: int
     records: tuple[StepRecord, ...]
     size: int
-    values: dict[int, tuple[StepRecord, Any]] = dataclasses.field(default_factory=dict)
-    """Position -> (the record, the value decoded from it): a copy of the value is what a replay returns,
+    values: dict[int, Kept] = dataclasses.field(default_factory=dict)
+    """Position -> (the record, the value decoded from it, its copier): a copy of the value is what a replay returns,
     when the record at that position is that very record (the next delivery adds to it)."""
+    ready: dict[int, Ready] = dataclasses.field(default_factory=dict)
+    """The positions below ``upto`` a replay hands out as recorded (``index_records``): a delivery copies
+    them instead of looking at every kept record again."""
 
     def fits(self, e: Execution) -> bool:
         """Whether the records kept are still this run's records of its positions below ``upto``: the same
@@ -55,7 +79,7 @@ class Prefix:
                 and e.compensated is None and not e.status.is_terminal)
 
 
-def prefix_of(e: Execution, records: list[Any], values: dict[int, tuple[StepRecord, Any]],
+def prefix_of(e: Execution, records: list[Any], values: dict[int, Kept],
               base: Prefix | None = None) -> Prefix | None:
     """The prefix to keep after a delivery that left ``e`` (as it wrote or read it) with ``records`` (this
     run's whole history as the delivery knows it) and ``values`` (those it decoded, by position); None when
@@ -65,10 +89,10 @@ def prefix_of(e: Execution, records: list[Any], values: dict[int, tuple[StepReco
     if upto <= 0 or e.layout != 2 or e.compensating or e.cancel_requested or e.failed_step is not None \
             or e.compensated is not None or e.status.is_terminal:
         return None
-    start, kept, size = 0, (), 0
+    start, kept, size, ready = 0, (), 0, {}
     if base is not None and base.run == e.run and base.upto <= upto and len(records) >= base.upto \
             and records[base.upto - 1] is base.records[-1] and records[0] is base.records[0]:
-        start, kept, size = base.upto, base.records, base.size
+        start, kept, size, ready = base.upto, base.records, base.size, dict(base.ready)
     added: list[StepRecord] = []
     for r in records[start:]:
         if not isinstance(r, StepRecord) or r.kind == "compensation":
@@ -81,8 +105,9 @@ def prefix_of(e: Execution, records: list[Any], values: dict[int, tuple[StepReco
     # returns them): anything else is not a history this module vouches for.
     if [r.step_index for r in added] != list(range(start, upto)):
         return None
+    index_records(added, {}, ready)
     return Prefix(run=e.run, version=e.version, upto=upto, redrives=e.redrives, workflow_version=e.workflow_version,
-                  records=(*kept, *added), size=size, values=values)
+                  records=(*kept, *added), size=size, values=values, ready=ready)
 
 
 class Prefixes:

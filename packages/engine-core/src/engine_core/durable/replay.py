@@ -11,6 +11,7 @@ failure), ``Stop`` (a replay that only had to reach a position), ``Nondeterminis
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Protocol
 
 from .. import codec
@@ -18,6 +19,7 @@ from ..model import Execution, StepRecord, StepStatus
 from ..outcome import Outcome
 from ..steps import StepDef
 from .plan import RETURN_KIND, Call, CodeSteps
+from .prefix import Kept, Prefix, Ready, index_records
 
 
 NOT_REPLAYED = object()
@@ -52,7 +54,9 @@ class EngineRaised(BaseException):
 class CodeRunOps(Protocol):
     execution: Execution
     records: list[Any]
-    values: dict[int, tuple[StepRecord, Any]]
+    values: dict[int, Kept]
+
+    def kept_prefix(self) -> Prefix | None: ...
 
     def now(self) -> Any: ...
 
@@ -86,9 +90,18 @@ class Replay:
         self.position = 0
         self.closed: Outcome | None = None
         self.broken: NondeterministicReplay | None = None
-        self.recorded = {r.step_index: r for r in run.records
-                         if isinstance(r, StepRecord) and r.kind != "compensation"}
         self.values = run.values
+        self.recorded: dict[int, StepRecord] = {}
+        self.ready: dict[int, Ready] = {}
+        """The positions ``replayed`` hands out (``prefix.index_records``). Empty in a replay to a position,
+        and emptied once the run breaks or ends (``broken``, ``closed``): every later call goes through ``call``."""
+        kept, records = run.kept_prefix(), run.records
+        if kept is not None:  # records begin with the kept ones, positions 0..upto-1 in order, as they were
+            self.recorded = dict(enumerate(kept.records))
+            if stop_at is None:
+                self.ready = dict(kept.ready)
+            records = itertools.islice(records, kept.upto, None)
+        index_records(records, self.recorded, self.ready if stop_at is None else None)
 
     def execution_id(self) -> str:
         return self.run.execution.execution_id
@@ -100,17 +113,12 @@ class Replay:
     def replayed(self, name: str, kind: str) -> Any:
         """The common replay, before the call is built: the next position completed as the call ``name``
         of ``kind``, and its value; else ``NOT_REPLAYED`` (nothing happened: ``call`` decides)."""
-        if self.broken is not None or self.closed is not None or self.stop_at is not None:
-            return NOT_REPLAYED
         p = self.position
-        r = self.recorded.get(p)
-        if r is None or r.status is not StepStatus.SUCCEEDED or r.name != name or r.kind != kind or kind == "sleep":
+        ready = self.ready.get(p)
+        if ready is None or ready[0] != name or ready[1] != kind:
             return NOT_REPLAYED
         self.position = p + 1
-        kept = self.values.get(p)  # ``_value``, inlined: this is every replayed position's path
-        if kept is None or kept[0] is not r:
-            kept = self.values[p] = (r, value_of(r))
-        return codec.copy_value(kept[1])
+        return self._value(p, ready[2])
 
     def call(self, d: Call) -> Any:
         if self.broken is not None:
@@ -148,6 +156,7 @@ class Replay:
             return self.run.at(called)
         except Suspend as end:
             self.closed = end.outcome
+            self.ready = {}
             raise
         except (Stop, NondeterministicReplay, EngineRaised):
             raise
@@ -156,11 +165,17 @@ class Replay:
 
     def _value(self, p: int, r: StepRecord) -> Any:
         """The recorded value at ``p``: decoded once per record (kept by position, with the record it came
-        from), and a fresh copy handed to the function on every replay."""
+        from), and a fresh copy handed to the function on every replay (``api.step`` inlines it)."""
         kept = self.values.get(p)
         if kept is None or kept[0] is not r:
-            kept = self.values[p] = (r, value_of(r))
-        return codec.copy_value(kept[1])
+            kept = self._keep(p, r)
+        copy = kept[2]
+        return kept[1] if copy is None else copy(kept[1])
+
+    def _keep(self, p: int, r: StepRecord) -> Kept:
+        value = value_of(r)
+        kept = self.values[p] = (r, value, codec.copier(value))
+        return kept
 
     def returned(self) -> None:
         """The function returned after ``position`` calls: the history must not hold a call after them."""
@@ -174,6 +189,7 @@ class Replay:
             self._mismatch(p, "return", _what(before.kind, before.name), "an earlier delivery called")
 
     def _mismatch(self, p: int, now: str, then: str, source: str) -> None:
+        self.ready = {}
         self.broken = NondeterministicReplay(
             f"position {p}: this run of the function did {now} where {source} {then}. The code between durable "
             "calls must decide the same way on every replay (read time and randomness through now() and "

@@ -28,7 +28,7 @@ from ..step_run import StepRun
 from ..steps import StepDef
 from . import _current
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
-from .prefix import Prefix, prefix_of
+from .prefix import Kept, Prefix, prefix_of
 from .replay import EngineRaised, NondeterministicReplay, Replay, Stop, Suspend, value_of
 
 log = logging.getLogger("engine_core")
@@ -50,7 +50,7 @@ class CodeRun(StepRun):
         self.code = wf
         self.kept = kept
         """What this process kept of the history, which ``state.records`` begin with (``prefix.py``)."""
-        self.values: dict[int, tuple[StepRecord, Any]] = {} if kept is None else kept.values
+        self.values: dict[int, Kept] = {} if kept is None else kept.values
         """Values decoded from records, by position (``replay.Replay._value``), kept with the prefix."""
         self.pending = False
         """The current position settled in this delivery; the write that moves on waits for the next call."""
@@ -75,6 +75,11 @@ class CodeRun(StepRun):
         if self.execution is not self._known or self.corrupt_error is not None or self._records_from is not None:
             return None
         return prefix_of(self.execution, self.records, self.values, None if self._touched_kept else self.kept)
+
+    def kept_prefix(self) -> Prefix | None:
+        """The kept prefix the records still begin with, unchanged (None: this delivery read them all, or
+        wrote a record of a kept position)."""
+        return None if self._touched_kept else self.kept
 
     @property
     def plan(self) -> CodeSteps:

@@ -35,6 +35,7 @@ def broken_replay(kind: str) -> Iterator[None]:
             r = self.recorded.get(e.current_step)
             if stop_at is None and r is not None and r.kind == "task" and r.status is StepStatus.SUCCEEDED:
                 del self.recorded[e.current_step]
+                self.ready.pop(e.current_step, None)
 
         saved = ("Replay.__init__", real_init)
         replay_module.Replay.__init__ = __init__
