@@ -78,14 +78,24 @@ def wire(n_steps: int = 5, repeats: int = 3, progress: Callable[[str], None] = p
     return out
 
 
-def cpu_once(style: str, n_steps: int, chain: int) -> float:
-    """Engine CPU seconds for one execution of ``n_steps`` steps, start to COMPLETED."""
+def prepare(style: str, n_steps: int, chain: int) -> tuple[Engine, FakeQueue]:
+    """An engine on the memory store with the workflow of ``style`` registered, the heap collected."""
     registry = registry_for(style, n_steps)
     clock = ManualClock()
     queue = FakeQueue(clock)
     engine = Engine(MemoryStore(), queue, registry, clock,
                     EngineSettings(max_chain_steps=chain, max_steps=max(1000, n_steps + 1)))
     gc.collect()
+    return engine, queue
+
+
+def cpu_once(style: str, n_steps: int, chain: int) -> float:
+    """Engine CPU seconds for one execution of ``n_steps`` steps, start to COMPLETED."""
+    return execute(*prepare(style, n_steps, chain))
+
+
+def execute(engine: Engine, queue: FakeQueue) -> float:
+    """Start the workflow on ``engine`` and drive it to COMPLETED: CPU seconds."""
     started = time.process_time()
     engine.start(WORKFLOW, {})
     done = False
@@ -182,7 +192,9 @@ def measure(repeats: int = 3, progress: Callable[[str], None] = print, instructi
 
 def instructions_per_step(cases: list[tuple[int, int]]) -> dict[str, Any]:
     """Instructions per step of one execution of each style for each (steps, steps a delivery), under
-    callgrind: this module run as a program with the execution and without it (a 20-step one warms up both)."""
+    callgrind: this module run as a program that prepares the execution (registry, engine, collected heap)
+    and runs it, and as one that prepares it alike and does not run it (a 20-step one warms up both): the
+    difference is the execution alone, not the building of either style's registry."""
     if not counted.available():
         return dict(counted.NOT_INSTALLED)
     jobs = [("bench.code", style, n, chain, runs) for n, chain in cases for style in STYLES for runs in (0, 1)]
@@ -215,8 +227,9 @@ def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:
     return out
 
 
-if __name__ == "__main__":  # the program instructions_per_step counts: STYLE STEPS CHAIN RUNS
+if __name__ == "__main__":  # the program instructions_per_step counts: STYLE STEPS CHAIN RUNS (0: prepared, not run)
     style_arg, n_arg, chain_arg, runs_arg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     cpu_once(style_arg, 20, chain_arg)
-    for _ in range(runs_arg):
-        cpu_once(style_arg, n_arg, chain_arg)
+    prepared = prepare(style_arg, n_arg, chain_arg)
+    if runs_arg:
+        execute(*prepared)

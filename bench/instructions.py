@@ -3,8 +3,9 @@ before-and-after comparisons of the step path (CPU time on a shared 2-core machi
 between runs).
 
 A section runs a program of its own (``python -m bench.<section> ...``) twice, once with its measured
-work and once without, and divides the difference by the steps the work ran: imports and warm-up cancel
-out (``bench.overhead``, ``bench.code``).
+work and once without, and divides the difference by the steps the work ran: imports, warm-up and the
+work's setup (building its registry and engine, collecting the heap), done alike in both, cancel out
+(``bench.overhead``, ``bench.code``).
 """
 
 from __future__ import annotations

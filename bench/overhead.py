@@ -45,14 +45,24 @@ def _registry(n_steps: int, result_bytes: int) -> Registry:
     return registry
 
 
-def run_once(n_steps: int, result_bytes: int, ledger: bool = True) -> dict[str, Any]:
-    """One execution of ``n_steps`` steps, start to COMPLETED. CPU seconds and transitions (``ledger``: the
-    cost ledger counted, the default, as deployed)."""
+def prepare(n_steps: int, result_bytes: int, ledger: bool = True) -> tuple[Engine, FakeQueue]:
+    """An engine on the memory store with the ``n_steps``-step workflow registered, the heap collected."""
     registry = _registry(n_steps, result_bytes)
     clock = ManualClock()
     queue = FakeQueue(clock)
     engine = Engine(MemoryStore(), queue, registry, clock, EngineSettings(ledger=ledger))
     gc.collect()
+    return engine, queue
+
+
+def run_once(n_steps: int, result_bytes: int, ledger: bool = True) -> dict[str, Any]:
+    """One execution of ``n_steps`` steps, start to COMPLETED. CPU seconds and transitions (``ledger``: the
+    cost ledger counted, the default, as deployed)."""
+    return execute(*prepare(n_steps, result_bytes, ledger))
+
+
+def execute(engine: Engine, queue: FakeQueue) -> dict[str, Any]:
+    """Start the workflow on ``engine`` and drive it to COMPLETED: CPU seconds, wall seconds, transitions."""
     cpu = time.process_time()
     wall = time.perf_counter()
     engine.start(WORKFLOW, {})
@@ -119,7 +129,9 @@ def measure(repeats: int = 9, progress: Callable[[str], None] = print, instructi
 
 def instructions_per_step(sizes: list[int]) -> dict[str, Any]:
     """Instructions per step of this section's loop for each result size, under callgrind: this module run
-    as a program with two ``COUNTED_STEPS``-step executions and with none (a 100-step one warms up both)."""
+    as a program that prepares two ``COUNTED_STEPS``-step executions (registry, engine, collected heap) and
+    runs them, and as one that prepares them alike and runs neither (a 100-step one warms up both): the
+    difference is the executions alone."""
     if not counted.available():
         return dict(counted.NOT_INSTALLED)
     jobs = [("bench.overhead", size, runs) for size in sizes for runs in (0, 2)]
@@ -130,8 +142,10 @@ def instructions_per_step(sizes: list[int]) -> dict[str, Any]:
                          for size in sizes}}
 
 
-if __name__ == "__main__":  # the program instructions_per_step counts: SIZE RUNS
+if __name__ == "__main__":  # the program instructions_per_step counts: SIZE RUNS (RUNS=0: prepared, not run)
     size_arg, runs_arg = int(sys.argv[1]), int(sys.argv[2])
     run_once(100, size_arg)
-    for _ in range(runs_arg):
-        run_once(COUNTED_STEPS, size_arg)
+    for _ in range(2):
+        prepared = prepare(COUNTED_STEPS, size_arg)
+        if runs_arg:
+            execute(*prepared)

@@ -12,7 +12,9 @@ def code_section(w: Write, results: dict[str, Any]) -> None:
 
     w("## Code-first beside step lists\n")
     w(f"Command: {cmd('code')}. The same steps ({results['result_bytes']:,} B results) written both ways: a "
-      "`@workflow` step list and an `engine_core.durable` function. On the wire: the real engine on DynamoDB and "
+      "`@workflow` step list and an `engine_core.durable` function whose only code is a loop over its step calls "
+      "(the step names built once, as the step list's are: code of its own between the calls re-runs on every "
+      "replay, and costs what it costs). On the wire: the real engine on DynamoDB and "
       "SQS over moto, marginal figures per step (5 steps minus 1, divided by 4). Engine CPU: the memory store, "
       "`time.process_time` per step, median of the runs.\n")
     w("| per step | step list | code-first | code-first / step list |")

@@ -13,6 +13,7 @@ import pytest
 
 from engine_core import Engine, EngineSettings, ManualClock, PermanentStepError, Registry, Status, StepRecord, codec
 from engine_core.durable import durable, sleep, step
+from engine_core.durable import replay as replay_module
 from engine_core.durable.prefix import Prefix, index_records, prefix_of
 from engine_core import transitions
 from engine_core.ports import Transition
@@ -91,6 +92,26 @@ def test_durable_a_warm_process_reads_only_the_records_after_what_it_kept_and_re
     assert all(value == {"n": i} for i, value in seen)
     assert len(seen) == 1 + 2 + 3 + 4
     assert runner.engine.prefixes.get(eid) is None  # a completed execution keeps nothing
+
+
+def test_durable_a_warm_process_replays_what_it_recorded_without_decoding_it(registry, monkeypatch):
+    # given: two steps a delivery, and every decode of a recorded value counted
+    seen: list = []
+    counting_flow(registry, seen, steps=6)
+    runner = make_runner(registry, max_chain_steps=2)
+    decoded: list[int] = []
+    real = replay_module.value_of
+    monkeypatch.setattr(replay_module, "value_of", lambda r: decoded.append(r.step_index) or real(r))
+
+    # when
+    eid = runner.start("counting")
+    e = runner.run_until_done(eid)
+
+    # then: every replay handed out the recorded value, never the one the function changed, and none
+    # decoded a record: each was replayed from the copy kept when this process recorded it
+    assert e.status is Status.COMPLETED and runner.result(eid) == [0, 1, 2, 3, 4, 5]
+    assert all(value == {"n": i} for i, value in seen) and len(seen) == 2 + 4 + 6
+    assert decoded == []
 
 
 def test_durable_without_the_cache_every_delivery_reads_the_whole_history(registry):

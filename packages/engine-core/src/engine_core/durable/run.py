@@ -284,6 +284,11 @@ class CodeRun(StepRun):
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
                             version=e.version, started_at=e.attempt_started_at, finished_at=now, result_blob=blob,
                             expires_at=self.item_expiry(now), run=e.run, undo=step.compensate is not None)
+        # What later replays in this process hand out copies of: a private copy taken before the function gets
+        # ``value`` (and may change it), so no replay decodes this record. Used only while this very record
+        # is the position's (``Replay._value``).
+        copy = codec.copier(value)
+        self.values[step.index] = (record, value if copy is None else copy(value), copy)
         return self.settle(record, self.data or {}, self.context_bound)
 
     def merge(self, result: dict[str, Any], what: str) -> tuple[str, dict[str, Any], int]:
