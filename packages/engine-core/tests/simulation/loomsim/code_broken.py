@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from engine_core import codec
 from engine_core.durable import replay as replay_module
 from engine_core.model import StepStatus
 
@@ -16,16 +17,20 @@ BROKEN_REPLAYS = ("replay_returns_wrong_value", "replay_reruns_recorded_step")
 def broken_replay(kind: str) -> Iterator[None]:
     """While inside: the engine's replay broken the way ``kind`` says."""
     if kind == "replay_returns_wrong_value":
-        real = replay_module.value_of
+        real, real_copier = replay_module.value_of, codec.copier
 
-        def value_of(r):  # a recorded task's value comes back altered
+        def altered(value):
+            return {k: f"{v}!" if isinstance(v, str) else {"altered": v} for k, v in value.items()}
+
+        def value_of(r):  # a recorded task's value comes back altered, decoded from its record ...
             value = real(r)
-            if r.kind == "task" and isinstance(value, dict):
-                return {k: f"{v}!" if isinstance(v, str) else {"altered": v} for k, v in value.items()}
-            return value
+            return altered(value) if r.kind == "task" and isinstance(value, dict) else value
 
-        saved = ("value_of", real)
-        replay_module.value_of = value_of
+        def copier(value):  # ... or copied from what the process kept when it recorded it
+            return altered if isinstance(value, dict) else real_copier(value)
+
+        saved = ("value_of", (real, real_copier))
+        replay_module.value_of, codec.copier = value_of, copier
     elif kind == "replay_reruns_recorded_step":
         real_init = replay_module.Replay.__init__
 
@@ -45,6 +50,6 @@ def broken_replay(kind: str) -> Iterator[None]:
         yield
     finally:
         if saved[0] == "value_of":
-            replay_module.value_of = saved[1]
+            replay_module.value_of, codec.copier = saved[1]
         else:
             replay_module.Replay.__init__ = saved[1]
