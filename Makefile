@@ -10,7 +10,9 @@ VENV ?= .venv
 PY := $(abspath $(VENV))/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?=
-export PYTHONDONTWRITEBYTECODE := 1
+# Python keeps the bytecode it compiles (__pycache__, git-ignored; no wheel or zip takes it): the test tiers start
+# a hundred or more Python processes, and each would otherwise compile the packages and the test modules anew.
+unexport PYTHONDONTWRITEBYTECODE
 
 # Workflow and Lambda packages, their tools and their test support, installed editable into the dev
 # environment (no Lambda zip installs anything but its requirements.txt). They build with the venv's own

@@ -19,12 +19,16 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-@contextmanager
-def chromium(width: int = 1366, height: int = 900) -> Iterator:
-    """A fresh browser context (its own user-data directory); yields it, closes it."""
+def _require_chromium() -> None:
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         pytest.fail(f"the console's browser tests need Chromium at {CHROMIUM} (set LOOM_CHROMIUM to another path): "
                     "apt-get install -y chromium (.ci/run does this)", pytrace=False)
+
+
+@contextmanager
+def chromium(width: int = 1366, height: int = 900) -> Iterator:
+    """A fresh browser context (its own user-data directory); yields it, closes it."""
+    _require_chromium()
     from playwright.sync_api import sync_playwright
 
     profile = tempfile.mkdtemp(prefix="loom-chromium-")
@@ -39,3 +43,18 @@ def chromium(width: int = 1366, height: int = 900) -> Iterator:
                 context.close()
     finally:
         shutil.rmtree(profile, ignore_errors=True)
+
+
+@contextmanager
+def chromium_browser() -> Iterator:
+    """One browser for several tests: each opens a context of its own (``new_context``: empty cookies and
+    storage, as a fresh profile has), and a launch costs some two CPU-seconds."""
+    _require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()

@@ -6,20 +6,30 @@ from __future__ import annotations
 import re
 
 import pytest
-from browser_support import chromium
+from browser_support import chromium_browser
 from fake_control_plane import execution_doc
 
 from loom_cli.sdk import LoomClient
 from loom_cli.console import Console
 
 
+@pytest.fixture(scope="module")
+def browser():
+    with chromium_browser() as browser:
+        yield browser
+
+
 @pytest.fixture
-def page(control_plane):
+def page(control_plane, browser):
     console = Console(LoomClient(control_plane.url), interval_s=0.1).start()
-    with chromium() as context:
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    context.set_default_timeout(15_000)
+    try:
         page = context.new_page()
         page.console_url = console.url.rstrip("/")
         yield page
+    finally:
+        context.close()
     console.stop()
 
 

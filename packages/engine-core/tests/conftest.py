@@ -53,13 +53,14 @@ def create_table(client, name: str = TABLE) -> None:
 
 @pytest.fixture
 def dynamo_client():
-    import moto
+    from loom_test_support.moto_session import mock_aws
+
     for var, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         os.environ.setdefault(var, value)
     import boto3
 
-    with moto.mock_aws():
+    with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table(client)
         yield client

@@ -129,7 +129,8 @@ def create_table(client) -> None:
 @contextmanager
 def aws_world(monkeypatch, **env_overrides: str) -> Iterator[AwsWorld]:
     import boto3
-    from moto import mock_aws
+
+    from .moto_session import mock_aws
 
     for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                         "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}.items():
