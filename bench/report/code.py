@@ -38,6 +38,14 @@ def code_section(w: Write, results: dict[str, Any]) -> None:
     if floor is None:
         return
     slope, steps_slope = floor["code"]["slope_us"], floor["steps"]["slope_us"]
+    if slope <= 0:  # a replay costs something: a fit at or below zero measured the machine's load, not it
+        w(f"What is left is the replay itself: each delivery runs the function from the top, and every durable "
+          f"call it makes before the first unrecorded one is a position replayed. This run's fit of each "
+          f"delivery's CPU against the positions it replays ({floor['n_steps']} steps, one a delivery) came out "
+          f"at {slope:.2f} us per replayed position: other work on the machine moved the deliveries' CPU more "
+          "than the replays did, so it says nothing about them. The instruction rows above are the figure to "
+          "read.\n")
+        return
     w(f"What is left is the replay itself: each delivery runs the function from the top, and every durable call "
       f"it makes before the first unrecorded one is a position replayed (the call, its check against the record, "
       f"a fresh copy of the recorded value). Measured by the same command (one step a delivery, {floor['n_steps']} "

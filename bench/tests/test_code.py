@@ -53,6 +53,22 @@ def test_the_report_states_the_replay_floor_from_the_measured_cost_per_replayed_
     assert "| 100 steps, 1 a delivery | 49.5 | 99.0 us | 280.0 us |" in lines
 
 
+def test_a_replay_fit_at_or_below_zero_is_reported_as_noise_not_as_a_floor():
+    # given: deliveries whose CPU fell as they replayed more (load on the machine, not the replay)
+    results = {**_results(3.0, 150.0), "replay": {"n_steps": 100, "code": {"slope_us": -0.4, "intercept_us": 300.0},
+                                                  "steps": {"slope_us": -0.6, "intercept_us": 280.0}}}
+    results["cpu"].append({"steps": 100, "chain": 1, "steps_us_per_step": 280.0, "code_us_per_step": 400.0})
+    lines: list[str] = []
+
+    # when
+    code_section(lines.append, results)
+
+    # then: no negative floor stated, no floor table, and the reader is sent to the instruction counts
+    text = "\n".join(lines)
+    assert "-0.40 us per replayed position" in text and "says nothing about them" in text
+    assert "us per replayed position**" not in text and "replay floor per step" not in text
+
+
 def test_a_replayed_position_is_measured_from_deliveries_that_replay_more_and_more():
     # when
     floor = code.replay(n_steps=12, repeats=1, progress=lambda _: None)
