@@ -113,12 +113,14 @@ def copier(value: Any) -> Callable[[Any], Any] | None:
     hand it out as it is). Found once for a value handed out many times: a dict or list of unchanging
     members is copied by its own ``copy``, without walking it."""
     t = type(value)
-    if t in _SHARED or (t is tuple and all(type(v) in _SHARED for v in value)):
+    if t in _SHARED:
         return None
-    if t is dict and all(type(v) in _SHARED for v in value.values()):
-        return dict.copy
-    if t is list and all(type(v) in _SHARED for v in value):
-        return list.copy
+    if t is dict:  # the members' types checked in C (``map``), not by a generator per value
+        return dict.copy if _SHARED.issuperset(map(type, value.values())) else copy_value
+    if t is list:
+        return list.copy if _SHARED.issuperset(map(type, value)) else copy_value
+    if t is tuple and _SHARED.issuperset(map(type, value)):
+        return None
     return copy_value
 
 

@@ -248,11 +248,12 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
             or (timeout_s is not None and not isinstance(timeout_s, (int, float))) \
             or (compensate is not None and not callable(compensate)):
         _refuse_step(name, fn, retry, timeout_s, compensate)
-    if timeout_s is not None:
-        _check_timeout(timeout_s, f"step({name!r})")
-    value = run.replayed(name, "task")
-    if value is not NOT_REPLAYED:
-        return value
+    if retry is not None or timeout_s is not None or compensate is not None:  # the common replay above did not look
+        if timeout_s is not None:
+            _check_timeout(timeout_s, f"step({name!r})")
+        value = run.replayed(name, "task")
+        if value is not NOT_REPLAYED:
+            return value
     return run.call(Call(name, TaskSpec(fn=_body(fn, args, kwargs)), retry,
                          None if timeout_s is None else float(timeout_s),
                          None if compensate is None else _undo(compensate, args, kwargs)))

@@ -60,6 +60,8 @@ class CodeRun(StepRun):
         """A step's value as the codec hands it on (no second decode of the record just written)."""
         super().__init__(life, kinds, code_plan(wf, state.execution, list(state.records)), state, remaining_ms,
                          yield_after_ms)
+        self.plan = cast(CodeSteps, self.wf.steps)
+        """This execution's positions (``wf.steps``, which no one replaces during a delivery)."""
         self._known = self.execution
         """The execution item as this delivery read it or last wrote it."""
         self._touched_kept = False
@@ -80,10 +82,6 @@ class CodeRun(StepRun):
         """The kept prefix the records still begin with, unchanged (None: this delivery read them all, or
         wrote a record of a kept position)."""
         return None if self._touched_kept else self.kept
-
-    @property
-    def plan(self) -> CodeSteps:
-        return cast(CodeSteps, self.wf.steps)
 
     def _count_tail(self) -> None:
         """The context is the input alone, never checkpointed: the history's results do not add to it."""
