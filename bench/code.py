@@ -25,6 +25,7 @@ from engine_core.registry import build_workflow
 from engine_core.testing import FakeQueue
 
 from . import instructions as counted
+from . import overhead
 from .steps import WORKFLOW, _lin, _median_runs, _summary, payload_for, run_executions
 from .world import aws_world
 
@@ -95,21 +96,8 @@ def cpu_once(style: str, n_steps: int, chain: int) -> float:
 
 
 def execute(engine: Engine, queue: FakeQueue) -> float:
-    """Start the workflow on ``engine`` and drive it to COMPLETED: CPU seconds."""
-    started = time.process_time()
-    engine.start(WORKFLOW, {})
-    done = False
-    while not done:
-        batch = queue.receive()
-        if not batch:
-            raise RuntimeError("queue ran dry before the execution completed")
-        for message in batch:
-            outcome = engine.process(message.body)
-            queue.ack(message)
-            if outcome.kind not in ("advanced", "completed"):
-                raise RuntimeError(f"unexpected outcome {outcome}")
-            done = done or outcome.kind == "completed"
-    return time.process_time() - started
+    """Start the workflow on ``engine`` and drive it to COMPLETED (the overhead section's loop): CPU seconds."""
+    return overhead.execute(engine, queue, WORKFLOW)["cpu_s"]
 
 
 def cpu(repeats: int = 5, progress: Callable[[str], None] = print) -> list[dict[str, Any]]:

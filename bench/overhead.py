@@ -61,11 +61,11 @@ def run_once(n_steps: int, result_bytes: int, ledger: bool = True) -> dict[str, 
     return execute(*prepare(n_steps, result_bytes, ledger))
 
 
-def execute(engine: Engine, queue: FakeQueue) -> dict[str, Any]:
-    """Start the workflow on ``engine`` and drive it to COMPLETED: CPU seconds, wall seconds, transitions."""
+def execute(engine: Engine, queue: FakeQueue, workflow: str = WORKFLOW) -> dict[str, Any]:
+    """Start ``workflow`` on ``engine`` and drive it to COMPLETED: CPU seconds, wall seconds, transitions."""
     cpu = time.process_time()
     wall = time.perf_counter()
-    engine.start(WORKFLOW, {})
+    engine.start(workflow, {})
     transitions = 0
     done = False
     while not done:
