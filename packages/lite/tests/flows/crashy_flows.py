@@ -2,7 +2,9 @@
 (one O_APPEND write per line, which survives the process's death), and may end its own process with
 ``os._exit`` between the two (no exception, no cleanup: a crash).
 
-Environment: ``LITE_TEST_JOURNAL`` (the journal file), ``LITE_TEST_EXIT_RATE`` (the chance a body exits).
+Environment: ``LITE_TEST_JOURNAL`` (the journal file), ``LITE_TEST_EXIT_RATE`` (the chance a body exits),
+``LITE_TEST_EXIT_STEP`` (a step whose body exits once, on its first run, in every third execution: so a run
+always has exits, whatever the random draws and the kills did).
 """
 
 from __future__ import annotations
@@ -27,11 +29,25 @@ def note(kind: str, ctx) -> None:
         os.close(fd)
 
 
+def exited_before(ctx) -> bool:
+    """The journal holds an exit of this execution's body at this step."""
+    with open(os.environ["LITE_TEST_JOURNAL"]) as journal:
+        return any(e["k"] == "exit" and e["e"] == ctx.execution_id and e["s"] == ctx.step_index
+                   for e in map(json.loads, filter(str.strip, journal)))
+
+
+def must_exit(ctx) -> bool:
+    forced = os.environ.get("LITE_TEST_EXIT_STEP")
+    if forced and ctx.step_index == int(forced) and ctx.get("n", 1) % 3 == 0 and not exited_before(ctx):
+        return True
+    return random.random() < float(os.environ.get("LITE_TEST_EXIT_RATE", "0"))
+
+
 def make(index: int):
     def body(ctx):
         note("start", ctx)
         time.sleep(random.uniform(0.05, 0.25))
-        if random.random() < float(os.environ.get("LITE_TEST_EXIT_RATE", "0")):
+        if must_exit(ctx):
             note("exit", ctx)
             os._exit(17)
         note("end", ctx)
