@@ -86,7 +86,7 @@ def prepare(style: str, n_steps: int, chain: int) -> tuple[Engine, FakeQueue]:
     queue = FakeQueue(clock)
     engine = Engine(MemoryStore(), queue, registry, clock,
                     EngineSettings(max_chain_steps=chain, max_steps=max(1000, n_steps + 1)))
-    gc.collect()
+    overhead.settle_heap()
     return engine, queue
 
 
@@ -126,7 +126,7 @@ def deliveries_cpu(style: str, n_steps: int) -> list[float]:
     queue = FakeQueue(clock)
     engine = Engine(MemoryStore(), queue, registry, clock, EngineSettings(max_chain_steps=1, max_steps=1000))
     engine.start(WORKFLOW, {})
-    gc.collect()
+    overhead.settle_heap()
     times: list[float] = []
     while batch := queue.receive():
         for message in batch:
@@ -180,9 +180,11 @@ def measure(repeats: int = 3, progress: Callable[[str], None] = print, instructi
 
 def instructions_per_step(cases: list[tuple[int, int]]) -> dict[str, Any]:
     """Instructions per step of one execution of each style for each (steps, steps a delivery), under
-    callgrind: this module run as a program that prepares the execution (registry, engine, collected heap)
-    and runs it, and as one that prepares it alike and does not run it (a 20-step one warms up both): the
-    difference is the execution alone, not the building of either style's registry."""
+    callgrind: this module run as a program that prepares the execution (registry, engine, the heap
+    collected and frozen) and runs it, and as one that prepares it alike and does not run it (a 20-step one
+    warms up both): the difference is the execution alone, not the building of either style's registry.
+    Each program is counted in ``instructions.LAYOUTS`` memory layouts (``bench/layout.py``): the mean, and
+    the lowest and highest."""
     if not counted.available():
         return dict(counted.NOT_INSTALLED)
     jobs = [("bench.code", style, n, chain, runs) for n, chain in cases for style in STYLES for runs in (0, 1)]
@@ -191,10 +193,12 @@ def instructions_per_step(cases: list[tuple[int, int]]) -> dict[str, Any]:
     for n, chain in cases:
         row: dict[str, Any] = {"steps": n, "chain": chain}
         for style in STYLES:
-            row[f"{style}_per_step"] = counted.per_unit(counts[("bench.code", style, n, chain, 1)],
-                                                        counts[("bench.code", style, n, chain, 0)], n)
+            spread = counted.per_unit_range(counts[("bench.code", style, n, chain, 1)],
+                                            counts[("bench.code", style, n, chain, 0)], n)
+            row[f"{style}_per_step"] = None if spread is None else spread[2]
+            row[f"{style}_range"] = None if spread is None else [spread[0], spread[1]]
         rows.append(row)
-    return {"status": "measured", "tool": counted.TOOL, "rows": rows}
+    return {"status": "measured", "tool": counted.TOOL, "layouts": counted.LAYOUTS, "rows": rows}
 
 
 def verdict(results: dict[str, Any], tolerance: float = 0.10) -> dict[str, Any]:

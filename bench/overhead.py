@@ -45,13 +45,24 @@ def _registry(n_steps: int, result_bytes: int) -> Registry:
     return registry
 
 
+def settle_heap() -> None:
+    """The heap as a deployed worker's is when its first message comes: collected, then frozen
+    (``engine_core.adapters.lambda_runtime.init_done``), so a full collection during the steps scans only
+    what they allocated, not every object imported and prepared before them. Without it, whether a full
+    collection of the whole heap falls inside the measured steps depends on how many objects the
+    process happened to allocate before (an import more or less moved a 100-step count by 3%)."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 def prepare(n_steps: int, result_bytes: int, ledger: bool = True) -> tuple[Engine, FakeQueue]:
     """An engine on the memory store with the ``n_steps``-step workflow registered, the heap collected."""
     registry = _registry(n_steps, result_bytes)
     clock = ManualClock()
     queue = FakeQueue(clock)
     engine = Engine(MemoryStore(), queue, registry, clock, EngineSettings(ledger=ledger))
-    gc.collect()
+    settle_heap()
     return engine, queue
 
 
@@ -129,17 +140,19 @@ def measure(repeats: int = 9, progress: Callable[[str], None] = print, instructi
 
 def instructions_per_step(sizes: list[int]) -> dict[str, Any]:
     """Instructions per step of this section's loop for each result size, under callgrind: this module run
-    as a program that prepares two ``COUNTED_STEPS``-step executions (registry, engine, collected heap) and
-    runs them, and as one that prepares them alike and runs neither (a 100-step one warms up both): the
-    difference is the executions alone."""
+    as a program that prepares two ``COUNTED_STEPS``-step executions (registry, engine, the heap collected
+    and frozen) and runs them, and as one that prepares them alike and runs neither (a 100-step one warms up
+    both): the difference is the executions alone, the mean over ``instructions.LAYOUTS`` memory layouts."""
     if not counted.available():
         return dict(counted.NOT_INSTALLED)
     jobs = [("bench.overhead", size, runs) for size in sizes for runs in (0, 2)]
     counts = dict(zip(jobs, counted.count_all(jobs)))
-    return {"status": "measured", "tool": counted.TOOL, "steps": 2 * COUNTED_STEPS,
-            "per_step": {str(size): counted.per_unit(counts[("bench.overhead", size, 2)],
-                                                     counts[("bench.overhead", size, 0)], 2 * COUNTED_STEPS)
-                         for size in sizes}}
+    spreads = {str(size): counted.per_unit_range(counts[("bench.overhead", size, 2)],
+                                                 counts[("bench.overhead", size, 0)], 2 * COUNTED_STEPS)
+               for size in sizes}
+    return {"status": "measured", "tool": counted.TOOL, "steps": 2 * COUNTED_STEPS, "layouts": counted.LAYOUTS,
+            "per_step": {size: None if s is None else s[2] for size, s in spreads.items()},
+            "range": {size: None if s is None else [s[0], s[1]] for size, s in spreads.items()}}
 
 
 if __name__ == "__main__":  # the program instructions_per_step counts: SIZE RUNS (RUNS=0: prepared, not run)

@@ -25,9 +25,18 @@ def code_section(w: Write, results: dict[str, Any]) -> None:
         w(f"| {name.replace('aws_requests', 'AWS requests').replace('write_units', 'write units').replace('rcu', 'read units')} "
           f"| {shown(v['steps'])} | {shown(v['code'])} | {v['ratio']:.2f}x{'' if v['within'] else ' (over 10%)'} |")
     w("")
-    if (results.get("instructions") or {}).get("status") == "measured":
+    counted = results.get("instructions") or {}
+    if counted.get("status") == "measured":
         w("*Instructions* are counted by `valgrind --tool=callgrind` over one execution of each case "
-          "(`bench/instructions.py`): unlike CPU time on this shared machine, other work does not move them.\n")
+          "(`bench/instructions.py`): unlike CPU time on this shared machine, other work does not move them. "
+          f"Each is the mean over {counted.get('layouts', 1)} memory layouts of the interpreter (`bench/layout.py`); "
+          "lowest to highest layout, per step:\n")
+        for row in counted.get("rows", []):
+            spreads = [f"{style} {row[f'{style}_range'][0] / 1000:,.0f}-{row[f'{style}_range'][1] / 1000:,.0f} K"
+                       for style in ("steps", "code") if row.get(f"{style}_range")]
+            if spreads:
+                w(f"- {row['steps']} steps, {row['chain']} a delivery: " + ", ".join(spreads))
+        w("")
     w("Requests, write units and messages per step are the same by construction (a step's record, then one "
       "conditional write that moves on and claims the next call), and `functional/test_durable_faults.py` "
       "checks it. The history a code-first delivery needs is read and decoded once per worker process: the "

@@ -108,15 +108,22 @@ def instructions_table(w: Write, counted: dict[str, Any] | None) -> None:
         w(f"Instructions per step: {counted.get('status', 'not measured')}.\n")
         return
     before = findings.instructions_before()
+    layouts = counted.get("layouts", 1)
     w(f"Instructions per step, counted by `{counted['tool']}` over {counted['steps']:,} steps of the same loop "
       "(`bench/instructions.py`): other work on the machine does not move them, so they are the before-and-after "
-      f"figure. *Before*: `bench/baseline/{findings.INSTRUCTIONS_BEFORE.name}` ({before['about']})\n")
-    w("| Step result | instructions per step, before | now | change |")
-    w("|---|---:|---:|---:|")
+      f"figure. Each is the mean over {layouts} memory layouts of the interpreter (`bench/layout.py`: which "
+      "attribute lookups collide in CPython's type cache depends on the layout, and moves one layout's count by "
+      f"a few percent). *Before*: `bench/baseline/{findings.INSTRUCTIONS_BEFORE.name}` ({before['about']})\n")
+    w("| Step result | instructions per step, before | now | change | now, lowest to highest layout |")
+    w("|---|---:|---:|---:|---:|")
+    ranges = counted.get("range") or {}
     for size, now in counted["per_step"].items():
         old = before["per_step"].get(size)
         change = "-" if not old or now is None else f"{(now - old) / old:+.1%}"
-        w(f"| {int(size):,} B | {'-' if old is None else f'{old:,.0f}'} | {'-' if now is None else f'{now:,.0f}'} | {change} |")
+        spread = ranges.get(size)
+        spread_text = "-" if not spread else f"{spread[0]:,.0f} to {spread[1]:,.0f}"
+        w(f"| {int(size):,} B | {'-' if old is None else f'{old:,.0f}'} | {'-' if now is None else f'{now:,.0f}'} "
+          f"| {change} | {spread_text} |")
     w("")
 
 

@@ -82,8 +82,9 @@ def test_a_replayed_position_is_measured_from_deliveries_that_replay_more_and_mo
 def test_counted_instructions_join_the_verdict_and_the_table():
     # given: instruction counts, one case within 10% and one over
     results = _results(3.0, 105.0)
-    results["instructions"] = {"status": "measured", "tool": "valgrind --tool=callgrind", "rows": [
-        {"steps": 100, "chain": 100, "steps_per_step": 700_000.0, "code_per_step": 680_000.0},
+    results["instructions"] = {"status": "measured", "tool": "valgrind --tool=callgrind", "layouts": 3, "rows": [
+        {"steps": 100, "chain": 100, "steps_per_step": 700_000.0, "code_per_step": 680_000.0,
+         "steps_range": [690_000.0, 712_000.0], "code_range": [671_000.0, 688_000.0]},
         {"steps": 100, "chain": 1, "steps_per_step": 1_700_000.0, "code_per_step": 2_380_000.0}]}
     # when
     judged = code.verdict(results)
@@ -94,3 +95,5 @@ def test_counted_instructions_join_the_verdict_and_the_table():
     assert not judged["instructions 100 steps, 1 a delivery"]["within"]
     assert any(line.startswith("| instructions 100 steps, 1 a delivery | 1,700 K | 2,380 K | 1.40x (over 10%)")
                for line in lines)
+    # and each case's lowest and highest layout is shown where it was counted
+    assert "- 100 steps, 100 a delivery: steps 690-712 K, code 671-688 K" in lines

@@ -328,14 +328,18 @@ def test_instructions_per_step_show_beside_the_count_before_and_the_change(resul
     # given: counted instructions, one size halved against the baseline and one not counted
     before = findings.instructions_before()["per_step"]
     results["overhead"]["instructions"] = {"status": "measured", "tool": "valgrind --tool=callgrind", "steps": 1000,
-                                           "per_step": {"100": before["100"] / 2, "10240": None}}
+                                           "layouts": 3, "per_step": {"100": before["100"] / 2, "10240": None},
+                                           "range": {"100": [before["100"] / 2 - 5000, before["100"] / 2 + 7000],
+                                                     "10240": None}}
     # when
     text = report.render(results)
-    # then
+    # then: the mean beside the count before, the change, and the layouts' lowest and highest
     (row_100,) = _target_rows(text, "100 B | " + f"{before['100']:,.0f}")
-    assert row_100.endswith("| -50.0% |") and f"{before['100'] / 2:,.0f}" in row_100
+    assert f"| -50.0% | {before['100'] / 2 - 5000:,.0f} to {before['100'] / 2 + 7000:,.0f} |" in row_100
+    assert f"{before['100'] / 2:,.0f}" in row_100
     (row_10k,) = _target_rows(text, "10,240 B | " + f"{before['10240']:,.0f}")
-    assert row_10k.endswith("| - | - |")
+    assert row_10k.endswith("| - | - | - |")
+    assert "mean over 3 memory layouts" in text
 
 
 def test_instructions_not_counted_say_why(results: dict[str, Any]) -> None:

@@ -118,6 +118,12 @@ class ErrorInfo(_Frozen):
     retryable: bool = False
 
 
+def encode_code_step(name: str, kind: str, event: str | None, undo: bool, timeout_s: float | None) -> str:
+    """``CodeStep(...).encode()`` without building the tuple: ``name#kind#event#undo#timeout`` (step names
+    and events never hold ``#``)."""
+    return f"{name}#{kind}#{event or ''}#{'1' if undo else ''}#{'' if timeout_s is None else repr(timeout_s)}"
+
+
 class CodeStep(NamedTuple):
     """A code-first execution's current position, as the function called it (``engine_core.durable``):
     what an operator's action or an outside input needs to know of it without running the function.
@@ -134,9 +140,7 @@ class CodeStep(NamedTuple):
     timeout_s: float | None = None
 
     def encode(self) -> str:
-        """``name#kind#event#undo#timeout`` (step names and events never hold ``#``)."""
-        return "#".join((self.name, self.kind, self.event or "", "1" if self.undo else "",
-                         "" if self.timeout_s is None else repr(self.timeout_s)))
+        return encode_code_step(*self)
 
     @classmethod
     def decode(cls, text: str | None) -> CodeStep | None:

@@ -24,3 +24,14 @@ def in_body(ctx: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> A
     finally:
         RUN.reset(run)
         BODY.reset(body)
+
+
+def call_in_body(fn: Callable[..., Any], args: tuple, kwargs: dict, ctx: Any) -> Any:
+    """``in_body(ctx, fn, *args, **kwargs)``, its arguments in the order ``functools.partial`` binds them
+    (a ``step()`` body is ``partial(call_in_body, fn, args, kwargs)``: no closure built per call)."""
+    body, run = BODY.set(ctx), RUN.set(None)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        RUN.reset(run)
+        BODY.reset(body)

@@ -33,6 +33,7 @@ import datetime as dt
 import inspect
 import re
 import uuid
+from functools import partial
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -49,7 +50,6 @@ from ..registry import (
 )
 from ..steps import MAX_BRANCHES, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
 from . import _current
-from .plan import Call
 from .replay import NOT_REPLAYED
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -254,9 +254,9 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
         value = run.replayed(name, "task")
         if value is not NOT_REPLAYED:
             return value
-    return run.call(Call(name, TaskSpec(fn=_body(fn, args, kwargs)), retry,
-                         None if timeout_s is None else float(timeout_s),
-                         None if compensate is None else _undo(compensate, args, kwargs)))
+    return run.call(name, TaskSpec(fn=partial(_current.call_in_body, fn, args, kwargs)), retry,
+                    None if timeout_s is None else float(timeout_s),
+                    None if compensate is None else _undo(compensate, args, kwargs))
 
 
 def _refuse_step(name: Any, fn: Any, retry: Any, timeout_s: Any, compensate: Any) -> None:
@@ -282,7 +282,7 @@ def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: flo
     _check_name(name, call)
     if not 0 < total <= MAX_SLEEP_S:
         raise ValueError(f"{call}: a sleep lasts between 0 and 366 days")
-    run.call(Call(name, SleepSpec(float(total))))
+    run.call(name, SleepSpec(float(total)))
 
 
 def _wait_spec(event: str, timeout: float, default: Any, model: type | None, call: str) -> WaitSpec:
@@ -314,7 +314,7 @@ def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, defa
     run = _run(call)
     _check_retry(retry, call)
     spec = _wait_spec(event, timeout, default, model, call)
-    return run.call(Call(event, spec, retry))
+    return run.call(event, spec, retry)
 
 
 def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: float = DEFAULT_EVENT_TIMEOUT_S,
@@ -337,9 +337,9 @@ def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: floa
     def submitting(ctx: Any) -> Any:
         return _current.in_body(ctx, submit, ctx.callback_token(event))
 
-    run.call(Call(f"{event}.submit", TaskSpec(fn=submitting), retry, None if timeout_s is None else float(timeout_s),
-                  callback_event=event))
-    return run.call(Call(event, spec, retry))
+    run.call(f"{event}.submit", TaskSpec(fn=submitting), retry, None if timeout_s is None else float(timeout_s),
+             callback_event=event)
+    return run.call(event, spec, retry)
 
 
 def _fanout(name: str, fns: tuple, values: tuple | None, max_concurrency: int | None, retry: Any,
@@ -360,7 +360,7 @@ def _fanout(name: str, fns: tuple, values: tuple | None, max_concurrency: int | 
         raise ValueError(f"{call}: {count} branches; at most {MAX_BRANCHES}")
     bodies = tuple(_body(fn, (), {}) for fn in fns) if values is None else (_item_body(fns[0]),)
     spec = FanOutSpec(fns=bodies, max_concurrency=max_concurrency, values=values)
-    return run.call(Call(name, spec, retry, None if timeout_s is None else float(timeout_s)))
+    return run.call(name, spec, retry, None if timeout_s is None else float(timeout_s))
 
 
 def _item_body(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

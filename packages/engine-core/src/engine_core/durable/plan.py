@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..model import CodeStep, Execution, StepRecord
+from ..model import CodeStep, Execution, StepRecord, encode_code_step
 from ..steps import FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef
 
 RETURN_KIND = "return"
@@ -27,32 +27,24 @@ def _elsewhere(*_: Any, **__: Any) -> Any:
 
 def describe(d: StepDef) -> str:
     """The execution item's description of position ``d`` (``Execution.code_step``)."""
-    event = getattr(d.kind, "event", None) or getattr(d, "callback_event", None)
-    return CodeStep(d.name, d.kind.kind, event, d.compensate is not None, d.timeout_s).encode()
+    kind = d.kind
+    event = getattr(kind, "event", None) or getattr(d, "callback_event", None)
+    return encode_code_step(d.name, kind.kind, event, d.compensate is not None, d.timeout_s)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class CodeStepDef(StepDef):
     """A code-first position: a ``StepDef`` that may also name the event of the wait right after it
     (a ``wait_for_callback``'s submitting task, whose body hands out that wait's token)."""
 
     callback_event: str | None = None
 
-
-class Call(NamedTuple):
-    """A durable call as the function made it, before it has a position."""
-
-    name: str
-    kind: Any
-    """The spec (``TaskSpec``, ``SleepSpec``, ``WaitSpec``, ``FanOutSpec``)."""
-    retry: Any = None
-    timeout_s: float | None = None
-    compensate: Callable[..., Any] | None = None
-    callback_event: str | None = None
-
-    def at(self, index: int) -> CodeStepDef:
-        return CodeStepDef(index=index, name=self.name, kind=self.kind, retry=self.retry, timeout_s=self.timeout_s,
-                           compensate=self.compensate, callback_event=self.callback_event)
+    def __init__(self, index: int, name: str, kind: Any, retry: Any = None, timeout_s: float | None = None,
+                 compensate: Callable[..., Any] | None = None, callback_event: str | None = None):
+        # Every step the function runs builds one: the fields are set as a frozen dataclass's ``__init__``
+        # sets them, without its per-field ``object.__setattr__`` calls.
+        self.__dict__.update(index=index, name=name, kind=kind, retry=retry, timeout_s=timeout_s, compensate=compensate,
+                             compensate_retry=None, compensate_timeout_s=None, callback_event=callback_event)
 
 
 def _spec(kind: str, event: str | None) -> Any:

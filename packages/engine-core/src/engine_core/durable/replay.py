@@ -12,13 +12,14 @@ failure), ``Stop`` (a replay that only had to reach a position), ``Nondeterminis
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import codec
 from ..model import Execution, StepRecord, StepStatus
 from ..outcome import Outcome
 from ..steps import StepDef
-from .plan import RETURN_KIND, Call, CodeSteps
+from .plan import RETURN_KIND, CodeStepDef, CodeSteps
 from .prefix import Kept, Prefix, Ready, index_records
 
 
@@ -120,27 +121,30 @@ class Replay:
         self.position = p + 1
         return self._value(p, ready[2])
 
-    def call(self, d: Call) -> Any:
+    def call(self, name: str, spec: Any, retry: Any = None, timeout_s: float | None = None,
+             compensate: Callable[..., Any] | None = None, callback_event: str | None = None) -> Any:
+        """The durable call ``name`` of ``spec`` (``TaskSpec``, ``SleepSpec``, ``WaitSpec``, ``FanOutSpec``)
+        at the next position: its recorded value, or what running it here returns."""
         if self.broken is not None:
             raise self.broken
         if self.closed is not None:  # the function caught the delivery's end and went on: end it again
             raise Suspend(self.closed)
-        p = self.position
+        p, kind = self.position, spec.kind
         self.position += 1
         r = self.recorded.get(p)
-        if r is not None and self.stop_at is None and r.status is StepStatus.SUCCEEDED and r.name == d.name \
-                and r.kind == d.kind.kind and r.kind != "sleep":  # the common replay: a completed call, as recorded
+        if r is not None and self.stop_at is None and r.status is StepStatus.SUCCEEDED and r.name == name \
+                and r.kind == kind and r.kind != "sleep":  # the common replay: a completed call, as recorded
             return self._value(p, r)
         e = self.run.execution
-        if r is not None and (r.name != d.name or r.kind != d.kind.kind):
-            self._mismatch(p, _what(d.kind.kind, d.name), _what(r.kind, r.name), "the history recorded")
+        if r is not None and (r.name != name or r.kind != kind):
+            self._mismatch(p, _what(kind, name), _what(r.kind, r.name), "the history recorded")
         if r is None and p == e.current_step and e.code_step is not None and not e.compensating:
             before = e.code_position
-            if before is not None and (before.name, before.kind) != (d.name, d.kind.kind):
-                self._mismatch(p, _what(d.kind.kind, d.name), _what(before.kind, before.name),
+            if before is not None and (before.name, before.kind) != (name, kind):
+                self._mismatch(p, _what(kind, name), _what(before.kind, before.name),
                                "an earlier delivery called")
         if self.stop_at is not None:  # a replay to a position keeps every call (their compensations, a branch's body)
-            self.run.plan.put(d.at(p))
+            self.run.plan.put(CodeStepDef(p, name, spec, retry, timeout_s, compensate, callback_event))
             if p >= self.stop_at:
                 raise Stop()
         # A sleep's record is written when it begins: it is done once the execution moved past it (a replay
@@ -149,8 +153,8 @@ class Replay:
                                                                    or self.stop_at is not None):
             return self._value(p, r)
         if self.stop_at is not None:
-            self._mismatch(p, _what(d.kind.kind, d.name), "nothing completed", "the history has")
-        called = d.at(p)
+            self._mismatch(p, _what(kind, name), "nothing completed", "the history has")
+        called = CodeStepDef(p, name, spec, retry, timeout_s, compensate, callback_event)
         self.run.plan.put(called)
         try:
             return self.run.at(called)

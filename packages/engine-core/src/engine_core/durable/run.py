@@ -24,6 +24,7 @@ from .. import callbacks, codec, faults, transitions
 from ..errors import NonSerializableResultError, ResultTooLargeError
 from ..model import ErrorInfo, Execution, ExecutionState, StepMessage, StepRecord, StepStatus
 from ..outcome import Outcome, log_fields
+from ..settings import lease_seconds
 from ..step_run import StepRun
 from ..steps import StepDef
 from . import _current
@@ -64,11 +65,30 @@ class CodeRun(StepRun):
         """This execution's positions (``wf.steps``, which no one replaces during a delivery)."""
         self._known = self.execution
         """The execution item as this delivery read it or last wrote it."""
+        self._here: StepDef | None = None
+        """The position ``at`` was last asked to run (what ``step`` is while the execution is there)."""
         self._touched_kept = False
         """A record of a kept position was written in this delivery (a compensation's record counts)."""
         if kept is not None and not (len(self.records) >= kept.upto and self.records[0] is kept.records[0]
                                      and self.records[kept.upto - 1] is kept.records[-1]):
             self.kept = None  # the history was read again: nothing is known of where the kept records are
+
+    @property
+    def step(self) -> StepDef:
+        """The current position: the one ``at`` runs, else the one the function called here, else what is
+        known of it."""
+        i, d = self.execution.current_step, self._here
+        if d is not None and d.index == i:
+            return d
+        return self.plan.called(i) or self.plan[i]
+
+    @property
+    def timeout_s(self) -> float:
+        return self._budget(self.step)
+
+    def _budget(self, d: StepDef) -> float:
+        """Position ``d``'s budget, as ``Lifecycle.timeout_s`` gives it, from ``d`` itself (no lookup)."""
+        return d.timeout_s or self.wf.step_timeout_s or self.settings.default_step_timeout_s
 
     def prefix(self) -> Prefix | None:
         """What to keep of the history for this execution's next delivery in this process (``prefix.py``):
@@ -142,6 +162,7 @@ class CodeRun(StepRun):
         """Replay the function up to ``position`` (nothing runs: every earlier call must be recorded) and
         return what it calls there; None when it does not get there the same way."""
         replay = Replay(self, stop_at=position)
+        self._here = None  # the replay puts the positions it reaches: ``step`` looks them up
         bound = _current.RUN.set(replay)
         try:
             self.code.code.fn(self._argument())
@@ -158,6 +179,7 @@ class CodeRun(StepRun):
 
     def at(self, d: StepDef) -> Any:
         """Run the first position without a record (``d``) here, and return its value."""
+        self._here = d
         e = self.execution
         if d.index == e.current_step + 1 and self._settled_here(e):
             outcome = self._move_on(d)
@@ -213,15 +235,16 @@ class CodeRun(StepRun):
         go on here."""
         e = self.execution
         now, nxt = self.clock.now(), e.current_step + 1
-        chain = d is not None and self._may_chain_to(d)
+        budget = self._budget(d) if d is not None else self.life.timeout_s(self.wf, nxt) if nxt < len(self.plan) else 0.0
+        chain = d is not None and self._may_chain_to(d, budget)
         expiry = deadline = None
         if chain and d is not None and d.kind.needs_invocation_time():
             deadline = self.deadline()
-            expiry = transitions.claim_expiry(now, self.life.timeout_s(self.wf, nxt), self.life.margin_s, deadline)
-        new = transitions.advanced(e, now, nxt + 1, self.retention, lease_s=self.lease_s(nxt),
+            expiry = transitions.claim_expiry(now, budget, self.life.margin_s, deadline)
+        new = transitions.advanced(e, now, nxt + 1, self.retention, lease_s=lease_seconds(self.settings, budget),
                                    slack_s=self.settings.slack_s, claim_expiry_at=expiry, deadline=deadline,
                                    code_step=None if d is None else self._describe(d))
-        outcome = self.commit(new)
+        outcome = self.commit(new, described=d is not None)
         self.pending = False
         if outcome is not None:
             if outcome.kind == "cancel_requested":  # the step settled after a cancel: it is undone too
@@ -234,7 +257,7 @@ class CodeRun(StepRun):
         faults.point("worker.after_enqueue", execution_id=e.execution_id, step=e.current_step)
         return Outcome("advanced", e.execution_id, e.current_step)
 
-    def _may_chain_to(self, d: StepDef) -> bool:
+    def _may_chain_to(self, d: StepDef, budget: float) -> bool:
         settings = self.settings
         if self.steps_run >= settings.max_chain_steps or d.index >= settings.max_steps:
             return False
@@ -244,7 +267,7 @@ class CodeRun(StepRun):
             return False
         if not d.kind.needs_invocation_time() or self.remaining_ms is None:
             return True
-        return self.remaining_ms() >= self.life.timeout_s(self.wf, d.index) * 1000 + settings.time_margin_ms
+        return self.remaining_ms() >= budget * 1000 + settings.time_margin_ms
 
     def _elapsed_ms(self) -> float:
         import time
@@ -256,9 +279,10 @@ class CodeRun(StepRun):
             self._described = (d, describe(d))
         return self._described[1]
 
-    def commit(self, new: Execution) -> Outcome | None:
-        """Every write names the position the execution is at, as the function called it."""
-        if not new.status.is_terminal and not new.compensating:
+    def commit(self, new: Execution, described: bool = False) -> Outcome | None:
+        """Every write names the position the execution is at, as the function called it (``described``:
+        ``new`` already does)."""
+        if not described and not new.status.is_terminal and not new.compensating:
             d = self.plan.called(new.current_step)
             if d is not None:
                 described = self._describe(d)
@@ -365,6 +389,7 @@ class CodeRun(StepRun):
         e = self.execution
         failed_at = e.failed_step if e.failed_step is not None else e.current_step
         replay = Replay(self, stop_at=failed_at)
+        self._here = None
         bound = _current.RUN.set(replay)
         problem: str | None = None
         try:
