@@ -18,6 +18,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import layout as layout_program
+
 ROOT = Path(__file__).resolve().parent.parent
 NOT_INSTALLED = {"status": "not measured: valgrind is not installed"}
 TOOL = "valgrind --tool=callgrind"
@@ -35,7 +37,7 @@ def count(module: str, *args: object, layout: int = 0) -> int | None:
     (``bench/layout.py``; None: it failed)."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-m",
-                           "bench.layout", str(layout), module, *map(str, args)],
+                           layout_program.__name__, str(layout), module, *map(str, args)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     found = _COLLECTED.search(done.stderr)
     return int(found.group(1)) if done.returncode == 0 and found else None

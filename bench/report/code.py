@@ -16,7 +16,9 @@ def code_section(w: Write, results: dict[str, Any]) -> None:
       "(the step names built once, as the step list's are: code of its own between the calls re-runs on every "
       "replay, and costs what it costs). On the wire: the real engine on DynamoDB and "
       "SQS over moto, marginal figures per step (5 steps minus 1, divided by 4). Engine CPU: the memory store, "
-      "`time.process_time` per step, median of the runs.\n")
+      "`time.process_time` per step, the fastest of the runs (the styles take turns; on this shared machine the "
+      "median of the same runs moves by 10-30% from one run of the command to the next, the fastest far less; "
+      "the medians are in the last table).\n")
     w("| per step | step list | code-first | code-first / step list |")
     w("|---|---:|---:|---:|")
     for name, v in verdict(results).items():
@@ -62,12 +64,14 @@ def code_section(w: Write, results: dict[str, Any]) -> None:
       f"(a step list's delivery: {steps_slope:+.2f} us per recorded step), and a delivery costs "
       f"{floor['code']['intercept_us']:.0f} us before any (step list: {floor['steps']['intercept_us']:.0f} us). "
       "That is the floor of the style, not a read or a decode: the positions replayed per step, times that.\n")
-    w("| case | positions replayed per step | replay floor per step | step list per step |")
-    w("|---|---:|---:|---:|")
+    w("| case | positions replayed per step | replay floor per step | step list per step | median runs: step list, code-first |")
+    w("|---|---:|---:|---:|---:|")
     for row in results["cpu"]:
         per_step = replayed_per_step(row["steps"], row["chain"])
+        medians = "-" if "steps_median_us_per_step" not in row else (
+            f"{row['steps_median_us_per_step']:.1f} us, {row['code_median_us_per_step']:.1f} us")
         w(f"| {row['steps']} steps, {row['chain']} a delivery | {per_step:.1f} | {per_step * slope:.1f} us "
-          f"| {row['steps_us_per_step']:.1f} us |")
+          f"| {row['steps_us_per_step']:.1f} us | {medians} |")
     w("")
     fresh = next((row for row in results["cpu"] if replayed_per_step(row["steps"], row["chain"]) == 0), None)
     gap = "" if fresh is None else (

@@ -50,7 +50,7 @@ def test_the_report_states_the_replay_floor_from_the_measured_cost_per_replayed_
     assert code.replayed_per_step(100, 1) == 49.5 and code.replayed_per_step(1000, 100) == 4.5
     assert code.replayed_per_step(100, 100) == 0
     assert any("**2.00 us per replayed position**" in line for line in lines)
-    assert "| 100 steps, 1 a delivery | 49.5 | 99.0 us | 280.0 us |" in lines
+    assert "| 100 steps, 1 a delivery | 49.5 | 99.0 us | 280.0 us | - |" in lines  # no medians in this result
 
 
 def test_a_replay_fit_at_or_below_zero_is_reported_as_noise_not_as_a_floor():
@@ -97,3 +97,18 @@ def test_counted_instructions_join_the_verdict_and_the_table():
                for line in lines)
     # and each case's lowest and highest layout is shown where it was counted
     assert "- 100 steps, 100 a delivery: steps 690-712 K, code 671-688 K" in lines
+
+
+def test_cpu_rows_judge_the_fastest_runs_and_show_the_medians_beside_them():
+    # given: a case whose fastest runs are within 10% and whose medians are not
+    results = {**_results(3.0, 105.0), "replay": {"n_steps": 100, "code": {"slope_us": 2.0, "intercept_us": 300.0},
+                                                  "steps": {"slope_us": 0.0, "intercept_us": 280.0}}}
+    results["cpu"] = [{"steps": 100, "chain": 100, "steps_us_per_step": 60.0, "code_us_per_step": 63.0,
+                       "steps_median_us_per_step": 70.0, "code_median_us_per_step": 90.0}]
+    lines: list[str] = []
+    # when
+    judged = code.verdict(results)
+    code_section(lines.append, results)
+    # then: the verdict is the fastest runs'; the medians are shown, not hidden
+    assert judged["cpu 100 steps, 100 a delivery"]["within"]
+    assert "| 100 steps, 100 a delivery | 0.0 | 0.0 us | 60.0 us | 70.0 us, 90.0 us |" in lines
