@@ -11,7 +11,6 @@ failure), ``Stop`` (a replay that only had to reach a position), ``Nondeterminis
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -93,16 +92,28 @@ class Replay:
         self.broken: NondeterministicReplay | None = None
         self.values = run.values
         self.recorded: dict[int, StepRecord] = {}
+        """The record of each position after the kept prefix (``record_at`` looks the prefix's up in place)."""
+        self.kept: tuple[StepRecord, ...] = ()
+        """The kept prefix's records: the record of position ``i`` is ``kept[i]``."""
         self.ready: dict[int, Ready] = {}
         """The positions ``replayed`` hands out (``prefix.index_records``). Empty in a replay to a position,
-        and emptied once the run breaks or ends (``broken``, ``closed``): every later call goes through ``call``."""
+        and emptied once the run breaks or ends (``broken``, ``closed``): every later call goes through ``call``.
+        Nothing changes the table once built: a delivery with nothing after its kept prefix shares the prefix's."""
         kept, records = run.kept_prefix(), run.records
         if kept is not None:  # records begin with the kept ones, positions 0..upto-1 in order, as they were
-            self.recorded = dict(enumerate(kept.records))
+            self.kept = kept.records
+            records = records[kept.upto:]
             if stop_at is None:
-                self.ready = dict(kept.ready)
-            records = itertools.islice(records, kept.upto, None)
-        index_records(records, self.recorded, self.ready if stop_at is None else None)
+                self.ready = dict(kept.ready) if records else kept.ready
+        if records:
+            index_records(records, self.recorded, self.ready if stop_at is None else None)
+
+    def record_at(self, p: int) -> StepRecord | None:
+        """The history's record of position ``p`` (its latest; compensations aside), if any."""
+        r = self.recorded.get(p)
+        if r is None and p < len(self.kept):
+            return self.kept[p]
+        return r
 
     def execution_id(self) -> str:
         return self.run.execution.execution_id
@@ -131,7 +142,7 @@ class Replay:
             raise Suspend(self.closed)
         p, kind = self.position, spec.kind
         self.position += 1
-        r = self.recorded.get(p)
+        r = self.record_at(p)
         if r is not None and self.stop_at is None and r.status is StepStatus.SUCCEEDED and r.name == name \
                 and r.kind == kind and r.kind != "sleep":  # the common replay: a completed call, as recorded
             return self._value(p, r)
@@ -184,12 +195,14 @@ class Replay:
     def returned(self) -> None:
         """The function returned after ``position`` calls: the history must not hold a call after them."""
         p, e = self.position, self.run.execution
-        later = sorted(i for i, r in self.recorded.items() if i >= p and r.kind != RETURN_KIND)
+        later = sorted([i for i, r in self.recorded.items() if i >= p and r.kind != RETURN_KIND]
+                       + [i for i in range(p, len(self.kept)) if self.kept[i].kind != RETURN_KIND])
         if later:
-            r = self.recorded[later[0]]
+            r = self.record_at(later[0])
+            assert r is not None
             self._mismatch(p, "return", _what(r.kind, r.name), "the history recorded")
         before = e.code_position
-        if e.current_step == p and before is not None and p not in self.recorded and not e.compensating:
+        if e.current_step == p and before is not None and self.record_at(p) is None and not e.compensating:
             self._mismatch(p, "return", _what(before.kind, before.name), "an earlier delivery called")
 
     def _mismatch(self, p: int, now: str, then: str, source: str) -> None:
