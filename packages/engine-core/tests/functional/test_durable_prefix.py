@@ -446,3 +446,42 @@ def test_durable_a_duplicate_delivery_after_another_process_completed_the_execut
     # then: one bounded read, nothing run, the entry dropped
     assert outcome.kind == "terminal" and reads.since == [2]
     assert first.engine.prefixes.get(eid) is None and first.result(eid) == [0, 1, 2, 3]
+
+
+def test_durable_a_record_read_after_the_kept_prefix_leaves_the_kept_table_as_it_was(registry):
+    # given: this process keeps positions 0 and 1; another process records position 2 and dies before
+    # the write that moves on
+    from engine_core import faults
+
+    seen: list = []
+    counting_flow(registry, seen, steps=5)
+    first = make_runner(registry)
+    second = make_runner(registry, store=first.store, queue=first.queue, clock=first.clock)
+    eid = first.start("counting")
+    first.step_once()
+    first.step_once()
+    kept = first.engine.prefixes.get(eid)
+    assert kept is not None and kept.upto == 2
+    ready_before = dict(kept.ready)
+
+    def die_after_the_record(name, info):
+        if name == "worker.after_record":
+            raise SystemExit("the other process died")
+
+    faults.install(die_after_the_record)
+    try:
+        with pytest.raises(SystemExit):
+            second.step_once()
+    finally:
+        faults.install(None)
+    (recorded,) = [r for r in first.store.history(eid) if isinstance(r, StepRecord) and r.step_index == 2]
+
+    # when: this process delivers again (its read from position 2 on holds that record)
+    first.clock.advance(minutes=10)
+    e = first.run_until_done(eid)
+
+    # then: the record was replayed, not run again; the table this process had kept did not change under it
+    assert e.status is Status.COMPLETED and first.result(eid) == [0, 1, 2, 3, 4]
+    again = [r for r in first.store.history(eid) if isinstance(r, StepRecord) and r.step_index == 2]
+    assert again == [recorded] and all(value == {"n": i} for i, value in seen)
+    assert kept.ready == ready_before and set(kept.ready) == {0, 1}
