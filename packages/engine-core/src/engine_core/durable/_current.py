@@ -18,12 +18,7 @@ BODY: ContextVar[Any] = ContextVar("loom_durable_body", default=None)
 
 def in_body(ctx: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` as (part of) the step body whose context is ``ctx``."""
-    body, run = BODY.set(ctx), RUN.set(None)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        RUN.reset(run)
-        BODY.reset(body)
+    return call_in_body(fn, args, kwargs, ctx)
 
 
 def call_in_body(fn: Callable[..., Any], args: tuple, kwargs: dict, ctx: Any) -> Any:

@@ -66,8 +66,8 @@ class Prefix:
     """Position -> (the record, the value decoded from it, its copier): a copy of the value is what a replay returns,
     when the record at that position is that very record (the next delivery adds to it)."""
     ready: dict[int, Ready] = dataclasses.field(default_factory=dict)
-    """The positions below ``upto`` a replay hands out as recorded (``index_records``): a delivery copies
-    them instead of looking at every kept record again."""
+    """The positions below ``upto`` a replay hands out as recorded (``index_records``): a delivery uses
+    them (a copy, when it read records after the prefix) instead of looking at every kept record again."""
 
     def fits(self, e: Execution) -> bool:
         """Whether the records kept are still this run's records of its positions below ``upto``: the same
