@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine_core.errors import InvalidRequestError
-from engine_core.operations import decode_token
+from engine_core.reads import decode_token
 from engine_core.registry import WORKFLOW_NAME_RE
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 

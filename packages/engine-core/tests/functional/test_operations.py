@@ -220,7 +220,7 @@ def test_list_newest_first_filters_by_workflow_status_and_time_and_pages_with_an
 
 def test_list_refuses_bad_arguments():
     runner, _ = make()
-    from engine_core.operations import encode_token
+    from engine_core.reads import encode_token
 
     for kwargs in ({"limit": 0}, {"limit": 101}, {"status": "DONE"}, {"next_token": "garbage!"},
                    {"next_token": encode_token({})}, {"next_token": encode_token([1, 2])}):

@@ -1,5 +1,6 @@
 """The DynamoDB adapter's wire: items in and out through boto3's one serialiser, and the one place a ClientError
-becomes an engine error. ``dynamodb.py`` (the store) and ``_dynamo_branches.py`` (its fan-out items) use it.
+becomes an engine error. ``dynamodb.py`` (the store) and its helper modules (``_dynamo_*.py``) use it; the table's fixed keys
+and index names are here too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,17 @@ from ..model import CorruptRecord
 WRITE_TOKEN = "write_token"
 """A random value each commit writes on ``#META``: when botocore retries a write that already applied
 and the retry fails its condition, the stored token tells "my own write" from someone else's."""
+META_SK = "#META"
+EVENTS_PARTITION = "#E"
+"""``EXEC#<id>#E`` holds the execution's events, ``EXEC#<id>#O`` its operation records (engine-core 0.3 on):
+the delivery's one query of ``EXEC#<id>`` never reads them, however many there are."""
+OPS_PARTITION = "#O"
+INPUT_SK = "#INPUT"
+GSI_NAME = "GSI1"
+LIST_INDEX = "GSI2"
+LIST_PK = "EXECS"
+"""The list index (GSI2, projecting workflow and list_status): one partition keyed by creation time.
+Its keys and projected attributes change only when an execution starts or ends, never on a step."""
 _KEYS = ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", WRITE_TOKEN)
 _ser, _de = TypeSerializer(), TypeDeserializer()
 

@@ -14,7 +14,10 @@ step       ``EXEC#<id>``         ``STEP#<nnn>#<name>``  -
 Every execution item also carries ``GSI2PK = EXECS#<shard>`` / ``GSI2SK = <created_at>#<id>`` (the list index, sharded
 like the due index, merged on read). Only live
 executions carry due keys, so the sweeper's query cost follows due work, not table size.
-Parallel and map steps' items are in ``_dynamo_branches.py``. Only ``engine_core.adapters`` imports boto3;
+The helper modules keep this one small: parallel and map steps' items (``_dynamo_branches.py``), operation
+records and events (``_dynamo_records.py``), the two indexes' reads (``_dynamo_indexes.py``), housekeeping
+(``_dynamo_housekeeping.py``), batched reads (``_dynamo_batch.py``) and one-item records
+(``_dynamo_singletons.py``). Only ``engine_core.adapters`` imports boto3;
 nothing here is re-exported from ``engine_core``. Every item is written with ``_to_item`` and read with
 ``_from_item`` (boto3's TypeSerializer), and every ClientError becomes an engine error in ``_translated``
 (both in ``_dynamo_wire.py``).
@@ -30,7 +33,7 @@ from typing import Any
 
 import boto3
 
-from ..clock import format_ts, parse_ts
+from ..clock import format_ts
 from ..errors import (
     CorruptStateError,
     ExecutionExistsError,
@@ -38,18 +41,15 @@ from ..errors import (
     StepSupersededError,
     TransitionConflictError,
 )
-from ..model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, Status, StepRecord
-from ..ports import DuePage, DueRef, HistoryPage, ListPage, Transition
+from ..model import CorruptRecord, ErrorInfo, EventRecord, Execution, ExecutionState, ListEntry, OperationRecord, StepRecord
+from ..ports import DuePage, HistoryPage, ListPage, Transition
 from ..settings import EngineSettings, require_env
 from ..sharding import shard_of
 from ._items import (
-    JOIN_PREFIX,
     list_key,
     valid_list_key,
     RUN_ATTR,
-    branch_partition_suffix,
     INPUT_ATTR,
-    LIVE,
     START_ATTRS,
     OP_PREFIX,
     STEP_PREFIX,
@@ -57,24 +57,24 @@ from ._items import (
     _epoch,
     execution_from_attrs,
     execution_to_attrs,
-    operation_from_attrs,
-    operation_sort_key,
-    operation_to_attrs,
     start_attrs,
     step_from_attrs,
     record_sort_key,
     step_sort_key,
     EVENT_PREFIX,
-    event_from_attrs,
-    event_sort_key,
-    event_to_attrs,
     step_to_attrs,
     with_start_attrs,
 )
 from . import _dynamo_batch as _batch
 from . import _dynamo_branches as _fanout_items
+from . import _dynamo_housekeeping as _housekeeping
+from . import _dynamo_indexes as _indexes
+from . import _dynamo_records as _records
 from . import _dynamo_singletons as _singletons
 from ._dynamo_wire import (
+    INPUT_SK,
+    LIST_PK,
+    META_SK,
     WRITE_TOKEN,
     _KEYS,
     _attr,
@@ -84,21 +84,9 @@ from ._dynamo_wire import (
     _pk,
     _sort_key,
     _to_item,
-    _TransactionConflict,
     _translated,
 )
 
-META_SK = "#META"
-EVENTS_PARTITION = "#E"
-"""``EXEC#<id>#E`` holds the execution's events, ``EXEC#<id>#O`` its operation records (engine-core 0.3 on):
-the delivery's one query of ``EXEC#<id>`` never reads them, however many there are."""
-OPS_PARTITION = "#O"
-INPUT_SK = "#INPUT"
-GSI_NAME = "GSI1"
-LIST_INDEX = "GSI2"
-LIST_PK = "EXECS"
-"""The list index (GSI2, projecting workflow and list_status): one partition keyed by creation time.
-Its keys and projected attributes change only when an execution starts or ends, never on a step."""
 
 
 def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_config: Any = None) -> DynamoStore:
@@ -232,9 +220,9 @@ class DynamoStore:
                 elif sk.startswith(STEP_PREFIX):
                     records.append(self._decode_step(sk, item))
                 elif sk.startswith(OP_PREFIX):
-                    operations.append(self._decode_operation(sk, item))
+                    operations.append(_records.decode_operation(sk, item))
                 elif sk.startswith(EVENT_PREFIX):
-                    events.append(self._decode_event(sk, item))
+                    events.append(_records.decode_event(sk, item))
                 elif sk.startswith("JOIN#") and (join := _fanout_items.decode_join(item)) is not None:
                     joins[join.step_index] = join
         if meta is None:
@@ -315,86 +303,15 @@ class DynamoStore:
             stored_version = int(stored.get("written_version", 0))
             raise StepSupersededError(execution_id, record.step_index, record.version, stored_version) from None
 
+    # -- housekeeping (``_dynamo_housekeeping.py``) ---------------------------------------------------
     def fail_unreadable(self, execution_id: str, error: ErrorInfo, now: dt.datetime, expires_at: dt.datetime) -> bool:
-        try:
-            with _translated("UpdateItem"):
-                self.client.update_item(
-                    TableName=self.table,
-                    Key=self._key(execution_id, META_SK),
-                    UpdateExpression="SET #status = :failed, #error = :error, updated_at = :now, #ttl = :ttl, "
-                    "finalized = :true REMOVE next_wake_at, #timer, index_at, finalize_by, GSI1PK, GSI1SK",
-                    ConditionExpression="attribute_exists(PK) AND NOT (#status IN (:completed, :failed, :cfailed))",
-                    ExpressionAttributeNames={"#status": "status", "#error": "error", "#ttl": TTL_ATTR, "#timer": "timer"},
-                    ExpressionAttributeValues=_to_item({
-                        ":failed": Status.FAILED.value, ":completed": Status.COMPLETED.value,
-                        ":cfailed": Status.COMPENSATION_FAILED.value,
-                        ":error": error.model_dump_json(), ":now": format_ts(now), ":ttl": _epoch(expires_at),
-                        ":true": True,
-                    }),
-                    **self._capacity,
-                )
-            return True
-        except _ConditionFailed:
-            return False
+        return _housekeeping.fail_unreadable(self, execution_id, error, now, expires_at)
 
     def stamp_items(self, execution_id: str, expires_at: dt.datetime) -> int:
-        """Raise the TTL of every item of the execution but ``#META`` (input, history, operations, events,
-        joins, and the branches of each step that fanned out) to ``expires_at``; never lowers one."""
-        ttl, stamped = _epoch(expires_at), 0
-        keys = [key for pk in (_pk(execution_id), _pk(execution_id) + EVENTS_PARTITION, _pk(execution_id) + OPS_PARTITION)
-                for key in self._item_keys(pk, ttl)]
-        for pk, sk in list(keys):
-            if sk.startswith(JOIN_PREFIX):
-                keys.extend(self._item_keys(_pk(execution_id) + branch_partition_suffix(int(sk[len(JOIN_PREFIX):])), ttl))
-        for pk, sk in keys:
-            if sk == META_SK:
-                continue
-            try:
-                with _translated("UpdateItem"):
-                    self.client.update_item(
-                        TableName=self.table, Key=_to_item({"PK": pk, "SK": sk}),
-                        UpdateExpression="SET #ttl = :ttl",
-                        ConditionExpression="attribute_exists(PK) AND (attribute_not_exists(#ttl) OR #ttl < :ttl)",
-                        ExpressionAttributeNames={"#ttl": TTL_ATTR},
-                        ExpressionAttributeValues=_to_item({":ttl": ttl}), **self._capacity,
-                    )
-                stamped += 1
-            except _ConditionFailed:
-                pass  # deleted, or stamped later meanwhile
-        return stamped
-
-    def _item_keys(self, pk: str, below_ttl: int) -> list[tuple[str, str]]:
-        """Keys of the partition's items whose TTL is missing or below ``below_ttl`` (JOIN# items always:
-        their step's branch partition is stamped next)."""
-        args: dict[str, Any] = {"TableName": self.table, "KeyConditionExpression": "PK = :pk",
-                                "ExpressionAttributeValues": _to_item({":pk": pk}), "ConsistentRead": True,
-                                "ProjectionExpression": "PK, SK, #ttl", "ExpressionAttributeNames": {"#ttl": TTL_ATTR},
-                                **self._capacity}
-        out: list[tuple[str, str]] = []
-        while True:
-            with _translated("Query"):
-                resp = self.client.query(**args)
-            for item in map(_from_item, resp.get("Items", [])):
-                ttl = item.get(TTL_ATTR)
-                if ttl is None or int(ttl) < below_ttl or str(item["SK"]).startswith(JOIN_PREFIX):
-                    out.append((item["PK"], item["SK"]))
-            if "LastEvaluatedKey" not in resp:
-                return out
-            args["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return _housekeeping.stamp_items(self, execution_id, expires_at)
 
     def finalize(self, execution_id: str, version: int) -> None:
-        try:
-            with _translated("UpdateItem"):
-                self.client.update_item(
-                    TableName=self.table, Key=self._key(execution_id, META_SK),
-                    UpdateExpression="SET finalized = :true REMOVE finalize_by, GSI1PK, GSI1SK",
-                    ConditionExpression="#version = :version",
-                    ExpressionAttributeNames={"#version": "version"},
-                    ExpressionAttributeValues=_to_item({":true": True, ":version": version}),
-                    **self._capacity,
-                )
-        except _ConditionFailed:
-            pass  # someone else finalized it, or it moved on
+        _housekeeping.finalize(self, execution_id, version)
 
     # -- history --------------------------------------------------------------------------------
     def _query_execution(self, execution_id: str, prefix: str | None, projection: str | None = None):
@@ -448,60 +365,26 @@ class DynamoStore:
         more = "LastEvaluatedKey" in resp and items
         return HistoryPage([decode(k, item) for k, item in zip(keys, items)], keys[-1] if more else None, keys=keys)
 
-    @staticmethod
-    def _ops_pk(execution_id: str, legacy: bool) -> str:
-        return _pk(execution_id) + ("" if legacy else OPS_PARTITION)
-
-    @staticmethod
-    def _events_pk(execution_id: str, legacy: bool) -> str:
-        return _pk(execution_id) + ("" if legacy else EVENTS_PARTITION)
-
+    # -- operation records and events, each in its own partition (``_dynamo_records.py``) ---------------
     def put_operation(self, execution_id: str, record: OperationRecord, legacy: bool = False) -> None:
-        with _translated("PutItem"):
-            self.client.put_item(TableName=self.table, Item=_to_item({
-                **operation_to_attrs(record), "PK": self._ops_pk(execution_id, legacy),
-                "SK": operation_sort_key(record)}), **self._capacity)
+        _records.put_operation(self, execution_id, record, legacy)
 
     def operations(self, execution_id: str, legacy: bool = False) -> list[OperationRecord | CorruptRecord]:
-        return [self._decode_operation(_sort_key(item), item)
-                for page in self._query_partition(self._ops_pk(execution_id, legacy), OP_PREFIX) for item in page]
+        return _records.operations(self, execution_id, legacy)
 
     def operations_page(self, execution_id: str, limit: int, after: str | None = None,
                         legacy: bool = False) -> HistoryPage:
-        return self._page(self._ops_pk(execution_id, legacy), OP_PREFIX, limit, after, self._decode_operation)
+        return _records.operations_page(self, execution_id, limit, after, legacy)
 
     def events_page(self, execution_id: str, limit: int, after: str | None = None, legacy: bool = False) -> HistoryPage:
-        return self._page(self._events_pk(execution_id, legacy), EVENT_PREFIX, limit, after, self._decode_event)
+        return _records.events_page(self, execution_id, limit, after, legacy)
 
     def put_event(self, execution_id: str, record: EventRecord, legacy: bool = False) -> bool:
-        """Keep an event until a wait consumes it; False (nothing written) when its id was sent to this run
-        before. An event an earlier run under the same id left is replaced."""
-        older = "" if record.run is None else " OR #run < :run OR (attribute_not_exists(#run) AND sent_at < :run)"
-        extra: dict[str, Any] = {} if record.run is None else {
-            "ExpressionAttributeNames": {"#run": RUN_ATTR}, "ExpressionAttributeValues": _to_item({":run": record.run})}
-        try:
-            with _translated("PutItem"):
-                self.client.put_item(TableName=self.table, Item=_to_item({
-                    **event_to_attrs(record), "PK": self._events_pk(execution_id, legacy),
-                    "SK": event_sort_key(record.name, record.event_id)}),
-                    ConditionExpression="attribute_not_exists(PK)" + older, **extra, **self._capacity)
-        except _ConditionFailed:
-            return False
-        return True
+        return _records.put_event(self, execution_id, record, legacy)
 
     def list_events(self, execution_id: str, name: str | None = None, legacy: bool = False,
                     limit: int | None = None) -> list[EventRecord | CorruptRecord]:
-        prefix = EVENT_PREFIX if name is None else event_sort_key(name, "")
-        out: list[EventRecord | CorruptRecord] = []
-        for page in self._query_partition(self._events_pk(execution_id, legacy), prefix, limit=limit):
-            out.extend(self._decode_event(_sort_key(item), item) for item in page)
-            if limit is not None and len(out) >= limit:
-                return out[:limit]
-        return out
-
-    @staticmethod
-    def _decode_event(sk: str, item: dict[str, Any]) -> EventRecord | CorruptRecord:
-        return _decoded(sk, item, event_from_attrs)
+        return _records.list_events(self, execution_id, name, legacy, limit)
 
     @staticmethod
     def valid_list_cursor(cursor: Any) -> bool:
@@ -511,10 +394,6 @@ class DynamoStore:
     def list_cursor(self, entry: ListEntry) -> Any:
         """A ``query_list`` cursor that resumes right after ``entry``."""
         return list_key(entry.created_at, entry.execution_id)
-
-    @staticmethod
-    def _decode_operation(sk: str, item: dict[str, Any]) -> OperationRecord | CorruptRecord:
-        return _decoded(sk, item, operation_from_attrs)
 
     def load_statuses(self, execution_ids: list[str]) -> dict[str, str]:
         """BatchGetItem of the execution items' status (``_dynamo_batch``)."""
@@ -529,64 +408,17 @@ class DynamoStore:
         where executions written before the index was sharded stay until they are next written."""
         return [LIST_PK] + [f"{LIST_PK}#{shard}" for shard in range(self.shards)]
 
+    # -- the list index and the due index (``_dynamo_indexes.py``) -------------------------------------
     def query_list(self, limit: int, cursor: Any | None = None, created_after: dt.datetime | None = None,
                    created_before: dt.datetime | None = None) -> ListPage:
-        """Newest first across every partition of the list index: each is read newest first (``limit`` + 1
-        entries at most, strictly below ``cursor``) and the pages are merged."""
-        low = "0" if created_after is None else format_ts(created_after)
-        high = "9" if created_before is None else format_ts(created_before) + "#~"
-        if cursor is not None:
-            high = min(high, cursor)  # inclusive: the cursor's own entry is dropped below
-        found: list[tuple[str, dict[str, Any]]] = []
-        more, scanned = False, 0
-        for pk in self.list_partitions():
-            args: dict[str, Any] = {
-                "TableName": self.table, "IndexName": LIST_INDEX, "Limit": limit + 1, "ScanIndexForward": False,
-                "KeyConditionExpression": "GSI2PK = :pk AND GSI2SK BETWEEN :low AND :high",
-                "ExpressionAttributeValues": _to_item({":pk": pk, ":low": low, ":high": high}), **self._capacity,
-            }
-            with _translated("Query"):
-                resp = self.client.query(**args)
-            scanned += int(resp.get("ScannedCount", 0))
-            more = more or "LastEvaluatedKey" in resp
-            found.extend((item["GSI2SK"], item) for item in map(_from_item, resp.get("Items", []))
-                         if item["GSI2SK"] != cursor)
-        found.sort(key=lambda pair: pair[0], reverse=True)
-        page = found[:limit]
-        entries = []
-        for key, item in page:
-            created, _, eid = key.partition("#")
-            entries.append(ListEntry(execution_id=eid, workflow=item.get("workflow", "?"),
-                                     status=item.get("list_status", LIVE), created_at=parse_ts(created)))
-        more = more or len(found) > limit
-        return ListPage(entries, page[-1][0] if more and page else None, scanned)
+        return _indexes.query_list(self, limit, cursor, created_after, created_before)
 
-    # -- the due index --------------------------------------------------------------------------
     def query_due(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
-        return self._query_index("DUE", shard, now, limit, cursor)
+        return _indexes.query_index(self, "DUE", shard, now, limit, cursor)
 
     def query_unfinalized(self, shard: int, now: dt.datetime, limit: int, cursor: Any | None = None) -> DuePage:
         """Ended executions whose housekeeping is overdue (GSI1PK = FIN#<shard>)."""
-        return self._query_index("FIN", shard, now, limit, cursor)
-
-    def _query_index(self, prefix: str, shard: int, now: dt.datetime, limit: int, cursor: Any | None) -> DuePage:
-        args: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": GSI_NAME,
-            "KeyConditionExpression": "GSI1PK = :shard AND GSI1SK <= :now",
-            "ExpressionAttributeValues": _to_item({":shard": f"{prefix}#{shard}", ":now": format_ts(now)}),
-            "Limit": limit,
-            **self._capacity,
-        }
-        if cursor is not None:
-            args["ExclusiveStartKey"] = cursor
-        with _translated("Query"):
-            resp = self.client.query(**args)
-        items = [
-            DueRef(execution_id=item["PK"].removeprefix("EXEC#"), next_wake_at=parse_ts(item["GSI1SK"]))
-            for item in map(_from_item, resp.get("Items", []))
-        ]
-        return DuePage(items=items, cursor=resp.get("LastEvaluatedKey"), read_count=int(resp.get("ScannedCount", 0)))
+        return _indexes.query_index(self, "FIN", shard, now, limit, cursor)
 
     # -- parallel and map steps (``_dynamo_branches.py``) ---------------------------------------
     def put_join(self, execution_id: str, join: Any) -> bool:

@@ -1,0 +1,98 @@
+"""An execution's operation records and events (used by ``DynamoStore``, in ``dynamodb.py``; kept apart to keep
+that module small). Each has its own partition, ``EXEC#<id>#O`` and ``EXEC#<id>#E`` (the execution's own
+partition, ``legacy``, for executions started before engine-core 0.3), so the delivery's one query of
+``EXEC#<id>`` never reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model import CorruptRecord, EventRecord, OperationRecord
+from ..ports import HistoryPage
+from ._dynamo_wire import (
+    EVENTS_PARTITION,
+    OPS_PARTITION,
+    _ConditionFailed,
+    _decoded,
+    _pk,
+    _sort_key,
+    _to_item,
+    _translated,
+)
+from ._items import (
+    EVENT_PREFIX,
+    OP_PREFIX,
+    RUN_ATTR,
+    event_from_attrs,
+    event_sort_key,
+    event_to_attrs,
+    operation_from_attrs,
+    operation_sort_key,
+    operation_to_attrs,
+)
+
+
+def ops_pk(execution_id: str, legacy: bool) -> str:
+    return _pk(execution_id) + ("" if legacy else OPS_PARTITION)
+
+
+def events_pk(execution_id: str, legacy: bool) -> str:
+    return _pk(execution_id) + ("" if legacy else EVENTS_PARTITION)
+
+
+def put_operation(store, execution_id: str, record: OperationRecord, legacy: bool = False) -> None:
+    with _translated("PutItem"):
+        store.client.put_item(TableName=store.table, Item=_to_item({
+            **operation_to_attrs(record), "PK": ops_pk(execution_id, legacy),
+            "SK": operation_sort_key(record)}), **store._capacity)
+
+
+def operations(store, execution_id: str, legacy: bool = False) -> list[OperationRecord | CorruptRecord]:
+    return [decode_operation(_sort_key(item), item)
+            for page in store._query_partition(ops_pk(execution_id, legacy), OP_PREFIX) for item in page]
+
+
+def operations_page(store, execution_id: str, limit: int, after: str | None = None,
+                    legacy: bool = False) -> HistoryPage:
+    return store._page(ops_pk(execution_id, legacy), OP_PREFIX, limit, after, decode_operation)
+
+
+def events_page(store, execution_id: str, limit: int, after: str | None = None, legacy: bool = False) -> HistoryPage:
+    return store._page(events_pk(execution_id, legacy), EVENT_PREFIX, limit, after, decode_event)
+
+
+def put_event(store, execution_id: str, record: EventRecord, legacy: bool = False) -> bool:
+    """Keep an event until a wait consumes it; False (nothing written) when its id was sent to this run
+    before. An event an earlier run under the same id left is replaced."""
+    older = "" if record.run is None else " OR #run < :run OR (attribute_not_exists(#run) AND sent_at < :run)"
+    extra: dict[str, Any] = {} if record.run is None else {
+        "ExpressionAttributeNames": {"#run": RUN_ATTR}, "ExpressionAttributeValues": _to_item({":run": record.run})}
+    try:
+        with _translated("PutItem"):
+            store.client.put_item(TableName=store.table, Item=_to_item({
+                **event_to_attrs(record), "PK": events_pk(execution_id, legacy),
+                "SK": event_sort_key(record.name, record.event_id)}),
+                ConditionExpression="attribute_not_exists(PK)" + older, **extra, **store._capacity)
+    except _ConditionFailed:
+        return False
+    return True
+
+
+def list_events(store, execution_id: str, name: str | None = None, legacy: bool = False,
+                limit: int | None = None) -> list[EventRecord | CorruptRecord]:
+    prefix = EVENT_PREFIX if name is None else event_sort_key(name, "")
+    out: list[EventRecord | CorruptRecord] = []
+    for page in store._query_partition(events_pk(execution_id, legacy), prefix, limit=limit):
+        out.extend(decode_event(_sort_key(item), item) for item in page)
+        if limit is not None and len(out) >= limit:
+            return out[:limit]
+    return out
+
+
+def decode_event(sk: str, item: dict[str, Any]) -> EventRecord | CorruptRecord:
+    return _decoded(sk, item, event_from_attrs)
+
+
+def decode_operation(sk: str, item: dict[str, Any]) -> OperationRecord | CorruptRecord:
+    return _decoded(sk, item, operation_from_attrs)
