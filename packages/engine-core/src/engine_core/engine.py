@@ -43,10 +43,10 @@ from .model import ErrorInfo, Execution, ExecutionState, Status, StepMessage, Ti
 from .operations import Operator
 from .outcome import Outcome, log_fields
 from .ports import EventPublisher, Metrics, NullMetrics, StateStore, StepQueue
-from .rebuild import context_of, rebuild_context
+from .rebuild import context_of, rebuild_context, this_run_state
 from .registry import REGISTRY, Registry
 from .settings import ConfigurationError, EngineSettings
-from .step_run import StepRun, this_run_state
+from .step_run import StepRun
 from .steps import WorkflowDef
 from .versions import pins_of, resolve
 

@@ -22,7 +22,7 @@ from .lifecycle import Lifecycle
 from .model import Branch, Execution, ExecutionState, ListEntry, StepRecord
 from .ports import PAGE_BYTES
 from .rebuild import this_run
-from .step_run import this_run_state
+from .rebuild import this_run_state
 from .steps import WorkflowDef
 from .versions import pinned_definition, read_pins
 

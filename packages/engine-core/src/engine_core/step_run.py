@@ -8,7 +8,6 @@ sees it only as ``protocol.StepOps``; the operator's ending rules see it as ``pr
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import logging
 import time
@@ -31,7 +30,7 @@ from .fanout_items import FanOutItems
 from .lifecycle import Lifecycle
 from .model import Branch, CorruptRecord, ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepRecord, StepStatus
 from .outcome import Outcome, log_fields
-from .rebuild import rebuild_context, this_run
+from .rebuild import rebuild_context, this_run, this_run_state
 from .retries import backoff_s
 from .steps import StepDef, WorkflowDef
 
@@ -534,12 +533,3 @@ def _holds(old: Execution, current: Execution) -> bool:
     return (current.current_step == old.current_step and current.attempt == old.attempt
             and current.attempt_started_at == old.attempt_started_at)
 
-
-def this_run_state(state: ExecutionState) -> ExecutionState:
-    """The state with only this run's history, events and joins (a token re-used after its execution
-    expired starts a new run under the same id; what the old run left waits for its TTL)."""
-    e = state.execution
-    return dataclasses.replace(
-        state, records=this_run(e, state.records, "finished_at"), events=this_run(e, state.events, "sent_at"),
-        operations=this_run(e, state.operations, "at"),
-        joins={i: j for i, j in state.joins.items() if j.run is None or j.run == e.run})
