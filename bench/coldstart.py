@@ -60,6 +60,28 @@ _config = Config(retries={{"mode": "standard", "max_attempts": 3}}, connect_time
 clients = [boto3.client(name, config=_config) for name in {clients!r}]
 """
 """The floor module: what any Lambda creating those clients at import pays, and nothing else."""
+HANDLER_LIBRARIES = {
+    "worker": ["from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response",
+               "from aws_lambda_powertools.utilities.typing import LambdaContext"],
+    "sweeper": ["from aws_lambda_powertools.utilities.typing import LambdaContext"],
+    "control-plane": ["from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response, content_types",
+                      "from aws_lambda_powertools.event_handler.exceptions import NotFoundError",
+                      "from aws_lambda_powertools.logging import correlation_paths",
+                      "from aws_lambda_powertools.utilities.typing import LambdaContext"],
+}
+"""The Powertools utilities each handler imports before engine-core (its own first lines, in their order)."""
+LIBRARIES_SOURCE = """import gc
+gc.disable()
+{imports}
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from pydantic import BaseModel, ValidationError
+{floor}
+logger, metrics = Logger(), Metrics()
+"""
+"""The libraries module: the floor plus the libraries the handler imports (Powertools, pydantic) and its
+Logger and Metrics, in the handler's order and with the collector off, as the handler runs them. The handler
+minus this module is Loom's own share of the init: engine-core, the handler's setup, the workflows."""
 _LINE = re.compile(r"^import time:\s+(\d+)\s+\|\s+(\d+)\s+\|\s?(\s*)(\S+)\s*$")
 
 
@@ -114,6 +136,20 @@ def floor_module(folder: Path, function: str) -> str:
     name = "loom_floor_" + function.replace("-", "_")
     (folder / f"{name}.py").write_text(FLOOR_SOURCE.format(clients=list(HANDLER_CLIENTS[function])))
     return name
+
+
+def libraries_module(folder: Path, function: str) -> str:
+    """Write the libraries module of ``function`` into ``folder``; its module name."""
+    name = "loom_libraries_" + function.replace("-", "_")
+    floor = FLOOR_SOURCE.format(clients=list(HANDLER_CLIENTS[function]))
+    (folder / f"{name}.py").write_text(LIBRARIES_SOURCE.format(imports="\n".join(HANDLER_LIBRARIES[function]),
+                                                               floor=floor))
+    return name
+
+
+def share_ms(whole: list[dict[str, Any]], part: list[dict[str, Any]]) -> float | None:
+    """Median over rounds of (``whole`` - ``part``): what the handler adds to its libraries, round by round."""
+    return over_floor_ms(whole, part)
 
 
 def compile_sources(root: Path = ROOT) -> None:
@@ -224,7 +260,9 @@ def measure(runs: int = 5, progress: Callable[[str], None] = print) -> dict[str,
                     pycs = sum(1 for n in z.namelist() if n.endswith(".pyc"))
                 entry["functions"][function] = {"zip": f"{run['dir']}/{function}.zip", "pycs": pycs}
                 configs += [("floor", key, function, floor_module(floors, function), [str(floors), str(libs)], True),
-                            ("zip", key, function, module, [str(tree), str(libs)], True)]
+                            ("zip", key, function, module, [str(tree), str(libs)], True),
+                            ("libraries", key, function, libraries_module(floors, function),
+                             [str(floors), str(tree), str(libs)], True)]
                 if i == 0:  # the same tree without its bytecode: what a zip of sources pays
                     sources = Path(root) / f"{i}-{function}-sources"
                     shutil.copytree(tree, sources, ignore=shutil.ignore_patterns("__pycache__"))
@@ -257,6 +295,11 @@ def measure(runs: int = 5, progress: Callable[[str], None] = print) -> dict[str,
             row.update({"module": HANDLERS[function], **summarize(handler), "clients": list(HANDLER_CLIENTS[function]),
                         "floor_ms": f.get("import_ms"), "floor_ms_runs": f.get("import_ms_runs"),
                         "over_floor_ms": over_floor_ms(handler, floor)})
+            if ("libraries", key, function) in samples:
+                lib = samples[("libraries", key, function)]
+                row["libraries_ms"] = summarize(lib).get("import_ms")
+                row["libraries_over_floor_ms"] = over_floor_ms(lib, floor)
+                row["own_ms"] = share_ms(handler, lib)
             if ("sources", key, function) in samples:
                 src = samples[("sources", key, function)]
                 row["sources_only_ms"] = summarize(src).get("import_ms")

@@ -202,6 +202,7 @@ def zip_section(w: Write, cold: dict[str, Any]) -> None:
                   else f"missed by {and_join(c.subject for c in missed)}")
         w(f"**Against the target (each handler's init within {checks[0].limit:g} ms of the floor, in the zip as Lambda "
           f"loads it): {result}** ({and_join(f'{c.subject}: {c.value:+.0f} ms' for c in checks)}).\n")
+    split_section(w, runs, checks[0].limit if checks else None)
     rows = findings.zip_before_after(cold, findings.zip_coldstart_before())
     if rows:
         w("Before and after in the zips (*before* is `bench/baseline/coldstart-before-issue22.json`, this section "
@@ -214,6 +215,27 @@ def zip_section(w: Write, cold: dict[str, Any]) -> None:
             w(f"| {b.function} | `{where}` | {b.before_ms:.0f} ms | {b.after_ms:.0f} ms | "
               f"{_ms(b.before_over_floor_ms, True)} | {_ms(b.after_over_floor_ms, True)} | {so} |")
         w("")
+
+
+def split_section(w: Write, runs: list[dict[str, Any]], limit: float | None) -> None:
+    """What of each init over the floor is the libraries the handler imports, and what is Loom's own."""
+    rows = [(entry, function, r) for entry in runs for function, r in entry["functions"].items()
+            if r.get("ok") and r.get("libraries_over_floor_ms") is not None and r.get("own_ms") is not None]
+    if not rows:
+        return
+    w("Where the time over the floor goes, in the zips: the *libraries* module is the floor plus what the "
+      "handler imports before engine-core (its Powertools utilities, Logger and Metrics, pydantic), in the "
+      "handler's order and with the collector off, as the handler runs them (`bench/coldstart.py`, "
+      "`HANDLER_LIBRARIES`); *Loom's own* is the handler minus that module, round by round: engine-core, the "
+      "handler's setup and the workflows' registry.\n")
+    budget = "" if limit is None else f" | Left for Loom's own within {limit:g} ms"
+    w(f"| Function | Zip | Python | Over the floor | Libraries: over the floor | Loom's own{budget} |")
+    w("|---|---|---|---:|---:|---:|" + ("---:|" if limit is not None else ""))
+    for entry, function, r in rows:
+        left = "" if limit is None else f" | {limit - r['libraries_over_floor_ms']:+.0f} ms"
+        w(f"| {function} | `{r['zip']}` | {entry['python_version']} | {_ms(r.get('over_floor_ms'), True)} | "
+          f"{r['libraries_over_floor_ms']:+.0f} ms | {r['own_ms']:+.0f} ms{left} |")
+    w("")
 
 
 def coldstart_section(w: Write, cold: dict[str, Any]) -> None:

@@ -309,6 +309,24 @@ def test_render_when_the_zips_were_measured_shows_each_init_beside_its_floor_and
     assert "the zips' bytecode saves 300 ms per init on average" in text
 
 
+def test_render_when_the_libraries_were_measured_splits_each_init_over_the_floor(results: dict[str, Any]) -> None:
+    # given: the worker 150 ms over its floor, 90 of them the libraries it imports; the sweeper's libraries
+    # not measured (an older result)
+    run = _zip_run({"worker": 150.0, "sweeper": 120.0})
+    run["functions"]["worker"].update(libraries_ms=390.0, libraries_over_floor_ms=90.0, own_ms=60.0)
+    results["coldstart"]["zip_runs"] = [run]
+    results["coldstart"]["python312"] = "3.12.1"
+
+    # when
+    text = report.render(results)
+
+    # then: the worker's row splits its 150 ms and says what the libraries leave of the 100 ms; no sweeper row
+    assert "| worker | `dist/lambda/worker.zip` | 3.12.1 | +150 ms | +90 ms | +60 ms | +10 ms |" in text
+    split = text[text.index("Where the time over the floor goes"):]
+    split = split[:split.index("\n\n", split.index("| Function |"))]
+    assert "| sweeper |" not in split
+
+
 def test_render_when_every_zip_init_is_within_100_ms_of_its_floor_says_met(results: dict[str, Any]) -> None:
     # given: no 3.12 here, so the local zips on this machine's Python
     results["coldstart"]["zip_runs"] = [_zip_run({"worker": 60.0, "sweeper": 70.0, "control-plane": 99.0},
