@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import gc
 import statistics
 import sys
 import time

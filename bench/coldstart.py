@@ -147,11 +147,6 @@ def libraries_module(folder: Path, function: str) -> str:
     return name
 
 
-def share_ms(whole: list[dict[str, Any]], part: list[dict[str, Any]]) -> float | None:
-    """Median over rounds of (``whole`` - ``part``): what the handler adds to its libraries, round by round."""
-    return over_floor_ms(whole, part)
-
-
 def compile_sources(root: Path = ROOT) -> None:
     """Bytecode for the editable packages' sources, as an installed wheel has it."""
     subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *map(str, sorted(root.glob("packages/*/src")))],
@@ -299,7 +294,7 @@ def measure(runs: int = 5, progress: Callable[[str], None] = print) -> dict[str,
                 lib = samples[("libraries", key, function)]
                 row["libraries_ms"] = summarize(lib).get("import_ms")
                 row["libraries_over_floor_ms"] = over_floor_ms(lib, floor)
-                row["own_ms"] = share_ms(handler, lib)
+                row["own_ms"] = over_floor_ms(handler, lib)  # the libraries as the handler's floor
             if ("sources", key, function) in samples:
                 src = samples[("sources", key, function)]
                 row["sources_only_ms"] = summarize(src).get("import_ms")

@@ -17,7 +17,7 @@ from .model import ErrorInfo, Execution, Status, StepMessage, Timer
 from .ports import EventPublisher, Metrics, NullEvents, StateStore, StepQueue, Transition
 from .registry import Registry
 from .settings import EngineSettings, lease_seconds
-from .steps import WorkflowDef
+from .steps import StepDef, WorkflowDef
 
 RESTAMP_MARGIN_S = 3600.0
 """Items are re-stamped when a timer would end within this much (plus a lease and the index slack) of
@@ -86,7 +86,11 @@ class Lifecycle:
     # -- budgets and leases -----------------------------------------------------------------------
     def timeout_s(self, wf: WorkflowDef, index: int) -> float:
         """A step's budget: its own, the workflow's, or the default derived from the function timeout."""
-        return wf.timeout_for(index) or self.settings.default_step_timeout_s
+        return self.budget(wf, wf.steps[index])
+
+    def budget(self, wf: WorkflowDef, d: StepDef) -> float:
+        """``timeout_s`` of the step ``d`` of ``wf`` (a code-first position is not found by its index)."""
+        return d.timeout_s or wf.step_timeout_s or self.settings.default_step_timeout_s
 
     def _workflow(self, name: str, version: int | None = None) -> WorkflowDef | None:
         try:

@@ -93,13 +93,12 @@ def prefix_of(e: Execution, records: list[Any], values: dict[int, Kept],
     if base is not None and base.run == e.run and base.upto <= upto and len(records) >= base.upto \
             and records[base.upto - 1] is base.records[-1] and records[0] is base.records[0]:
         start, kept, size, ready = base.upto, base.records, base.size, dict(base.ready)
-    # One pass over the records this delivery added (``index_records``, inlined): every position below the
-    # current one has exactly one record, in position order (as the store returns them); anything else is
-    # not a history this module vouches for.
+    # Every position below the current one has exactly one record, in position order (as the store returns
+    # them); anything else is not a history this module vouches for.
     added: list[StepRecord] = []
-    expected, succeeded = start, StepStatus.SUCCEEDED
+    expected = start
     for r in records[start:]:
-        if not isinstance(r, StepRecord) or (kind := r.kind) == "compensation":
+        if not isinstance(r, StepRecord) or r.kind == "compensation":
             return None  # unreadable, or a compensation ran: read it all next time
         i = r.step_index
         if i >= upto:
@@ -110,10 +109,9 @@ def prefix_of(e: Execution, records: list[Any], values: dict[int, Kept],
         added.append(r)
         blob, context = r.result_blob, r.context_blob
         size += _OVERHEAD_BYTES + len(r.name) + (2 * len(blob) if blob else 0) + (len(context) if context else 0)
-        if r.status is succeeded and kind != "sleep":
-            ready[i] = (r.name, kind, r)
     if expected != upto:
         return None
+    index_records(added, {}, ready)
     return Prefix(run=e.run, version=e.version, upto=upto, redrives=e.redrives, workflow_version=e.workflow_version,
                   records=(*kept, *added), size=size, values=values, ready=ready)
 

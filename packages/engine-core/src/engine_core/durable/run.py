@@ -87,8 +87,8 @@ class CodeRun(StepRun):
         return self._budget(self.step)
 
     def _budget(self, d: StepDef) -> float:
-        """Position ``d``'s budget, as ``Lifecycle.timeout_s`` gives it, from ``d`` itself (no lookup)."""
-        return d.timeout_s or self.wf.step_timeout_s or self.settings.default_step_timeout_s
+        """Position ``d``'s budget, from ``d`` itself (no lookup)."""
+        return self.life.budget(self.wf, d)
 
     def prefix(self) -> Prefix | None:
         """What to keep of the history for this execution's next delivery in this process (``prefix.py``):
