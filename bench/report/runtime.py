@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis import TARGET_IMPORT_MS, TARGET_OVER_FLOOR_MS
-from . import findings
+from . import coldstart_findings, findings
 from ._fmt import Write, and_join, api_table, calls, cmd, fmt, met, usd
 
 
@@ -195,7 +195,7 @@ def zip_section(w: Write, cold: dict[str, Any]) -> None:
               f"({', '.join(r.get('clients', []))}) | {_ms(r.get('over_floor_ms'), True)} | {sources} | "
               f"{r['process_wall_ms']:.0f} ms | {parts} |")
     w("")
-    checks = findings.zip_floor_checks(cold)
+    checks = coldstart_findings.zip_floor_checks(cold)
     if checks:
         missed = [c for c in checks if not c.ok]
         result = ("met by every handler" if not missed else "missed by every handler" if len(missed) == len(checks)
@@ -203,7 +203,7 @@ def zip_section(w: Write, cold: dict[str, Any]) -> None:
         w(f"**Against the target (each handler's init within {checks[0].limit:g} ms of the floor, in the zip as Lambda "
           f"loads it): {result}** ({and_join(f'{c.subject}: {c.value:+.0f} ms' for c in checks)}).\n")
     split_section(w, runs, checks[0].limit if checks else None)
-    rows = findings.zip_before_after(cold, findings.zip_coldstart_before())
+    rows = coldstart_findings.zip_before_after(cold, coldstart_findings.zip_coldstart_before())
     if rows:
         w("Before and after in the zips (*before* is `bench/baseline/coldstart-before-issue22.json`, this section "
           "as measured at the commit before issue 22's handler-import work; each run's floor is its own, so "
@@ -225,7 +225,9 @@ def split_section(w: Write, runs: list[dict[str, Any]], limit: float | None) -> 
         return
     w("Where the time over the floor goes, in the zips: the *libraries* module is the floor plus what the "
       "handler imports before engine-core (its Powertools utilities, Logger and Metrics, pydantic), in the "
-      "handler's order and with the collector off, as the handler runs them (`bench/coldstart.py`, "
+      "handler's order and with the collector off, as the handler runs them, and one one-field pydantic model "
+      "(pydantic loads most of itself, `importlib.metadata` included, when its first model class is built) "
+      "(`bench/coldstart.py`, "
       "`HANDLER_LIBRARIES`); *Loom's own* is the handler minus that module, round by round: engine-core, the "
       "handler's setup and the workflows' registry.\n")
     budget = "" if limit is None else f" | Left for Loom's own within {limit:g} ms"
@@ -271,7 +273,7 @@ def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
     if not cold["zips"].get("lambda") and not cold["zips"].get("local"):
         w("| (no zips: `make build` / `make build-local` did not run) | | | |")
     w("")
-    c = findings.cold_start(cold)
+    c = coldstart_findings.cold_start(cold)
     missed = [x.subject for x in c.checks if not x.ok]
     if not c.checks:
         result = "no handler imported"
@@ -300,7 +302,7 @@ def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
       "not pay the skipped collections instead. The floor module leaves the collector on, as any function that "
       "does nothing about it would: part of what the handlers save over it is the collections boto3's own "
       "import no longer triggers inside theirs.\n")
-    if missed or [x for x in findings.zip_floor_checks(cold) if not x.ok]:
+    if missed or [x for x in coldstart_findings.zip_floor_checks(cold) if not x.ok]:
         w("What would cut it further: create the boto3 clients on the first invocation rather than at import (the "
           "init phase is billed the same, so this moves the cost unless paired with provisioned concurrency or "
           "SnapStart); build at import only what a cold path uses (pydantic models no cold path needs are built "
@@ -314,7 +316,7 @@ def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
 
 def floor_section(w: Write, cold: dict[str, Any]) -> None:
     """Issue 15's target (within 100 ms of the floor) and the before/after of its changes, both computed."""
-    checks = findings.floor_checks(cold)
+    checks = coldstart_findings.floor_checks(cold)
     if not checks:
         return
     missed = [c for c in checks if not c.ok]
@@ -327,7 +329,7 @@ def floor_section(w: Write, cold: dict[str, Any]) -> None:
     limit = checks[0].limit
     w(f"**Against the target (handler import within {limit:g} ms of the floor, side by side in one run, dev venv): {result}** "
       f"(over the floor: {and_join(f'{c.subject} {c.value:+.0f} ms' for c in checks)}).\n")
-    rows = findings.before_after(cold, findings.coldstart_before())
+    rows = coldstart_findings.before_after(cold, coldstart_findings.coldstart_before())
     if not rows:
         return
     w("Before and after (dev venv; *before* is `bench/baseline/coldstart-before-issue15.json`, the same "
@@ -358,5 +360,5 @@ def method(w: Write) -> None:
       "`Engine.start`, but not the Lambda handlers; Lambda invocations are counted by the bench's poller. The "
       "local-runtime section (when measured) runs the deployed zips.\n"
       "- Dollar figures exclude data transfer, CloudWatch Logs/metrics, DynamoDB storage and the free tiers.\n"
-      "- Every verdict and comparison in this report is computed from the results (`bench/report/findings.py`); "
+      "- Every verdict and comparison in this report is computed from the results (`bench/report/findings.py`, `bench/report/coldstart_findings.py`); "
       "`bench/tests/test_report.py` checks that altered results change the words.\n")

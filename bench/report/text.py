@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import analysis, prices
 from ..analysis import TARGET_REQUESTS, TARGET_USD_PER_MILLION, TARGET_WRITE_UNITS
-from . import findings, lite
+from . import coldstart_findings, findings, lite
 from ._fmt import Write, api_table, calls, cmd, fmt, met, steps_count, usd, verdict
 from .findings import Check
 
@@ -43,13 +43,13 @@ def targets(w: Write, results: dict[str, Any]) -> None:
           f"{verdict(c.ok)} |")
     cold = results.get("coldstart")
     if cold:
-        for c in findings.import_checks(cold):
+        for c in coldstart_findings.import_checks(cold):
             w(f"| Handler import under {c.limit:g} ms on this machine ({c.subject}, dev venv) | "
               f"{fmt(c.value, 0)} ms | {verdict(c.ok)} |")
-        for c in findings.floor_checks(cold):
+        for c in coldstart_findings.floor_checks(cold):
             w(f"| Handler import within {c.limit:g} ms of the floor, boto3 and its clients ({c.subject}, dev venv) | "
               f"{c.value:+.0f} ms | {verdict(c.ok)} |")
-        for c in findings.zip_floor_checks(cold):
+        for c in coldstart_findings.zip_floor_checks(cold):
             w(f"| Handler init within {c.limit:g} ms of the floor, boto3 and its clients, in the zip as Lambda loads it "
               f"({c.subject}) | {c.value:+.0f} ms | {verdict(c.ok)} |")
     if results.get("lite"):

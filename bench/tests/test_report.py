@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench import report
-from bench.report import findings
+from bench.report import coldstart_findings, findings
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "results.json"
 
@@ -214,7 +214,7 @@ def test_render_when_one_handler_is_far_over_the_floor_names_it_and_the_before_a
     # then
     assert _against(text, "handler import within 100 ms of the floor").startswith("missed by worker")
     assert "| Handler import within 100 ms of the floor, boto3 and its clients (worker, dev venv) | +180 ms | **missed** |" in text
-    before = findings.coldstart_before()
+    before = coldstart_findings.coldstart_before()
     assert before is not None  # bench/baseline/coldstart-before-issue15.json is committed
     b = before["venv"]["worker"]["import_ms"]
     assert f"| worker | {b:.0f} ms | {results['coldstart']['venv']['worker']['import_ms']:.0f} ms |" in text

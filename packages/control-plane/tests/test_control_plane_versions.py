@@ -48,7 +48,7 @@ def deploy(versions=(1, 2)) -> Registry:
 def setup():
     FIXED["on"] = False
     runner = LocalRunner(deploy())
-    rt = Runtime(runner.engine, runner.sweeper, runner.settings, runner.engine.registry)
+    rt = Runtime.around(runner.engine, runner.sweeper)
     return runner, rt
 
 
@@ -99,7 +99,7 @@ def test_get_workflows_lists_each_version_with_its_live_executions_and_live_ones
     assert "live" not in quiet and "live" not in quiet["workflows"][0]["versions"][0]
     # a deployment without version 1 names the executions live on it
     only_two = deploy((2,))
-    rt2 = Runtime(runner.engine, runner.sweeper, runner.settings, only_two)
+    rt2 = Runtime.around(runner.engine, runner.sweeper, only_two)
     assert send(rt2, routes.list_workflows, query={})[1]["undeployed"] == [{"workflow": "billing", "version": 1, "live": 2}]
 
 

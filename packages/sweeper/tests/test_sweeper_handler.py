@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from loom_test_support.lambda_harness import FakeContext, load_event, load_handler
 
@@ -180,3 +183,16 @@ def test_sweep_reports_redrives_in_logs_and_embedded_metrics(lambdas, world, clo
     assert directive["Namespace"] == "LoomTest"
     assert {"RedrivenStalledLease", "Redriven"} <= {m["Name"] for m in directive["Metrics"]}
     assert blobs[-1]["RedrivenStalledLease"] == [1.0]
+
+
+def test_the_sweeper_handler_init_loads_the_workflows_but_not_the_engine_step_path():
+    # given a fresh interpreter with a function's environment (the memory store: no table to reach)
+    env = {**os.environ, "LOOM_STORE": "memory", "LOOM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/loom-steps",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    code = ("import sys, loom_sweeper.handler as h\n"
+            "print(len(h.runtime.registry.names()) > 0, sorted(m for m in ('engine_core.engine', 'engine_core.step_run',"
+            " 'engine_core.durable.run', 'engine_core.kinds') if m in sys.modules))")
+    # when
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    # then
+    assert out.strip() == "True []"

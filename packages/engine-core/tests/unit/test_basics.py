@@ -267,3 +267,30 @@ def test_a_step_body_runs_under_its_alarm_and_the_handler_found_before_is_put_ba
     assert fast.ok and fast.result == {"ok": 1}
     assert after_slow is mine and after_fast is mine
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_the_package_loads_each_exported_name_on_first_use_and_authoring_does_not_load_the_step_path():
+    # given a fresh interpreter that imports what a workflow module imports
+    code = ("import sys, engine_core\n"
+            "from engine_core import PermanentStepError, RetryPolicy, StepContext, map, sleep, step, workflow\n"
+            "from engine_core.durable import durable\n"
+            "loaded = [m for m in ('engine_core.engine', 'engine_core.step_run', 'engine_core.durable.run', "
+            "'engine_core.operations', 'engine_core.sweeper') if m in sys.modules]\n"
+            "print(','.join(loaded) or '-')")
+    # when
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    # then none of the step path, the operator or the sweeper was imported
+    assert out.strip() == "-"
+
+
+def test_every_exported_name_resolves_to_its_module_object_and_an_unknown_one_is_an_attribute_error():
+    # given
+    import engine_core.engine
+    import engine_core.registry
+    # when
+    resolved = {name: getattr(engine_core, name) for name in engine_core.__all__}
+    # then
+    assert resolved["Engine"] is engine_core.engine.Engine and resolved["map"] is engine_core.registry.map_
+    assert set(engine_core.__all__) <= set(dir(engine_core))
+    with pytest.raises(AttributeError, match="'engine_core' has no attribute 'Engin'"):
+        engine_core.Engin  # noqa: B018

@@ -23,3 +23,15 @@ def test_lambda_setup_builds_logger_metrics_and_the_runtime_and_formats_engine_l
     assert setup.runtime.engine.store is setup.runtime.sweeper.store
     engine_log = logging.getLogger("engine_core")
     assert engine_log.handlers and type(engine_log.handlers[0].formatter) is type(setup.logger.handlers[0].formatter)
+
+
+def test_the_runtime_builds_only_the_parts_a_function_asks_for_at_init_and_the_rest_on_first_use(monkeypatch):
+    # given
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    # when the sweeper's setup asks for the sweeper only
+    runtime = lambda_setup(registry=Registry(), load_workflows=False, parts=("sweeper",)).runtime
+    # then the sweeper is built and the engine is not, until something uses it
+    assert "sweeper" in vars(runtime) and "engine" not in vars(runtime)
+    assert runtime.engine.store is runtime.sweeper.store is runtime.store
+    assert runtime.engine is runtime.engine

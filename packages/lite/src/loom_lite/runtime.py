@@ -19,7 +19,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from engine_core import REGISTRY, Engine, Outcome, Registry, SweepReport, Sweeper, SystemClock
+from engine_core import REGISTRY, Outcome, Registry, SweepReport, SystemClock
 from engine_core.adapters.bootstrap import Runtime
 from engine_core.adapters.sqlite import SqliteStore
 from engine_core.adapters.sqlite_queue import SqliteQueue
@@ -53,10 +53,9 @@ class LiteRuntime:
                                  busy_timeout_ms=config.busy_timeout_ms)
         self.clock = clock or SystemClock()
         self.queue = SqliteQueue(self.store.db, self.clock, max_receives=config.max_receives)
-        self.engine = Engine(self.store, self.queue, registry, self.clock, settings)
-        self.sweeper = Sweeper(self.store, self.queue, self.clock, settings, registry)
-        self.runtime = Runtime(self.engine, self.sweeper, settings, registry)
+        self.runtime = Runtime(self.store, self.queue, self.clock, settings, registry, parts=("engine", "sweeper"))
         """What the control plane's routes take (the Lambda bootstrap's type)."""
+        self.engine, self.sweeper = self.runtime.engine, self.runtime.sweeper
         self.stop_event = threading.Event()
         self.worker = Worker(self.engine, self.queue, config.delivery_s, config.visibility_s, config.poll_s,
                              self.stop_event, on_outcome)

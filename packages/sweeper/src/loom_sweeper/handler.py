@@ -18,7 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from engine_core.adapters.lambda_runtime import init_done, lambda_setup
 
-setup = lambda_setup()
+setup = lambda_setup(parts=("sweeper",))  # the sweeper only: the engine's step path is never imported
 logger, metrics, runtime = setup.logger, setup.metrics, setup.runtime
 
 

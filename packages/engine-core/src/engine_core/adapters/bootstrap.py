@@ -15,21 +15,24 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config
 
-from ..clock import SystemClock
-from ..engine import Engine
-from ..ports import Metrics
+from ..clock import Clock, SystemClock
+from ..ports import EventPublisher, Metrics, StateStore, StepQueue
 from ..registry import REGISTRY, Registry
 from ..settings import EngineSettings, require_env
-from ..sweeper import Sweeper
 from . import build_store
 from .eventbridge import EventBridgePublisher
 from .sqs import SqsQueue
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+    from ..sweeper import Sweeper
 
 log = logging.getLogger("engine_core")
 
@@ -42,24 +45,55 @@ def client_config(settings: EngineSettings) -> Config:
                   tcp_keepalive=True)
 
 
-class Runtime(NamedTuple):
-    engine: Engine
-    sweeper: Sweeper
-    settings: EngineSettings
-    registry: Registry
+class Runtime:
+    """One function's engine and sweeper over one store and queue, each built on first use: the sweeper's
+    Lambda never imports the engine's step path, and the worker's never builds a sweeper. ``parts`` builds
+    some now (what a function uses belongs in its init, not in its first invocation)."""
+
+    def __init__(self, store: StateStore, queue: StepQueue, clock: Clock, settings: EngineSettings,
+                 registry: Registry, metrics: Metrics | None = None, events: EventPublisher | None = None,
+                 parts: Iterable[str] = ()):
+        self.store, self.queue, self.clock, self.settings, self.registry = store, queue, clock, settings, registry
+        self.metrics, self.events = metrics, events
+        for part in parts:
+            getattr(self, part)
+
+    @classmethod
+    def around(cls, engine: Engine, sweeper: Sweeper, registry: Registry | None = None) -> Runtime:
+        """A runtime over an engine and a sweeper built elsewhere (a test's runner); ``registry`` is what
+        the routes read (default: the engine's)."""
+        life = engine.life
+        runtime = cls(life.store, life.queue, life.clock, engine.settings, registry or engine.registry, engine.metrics,
+                      life.events)
+        runtime.__dict__.update(engine=engine, sweeper=sweeper)  # what the cached properties would build
+        return runtime
+
+    @cached_property
+    def engine(self) -> Engine:
+        from ..engine import Engine
+
+        return Engine(self.store, self.queue, self.registry, self.clock, self.settings, self.metrics, self.events)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        from ..sweeper import Sweeper
+
+        return Sweeper(self.store, self.queue, self.clock, self.settings, self.registry, self.metrics,
+                       events=self.events)
 
     def release(self, receipt_handle: str) -> None:
         """Return a received step message to the queue now; a failure only leaves it for the visibility
         timeout (the record is reported failed either way, and the due index covers a lost one)."""
         try:
-            self.engine.queue.release(receipt_handle)
+            self.queue.release(receipt_handle)
         except Exception:  # noqa: BLE001 - best effort: the record's redelivery does not depend on it
             log.warning("could not release the record for redelivery now; it returns after the visibility timeout",
                         exc_info=True)
 
 
 def from_environment(env: Mapping[str, str] | None = None, metrics: Metrics | None = None,
-                     registry: Registry = REGISTRY, load_workflows: bool = True) -> Runtime:
+                     registry: Registry = REGISTRY, load_workflows: bool = True,
+                     parts: Iterable[str] = ("engine",)) -> Runtime:
     env = os.environ if env is None else env
     settings = EngineSettings.from_env(env)
     if load_workflows:
@@ -71,6 +105,4 @@ def from_environment(env: Mapping[str, str] | None = None, metrics: Metrics | No
     clock = SystemClock()
     bus = env.get("LOOM_EVENT_BUS_NAME") or ""
     events = EventBridgePublisher(boto3.client("events", config=config), bus) if bus else None
-    engine = Engine(store, queue, registry, clock, settings, metrics, events)
-    sweeper = Sweeper(store, queue, clock, settings, registry, metrics, events=events)
-    return Runtime(engine, sweeper, settings, registry)
+    return Runtime(store, queue, clock, settings, registry, metrics, events, parts)

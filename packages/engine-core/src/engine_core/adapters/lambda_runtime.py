@@ -6,7 +6,8 @@ only when a handler imports this module). What it does, in the order a cold star
 - one Powertools ``Logger`` and ``Metrics`` (service and namespace from ``POWERTOOLS_*``);
 - the warning Powertools gives an invocation that emits no metric silenced: acknowledging or rejecting
   without a metric is normal here, not worth a log line per invocation;
-- the engine (``bootstrap.from_environment``: store, queue, clients), then engine-core's loggers
+- the runtime (``bootstrap.from_environment``: store, queue, clients, and the parts the function uses:
+  the engine by default, the sweeper alone for the sweeper's Lambda), then engine-core's loggers
   formatted like the handler's (``copy_config_to_registered_loggers``), so every line is one JSON shape;
 - at the end of the handler module, ``init_done``: the garbage collector, which the handler turned off on
   its first line, back on, with everything init built frozen out of its scans.
