@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import weakref
 from typing import Any
 
 from .backlog import still_queued
@@ -17,7 +18,9 @@ class FanOutItems:
     """``protocol.FanOutItems`` over the store and the queue, for one execution."""
 
     def __init__(self, run: Any):
-        self.run = run
+        # The run owns this object and outlives its uses: a strong reference back would make every delivery
+        # a reference cycle, its records and values left to the garbage collector instead of freed at its end.
+        self.run = weakref.proxy(run)
         self.store, self.eid = run.life.store, run.execution.execution_id
         self._mark: Any = False  # the backlog mark, read at most once
 
