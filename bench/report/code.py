@@ -8,7 +8,7 @@ from ._fmt import Write, cmd
 
 
 def code_section(w: Write, results: dict[str, Any]) -> None:
-    from ..code import replayed_per_step, verdict
+    from ..code import verdict
 
     w("## Code-first beside step lists\n")
     w(f"Command: {cmd('code')}. The same steps ({results['result_bytes']:,} B results) written both ways: a "
@@ -45,40 +45,56 @@ def code_section(w: Write, results: dict[str, Any]) -> None:
       "process keeps the records of the positions an execution has passed (`durable/prefix.py`), so its next "
       "delivery reads only the records after them, as a step list reads from its latest checkpoint (a fresh "
       "process reads the whole history once).\n")
-    floor = results.get("replay")
-    if floor is None:
-        return
-    slope, steps_slope = floor["code"]["slope_us"], floor["steps"]["slope_us"]
-    if slope <= 0:  # a replay costs something: a fit at or below zero measured the machine's load, not it
-        w(f"What is left is the replay itself: each delivery runs the function from the top, and every durable "
-          f"call it makes before the first unrecorded one is a position replayed. This run's fit of each "
-          f"delivery's CPU against the positions it replays ({floor['n_steps']} steps, one a delivery) came out "
-          f"at {slope:.2f} us per replayed position: other work on the machine moved the deliveries' CPU more "
-          "than the replays did, so it says nothing about them. The instruction rows above are the figure to "
-          "read.\n")
-        return
-    w(f"What is left is the replay itself: each delivery runs the function from the top, and every durable call "
-      f"it makes before the first unrecorded one is a position replayed (the call, its check against the record, "
-      f"a fresh copy of the recorded value). Measured by the same command (one step a delivery, {floor['n_steps']} "
-      f"steps, the CPU of each delivery against the positions it replays): **{slope:.2f} us per replayed position** "
-      f"(a step list's delivery: {steps_slope:+.2f} us per recorded step), and a delivery costs "
-      f"{floor['code']['intercept_us']:.0f} us before any (step list: {floor['steps']['intercept_us']:.0f} us). "
-      "That is the floor of the style, not a read or a decode: the positions replayed per step, times that.\n")
-    w("| case | positions replayed per step | replay floor per step | step list per step | median runs: step list, code-first |")
-    w("|---|---:|---:|---:|---:|")
-    for row in results["cpu"]:
+    fits = {(c["n_steps"], c["chain"]): c for c in (results.get("replay") or {}).get("cases", [])}
+    if fits:
+        replay_section(w, results["cpu"], fits)
+
+
+def _fit_cell(fit: dict[str, Any] | None, style: str) -> str:
+    if fit is None:
+        return "-"
+    slope = fit[style]["slope_us"]
+    return f"{slope:+.2f} us" if style == "steps" else (f"{slope:.2f} us" if slope > 0 else f"{slope:.2f} us (noise)")
+
+
+def replay_section(w: Write, cpu: list[dict[str, Any]], fits: dict[tuple[int, int], dict[str, Any]]) -> None:
+    """What replays cost, case by case: the fit of each delivery's CPU up to its first step's body against
+    the positions it replays (``bench/code.py``, ``replay``)."""
+    from ..code import replayed_per_step
+
+    w("What is left is the replay itself: each delivery runs the function from the top, and every durable call "
+      "it makes before the first unrecorded one is a position replayed (the call, its check against the record, "
+      "a fresh copy of the recorded value). Measured by the same command, for each case that replays: the CPU of "
+      "each delivery from its start to its first step's body (the read, the replay, the claim; the bodies and "
+      "commits after it are the same work in every delivery and are left out) against the positions it replays, "
+      "a straight line through the deliveries' medians. Its slope is what a replayed position costs (a step "
+      "list's delivery against the recorded steps before it, beside it); a slope at or below zero measured the "
+      "machine's load, not the replay, and is marked as noise.\n")
+    w("| case | positions replayed per step | a replayed position | replays per step | step list: a recorded step "
+      "| step list per step | median runs: step list, code-first |")
+    w("|---|---:|---:|---:|---:|---:|---:|")
+    for row in cpu:
         per_step = replayed_per_step(row["steps"], row["chain"])
+        fit = fits.get((row["steps"], row["chain"]))
+        slope = None if fit is None else fit["code"]["slope_us"]
+        cost = "0.0 us" if per_step == 0 else ("-" if slope is None or slope <= 0 else f"{per_step * slope:.1f} us")
         medians = "-" if "steps_median_us_per_step" not in row else (
             f"{row['steps_median_us_per_step']:.1f} us, {row['code_median_us_per_step']:.1f} us")
-        w(f"| {row['steps']} steps, {row['chain']} a delivery | {per_step:.1f} | {per_step * slope:.1f} us "
-          f"| {row['steps_us_per_step']:.1f} us | {medians} |")
+        w(f"| {row['steps']} steps, {row['chain']} a delivery | {per_step:.1f} | {_fit_cell(fit, 'code')} | {cost} "
+          f"| {_fit_cell(fit, 'steps')} | {row['steps_us_per_step']:.1f} us | {medians} |")
     w("")
-    fresh = next((row for row in results["cpu"] if replayed_per_step(row["steps"], row["chain"]) == 0), None)
+    fresh = next((row for row in cpu if replayed_per_step(row["steps"], row["chain"]) == 0), None)
     gap = "" if fresh is None else (
         f" Where nothing is replayed ({fresh['steps']} steps, {fresh['chain']} a delivery) the difference, "
         f"{fresh['code_us_per_step'] - fresh['steps_us_per_step']:+.1f} us a step, is what running a step through "
         "the function adds (the call, its position and its description on the execution item) and the noise of "
         "the measurement.")
-    w("So one step a delivery stays above the step list by about the replay floor (each delivery replays "
-      "half the history on average) plus a delivery's own start, and long chained histories by a few replayed "
-      f"positions per step; chaining (100 steps a delivery by default) is what keeps replays rare.{gap}\n")
+    slopes = sorted(((n, c), f["code"]["slope_us"]) for (n, c), f in fits.items() if f["code"]["slope_us"] > 0)
+    growth = ""
+    if len(slopes) >= 2 and slopes[-1][1] > slopes[0][1]:
+        (small, low), (large, high) = slopes[0], slopes[-1]
+        growth = (f" A position replayed among {large[0]:,} costs {high / low:.1f}x one among {small[0]:,} "
+                  f"({high:.2f} against {low:.2f} us) for the same calls: a replay's work does not depend on the "
+                  "history's length, the memory it reaches does.")
+    w("Replays are what a long history adds to code-first, a few positions per step once chained (100 steps a "
+      f"delivery by default), half the history per step at one step a delivery.{growth}{gap}\n")

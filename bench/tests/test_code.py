@@ -36,47 +36,55 @@ def test_both_styles_run_the_same_steps_and_cost_the_same_store_calls():
     assert code.registry_for("steps", 3).get(code.WORKFLOW).code is None
 
 
-def test_the_report_states_the_replay_floor_from_the_measured_cost_per_replayed_position():
-    # given: a replayed position measured at 2 us
-    results = {**_results(3.0, 150.0), "replay": {"n_steps": 100, "code": {"slope_us": 2.0, "intercept_us": 300.0},
-                                                  "steps": {"slope_us": 0.0, "intercept_us": 280.0}}}
-    results["cpu"].append({"steps": 100, "chain": 1, "steps_us_per_step": 280.0, "code_us_per_step": 400.0})
+def _fit(n_steps: int, chain: int, code_slope: float, steps_slope: float = 0.0) -> dict:
+    return {"n_steps": n_steps, "chain": chain, "code": {"slope_us": code_slope, "intercept_us": 300.0},
+            "steps": {"slope_us": steps_slope, "intercept_us": 280.0}}
+
+
+def test_the_report_states_each_case_s_replay_cost_from_its_own_fit():
+    # given: a replayed position measured at 2 us among 100 and at 5 us among 1,000
+    results = {**_results(3.0, 150.0), "replay": {"cases": [_fit(100, 1, 2.0), _fit(1000, 100, 5.0)]}}
+    results["cpu"] += [{"steps": 100, "chain": 1, "steps_us_per_step": 280.0, "code_us_per_step": 400.0},
+                       {"steps": 1000, "chain": 100, "steps_us_per_step": 60.0, "code_us_per_step": 85.0}]
     lines: list[str] = []
 
     # when
     code_section(lines.append, results)
 
-    # then: one step a delivery replays 49.5 positions a step (99 recorded before the last), 99 us at 2 us each
+    # then: one step a delivery replays 49.5 positions a step (99 recorded before the last), 99 us at 2 us each;
+    # 1,000 steps 100 a delivery replay 4.5 a step, 22.5 us at 5 us each; nothing is replayed at 100/100
     assert code.replayed_per_step(100, 1) == 49.5 and code.replayed_per_step(1000, 100) == 4.5
     assert code.replayed_per_step(100, 100) == 0
-    assert any("**2.00 us per replayed position**" in line for line in lines)
-    assert "| 100 steps, 1 a delivery | 49.5 | 99.0 us | 280.0 us | - |" in lines  # no medians in this result
+    assert "| 100 steps, 1 a delivery | 49.5 | 2.00 us | 99.0 us | +0.00 us | 280.0 us | - |" in lines
+    assert "| 1000 steps, 100 a delivery | 4.5 | 5.00 us | 22.5 us | +0.00 us | 60.0 us | - |" in lines
+    assert "| 100 steps, 100 a delivery | 0.0 | - | 0.0 us | - | 100.0 us | - |" in lines
+    assert any("A position replayed among 1,000 costs 2.5x one among 100" in line for line in lines)
 
 
-def test_a_replay_fit_at_or_below_zero_is_reported_as_noise_not_as_a_floor():
+def test_a_replay_fit_at_or_below_zero_is_reported_as_noise_not_as_a_cost():
     # given: deliveries whose CPU fell as they replayed more (load on the machine, not the replay)
-    results = {**_results(3.0, 150.0), "replay": {"n_steps": 100, "code": {"slope_us": -0.4, "intercept_us": 300.0},
-                                                  "steps": {"slope_us": -0.6, "intercept_us": 280.0}}}
+    results = {**_results(3.0, 150.0), "replay": {"cases": [_fit(100, 1, -0.4, -0.6)]}}
     results["cpu"].append({"steps": 100, "chain": 1, "steps_us_per_step": 280.0, "code_us_per_step": 400.0})
     lines: list[str] = []
 
     # when
     code_section(lines.append, results)
 
-    # then: no negative floor stated, no floor table, and the reader is sent to the instruction counts
-    text = "\n".join(lines)
-    assert "-0.40 us per replayed position" in text and "says nothing about them" in text
-    assert "us per replayed position**" not in text and "replay floor per step" not in text
+    # then: the fit is shown as noise and no cost per step is derived from it
+    assert "| 100 steps, 1 a delivery | 49.5 | -0.40 us (noise) | - | -0.60 us | 280.0 us | - |" in lines
+    assert not any("costs" in line and "x one among" in line for line in lines)
 
 
 def test_a_replayed_position_is_measured_from_deliveries_that_replay_more_and_more():
     # when
-    floor = code.replay(n_steps=12, repeats=1, progress=lambda _: None)
+    floor = code.replay(cases=[(12, 1), (12, 4)], repeats=1, progress=lambda _: None)
 
-    # then: both styles measured, one delivery a step (timings too short here to compare)
-    assert set(floor) == {"n_steps", "steps", "code"}
-    assert all(set(floor[s]) == {"slope_us", "intercept_us"} for s in code.STYLES)
+    # then: both styles measured in each case (timings too short here to compare), one delivery timed per
+    # delivery that runs a body (the last one only returns)
+    assert [(c["n_steps"], c["chain"]) for c in floor["cases"]] == [(12, 1), (12, 4)]
+    assert all(set(c[s]) == {"slope_us", "intercept_us"} for c in floor["cases"] for s in code.STYLES)
     assert len(code.deliveries_cpu("code", 5)) == len(code.deliveries_cpu("steps", 5)) == 5
+    assert len(code.deliveries_cpu("code", 12, 4)) == len(code.deliveries_cpu("steps", 12, 4)) == 3
 
 
 def test_counted_instructions_join_the_verdict_and_the_table():
@@ -101,8 +109,7 @@ def test_counted_instructions_join_the_verdict_and_the_table():
 
 def test_cpu_rows_judge_the_fastest_runs_and_show_the_medians_beside_them():
     # given: a case whose fastest runs are within 10% and whose medians are not
-    results = {**_results(3.0, 105.0), "replay": {"n_steps": 100, "code": {"slope_us": 2.0, "intercept_us": 300.0},
-                                                  "steps": {"slope_us": 0.0, "intercept_us": 280.0}}}
+    results = {**_results(3.0, 105.0), "replay": {"cases": [_fit(100, 1, 2.0)]}}
     results["cpu"] = [{"steps": 100, "chain": 100, "steps_us_per_step": 60.0, "code_us_per_step": 63.0,
                        "steps_median_us_per_step": 70.0, "code_median_us_per_step": 90.0}]
     lines: list[str] = []
@@ -111,4 +118,4 @@ def test_cpu_rows_judge_the_fastest_runs_and_show_the_medians_beside_them():
     code_section(lines.append, results)
     # then: the verdict is the fastest runs'; the medians are shown, not hidden
     assert judged["cpu 100 steps, 100 a delivery"]["within"]
-    assert "| 100 steps, 100 a delivery | 0.0 | 0.0 us | 60.0 us | 70.0 us, 90.0 us |" in lines
+    assert "| 100 steps, 100 a delivery | 0.0 | - | 0.0 us | - | 60.0 us | 70.0 us, 90.0 us |" in lines
