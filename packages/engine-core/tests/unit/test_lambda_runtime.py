@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from engine_core import Registry
 from engine_core.adapters.lambda_runtime import lambda_setup
 from engine_core.adapters.memory import MemoryStore
@@ -35,3 +37,12 @@ def test_the_runtime_builds_only_the_parts_a_function_asks_for_at_init_and_the_r
     assert "sweeper" in vars(runtime) and "engine" not in vars(runtime)
     assert runtime.engine.store is runtime.sweeper.store is runtime.store
     assert runtime.engine is runtime.engine
+
+
+def test_a_part_the_runtime_does_not_have_is_refused_naming_the_parts_it_has(monkeypatch):
+    # given
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    # when / then
+    with pytest.raises(ValueError, match=r"'sweepr' is not a part of a runtime; name any of \('engine', 'sweeper'\)"):
+        lambda_setup(registry=Registry(), load_workflows=False, parts=("sweepr",))

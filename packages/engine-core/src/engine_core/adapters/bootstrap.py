@@ -45,6 +45,10 @@ def client_config(settings: EngineSettings) -> Config:
                   tcp_keepalive=True)
 
 
+PARTS = ("engine", "sweeper")
+"""What a runtime builds on first use, and a handler may ask for at init (``parts``)."""
+
+
 class Runtime:
     """One function's engine and sweeper over one store and queue, each built on first use: the sweeper's
     Lambda never imports the engine's step path, and the worker's never builds a sweeper. ``parts`` builds
@@ -56,6 +60,8 @@ class Runtime:
         self.store, self.queue, self.clock, self.settings, self.registry = store, queue, clock, settings, registry
         self.metrics, self.events = metrics, events
         for part in parts:
+            if part not in PARTS:
+                raise ValueError(f"parts={tuple(parts)!r}: {part!r} is not a part of a runtime; name any of {PARTS}")
             getattr(self, part)
 
     @classmethod
