@@ -1,9 +1,10 @@
 """One delivery's work on one execution (``StepRun``): the engine's side of the step-kind protocol.
 
-It holds the execution as this delivery last read or wrote it, the context, and the moves a kind ends
-in (claim, settle and advance, retry, fail, finish a requested cancel). ``loop`` hands the current step
-to its kind (through the kind table, never by name) and goes on while the chain rules allow. A kind
-sees it only as ``protocol.StepOps``; the operator's ending rules see it as ``protocol.ActionView``.
+It holds the execution as this delivery last read or wrote it, the context, what a kind reads of it
+(``step_reads.StepReads``) and the moves a kind ends in (claim, settle and advance, retry, fail, finish a
+requested cancel). ``loop`` hands the current step to its kind (through the kind table, never by name)
+and goes on while the chain rules allow. A kind sees it only as ``protocol.StepOps``; the operator's
+ending rules see it as ``protocol.ActionView``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import callbacks, codec, faults, transitions
-from ._runner import BodyOutcome, run_body, truncate
+from . import codec, faults, transitions
+from ._runner import BodyOutcome, run_body
 from .clock import monotonic_ms
 from .errors import (
     ExecutionNotFoundError,
-    InsufficientTimeError,
     NonSerializableResultError,
     ResultTooLargeError,
     StepSupersededError,
@@ -28,23 +28,21 @@ from .errors import (
 from .kinds import KindTable
 from .fanout_items import FanOutItems
 from .lifecycle import Lifecycle
-from .model import Branch, CorruptRecord, ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepRecord, StepStatus
+from .model import ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepRecord, StepStatus
 from .outcome import Outcome, log_fields
-from .rebuild import rebuild_context, this_run, this_run_state
+from .rebuild import rebuild_context, this_run_state
 from .retries import backoff_s
-from .steps import StepDef, WorkflowDef
+from .step_reads import StepReads
+from .steps import WorkflowDef
 
 log = logging.getLogger("engine_core")
 _STEP_CLOCK: list[Callable[[], float]] = [monotonic_ms]
+"""The clock step bodies are timed with (the simulation replaces it with its own)."""
 CHECKPOINT_BYTES = 256 * 1024
 HANDOFF_CHECKPOINT_BYTES = 4 * 1024
-EVENT_READ_LIMIT = 1000
-"""A wait reads at most this many events of its name (in event id order) per delivery: buffered events
-cannot make a delivery's read unbounded."""
-"""The clock step bodies are timed with (the simulation replaces it with its own)."""
 
 
-class StepRun:
+class StepRun(StepReads):
     """One delivery's work on one execution (see the module docstring)."""
 
     def __init__(self, life: Lifecycle, kinds: KindTable, wf: WorkflowDef, state: ExecutionState,
@@ -98,92 +96,8 @@ class StepRun:
         self.tail_records, self.tail_bytes = len(tail), sum(len(r.result_blob.encode("utf-8")) for r in tail)
         self.context_bound = self.checkpoint_bytes + self.tail_bytes
 
-    # -- what kinds read -------------------------------------------------------------------------------
-    @property
-    def step(self) -> StepDef:
-        return self.wf.steps[self.execution.current_step]
-
-    @property
-    def timeout_s(self) -> float:
-        return self.life.timeout_s(self.wf, self.execution.current_step)
-
-    def now(self) -> dt.datetime:
-        return self.clock.now()
-
-    def lease_s(self, index: int) -> float:
-        return self.life.lease_for(self.wf, index)
-
-    def finalize_grace_s(self) -> float:
-        return self.life.finalize_grace_s(self.execution)
-
-    def item_expiry(self, now: dt.datetime) -> dt.datetime:
-        return self.life.item_expiry(self.execution, now)
-
-    def stamp_horizon(self, due: dt.datetime) -> dt.datetime:
-        return self.life.start_horizon(due)
-
-    def history(self) -> list[Any]:
-        """This run's whole history (read once more when the delivery read only the tail after a checkpoint)."""
-        if self._whole is None:
-            e = self.execution
-            self._whole = this_run(e, self.life.store.history(e.execution_id), "finished_at")
-            self._whole_positions = None
-        return self._whole
-
-    def branches(self, step_index: int) -> list[Branch | CorruptRecord]:
-        return self.items.branches(step_index)
-
-    def metric(self, name: str, unit: str, value: float) -> None:
-        self.life.metrics.add_metric(name, unit, value)
-
-    def log(self, text: str, level: int = logging.INFO, **extra: Any) -> None:
-        if not log.isEnabledFor(level):  # a step writes two lines: no fields built for a level that is off
-            return
-        e = self.execution
-        step = self.step if e.current_step < len(self.wf.steps) else None
-        log.log(level, text, extra={**log_fields(e, step, e.attempt or None), **extra})
-
-    def error(self, code: str, message: str, retryable: bool = False, kind: str | None = None) -> ErrorInfo:
-        e = self.execution
-        step = self.step if e.current_step < len(self.wf.steps) else None
-        return ErrorInfo(code=code, message=truncate(message), type=kind, retryable=retryable,
-                         step_index=e.current_step, step_name=None if step is None else step.name)
-
-    def check_time(self, timeout_s: float) -> None:
-        if self.remaining_ms is None:
-            return
-        needed = int(timeout_s * 1000) + self.settings.time_margin_ms
-        left = self.remaining_ms()
-        if left < needed:
-            raise InsufficientTimeError(left, needed)
-
-    def deadline(self) -> dt.datetime | None:
-        if self.remaining_ms is None:
-            return None
-        return self.clock.now() + dt.timedelta(milliseconds=self.remaining_ms())
-
-    def check_size(self, what: str, blob: str) -> None:
-        self.life.check_size(what, blob)
-
     def run_body(self, fn: Callable[..., Any], ctx: Any, timeout_s: float) -> BodyOutcome:
         return run_body(fn, ctx, timeout_s, _STEP_CLOCK[0])
-
-    def callback_token(self, event: str) -> str:
-        """The token of the first ``wait_for_event(event)`` step from the current one on."""
-        e = self.execution
-        for s in self.wf.steps[e.current_step:]:
-            if s.kind.kind == "event" and s.kind.event == event:
-                if not e.callback_secret:
-                    raise RuntimeError(f"execution {e.execution_id} started before callback tokens existed")
-                return callbacks.issue(e.callback_secret, e.execution_id, s.index)
-        raise ValueError(f"workflow {self.wf.name!r} has no wait_for_event({event!r}) step after step "
-                         f"{e.current_step} {self.step.name!r}")
-
-    def list_events(self, name: str) -> list[Any]:
-        """This run's events of ``name``: one bounded query (a delivery reads at most ``EVENT_READ_LIMIT``)."""
-        e = self.execution
-        found = self.life.store.list_events(e.execution_id, name, legacy=e.layout == 1, limit=EVENT_READ_LIMIT)
-        return this_run(e, found, "sent_at")
 
     # -- the loop --------------------------------------------------------------------------------------
     def loop(self) -> Outcome:
