@@ -123,13 +123,9 @@ def deliveries_cpu(style: str, n_steps: int, chain: int = 1) -> list[float]:
     the moment its first step's body starts (``faults``' ``step.enter``): the read, the replay and the claim.
     Delivery k of a code-first execution replays the k * ``chain`` positions recorded before it; the bodies
     and the commits after them, the same work in every delivery, are left out, and so is their noise."""
-    registry = registry_for(style, n_steps)
-    clock = ManualClock()
-    queue = FakeQueue(clock)
-    engine = Engine(MemoryStore(), queue, registry, clock,
-                    EngineSettings(max_chain_steps=chain, max_steps=max(1000, n_steps + 1)))
+    engine, queue = prepare(style, n_steps, chain)
     engine.start(WORKFLOW, {})
-    overhead.settle_heap()
+    overhead.settle_heap()  # again: the start's objects too, as a worker's heap is before its delivery
     times: list[float] = []
     entered: list[float] = []
 
