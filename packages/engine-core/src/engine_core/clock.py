@@ -36,8 +36,13 @@ class ManualClock:
     def now(self) -> dt.datetime:
         return self._now
 
-    def advance(self, seconds: float = 0, *, minutes: float = 0, hours: float = 0) -> dt.datetime:
-        self._now += dt.timedelta(seconds=seconds, minutes=minutes, hours=hours)
+    def advance(self, seconds: float | dt.timedelta = 0, *, minutes: float = 0, hours: float = 0) -> dt.datetime:
+        """Move the clock forward by ``seconds`` (a number, or a ``timedelta``) plus ``minutes`` and ``hours``."""
+        by = seconds if isinstance(seconds, dt.timedelta) else dt.timedelta(seconds=seconds)
+        by += dt.timedelta(minutes=minutes, hours=hours)
+        if by < dt.timedelta(0):
+            raise ValueError(f"a ManualClock only moves forward: advance({by}) would move it back; use set() for that")
+        self._now += by
         return self._now
 
     def set(self, when: dt.datetime) -> None:

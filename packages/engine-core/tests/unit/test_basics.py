@@ -12,7 +12,7 @@ import pytest
 
 import engine_core
 from engine_core import ConfigurationError, EngineSettings, RetryPolicy
-from engine_core.clock import format_ts, parse_ts
+from engine_core.clock import ManualClock, format_ts, parse_ts
 from engine_core.retries import backoff_s
 from engine_core.sharding import shard_of
 
@@ -68,6 +68,20 @@ def test_timestamps_are_fixed_width_and_sort_as_time():
     assert format_ts(dt.datetime(2026, 1, 1, 5, tzinfo=dt.timezone(dt.timedelta(hours=5)))) == "2026-01-01T00:00:00.000000Z"
     with pytest.raises(ValueError, match="timezone-aware"):
         format_ts(dt.datetime(2026, 1, 1))
+
+
+def test_a_manual_clock_moves_by_numbers_or_a_timedelta_and_never_back():
+    # given
+    clock = ManualClock(dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc))
+
+    # when
+    clock.advance(30)
+    clock.advance(dt.timedelta(minutes=1), hours=1)
+    with pytest.raises(ValueError, match="only moves forward.*set"):
+        clock.advance(-5)
+
+    # then: 30 s + 1 min + 1 h, and the refused move changed nothing
+    assert clock.now() == dt.datetime(2026, 3, 1, 1, 1, 30, tzinfo=dt.timezone.utc)
 
 
 def test_settings_from_env_name_the_bad_variable():
