@@ -71,7 +71,7 @@ def tamper(runner, eid) -> None:
     bad = kept.records[0].model_copy(update={"result_blob": WRONG})
     records, ready = (bad, *kept.records[1:]), {}
     index_records(records, {}, ready)  # what prefix_of keeps beside the records it keeps
-    runner.engine.prefixes.keep(eid, dataclasses.replace(kept, records=records, values={}, ready=ready))
+    runner.engine.prefixes.keep(eid, dataclasses.replace(kept, records=records, values={}, ready=ready, tasks={}))
 
 
 def test_durable_a_warm_process_reads_only_the_records_after_what_it_kept_and_replays_the_same_values(registry):
@@ -462,7 +462,7 @@ def test_durable_a_record_read_after_the_kept_prefix_leaves_the_kept_table_as_it
     first.step_once()
     kept = first.engine.prefixes.get(eid)
     assert kept is not None and kept.upto == 2
-    ready_before = dict(kept.ready)
+    ready_before, tasks_before = dict(kept.ready), dict(kept.tasks)
 
     def die_after_the_record(name, info):
         if name == "worker.after_record":
@@ -485,3 +485,4 @@ def test_durable_a_record_read_after_the_kept_prefix_leaves_the_kept_table_as_it
     again = [r for r in first.store.history(eid) if isinstance(r, StepRecord) and r.step_index == 2]
     assert again == [recorded] and all(value == {"n": i} for i, value in seen)
     assert kept.ready == ready_before and set(kept.ready) == {0, 1}
+    assert kept.tasks == tasks_before and set(kept.tasks) == {0, 1}

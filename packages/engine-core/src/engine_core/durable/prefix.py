@@ -35,6 +35,10 @@ change, so it is handed out as it is)."""
 Ready = tuple[str, str, StepRecord]
 """A position a replay hands out as recorded: its name, its kind and its record."""
 
+Task = tuple[str, Any, Callable[[Any], Any] | None]
+"""A completed ``step()`` position whose value is decoded: its name, the value and how to copy it (as in
+``Kept``). What ``api.step`` hands out on a replay with a single lookup."""
+
 _OVERHEAD_BYTES = 200
 """What one kept record costs beyond its encoded result, roughly (the model and its strings)."""
 
@@ -68,6 +72,10 @@ class Prefix:
     ready: dict[int, Ready] = dataclasses.field(default_factory=dict)
     """The positions below ``upto`` a replay hands out as recorded (``index_records``): a delivery uses
     them (a copy, when it read records after the prefix) instead of looking at every kept record again."""
+    tasks: dict[int, Task] = dataclasses.field(default_factory=dict)
+    """Of ``ready``, the ``step()`` positions whose value was decoded when the prefix was kept (the record in
+    ``values`` is the position's record): ``step()`` replays them from this table alone. Never changed once
+    built (deliveries share it)."""
 
     def fits(self, e: Execution) -> bool:
         """Whether the records kept are still this run's records of its positions below ``upto``: the same
@@ -89,16 +97,17 @@ def prefix_of(e: Execution, records: list[Any], values: dict[int, Kept],
     if upto <= 0 or e.layout != 2 or e.compensating or e.cancel_requested or e.failed_step is not None \
             or e.compensated is not None or e.status.is_terminal:
         return None
-    start, kept, size, ready = 0, (), 0, {}
+    start, kept, size, ready, tasks = 0, (), 0, {}, {}
     if base is not None and base.run == e.run and base.upto <= upto and len(records) >= base.upto \
             and records[base.upto - 1] is base.records[-1] and records[0] is base.records[0]:
-        start, kept, size, ready = base.upto, base.records, base.size, dict(base.ready)
+        start, kept, size, ready, tasks = base.upto, base.records, base.size, dict(base.ready), dict(base.tasks)
     # Every position below the current one has exactly one record, in position order (as the store returns
-    # them); anything else is not a history this module vouches for.
+    # them); anything else is not a history this module vouches for. One pass: checked, sized and indexed
+    # (``index_records``' rules: a completed position is handed out, a sleep excepted).
     added: list[StepRecord] = []
-    expected = start
+    expected, succeeded, no_value = start, StepStatus.SUCCEEDED, (None, None, None)
     for r in records[start:]:
-        if not isinstance(r, StepRecord) or r.kind == "compensation":
+        if type(r) is not StepRecord or (kind := r.kind) == "compensation":
             return None  # unreadable, or a compensation ran: read it all next time
         i = r.step_index
         if i >= upto:
@@ -109,11 +118,14 @@ def prefix_of(e: Execution, records: list[Any], values: dict[int, Kept],
         added.append(r)
         blob, context = r.result_blob, r.context_blob
         size += _OVERHEAD_BYTES + len(r.name) + (2 * len(blob) if blob else 0) + (len(context) if context else 0)
+        if r.status is succeeded and kind != "sleep":
+            ready[i] = (r.name, kind, r)
+            if kind == "task" and (value := values.get(i, no_value))[0] is r:
+                tasks[i] = (r.name, value[1], value[2])
     if expected != upto:
         return None
-    index_records(added, {}, ready)
     return Prefix(run=e.run, version=e.version, upto=upto, redrives=e.redrives, workflow_version=e.workflow_version,
-                  records=(*kept, *added), size=size, values=values, ready=ready)
+                  records=(*kept, *added), size=size, values=values, ready=ready, tasks=tasks)
 
 
 class Prefixes:

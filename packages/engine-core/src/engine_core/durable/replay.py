@@ -19,7 +19,7 @@ from ..model import Execution, StepRecord, StepStatus
 from ..outcome import Outcome
 from ..steps import StepDef
 from .plan import RETURN_KIND, CodeStepDef, CodeSteps
-from .prefix import Kept, Prefix, Ready, index_records
+from .prefix import Kept, Prefix, Ready, Task, index_records
 
 
 NOT_REPLAYED = object()
@@ -99,12 +99,15 @@ class Replay:
         """The positions ``replayed`` hands out (``prefix.index_records``). Empty in a replay to a position,
         and emptied once the run breaks or ends (``broken``, ``closed``): every later call goes through ``call``.
         Nothing changes the table once built: a delivery with nothing after its kept prefix shares the prefix's."""
+        self.tasks: dict[int, Task] = {}
+        """The kept prefix's ``tasks`` (``step()`` replays those with one lookup), emptied with ``ready``."""
         kept, records = run.kept_prefix(), run.records
         if kept is not None:  # records begin with the kept ones, positions 0..upto-1 in order, as they were
             self.kept = kept.records
             records = records[kept.upto:]
             if stop_at is None:
                 self.ready = dict(kept.ready) if records else kept.ready
+                self.tasks = kept.tasks
         if records:
             index_records(records, self.recorded, self.ready if stop_at is None else None)
 
@@ -171,7 +174,7 @@ class Replay:
             return self.run.at(called)
         except Suspend as end:
             self.closed = end.outcome
-            self.ready = {}
+            self.ready = self.tasks = {}
             raise
         except (Stop, NondeterministicReplay, EngineRaised):
             raise
@@ -206,7 +209,7 @@ class Replay:
             self._mismatch(p, "return", _what(before.kind, before.name), "an earlier delivery called")
 
     def _mismatch(self, p: int, now: str, then: str, source: str) -> None:
-        self.ready = {}
+        self.ready = self.tasks = {}
         self.broken = NondeterministicReplay(
             f"position {p}: this run of the function did {now} where {source} {then}. The code between durable "
             "calls must decide the same way on every replay (read time and randomness through now() and "
