@@ -4,12 +4,11 @@ is to restore; ``StepContext`` (``context.py``) is what a step function receives
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import codec
-from .model import StepRecord, StepStatus
+from .model import StepRecord, StepStatus, with_fields
 from .versions import pinned_definition
 
 if TYPE_CHECKING:
@@ -42,7 +41,7 @@ def this_run_state(state: ExecutionState) -> ExecutionState:
     """The state with only this run's history, events and joins (a token re-used after its execution
     expired starts a new run under the same id; what the old run left waits for its TTL)."""
     e = state.execution
-    return dataclasses.replace(
+    return with_fields(
         state, records=this_run(e, state.records, "finished_at"), events=this_run(e, state.events, "sent_at"),
         operations=this_run(e, state.operations, "at"),
         joins={i: j for i, j in state.joins.items() if j.run is None or j.run == e.run})

@@ -236,6 +236,38 @@ def test_a_trusted_step_record_is_the_record_model_construct_builds():
         StepRecord.trusted({k: v for k, v in fields.items() if k != "undo"})
 
 
+def test_with_fields_is_dataclasses_replace_for_the_delivery_paths_dataclasses():
+    # given: an execution's state and a workflow definition, as a delivery copies them
+    import dataclasses
+
+    from engine_core.model import Execution, ExecutionState, Status, Timer, with_fields
+    from engine_core.registry import build_workflow
+
+    now = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+    e = Execution(execution_id="7d9f1c2e-3b4a-4c5d-8e6f-0a1b2c3d4e5f", workflow="w", status=Status.RUNNING,
+                  current_step=0, version=1, created_at=now, updated_at=now, fingerprint="f", input_digest="d",
+                  next_wake_at=now, timer=Timer.LEASE)
+    state = ExecutionState(execution=e, input_blob="{}", records=["r0"], events=["ev"], records_from=3)
+    def first(ctx):
+        return {}
+
+    wf = build_workflow("w", [first], source="tests")
+
+    # when
+    copied_state = with_fields(state, records=["r0", "r1"], records_from=None)
+    copied_wf = with_fields(wf, steps=())
+
+    # then: what dataclasses.replace builds, the original untouched, and a name that is no field refused
+    assert copied_state == dataclasses.replace(state, records=["r0", "r1"], records_from=None)
+    assert copied_wf == dataclasses.replace(wf, steps=())
+    assert type(copied_wf) is type(wf) and copied_wf.name == "w" and len(wf.steps) == 1
+    assert state.records == ["r0"] and state.records_from == 3 and copied_state.events is state.events
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copied_state.records = []  # type: ignore[misc]
+    with pytest.raises(TypeError, match="no field 'record'"):
+        with_fields(state, record=[])
+
+
 @pytest.mark.parametrize("update", [None, {}, {"attempt": 3, "checkpoint": 7}, {"ledger": None}])
 def test_a_frozen_models_copy_is_pydantics_copy(update):
     # given an execution with set and default fields, a ledger and an error

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..model import CodeStep, Execution, StepRecord, encode_code_step
+from ..model import CodeStep, Execution, StepRecord, encode_code_step, with_fields
 from ..steps import FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef
 
 RETURN_KIND = "return"
@@ -144,4 +144,4 @@ class CodeSteps(Sequence):
 
 def code_plan(wf: WorkflowDef, e: Execution, records: Callable[[], list[Any]] | list[Any]) -> WorkflowDef:
     """``wf`` (a code-first definition) with ``e``'s positions as its steps."""
-    return dataclasses.replace(wf, steps=CodeSteps(e, records))  # type: ignore[arg-type]
+    return with_fields(wf, steps=CodeSteps(e, records))  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..model import Execution, ExecutionState, StepRecord, StepStatus
+from ..model import Execution, ExecutionState, StepRecord, StepStatus, with_fields
 
 Kept = tuple[StepRecord, Any, Callable[[Any], Any] | None]
 """A decoded value kept for replays: the record it came from, the value, and how to copy it (None: it cannot
@@ -161,7 +161,7 @@ class Prefixes:
         if entry is None or state.records_from != entry.upto or not entry.fits(state.execution):
             self.drop(eid)
             return None
-        whole = dataclasses.replace(state, records=[*entry.records, *state.records], records_from=None)
+        whole = with_fields(state, records=[*entry.records, *state.records], records_from=None)
         return whole, entry
 
     def keep(self, execution_id: str, entry: Prefix | None) -> None:
