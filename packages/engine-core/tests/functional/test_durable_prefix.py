@@ -486,3 +486,28 @@ def test_durable_a_record_read_after_the_kept_prefix_leaves_the_kept_table_as_it
     assert again == [recorded] and all(value == {"n": i} for i, value in seen)
     assert kept.ready == ready_before and set(kept.ready) == {0, 1}
     assert kept.tasks == tasks_before and set(kept.tasks) == {0, 1}
+
+
+def test_durable_a_kept_position_holds_its_record_and_one_tuple_for_the_garbage_collector(registry):
+    # given: four positions recorded in this process (one step a delivery), so four are kept
+    import gc
+
+    seen: list = []
+    counting_flow(registry, seen, steps=6)
+    runner = make_runner(registry)
+    eid = runner.start("counting")
+    for _ in range(4):
+        runner.step_once()
+    kept = runner.engine.prefixes.get(eid)
+    assert kept is not None and kept.upto == 4
+
+    # when: every object the entry's tables hold, the records aside, is counted if the collector tracks it
+    held = {id(o): o for table in (kept.ready, kept.tasks, kept.values) for o in table.values()
+            if gc.is_tracked(o) and not isinstance(o, StepRecord)}
+
+    # then: one per position (its value's entry, which the step() table shares), and the tables name the
+    # records themselves
+    assert set(kept.tasks) == set(kept.ready) == {0, 1, 2, 3}
+    assert len(held) == kept.upto
+    assert all(kept.tasks[i] is kept.values[i] and kept.ready[i] is kept.records[i] for i in range(4))
+    assert [kept.tasks[i][3] for i in range(4)] == ["s0", "s1", "s2", "s3"]

@@ -233,16 +233,16 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
         # checked when it was recorded).
         p = run.position
         hit = run.tasks.get(p)
-        if hit is not None and hit[0] == name and callable(fn):  # kept with its value: one lookup
+        if hit is not None and hit[3] == name and callable(fn):  # kept with its value: one lookup
             run.position = p + 1
             copy = hit[2]
             return hit[1] if copy is None else copy(hit[1])
-        ready = run.ready.get(p)
-        if ready is not None and ready[0] == name and ready[1] == "task" and callable(fn):
+        r = run.ready.get(p)
+        if r is not None and r.name == name and r.kind == "task" and callable(fn):
             run.position = p + 1
             kept = run.values.get(p)
-            if kept is None or kept[0] is not ready[2]:
-                kept = run._keep(p, ready[2])
+            if kept is None or kept[0] is not r:
+                kept = run._keep(p, r)
             copy = kept[2]
             return kept[1] if copy is None else copy(kept[1])
     elif run is None and _current.BODY.get() is not None:  # inside a step body: a plain call

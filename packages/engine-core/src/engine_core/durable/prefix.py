@@ -28,16 +28,20 @@ from typing import Any
 
 from ..model import Execution, ExecutionState, StepRecord, StepStatus, with_fields
 
-Kept = tuple[StepRecord, Any, Callable[[Any], Any] | None]
-"""A decoded value kept for replays: the record it came from, the value, and how to copy it (None: it cannot
-change, so it is handed out as it is)."""
+Kept = tuple[StepRecord, Any, Callable[[Any], Any] | None, str]
+"""A decoded value kept for replays: the record it came from, the value, how to copy it (None: it cannot
+change, so it is handed out as it is) and the record's name (read from the tuple: an attribute of a
+pydantic model costs three times an item of a tuple, and a replay compares it once per position)."""
 
-Ready = tuple[str, str, StepRecord]
-"""A position a replay hands out as recorded: its name, its kind and its record."""
+Ready = StepRecord
+"""A position a replay hands out as recorded: its record (its name and kind are on it). The record itself,
+not a tuple built around it: a kept prefix holds one per completed position for as long as the execution
+runs in this process, and every object it holds is one more for the garbage collector to scan."""
 
-Task = tuple[str, Any, Callable[[Any], Any] | None]
-"""A completed ``step()`` position whose value is decoded: its name, the value and how to copy it (as in
-``Kept``). What ``api.step`` hands out on a replay with a single lookup."""
+Task = Kept
+"""A completed ``step()`` position whose value is decoded: its ``Kept`` entry itself (the record, the value,
+how to copy it and the name ``api.step`` checks). What ``api.step`` hands out on a replay with a single
+lookup."""
 
 _OVERHEAD_BYTES = 200
 """What one kept record costs beyond its encoded result, roughly (the model and its strings)."""
@@ -52,7 +56,7 @@ def index_records(records: Iterable[Any], recorded: dict[int, StepRecord], ready
         if type(r) is StepRecord and (kind := r.kind) != "compensation":
             recorded[r.step_index] = r
             if ready is not None and r.status is succeeded and kind != "sleep":
-                ready[r.step_index] = (r.name, kind, r)
+                ready[r.step_index] = r
 
 
 @dataclasses.dataclass(eq=False)
@@ -119,9 +123,9 @@ def prefix_of(e: Execution, records: list[Any], values: dict[int, Kept],
         blob, context = r.result_blob, r.context_blob
         size += _OVERHEAD_BYTES + len(r.name) + (2 * len(blob) if blob else 0) + (len(context) if context else 0)
         if r.status is succeeded and kind != "sleep":
-            ready[i] = (r.name, kind, r)
+            ready[i] = r
             if kind == "task" and (value := values.get(i, no_value))[0] is r:
-                tasks[i] = (r.name, value[1], value[2])
+                tasks[i] = value
     if expected != upto:
         return None
     return Prefix(run=e.run, version=e.version, upto=upto, redrives=e.redrives, workflow_version=e.workflow_version,

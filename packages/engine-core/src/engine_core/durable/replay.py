@@ -129,11 +129,11 @@ class Replay:
         """The common replay, before the call is built: the next position completed as the call ``name``
         of ``kind``, and its value; else ``NOT_REPLAYED`` (nothing happened: ``call`` decides)."""
         p = self.position
-        ready = self.ready.get(p)
-        if ready is None or ready[0] != name or ready[1] != kind:
+        r = self.ready.get(p)
+        if r is None or r.name != name or r.kind != kind:
             return NOT_REPLAYED
         self.position = p + 1
-        return self._value(p, ready[2])
+        return self._value(p, r)
 
     def call(self, name: str, spec: Any, retry: Any = None, timeout_s: float | None = None,
              compensate: Callable[..., Any] | None = None, callback_event: str | None = None) -> Any:
@@ -192,7 +192,7 @@ class Replay:
 
     def _keep(self, p: int, r: StepRecord) -> Kept:
         value = value_of(r)
-        kept = self.values[p] = (r, value, codec.copier(value))
+        kept = self.values[p] = (r, value, codec.copier(value), r.name)
         return kept
 
     def returned(self) -> None:

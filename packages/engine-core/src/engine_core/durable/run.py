@@ -310,7 +310,7 @@ class CodeRun(StepRun):
         # ``value`` (and may change it), so no replay decodes this record. Used only while this very record
         # is the position's (``Replay._value``).
         copy = codec.copier(value)
-        self.values[step.index] = (record, value if copy is None else copy(value), copy)
+        self.values[step.index] = (record, value if copy is None else copy(value), copy, step.name)
         return self.settle(record, self.data or {}, self.context_bound)
 
     def merge(self, result: dict[str, Any], what: str) -> tuple[str, dict[str, Any], int]:
