@@ -213,6 +213,7 @@ class Replay:
         self.broken = NondeterministicReplay(
             f"position {p}: this run of the function did {now} where {source} {then}. The code between durable "
             "calls must decide the same way on every replay (read time and randomness through now() and "
-            "new_id(), everything else from the input and earlier results); a deploy that changes the calls "
-            "of executions in flight needs a new workflow name or a drained workflow")
+            "new_id(), everything else from the input and earlier results). If a deploy changed the function, "
+            "deploy it as it was and redrive this execution (loom redrive), and ship the change as a new "
+            "version beside it (@durable(name, version=N)): each execution replays the version it started on")
         raise self.broken
