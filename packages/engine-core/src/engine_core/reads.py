@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from .durable.plan import code_plan
 from .errors import ExecutionNotFoundError, InvalidRequestError
 from .lifecycle import Lifecycle
-from .model import Branch, Execution, ExecutionState, ListEntry, StepRecord
+from .model import Branch, Execution, ExecutionState, ListEntry, Status, StepRecord
 from .ports import PAGE_BYTES
 from .rebuild import this_run
 from .rebuild import this_run_state
@@ -200,7 +200,8 @@ class Reader:
 
     def history_page(self, execution_id: str, limit: int = 50, next_token: str | None = None) -> HistoryView:
         """One page of the history: step records in order, each parallel or map step's branches right
-        after its record (those of the step fanning out now after the last record). A page holds at most
+        after its record (those of the step fanning out now, or where a cancel stopped the execution, after the
+        last record). A page holds at most
         ``limit`` entries and about ``PAGE_BYTES`` of them (a Function URL answer is capped at 6 MB);
         ``next_token`` resumes it, inside a step's branches if need be. The first page also carries the
         first page of the operator's actions and of the events, each with a token for its own route."""
@@ -233,8 +234,12 @@ class Reader:
                 break
             if page.full:
                 return self._view(e, page, {"after": after}, next_token)
+        # The branches of a parallel or map step with no record of its own: fanning out now, or cancelled there
+        # (a step that failed has its record, and its branches are listed after it). What each branch began
+        # and did before the cancel is still the operator's to see.
         current = e.current_step
-        if not e.status.is_terminal and not e.compensating and wf is not None and current < len(wf.steps) \
+        if (not e.status.is_terminal or e.status is Status.CANCELLED) and not e.compensating and wf is not None \
+                and current < len(wf.steps) \
                 and wf.steps[current].kind.kind == "fanout" and not page.shows_step(current):
             cut = self._add_branches(e, current, 0, page)
             if cut is not None:

@@ -591,6 +591,39 @@ def test_cancel_while_a_fan_out_runs_lets_no_branch_body_start_after_it(registry
     assert bodies.runs == Counter() and h.store.fan_ins == 0
 
 
+def test_history_of_an_execution_cancelled_while_it_fanned_out_still_lists_the_branches_that_ran(registry):
+    # given: a map of three at most two at once; branch 0 ran, then the operator cancelled
+    bodies = Bodies()
+    registry.register(build_workflow("stopped", [map_(bodies.make("m"), over="xs", max_concurrency=2, name="fan"),
+                                                 bodies.make("after")]))
+    h = Harness(registry)
+    eid = h.start("stopped", {"xs": [1, 2, 3]})
+    while bodies.total("m") == 0:
+        for m in h.fake.receive(1):
+            h.engine.process(m.body)
+            h.fake.ack(m)
+    h.engine.operator.cancel(eid, "ops")
+    for _ in range(20):
+        for m in h.fake.receive(50):
+            h.engine.process(m.body)
+            h.fake.ack(m)
+        h.idle()
+    assert h.store.load(eid).status is Status.CANCELLED
+
+    # when
+    records = h.engine.operator.history_page(eid).records
+
+    # then: the map step has no record, and every branch it began is listed as it ended, those that ran with
+    # their results
+    branches = [r for r in records if isinstance(r, Branch)]
+    begun = [b.branch for b in h.store.branches_page(eid, 0, 100, None).records]
+    assert not [r for r in records if getattr(r, "kind", None) == "fanout"]
+    assert begun and [b.branch for b in branches] == sorted(begun)
+    ran = [b for b in branches if b.status is BranchStatus.SUCCEEDED]
+    assert ran and all(codec.decode(b.result_blob) == b.branch + 1 for b in ran)
+    assert bodies.total("m") == len(ran)
+
+
 def test_a_token_reused_after_its_execution_expired_runs_every_branch_again(registry):
     # given: a finished map whose execution (not yet its branch items) expired
     bodies = Bodies()
