@@ -248,3 +248,20 @@ def test_help_of_console_and_mcp_offers_no_json_flag(capsys, command):
     with pytest.raises(SystemExit):
         main([command, "-h"])
     assert "--json" not in capsys.readouterr().out
+
+
+def test_history_names_the_branches_of_a_step_that_has_no_record_yet_by_the_name_the_api_gives():
+    from loom_cli.render import history_table
+
+    # given: a map fanning out: its branches, and no record of the step itself
+    page = {"execution_id": "e-1", "steps": [
+        {"step_index": 0, "name": "items", "kind": "task", "status": "SUCCEEDED", "attempts": 1, "result": {"xs": [1]}},
+        {"step_index": 1, "branch": 0, "kind": "branch", "name": "doubles", "status": "SUCCEEDED", "attempts": 1,
+         "result": 2},
+        {"step_index": 1, "branch": 1, "kind": "branch", "status": "PENDING"},
+    ], "operations": [], "next_token": None}
+    # when
+    out = history_table(page)
+    # then: each branch is its step's name, numbered; one the API did not name falls back to "step"
+    assert re.search(r"^1\s+doubles\[0\]\s+branch\s+SUCCEEDED\s+1\s", out, re.M), out
+    assert re.search(r"^1\s+step\[1\]\s+branch\s+PENDING\s", out, re.M), out

@@ -486,3 +486,33 @@ def test_get_execution_before_any_delivery_has_no_cost_ledger(lambdas, world):
     _, body, _ = call(lambdas.control_plane, "GET", f"/executions/{started['execution_id']}")
     # then: nothing counted yet, so no key at all
     assert "cost" not in body
+
+
+def test_history_names_each_branch_by_its_step_while_the_step_has_no_record():
+    # given: a map step fanning out (its record is written at the fan-in)
+    from engine_core import Registry, map_, workflow
+    from engine_core.testing import LocalRunner
+    from loom_control_plane.responses import history_reply
+
+    registry = Registry()
+
+    def items(ctx):
+        return {"xs": [1, 2, 3]}
+
+    def double(ctx):
+        return ctx["item"] * 2
+
+    @workflow("named_branches", registry=registry)
+    class NamedBranches:
+        steps = [items, map_(double, over="xs", name="doubles")]
+
+    runner = LocalRunner(registry)
+    eid = runner.start("named_branches", {})
+    for _ in range(2):
+        runner.step_once()
+    # when
+    reply = history_reply(eid, runner.engine.operator.history_page(eid), {})
+    # then: the branches carry their step's name though no record of the step is on the page
+    branches = [s for s in reply["steps"] if s["kind"] == "branch"]
+    assert not [s for s in reply["steps"] if s["kind"] == "fanout"]
+    assert [b["branch"] for b in branches] == [0, 1, 2] and {b["name"] for b in branches} == {"doubles"}

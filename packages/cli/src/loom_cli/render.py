@@ -84,7 +84,7 @@ def cost_text(c: Cost, memory_mb: int = WORKER_MEMORY_MB) -> str:
 
 
 def _step_name(r: BranchRecord, names: dict[int, str]) -> str:
-    return f"{names.get(r.step_index, 'step')}[{r.branch}]"
+    return f"{names.get(r.step_index) or r.name or 'step'}[{r.branch}]"
 
 
 def history_table(h: History | dict) -> str:

@@ -246,6 +246,8 @@ class BranchView(_Reply):
     branch: int
     kind: str
     """Always ``branch``."""
+    name: str | None = None
+    """Its step's name (None when the deployed definition does not know the step)."""
     status: str
     attempts: int
     started_at: str | None
@@ -260,11 +262,11 @@ class BranchView(_Reply):
     detail: str | None = None
 
 
-def record_view(r: StepRecord | Branch | CorruptRecord) -> dict[str, Any]:
+def record_view(r: StepRecord | Branch | CorruptRecord, step_names: dict[int, str] | None = None) -> dict[str, Any]:
     if isinstance(r, CorruptRecord):
         return dump(CorruptView(corrupt=True, sort_key=r.sort_key, detail=r.detail))
     if isinstance(r, Branch):
-        return dump(_branch_view(r))
+        return dump(_branch_view(r, (step_names or {}).get(r.step_index)))
     result: Any = None
     flagged: dict[str, Any] = {}
     if r.result_blob is not None:
@@ -278,7 +280,7 @@ def record_view(r: StepRecord | Branch | CorruptRecord) -> dict[str, Any]:
                                error=r.error, final=r.is_final, kind=r.kind, **extra, **flagged))
 
 
-def _branch_view(b: Branch) -> BranchView:
+def _branch_view(b: Branch, name: str | None = None) -> BranchView:
     result: Any = None
     extra: dict[str, Any] = {}
     if b.result_blob is not None:
@@ -289,7 +291,8 @@ def _branch_view(b: Branch) -> BranchView:
                 result = codec.to_plain(codec.decode(b.result_blob))
             except Exception as exc:
                 extra = {"corrupt": True, "detail": f"stored result is unreadable: {exc}"}
-    return BranchView(step_index=b.step_index, branch=b.branch, kind="branch", status=b.status.value, attempts=b.attempt,
+    return BranchView(step_index=b.step_index, branch=b.branch, kind="branch", name=name, status=b.status.value,
+                      attempts=b.attempt,
                       started_at=_ts(b.attempt_started_at), finished_at=_ts(b.finished_at),
                       next_wake_at=_ts(b.next_wake_at) if b.status.is_open else None, result=result, error=b.error,
                       generation=b.generation, **extra)
@@ -331,7 +334,7 @@ def history_reply(execution_id: str, view: Any, consumed: dict[str, int] | None)
     """``GET /executions/{id}/history``: a page of step records (branches after their step), at most
     ``limit`` entries and about 1 MB; with the first page, the first page of the operator's actions and
     of the events (each with the token its own route resumes)."""
-    reply: dict[str, Any] = {"execution_id": execution_id, "steps": [record_view(r) for r in view.records],
+    reply: dict[str, Any] = {"execution_id": execution_id, "steps": [record_view(r, view.step_names) for r in view.records],
                              "operations": [operation_view(r) for r in view.operations], "next_token": view.next_token}
     if consumed is not None:
         if getattr(view, "ledger", None) is not None:

@@ -66,6 +66,8 @@ class HistoryView(NamedTuple):
     events_next_token: str | None
     ledger: Any = None
     """The execution's cost ledger (only with the first history page)."""
+    step_names: dict[int, str] = {}
+    """The name of each step whose branches the page lists (a step fanning out now has no record to name it)."""
 
 
 class _Page:
@@ -213,14 +215,14 @@ class Reader:
         if cursor.get("branch_of") is not None:  # inside a step's branches
             cut = self._add_branches(e, cursor["branch_of"], cursor.get("branch", 0), page)
             if cut is not None:
-                return self._view(e, page, {**cursor, "branch": cut}, next_token)
+                return self._view(e, wf, page, {**cursor, "branch": cut}, next_token)
             if cursor.get("tail"):
-                return self._view(e, page, None, next_token)
+                return self._view(e, wf, page, None, next_token)
         while True:
             stored = self.life.store.history_page(e.execution_id, page.room, after)
             for record, key in zip(stored.records, stored.keys):
                 if page.full:
-                    return self._view(e, page, {"after": after}, next_token)
+                    return self._view(e, wf, page, {"after": after}, next_token)
                 after = key
                 if isinstance(record, StepRecord) and not this_run(e, [record], "finished_at"):
                     continue  # an earlier run's, waiting for its TTL
@@ -228,12 +230,12 @@ class Reader:
                 if _fans_out(wf, record):
                     cut = self._add_branches(e, record.step_index, 0, page)
                     if cut is not None:
-                        return self._view(e, page, {"after": after, "branch_of": record.step_index, "branch": cut},
+                        return self._view(e, wf, page, {"after": after, "branch_of": record.step_index, "branch": cut},
                                           next_token)
             if stored.after is None:
                 break
             if page.full:
-                return self._view(e, page, {"after": after}, next_token)
+                return self._view(e, wf, page, {"after": after}, next_token)
         # The branches of a parallel or map step with no record of its own: fanning out now, or cancelled there
         # (a step that failed has its record, and its branches are listed after it). What each branch began
         # and did before the cancel is still the operator's to see.
@@ -243,9 +245,9 @@ class Reader:
                 and wf.steps[current].kind.kind == "fanout" and not page.shows_step(current):
             cut = self._add_branches(e, current, 0, page)
             if cut is not None:
-                return self._view(e, page, {"after": after, "branch_of": current, "branch": cut, "tail": True},
+                return self._view(e, wf, page, {"after": after, "branch_of": current, "branch": cut, "tail": True},
                                   next_token)
-        return self._view(e, page, None, next_token)
+        return self._view(e, wf, page, None, next_token)
 
     def _add_branches(self, e: Execution, step_index: int, start: int, page: _Page) -> int | None:
         """Add the step's branches numbered ``start`` on while the page has room: the number to resume at,
@@ -265,12 +267,16 @@ class Reader:
             if stored.after is None:
                 return None
 
-    def _view(self, e: Execution, page: _Page, cursor: dict | None, next_token: str | None) -> HistoryView:
+    def _view(self, e: Execution, wf: WorkflowDef | None, page: _Page, cursor: dict | None,
+              next_token: str | None) -> HistoryView:
         first = next_token is None
         operations, operations_next = self.operations_page(e, MAX_PAGE) if first else ([], None)
         events, events_next = self.events_page(e, MAX_PAGE) if first else ([], None)
+        steps = () if wf is None else wf.steps
+        names = {b.step_index: steps[b.step_index].name for b in page.items
+                 if isinstance(b, Branch) and b.step_index < len(steps)}
         return HistoryView(page.items, None if cursor is None else encode_token(cursor), operations, operations_next,
-                           events, events_next, e.ledger if first else None)
+                           events, events_next, e.ledger if first else None, names)
 
     def events(self, execution_id: str, limit: int = MAX_PAGE, next_token: str | None = None) -> tuple[list[Any], dict[str, int], str | None]:
         """One page of this run's events (EventRecord or CorruptRecord, in key order), which wait step

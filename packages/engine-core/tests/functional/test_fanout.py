@@ -611,7 +611,8 @@ def test_history_of_an_execution_cancelled_while_it_fanned_out_still_lists_the_b
     assert h.store.load(eid).status is Status.CANCELLED
 
     # when
-    records = h.engine.operator.history_page(eid).records
+    view = h.engine.operator.history_page(eid)
+    records = view.records
 
     # then: the map step has no record, and every branch it began is listed as it ended, those that ran with
     # their results
@@ -622,6 +623,7 @@ def test_history_of_an_execution_cancelled_while_it_fanned_out_still_lists_the_b
     ran = [b for b in branches if b.status is BranchStatus.SUCCEEDED]
     assert ran and all(codec.decode(b.result_blob) == b.branch + 1 for b in ran)
     assert bodies.total("m") == len(ran)
+    assert view.step_names == {0: "fan"}  # no record names the step: the definition does
 
 
 def test_a_token_reused_after_its_execution_expired_runs_every_branch_again(registry):

@@ -179,6 +179,8 @@ class BranchRecord(Document):
     step_index: int
     branch: int
     kind: str = "branch"
+    name: str | None = None
+    """Its step's name, as the deployed definition knows it."""
     status: str
     attempts: int = 0
     started_at: str | None = None
