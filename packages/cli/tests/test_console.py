@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -385,3 +386,25 @@ def test_the_execution_page_shows_its_cost_ledger_with_the_priced_line_on_hover(
     assert status == 200
     assert "<dt>cost so far</dt>" in html and "12 requests · 9.5 units · 3 msgs · ~$" in html
     assert 'title="12 DynamoDB requests, 1.5 read units, 8 write units, 3 messages, 420 worker ms: about $' in html
+
+
+def test_timeline_names_a_step_that_fanned_out_by_its_branches_when_nothing_else_names_it():
+    # given: a code-first execution cancelled while its map step fanned out: no record of the step, no step
+    # list to name it, its branches named by the API
+    from loom_cli.console.timeline import timeline
+    from loom_cli.sdk.models import Execution, History
+
+    e = Execution.model_validate({"execution_id": "e-1", "workflow": "fan", "status": "CANCELLED", "current_step": 1,
+                                  "style": "code", "step_count": 2})
+    history = History.model_validate({"execution_id": "e-1", "steps": [
+        {"step_index": 0, "name": "list", "kind": "task", "status": "SUCCEEDED", "attempts": 1, "result": [1, 2]},
+        {"step_index": 1, "branch": 0, "kind": "branch", "name": "resize", "status": "SUCCEEDED", "attempts": 1},
+        {"step_index": 1, "branch": 1, "kind": "branch", "name": "resize", "status": "PENDING",
+         "next_wake_at": "2026-12-01T00:00:00Z"}]})
+    # when
+    html = timeline(e, history, None)
+    # then
+    assert '<span class="name">resize</span>' in html and "step 1" not in html, html
+    # and the branch that never ran is skipped, not waiting for an attempt that will not come
+    assert re.search(r'<tr class="t-skipped"><td class="idx">1</td><td class="state">skipped</td>', html), html
+    assert "next attempt" not in html

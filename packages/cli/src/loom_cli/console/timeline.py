@@ -13,6 +13,10 @@ from ._html import LIVE, error_block, esc, json_block, parse_ts, span, time_tag
 from .icons import icon
 
 
+OPEN_BRANCH_STATUSES = ("PENDING", "RETRY")
+"""A branch waiting for its next attempt: one its ended execution will never run."""
+
+
 def _duration(r: StepRecord | BranchRecord) -> str:
     start, end = parse_ts(r.started_at), parse_ts(r.finished_at)
     return span((end - start).total_seconds()) if start and end else ""
@@ -71,7 +75,8 @@ def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecor
     is_sleep = (spec is not None and spec.kind == "sleep") or bool(r and isinstance(r.result, dict)
                                                                    and "wake_at" in r.result)
     kind = spec.kind if spec is not None else ("sleep" if is_sleep else "step")
-    name = (r.name if r else None) or (spec.name if spec else None) or f"step {index}"
+    name = ((r.name if r else None) or (spec.name if spec else None) or (branches[0].name if branches else None)
+            or (e.current_step_name if index == e.current_step else None) or f"step {index}")
     is_current = index == current and status != "COMPLETED"
     state = _state(e, index, r, is_current)
     notes = []
@@ -133,7 +138,7 @@ def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecor
             body += json_block(r.result)
     if is_current and status == "FAILED" and r is None:
         body += error_block(e.error)
-    body += _branches(branches, now)
+    body += _branches(branches, now, e.ended)
     mark = ""
     if kind not in ("step", "sleep"):
         mark += f'<span class="kind">{esc(kind)}</span>'
@@ -149,10 +154,10 @@ BRANCHES_SHOWN_OPEN = 8
 """More branches than this are listed collapsed (a map over 1,000 items), opened when one failed."""
 
 
-def _branches(branches: list[BranchRecord], now) -> str:
+def _branches(branches: list[BranchRecord], now, ended: bool = False) -> str:
     if not branches:
         return ""
-    rows = "".join(_branch_row(b, now) for b in sorted(branches, key=lambda x: x.branch))
+    rows = "".join(_branch_row(b, now, ended) for b in sorted(branches, key=lambda x: x.branch))
     rows = f'<table class="branches"><tbody>{rows}</tbody></table>'
     summary = fanout_summary(branches)
     text = summary.states_text()
@@ -162,10 +167,12 @@ def _branches(branches: list[BranchRecord], now) -> str:
     return f'<details class="branches"{opened}><summary>{esc(text)}</summary>{rows}</details>'
 
 
-def _branch_row(b: BranchRecord, now) -> str:
+def _branch_row(b: BranchRecord, now, ended: bool = False) -> str:
     state = state_word(b.status)
     notes = [attempts_text(b.attempts) if b.attempts else "", _duration(b)]
-    if b.next_wake_at:
+    if ended and b.status in OPEN_BRANCH_STATUSES:  # the execution ended (a cancel): nothing runs it now
+        state = "skipped"
+    elif b.next_wake_at:
         notes.append(f'next attempt {time_tag(b.next_wake_at, "left", now)}')
     detail = error_block(b.error) if b.error else json_block(b.result)
     if b.result_omitted:
