@@ -117,3 +117,19 @@ def test_watch_prints_a_wait_once_with_its_timeout():
     line = progress_line(execution_doc(EID, "expense_approval", "WAITING", 1, timer="event",
                                        waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00.000000Z"}))
     assert line.startswith("WAITING   step 1/3 wait_approved  waiting for event approved, ") and "left (until 2999" in line
+
+
+def test_callback_posts_the_answer_to_the_token_and_prints_which_wait_it_completed(waiting, capsys):
+    # when
+    code = main(["--url", waiting.url, "callback", "cb-1", "--data", '{"approved": true}'])
+    # then
+    assert code == 0
+    assert capsys.readouterr().out.strip() == "w-1  event approved  delivered  (callback)"
+    sent = waiting.requests[-1]
+    assert (sent["method"], sent["path"], sent["body"]) == ("POST", "/callbacks/cb-1", {"data": {"approved": True}})
+
+
+def test_callback_with_an_unknown_token_says_so_and_exits_nonzero(waiting, capsys):
+    code = main(["--url", waiting.url, "callback", "nope"])
+    err = capsys.readouterr().err
+    assert code != 0 and "callback_not_found" in err, err

@@ -138,6 +138,15 @@ def send(client: LoomClient, args) -> int:
     return 0
 
 
+def callback(client: LoomClient, args) -> int:
+    sent = client.complete_callback(args.token, json_object(args.data, "--data"))
+    if args.json:
+        print_json(sent.document())
+    else:
+        print(f"{sent.execution_id}  event {sent.event}  {sent.outcome}  (callback)")
+    return 0
+
+
 def workflows(client: LoomClient, args) -> int:
     doc = client.live_versions()
     if args.json:

@@ -113,6 +113,10 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("name", help="the event's name, as the workflow's wait_for_event names it (A-Z a-z 0-9 _ . -)")
     ev.add_argument("--data", default="{}", help="the event's data: a JSON object, or @file.json (default: {})")
     ev.add_argument("--event-id", help="deduplication id: the same id is delivered at most once")
+    cb = command("callback", commands.callback, "answer a callback token a step issued (ctx.callback_token): the "
+                                                "wait it stands for resumes with the data, once", execution_id=False)
+    cb.add_argument("token", help="the callback token, as the step handed it out")
+    cb.add_argument("--data", default="{}", help="the answer: a JSON object, or @file.json (default: {})")
     ct = command("cost", cost.run, "what recent executions cost, summed per workflow: requests, units, messages and "
                                    "worker time from each execution's ledger, priced at AWS list prices",
                  execution_id=False)
