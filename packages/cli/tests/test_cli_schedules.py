@@ -60,7 +60,8 @@ def test_loom_schedules_when_none_are_deployed_says_where_they_come_from(control
 
     # then
     assert code == 0
-    assert capsys.readouterr().out.strip() == "no schedules are deployed (Terraform: the schedules input of the loom module)"
+    assert capsys.readouterr().out.strip() == ("no schedules are deployed (a deployment declares them in Terraform: the "
+                                                "schedules input of the loom module; `loom dev` runs none)")
 
 
 def test_schedule_model_reads_an_older_or_newer_document():

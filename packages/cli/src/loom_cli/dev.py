@@ -36,10 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print no line per handled message")
 
 
+DESCRIPTION = ("run Loom without AWS for a package of workflows: worker, sweeper and the API on 127.0.0.1, state in "
+               "one SQLite file; Ctrl-C stops it (a killed run resumes where it stood)")
+"""What ``loom dev --help`` and ``python -m loom_lite --help`` say the command does."""
+
+
 def add_parser(sub: Any) -> None:
-    text = ("run Loom without AWS for a package of workflows: worker, sweeper and the API on 127.0.0.1, state in one "
-            "SQLite file; Ctrl-C stops it (a killed run resumes where it stood)")
-    d = sub.add_parser("dev", help=text, description=text)
+    d = sub.add_parser("dev", help=DESCRIPTION, description=DESCRIPTION)
     add_arguments(d)
     d.set_defaults(func=run, without_api=True)
 

@@ -206,6 +206,7 @@ def schedules_table(schedules: list) -> str:
     out = table(["schedule", "workflow", "expression", "time zone", "overlap", "next firing", "last firing", "outcome",
                  "execution"], rows, limit=None)
     if not schedules:
-        return "no schedules are deployed (Terraform: the schedules input of the loom module)"
+        return ("no schedules are deployed (a deployment declares them in Terraform: the schedules input of the loom "
+                "module; `loom dev` runs none)")
     problems = [f"{s.name}: {s.problem}" for s in schedules if s.problem]
     return out + ("\n\n" + "\n".join(problems) if problems else "")

@@ -18,7 +18,7 @@ from pathlib import Path
 from engine_core import REGISTRY, Outcome, Registry
 from engine_core.errors import RegistrationError
 from engine_core.settings import ConfigurationError
-from loom_cli.dev import add_arguments
+from loom_cli.dev import DESCRIPTION, add_arguments
 
 from .config import LiteConfig
 from .runtime import LiteRuntime
@@ -29,7 +29,7 @@ UP_LINE = "Loom is up on SQLite:"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loom_lite", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m loom_lite", description=DESCRIPTION)
     add_arguments(p)
     return serve(p.parse_args(argv))
 
