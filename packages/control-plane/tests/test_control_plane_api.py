@@ -516,3 +516,41 @@ def test_history_names_each_branch_by_its_step_while_the_step_has_no_record():
     branches = [s for s in reply["steps"] if s["kind"] == "branch"]
     assert not [s for s in reply["steps"] if s["kind"] == "fanout"]
     assert [b["branch"] for b in branches] == [0, 1, 2] and {b["name"] for b in branches} == {"doubles"}
+
+
+def test_a_code_first_execution_that_failed_or_was_cancelled_names_the_step_it_stopped_at():
+    # given: a code-first function whose second step fails for good, and one that sleeps
+    from engine_core import PermanentStepError, Registry
+    from engine_core.durable import durable, sleep, step
+    from engine_core.testing import LocalRunner
+    from loom_control_plane.responses import ExecutionView
+
+    registry = Registry()
+
+    def refuse():
+        raise PermanentStepError("card declined")
+
+    @durable("stops_at_charge", registry=registry)
+    def stops_at_charge(input):
+        step("reserve", lambda: 1)
+        return step("charge", refuse)
+
+    @durable("sleeps_then_ships", registry=registry)
+    def sleeps_then_ships(input):
+        step("reserve", lambda: 1)
+        sleep(hours=1, name="pickup")
+        return step("ship", lambda: 2)
+
+    runner = LocalRunner(registry)
+    failed = runner.start("stops_at_charge", {})
+    runner.run_until_done(failed)
+    cancelled = runner.start("sleeps_then_ships", {})
+    for _ in range(3):
+        runner.step_once()
+    runner.engine.operator.cancel(cancelled, "ops")
+    runner.run_until_done(cancelled)
+    # when
+    views = {eid: ExecutionView.of(runner.engine.state(eid), registry) for eid in (failed, cancelled)}
+    # then: each names where it stopped, as a step list's does
+    assert (views[failed].status, views[failed].current_step, views[failed].current_step_name) == ("FAILED", 1, "charge")
+    assert (views[cancelled].status, views[cancelled].current_step_name) == ("CANCELLED", "pickup")

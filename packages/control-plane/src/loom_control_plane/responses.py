@@ -180,7 +180,8 @@ class ExecutionView(_Reply):
         if wf is not None and wf.code is not None:
             extra["style"] = "code"
             position = e.code_position
-            extra["current_step_name"] = None if position is None or e.status.is_terminal else position.name
+            # where it failed or was cancelled is named too (a completed one has returned: no position)
+            extra["current_step_name"] = None if position is None or e.status is Status.COMPLETED else position.name
             returned = next((r for r in state.records if isinstance(r, StepRecord) and r.kind == "return"), None)
             if returned is not None and returned.result_blob is not None and e.status is Status.COMPLETED:
                 try:
