@@ -147,16 +147,21 @@ def test_durable_a_kept_prefix_that_fits_is_used(registry):
     assert runner.result(eid)[0] == -1
 
 
-def test_durable_a_kept_prefix_is_not_used_after_a_redrive(registry):
-    # given: step 2 fails once for good; a stale prefix from before the failure
-    seen: list = []
-    counting_flow(registry, seen, fail={2: 1})
+def kept_after(registry, deliveries: int, **flow) -> tuple[LocalRunner, str, Prefix]:
+    """A ``counting`` execution after ``deliveries`` deliveries of one step each, and what this process kept."""
+    counting_flow(registry, [], **flow)
     runner = make_runner(registry)
     eid = runner.start("counting")
-    for _ in range(2):
+    for _ in range(deliveries):
         runner.step_once()
-    stale = runner.engine.prefixes.get(eid)
-    assert stale is not None and stale.upto == 2
+    kept = runner.engine.prefixes.get(eid)
+    assert kept is not None and kept.upto == deliveries
+    return runner, eid, kept
+
+
+def test_durable_a_kept_prefix_is_not_used_after_a_redrive(registry):
+    # given: step 2 fails once for good; a stale prefix from before the failure
+    runner, eid, stale = kept_after(registry, 2, fail={2: 1})
     assert runner.run_until_done(eid).status is Status.FAILED
     runner.engine.prefixes.keep(eid, dataclasses.replace(
         stale, records=(stale.records[0].model_copy(update={"result_blob": WRONG}), *stale.records[1:]), values={}))
@@ -492,14 +497,7 @@ def test_durable_a_kept_position_holds_its_record_and_one_tuple_for_the_garbage_
     # given: four positions recorded in this process (one step a delivery), so four are kept
     import gc
 
-    seen: list = []
-    counting_flow(registry, seen, steps=6)
-    runner = make_runner(registry)
-    eid = runner.start("counting")
-    for _ in range(4):
-        runner.step_once()
-    kept = runner.engine.prefixes.get(eid)
-    assert kept is not None and kept.upto == 4
+    _, _, kept = kept_after(registry, 4, steps=6)
 
     # when: every object the entry's tables hold, the records aside, is counted if the collector tracks it
     held = {id(o): o for table in (kept.ready, kept.tasks, kept.values) for o in table.values()

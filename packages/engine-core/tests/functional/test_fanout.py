@@ -580,15 +580,20 @@ def test_cancel_while_a_fan_out_runs_lets_no_branch_body_start_after_it(registry
         h.engine.process(m.body)
         h.fake.ack(m)
     # when: the operator cancels, then every queued branch message and sweep comes through
+    cancel_and_drain(h, eid)
+    # then
+    assert h.store.load(eid).status is Status.CANCELLED
+    assert bodies.runs == Counter() and h.store.fan_ins == 0
+
+
+def cancel_and_drain(h, eid: str) -> None:
+    """The operator cancels ``eid``; then every queued message and sweep comes through."""
     h.engine.operator.cancel(eid, "ops")
     for _ in range(20):
         for m in h.fake.receive(50):
             h.engine.process(m.body)
             h.fake.ack(m)
         h.idle()
-    # then
-    assert h.store.load(eid).status is Status.CANCELLED
-    assert bodies.runs == Counter() and h.store.fan_ins == 0
 
 
 def test_history_of_an_execution_cancelled_while_it_fanned_out_still_lists_the_branches_that_ran(registry):
@@ -602,12 +607,7 @@ def test_history_of_an_execution_cancelled_while_it_fanned_out_still_lists_the_b
         for m in h.fake.receive(1):
             h.engine.process(m.body)
             h.fake.ack(m)
-    h.engine.operator.cancel(eid, "ops")
-    for _ in range(20):
-        for m in h.fake.receive(50):
-            h.engine.process(m.body)
-            h.fake.ack(m)
-        h.idle()
+    cancel_and_drain(h, eid)
     assert h.store.load(eid).status is Status.CANCELLED
 
     # when
