@@ -20,7 +20,6 @@ from engine_core import (
     RetryPolicy,
     Status,
     StepRecord,
-    StepStatus,
     faults,
     workflow,
 )
