@@ -304,6 +304,7 @@ def test_wake_at_each_kind(kind):
         with pytest.raises(ExecutionStateConflictError) as refused:  # its retries are the branches' own
             case.runner.engine.operator.wake(case.eid, "ops")
         assert refused.value.code == "not_waiting"
+        assert "branches wait for their retries on their own" in str(refused.value)  # why, and where to look
         return
     before = case.runner.clock.now()
     woken = case.runner.engine.operator.wake(case.eid, "ops")
