@@ -259,9 +259,14 @@ def test_history_names_the_branches_of_a_step_that_has_no_record_yet_by_the_name
         {"step_index": 1, "branch": 0, "kind": "branch", "name": "doubles", "status": "SUCCEEDED", "attempts": 1,
          "result": 2},
         {"step_index": 1, "branch": 1, "kind": "branch", "status": "PENDING"},
+        {"step_index": 1, "branch": 2, "kind": "branch", "name": "doubles", "status": "RETRY", "attempts": 1,
+         "next_wake_at": "2026-12-03T08:30:00Z", "error": {"code": "step_error", "message": "timeout"}},
     ], "operations": [], "next_token": None}
     # when
     out = history_table(page)
     # then: each branch is its step's name, numbered; one the API did not name falls back to "step"
     assert re.search(r"^1\s+doubles\[0\]\s+branch\s+SUCCEEDED\s+1\s", out, re.M), out
     assert re.search(r"^1\s+step\[1\]\s+branch\s+PENDING\s", out, re.M), out
+    # and a branch waiting for its retry says when it comes (wake does not skip it)
+    assert re.search(r"^1\s+doubles\[2\]\s+branch\s+RETRY\s.*next attempt 2026-12-03T08:30:00Z; step_error: timeout",
+                     out, re.M), out

@@ -104,6 +104,8 @@ def history_table(h: History | dict) -> str:
         if isinstance(r, BranchRecord):
             if r.result_omitted and err is None:
                 detail = "(result too large to show: the step's record holds it)"
+            if r.status == "RETRY" and r.next_wake_at:
+                detail = f"next attempt {r.next_wake_at}; {detail}"
             rows.append([r.step_index, _step_name(r, names), "branch", r.status, r.attempts, r.started_at,
                          r.finished_at, detail])
             continue

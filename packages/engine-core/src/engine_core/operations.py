@@ -181,7 +181,7 @@ class Operator(Reader):
             if not wakeable or e.cancel_requested:
                 branches = "" if kind is None or kind.name != "fanout" or e.compensating else (
                     ": its step is a parallel or map step, whose branches wait for their retries on their own "
-                    "(the history's branch entries, and loom console, show each branch's next attempt)")
+                    "(loom history and loom console show each branch's next attempt)")
                 raise ExecutionStateConflictError(
                     "not_waiting", f"execution {e.execution_id} is not sleeping, waiting to retry or waiting for an "
                     f"event (it is {_doing(e)}); there is nothing to skip{branches}", e.status.value)
