@@ -10,14 +10,11 @@ import uuid
 from dataclasses import dataclass, field
 from enum import Enum
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Self, TypeVar
+from typing import Any, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .clock import format_ts
-
-_D = TypeVar("_D")
-
 
 class Status(str, Enum):
     RUNNING = "RUNNING"
@@ -349,20 +346,6 @@ class StepRecord(_Frozen):
 
 
 _STEP_FIELDS = StepRecord.model_fields.keys()
-
-
-def with_fields(obj: _D, **changes: Any) -> _D:
-    """``dataclasses.replace(obj, **changes)`` for a frozen dataclass with no ``__post_init__``, no
-    ``init=False`` field and no slots (``ExecutionState``, ``WorkflowDef``): the same object, without the
-    generated ``__init__`` setting every field again through ``object.__setattr__``. Every delivery makes
-    a few; a test holds the result equal to ``dataclasses.replace``'s."""
-    fields = obj.__dict__
-    if not changes.keys() <= fields.keys():
-        raise TypeError(f"{type(obj).__name__} has no field {sorted(changes.keys() - fields.keys())[0]!r}")
-    new = object.__new__(type(obj))
-    new.__dict__.update(fields)
-    new.__dict__.update(changes)
-    return new
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import codec
-from .model import StepRecord, StepStatus, with_fields
+from .frozen import with_fields
+from .model import StepRecord, StepStatus
 from .versions import pinned_definition
 
 if TYPE_CHECKING:

@@ -240,7 +240,8 @@ def test_with_fields_is_dataclasses_replace_for_the_delivery_paths_dataclasses()
     # given: an execution's state and a workflow definition, as a delivery copies them
     import dataclasses
 
-    from engine_core.model import Execution, ExecutionState, Status, Timer, with_fields
+    from engine_core.frozen import with_fields
+    from engine_core.model import Execution, ExecutionState, Status, Timer
     from engine_core.registry import build_workflow
 
     now = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)

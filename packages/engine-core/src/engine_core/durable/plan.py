@@ -14,7 +14,8 @@ import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..model import CodeStep, Execution, StepRecord, encode_code_step, with_fields
+from ..frozen import with_fields
+from ..model import CodeStep, Execution, StepRecord, encode_code_step
 from ..steps import FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef
 
 RETURN_KIND = "return"

@@ -26,7 +26,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..model import Execution, ExecutionState, StepRecord, StepStatus, with_fields
+from ..frozen import with_fields
+from ..model import Execution, ExecutionState, StepRecord, StepStatus
 
 Kept = tuple[StepRecord, Any, Callable[[Any], Any] | None, str]
 """A decoded value kept for replays: the record it came from, the value, how to copy it (None: it cannot
