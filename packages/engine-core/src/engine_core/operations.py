@@ -179,12 +179,10 @@ class Operator(Reader):
             kind = self.kinds.current(view.wf, e)
             wakeable = kind.on_wake(view) if kind is not None else e.timer is not None and e.timer.value != "lease"
             if not wakeable or e.cancel_requested:
-                branches = "" if kind is None or kind.name != "fanout" or e.compensating else (
-                    ": its step is a parallel or map step, whose branches wait for their retries on their own "
-                    "(loom history and loom console show each branch's next attempt)")
+                why = "" if kind is None or e.compensating or not kind.wake_refused else f": {kind.wake_refused}"
                 raise ExecutionStateConflictError(
                     "not_waiting", f"execution {e.execution_id} is not sleeping, waiting to retry or waiting for an "
-                    f"event (it is {_doing(e)}); there is nothing to skip{branches}", e.status.value)
+                    f"event (it is {_doing(e)}); there is nothing to skip{why}", e.status.value)
             applied = self._commit(e, transitions.woken(e, self.life.clock.now()))
             if applied is not None:
                 assert e.timer is not None and e.next_wake_at is not None

@@ -214,6 +214,8 @@ class KindBase:
     """Defaults for a kind that has no branches, cannot be woken, waits for no event and is cancelled at once."""
 
     name = "?"
+    wake_refused = ""
+    """Why a wake at this kind has nothing to skip, when the usual refusal does not say it (appended to it)."""
 
     def run(self, op: StepOps) -> Outcome:  # pragma: no cover - every kind implements it
         raise NotImplementedError
@@ -237,6 +239,7 @@ class KindBase:
 
 class StepKind(Protocol):
     name: str
+    wake_refused: str
 
     def run(self, op: StepOps) -> Outcome: ...
 

@@ -21,6 +21,8 @@ from ._fanout_parent import FanOut, of_run, running
 
 class FanOutKind(KindBase):
     name = "fanout"
+    wake_refused = ("its step is a parallel or map step, whose branches wait for their retries on their own (loom "
+                    "history and loom console show each branch's next attempt)")
 
     def run(self, op: StepOps) -> Outcome:
         return FanOut(op).deliver()
