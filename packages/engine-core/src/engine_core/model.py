@@ -204,6 +204,9 @@ class Execution(_Frozen):
     """When the attempt in flight was claimed; None when no attempt holds the step."""
     attempt_deadline: dt.datetime | None = None
     """The claiming invocation's own deadline: no other worker takes the step over before it."""
+    waiting_since: dt.datetime | None = None
+    """WAITING only: when the current event wait began (an event or a wake rewrites ``updated_at``; the
+    wait's record starts here). Stored while WAITING, never read otherwise."""
     total_attempts: int = 0
     """Step attempts started over the execution's life (capped by ``EngineSettings.max_total_attempts``)."""
     error: ErrorInfo | None = None

@@ -174,7 +174,7 @@ def woken(e: Execution, now: dt.datetime) -> Execution:
 def waiting(e: Execution, now: dt.datetime, timeout_at: dt.datetime) -> Execution:
     """The current step waits for an event: WAITING, nothing running, until it arrives or ``timeout_at``.
     Each wait period is one attempt of the step (a timeout is retried by waiting again)."""
-    return _next(e, now, status=Status.WAITING, attempt=e.attempt + 1, **_NO_CLAIM,
+    return _next(e, now, status=Status.WAITING, attempt=e.attempt + 1, **_NO_CLAIM, waiting_since=now,
                  **_timer(e, Timer.EVENT, timeout_at, 0.0))
 
 

@@ -269,3 +269,28 @@ def test_wait_for_event_model_must_be_a_pydantic_model_and_its_default_must_fit(
     with pytest.raises(RegistrationError, match="does not fit its model"):
         workflow("bad_default", registry=Registry())(
             type("Bad", (), {"steps": [wait_for_event("x", model=Answer, default={"approved": "?"})]}))
+
+
+def test_a_wait_record_starts_when_the_wait_began_not_when_its_event_or_a_wake_came():
+    # given: the execution waits from t0; an event comes ten minutes later (its send rewrites updated_at)
+    runner, _, _ = make(timeout=3600, default={"approver": "nobody"})
+    eid = runner.start("approval_flow", {})
+    began = runner.run_until(eid, "WAITING").waiting_since
+    runner.clock.advance(dt.timedelta(minutes=10))
+    # when
+    runner.send_event(eid, "approved", {"approver": "ana"})
+    runner.run_until_done(eid)
+    # then: the record spans the ten minutes the step waited
+    [record] = [r for r in runner.history(eid) if r.kind == "event"]
+    assert record.started_at == began
+    assert record.finished_at - record.started_at == dt.timedelta(minutes=10)
+    # and the same for a wait an operator woke (its default applies)
+    other = runner.start("approval_flow", {"n": 2})
+    began = runner.run_until(other, "WAITING").waiting_since
+    runner.clock.advance(dt.timedelta(minutes=3))
+    runner.engine.operator.wake(other, "ops")
+    runner.run_until_done(other)
+    [record] = [r for r in runner.history(other) if r.kind == "event"]
+    assert (record.started_at, record.finished_at - began) == (began, dt.timedelta(minutes=3))
+    # and a stored execution carries the time only while it waits
+    assert "waiting_since" not in runner.store.metas[other] and runner.store.load(other).waiting_since is None

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..clock import UTC, format_ts, parse_ts
 from ..errors import CorruptStateError
-from ..model import Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, Ledger, OperationRecord, StepRecord, StepStatus
+from ..model import (Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, Ledger, OperationRecord, Status,
+                     StepRecord, StepStatus)
 
 TTL_ATTR = "expires_at"
 INPUT_ATTR = "input"
@@ -158,6 +159,7 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "index_at": None if e.index_at is None else format_ts(e.index_at),
         "attempt_started_at": None if e.attempt_started_at is None else format_ts(e.attempt_started_at),
         "attempt_deadline": None if e.attempt_deadline is None else format_ts(e.attempt_deadline),
+        "waiting_since": format_ts(e.waiting_since) if e.status is Status.WAITING and e.waiting_since else None,
         "error": _error_text(e.error),
         TTL_ATTR: None if e.expires_at is None else _epoch(e.expires_at),
         "finalize_by": None if e.finalize_by is None else format_ts(e.finalize_by),
@@ -193,6 +195,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             index_at=_ts(attrs, "index_at"),
             attempt_started_at=_ts(attrs, "attempt_started_at"),
             attempt_deadline=_ts(attrs, "attempt_deadline"),
+            waiting_since=_ts(attrs, "waiting_since"),
             total_attempts=_int(attrs.get("total_attempts", 0)),
             error=ErrorInfo.model_validate_json(attrs["error"]) if "error" in attrs else None,
             idempotency_token=attrs.get("idempotency_token"),

@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import callbacks, faults, transitions
 from ..errors import NonSerializableResultError, ResultTooLargeError
-from ..model import EventRecord, StepRecord, StepStatus, Status, Timer
+from ..model import EventRecord, Execution, StepRecord, StepStatus, Status, Timer
 from ..outcome import Outcome
 from ..protocol import ActionView, KindBase, StepOps
 
@@ -78,7 +78,7 @@ def _settle(op: StepOps, data: dict[str, Any], event_id: str | None) -> Outcome:
         return op.fail(op.error(exc.code, str(exc)))
     now = op.now()
     record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED,
-                        attempts=max(e.attempt, 1), version=e.version, started_at=e.updated_at, finished_at=now,
+                        attempts=max(e.attempt, 1), version=e.version, started_at=_began(e), finished_at=now,
                         result_blob=blob, expires_at=op.item_expiry(now), kind="event", event_id=event_id, run=e.run)
     return op.settle(record, merged, bound)
 
@@ -95,12 +95,18 @@ def _timed_out(op: StepOps) -> Outcome:
         return op.fail(op.error("event_timeout", message, retryable=False))
     now = op.now()
     record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.FAILED, attempts=e.attempt,
-                        version=e.version, started_at=e.updated_at, finished_at=now, kind="event", run=e.run,
+                        version=e.version, started_at=_began(e), finished_at=now, kind="event", run=e.run,
                         error=op.error("event_timeout", message, retryable=True), expires_at=op.item_expiry(now))
     outcome = op.put(record)
     if outcome is not None:
         return outcome
     return _wait(op)
+
+
+def _began(e: Execution) -> dt.datetime:
+    """When the wait being recorded began: the WAITING commit's time (an event or a wake since moved
+    ``updated_at``), or, for an event that was there before the step waited, the step's arrival."""
+    return e.waiting_since if e.status is Status.WAITING and e.waiting_since is not None else e.updated_at
 
 
 def pending(records: list[Any], events: list[Any], name: str, step: int) -> EventRecord | None:
