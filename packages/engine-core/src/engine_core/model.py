@@ -207,6 +207,9 @@ class Execution(_Frozen):
     waiting_since: dt.datetime | None = None
     """WAITING only: when the current event wait began (an event or a wake rewrites ``updated_at``; the
     wait's record starts here). Stored while WAITING, never read otherwise."""
+    wait_woken: bool = False
+    """WAITING only: an operator woke the wait, which times it out now. An event's arrival wakes it without
+    this: a wait that then finds no event fitting its model waits on, to its own timeout."""
     total_attempts: int = 0
     """Step attempts started over the execution's life (capped by ``EngineSettings.max_total_attempts``)."""
     error: ErrorInfo | None = None

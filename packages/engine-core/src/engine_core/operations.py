@@ -245,7 +245,7 @@ class Operator(Reader):
             kind = self.kinds.current(view.wf, e)
             if e.cancel_requested or kind is None or kind.waits_for(view) != name:
                 return EventSent(e.execution_id, name, record.event_id, "buffered")
-            applied = self._commit(e, transitions.woken(e, self.life.clock.now()))
+            applied = self._commit(e, transitions.woken(e, self.life.clock.now(), by_event=True))
             if applied is not None:
                 self._quietly("send", lambda: self.life.send_at(applied), applied)
                 return EventSent(e.execution_id, name, record.event_id, "delivered")

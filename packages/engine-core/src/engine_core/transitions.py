@@ -163,19 +163,27 @@ def restamped(e: Execution, stamped_until: dt.datetime) -> Execution:
     return e.model_copy(update={"stamped_until": stamped_until})
 
 
-def woken(e: Execution, now: dt.datetime) -> Execution:
-    """The current sleep, retry backoff or event wait ends now: an operator's "skip the wait", or an
-    event arriving for the wait (whose step then consumes it; woken without one, the wait times out).
-    The message that resumes it is sent with it (the commit sets the due key past its lease)."""
+def woken(e: Execution, now: dt.datetime, *, by_event: bool = False) -> Execution:
+    """The current sleep, retry backoff or event wait ends now: an operator's "skip the wait" (an event
+    wait times out), or an event arriving for the wait (``by_event``: its step consumes it if it fits the
+    wait's model, and waits on otherwise). The message that resumes it is sent with it (the commit sets
+    the due key past its lease)."""
     assert e.timer in (Timer.SLEEP, Timer.RETRY, Timer.EVENT)
-    return _next(e, now, next_wake_at=now, index_at=now, resends=e.resends)
+    operator = not by_event and e.timer is Timer.EVENT
+    return _next(e, now, next_wake_at=now, index_at=now, resends=e.resends, wait_woken=e.wait_woken or operator)
 
 
 def waiting(e: Execution, now: dt.datetime, timeout_at: dt.datetime) -> Execution:
     """The current step waits for an event: WAITING, nothing running, until it arrives or ``timeout_at``.
     Each wait period is one attempt of the step (a timeout is retried by waiting again)."""
     return _next(e, now, status=Status.WAITING, attempt=e.attempt + 1, **_NO_CLAIM, waiting_since=now,
-                 **_timer(e, Timer.EVENT, timeout_at, 0.0))
+                 wait_woken=False, **_timer(e, Timer.EVENT, timeout_at, 0.0))
+
+
+def waits_on(e: Execution, timeout_at: dt.datetime, now: dt.datetime) -> Execution:
+    """An event woke the wait and none fits its model: the same wait period goes on to ``timeout_at``."""
+    assert e.status is Status.WAITING and e.timer is Timer.EVENT
+    return _next(e, now, wait_woken=False, **_timer(e, Timer.EVENT, timeout_at, 0.0))
 
 
 def compensation_started(e: Execution, now: dt.datetime, error: ErrorInfo | None, step: int, lease_s: float, *,

@@ -226,6 +226,88 @@ def test_durable_declared_events_refuse_unknown_names_and_data_that_does_not_fit
     assert delivered.outcome == "delivered" and e.status is Status.COMPLETED
 
 
+def undeclared_approval(registry) -> LocalRunner:
+    @durable("undeclared", registry=registry)
+    def flow(input):
+        answer = wait_for_event("approved", timeout=3600, model=Approval)
+        return step("record", lambda a: a["approver"], answer)
+
+    return make_runner(registry)
+
+
+def test_durable_an_undeclared_event_that_does_not_fit_is_passed_over_and_the_wait_goes_on_to_its_timeout(registry):
+    # given: no `events=`, so no send can check the data; the wait's model can
+    runner = undeclared_approval(registry)
+    eid = runner.start("undeclared")
+    began = until(runner, eid, Status.WAITING).waiting_since
+    runner.clock.advance(dt.timedelta(minutes=10))
+
+    # when: a misfit arrives (and wakes the wait), then, later, one that fits
+    misfit = runner.engine.operator.send_event(eid, "approved", {"approved": "maybe"}, "ops", event_id="bad")
+    for _ in range(5):
+        runner.step_once()
+    waiting = runner.engine.get(eid)
+    runner.clock.advance(dt.timedelta(minutes=10))
+    fits = runner.engine.operator.send_event(eid, "approved", {"approved": True, "approver": "ana"}, "ops",
+                                             event_id="good")
+    e = finish(runner, eid)
+
+    # then: still waiting after the misfit, on the same period (its timeout, its attempt), and the fitting
+    # event completed the wait; the misfit is left unconsumed
+    assert misfit.outcome == "delivered" and fits.outcome == "delivered"
+    assert waiting.status is Status.WAITING and waiting.attempt == 1
+    assert waiting.next_wake_at == began + dt.timedelta(hours=1)
+    assert e.status is Status.COMPLETED and runner.result(eid) == "ana"
+    [wait] = [r for r in runner.history(eid) if r.kind == "event"]
+    assert (wait.event_id, wait.started_at, wait.attempts) == ("good", began, 1)
+
+
+def test_durable_a_misfit_event_does_not_outlive_an_operator_wake_or_the_timeout(registry):
+    # given: a misfit kept while the execution waits
+    runner = undeclared_approval(registry)
+    woken = runner.start("undeclared")
+    until(runner, woken, Status.WAITING)
+    runner.engine.operator.send_event(woken, "approved", {"approver": 7}, "ops")
+    for _ in range(5):
+        runner.step_once()
+    # when: an operator wakes it (a wait times out now), and another waits out its hour
+    runner.engine.operator.wake(woken, "ops")
+    woken_end = finish(runner, woken)
+    timed = runner.start("undeclared", {"n": 2})
+    until(runner, timed, Status.WAITING)
+    runner.engine.operator.send_event(timed, "approved", {"approved": None}, "ops")
+    runner.clock.advance(dt.timedelta(hours=3))
+    for _ in range(20):
+        runner.step_once()
+    timed_state = runner.engine.get(timed)
+
+    # then: both times out as they would have without the misfit (a retry of the wait, then a failure)
+    assert woken_end.status is Status.FAILED and woken_end.error.code == "event_timeout"
+    assert timed_state.status is Status.WAITING and timed_state.attempt == 2
+
+
+def test_durable_a_wait_failed_for_good_redriven_waits_for_a_fitting_event(registry):
+    # given: the misfit came, the waits timed out for good
+    runner = undeclared_approval(registry)
+    eid = runner.start("undeclared")
+    until(runner, eid, Status.WAITING)
+    runner.engine.operator.send_event(eid, "approved", {"approved": "maybe"}, "ops")
+    for _ in range(3):
+        runner.clock.advance(dt.timedelta(hours=2))
+        for _ in range(10):
+            runner.step_once()
+    assert runner.engine.get(eid).status is Status.FAILED
+    # when
+    runner.engine.operator.redrive(eid, "ops")
+    redriven = until(runner, eid, Status.WAITING)
+    runner.engine.operator.send_event(eid, "approved", {"approved": True, "approver": "bo"}, "ops")
+    e = finish(runner, eid)
+
+    # then: the misfit was passed over again; the fitting event completed it
+    assert redriven.status is Status.WAITING
+    assert e.status is Status.COMPLETED and runner.result(eid) == "bo"
+
+
 def test_durable_a_callback_token_completes_its_wait_once(registry):
     # given: the submit step hands the token out
     tokens = []

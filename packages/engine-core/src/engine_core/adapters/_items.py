@@ -139,6 +139,8 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         attrs["compensating"] = True
     if e.cancel_requested:
         attrs["cancel_requested"] = True
+    if e.wait_woken and e.status is Status.WAITING:
+        attrs["wait_woken"] = True
     if e.undo_failed_step:
         attrs["undo_failed_step"] = True
     if e.lost_attempts:
@@ -212,6 +214,7 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             compensation_error=(ErrorInfo.model_validate_json(attrs["compensation_error"])
                                 if "compensation_error" in attrs else None),
             cancel_requested=bool(attrs.get("cancel_requested", False)),
+            wait_woken=bool(attrs.get("wait_woken", False)),
             undo_failed_step=bool(attrs.get("undo_failed_step", False)),
             lost_attempts=_int(attrs.get("lost_attempts", 0)),
             resends=_int(attrs.get("resends", 0)),

@@ -14,6 +14,7 @@ completes only the wait at that step. Wake times the wait out now; a cancel take
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from .. import callbacks, faults, transitions
@@ -21,6 +22,7 @@ from ..errors import NonSerializableResultError, ResultTooLargeError
 from ..model import EventRecord, Execution, StepRecord, StepStatus, Status, Timer
 from ..outcome import Outcome
 from ..protocol import ActionView, KindBase, StepOps
+from ..steps import field_problems
 
 
 class WaitKind(KindBase):
@@ -28,14 +30,15 @@ class WaitKind(KindBase):
 
     def run(self, op: StepOps) -> Outcome:
         spec = op.step.kind
-        events = op.list_events(spec.event)
-        event = pending(op.history() if events else [], events, spec.event, op.step.index)
+        event = _fitting(op)
         if event is not None:
             return _settle(op, event.data, event.event_id)
         if op.execution.attempt > 0:
             # A wait period of this step ended with no event: its timeout passed (the sweeper or a
             # delayed message brought it here), or an operator woke it. The first visit has attempt 0.
-            return _timed_out(op)
+            # An event woke it that does not fit the wait's model: the period goes on to its timeout.
+            goes_on = _goes_on_until(op)
+            return _timed_out(op) if goes_on is None else _wait(op, goes_on)
         return _wait(op)
 
     def on_wake(self, view: ActionView) -> bool:
@@ -48,16 +51,29 @@ class WaitKind(KindBase):
         return step.kind.event
 
 
-def _wait(op: StepOps) -> Outcome:
+def _goes_on_until(op: StepOps) -> dt.datetime | None:
+    """The timeout of the wait period an event (not an operator) woke before it ran out, else None."""
+    e = op.execution
+    if e.status is not Status.WAITING or e.wait_woken or e.waiting_since is None:
+        return None
+    timeout_at = e.waiting_since + dt.timedelta(seconds=op.step.kind.timeout_s)
+    return timeout_at if op.now() < timeout_at else None
+
+
+def _wait(op: StepOps, goes_on_until: dt.datetime | None = None) -> Outcome:
+    """Begin a wait period (or go on with the current one, to ``goes_on_until``)."""
     e, spec = op.execution, op.step.kind
     now = op.now()
-    timeout_at = now + dt.timedelta(seconds=spec.timeout_s)
-    outcome = op.commit(transitions.waiting(e, now, timeout_at))
+    if goes_on_until is None:
+        timeout_at = now + dt.timedelta(seconds=spec.timeout_s)
+        outcome = op.commit(transitions.waiting(e, now, timeout_at))
+    else:
+        timeout_at = goes_on_until
+        outcome = op.commit(transitions.waits_on(e, timeout_at, now))
     if outcome is not None:
         return outcome
     faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=op.step.index)
-    events = op.list_events(spec.event)
-    late = pending(op.history() if events else [], events, spec.event, op.step.index)
+    late = _fitting(op)
     if late is not None:
         return _settle(op, late.data, late.event_id)
     op.log("waiting for an event", event=spec.event, timeout_at=timeout_at.isoformat())
@@ -70,8 +86,9 @@ def _settle(op: StepOps, data: dict[str, Any], event_id: str | None) -> Outcome:
     e, step = op.execution, op.step
     try:
         value = step.kind.validate(data)
-    except Exception as exc:  # pydantic's ValidationError: the model changed since the event was accepted
-        return op.fail(op.error("invalid_event", f"event {step.kind.event!r} does not fit the wait's model: {exc}"))
+    except Exception as exc:  # pydantic's ValidationError: only the wait's own default can get here
+        return op.fail(op.error("invalid_event", f"the default of wait {step.kind.event!r} does not fit the "
+                                                 f"wait's model: {exc}; give the wait a default that fits"))
     try:
         blob, merged, bound = op.merge({step.name: value}, f"event {step.kind.event!r} for step {step.name!r}")
     except (NonSerializableResultError, ResultTooLargeError) as exc:
@@ -109,9 +126,35 @@ def _began(e: Execution) -> dt.datetime:
     return e.waiting_since if e.status is Status.WAITING and e.waiting_since is not None else e.updated_at
 
 
-def pending(records: list[Any], events: list[Any], name: str, step: int) -> EventRecord | None:
-    """The oldest event of ``name`` that no wait step has consumed yet and that is this wait's to take: a
-    plain event, or one sent through the callback token of this very step.
+def _fitting(op: StepOps) -> EventRecord | None:
+    """The oldest event this wait may take (``pending``) whose data fits the wait's model. One that does not
+    fit (an undeclared event of a code-first workflow, which no send could check, or a model changed since
+    the send) is passed over and left unconsumed, logged with the fields it misses: it neither fails the
+    execution (a redrive would meet it again, oldest first) nor ends the wait."""
+    spec = op.step.kind
+    events = op.list_events(spec.event)
+    if not events:
+        return None
+    for event in pending(op.history(), events, spec.event, op.step.index):
+        if spec.model is None:
+            return event
+        from pydantic import ValidationError
+
+        try:
+            spec.validate(event.data)
+        except ValidationError as exc:
+            summary = "; ".join(f"{p['field']}: {p['problem']}" for p in field_problems(exc))
+            op.log(f"event {spec.event!r} passed over: its data does not fit the wait's model ({summary}); the wait "
+                   "takes the next event that fits", logging.WARNING, event_id=event.event_id)
+            op.metric("EventsPassedOver", "Count", 1)
+            continue
+        return event
+    return None
+
+
+def pending(records: list[Any], events: list[Any], name: str, step: int) -> list[EventRecord]:
+    """The events of ``name`` that no wait step has consumed yet and that are this wait's to take, oldest
+    first: plain events, or ones sent through the callback token of this very step.
 
     The record of ``step`` (the wait asking) does not count as consuming: it exists only when an earlier
     delivery of this wait recorded its event and died (or lost its commit) before advancing, and that
@@ -119,4 +162,4 @@ def pending(records: list[Any], events: list[Any], name: str, step: int) -> Even
     consumed = {r.event_id for r in records if isinstance(r, StepRecord) and r.event_id and r.step_index != step}
     found = [ev for ev in events if isinstance(ev, EventRecord) and ev.name == name and ev.event_id not in consumed
              and callbacks.is_for_step(ev.event_id, step)]
-    return min(found, key=lambda ev: (ev.sent_at, ev.event_id)) if found else None
+    return sorted(found, key=lambda ev: (ev.sent_at, ev.event_id))
