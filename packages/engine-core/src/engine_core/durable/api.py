@@ -310,8 +310,8 @@ def _wait_spec(event: str, timeout: float, default: Any, model: type | None, cal
 def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, default: Any = _NO_DEFAULT,
                    model: type | None = None, retry: RetryPolicy | None = None) -> dict[str, Any]:
     """Wait, WAITING and costing nothing, for the event ``event``
-    (``POST /executions/{id}/events/{event}``, ``loom send``) and return its data (validated by
-    ``model`` if given). After ``timeout`` seconds it returns ``default`` if given, else fails under
+    (``POST /executions/{id}/events/{event}``, ``loom send``) and return its data, a dict (validated
+    and coerced by ``model`` if given: the model's ``model_dump()``). After ``timeout`` seconds it returns ``default`` if given, else fails under
     ``retry`` (each retry waits again). An event sent before the wait began is kept for it."""
     call = f"wait_for_event({event!r})"
     if _in_body():
