@@ -140,7 +140,9 @@ class StepOps(Protocol):
     def attempt_failed(self, body: BodyOutcome, policy: RetryPolicy | None = None, kind: str = "task",
                        prefix: str = "") -> Outcome: ...
 
-    def fail(self, error: ErrorInfo) -> Outcome: ...
+    def fail(self, error: ErrorInfo, started_at: dt.datetime | None = None) -> Outcome:
+        """The current step failed for good (``started_at``: when it began, if no attempt holds it)."""
+        ...
 
     def commit(self, new: Execution) -> Outcome | None:
         """Apply a transition of the execution item (None: it applied; ``execution`` is ``new`` now)."""

@@ -495,6 +495,34 @@ def test_redrive_after_a_branch_failure_reruns_only_the_failed_and_unfinished_br
     assert results_of(h, eid, "map_m") == list(range(6))
 
 
+def test_a_fan_out_step_and_its_failed_branch_keep_when_they_began_through_a_failure_and_a_redrive(registry):
+    # given: branch 3 fails for good at T0; the operator redrives an hour later
+    bodies = Bodies()
+    broken = {"on": True}
+    registry.register(build_workflow("timed", [
+        map_(bodies.make("m", permanent=lambda c: c.branch == 3 and broken["on"]), over="xs", max_concurrency=4,
+             name="fan")]))
+    h = Harness(registry)
+    eid = h.start("timed", {"xs": list(range(4))})
+    assert h.drive(eid).status is Status.FAILED
+    failed_branch = h.branches(eid)[3]
+    [failure] = [r for r in h.engine.history(eid) if r.step_index == 0]
+    # when
+    h.clock.advance(dt.timedelta(hours=1))
+    broken["on"] = False
+    h.engine.operator.redrive(eid, "oncall")
+    assert h.drive(eid).status is Status.COMPLETED
+    [success] = [r for r in h.engine.history(eid) if r.step_index == 0]
+
+    # then: the failed branch keeps its attempt's start; the step's failure says when the step began; after
+    # the redrive the step began with the first branch it kept, an hour before the redrive
+    assert failed_branch.status is BranchStatus.FAILED and failed_branch.attempt_started_at is not None
+    assert failure.status is StepStatus.FAILED and failure.started_at is not None
+    assert failure.started_at <= failed_branch.attempt_started_at
+    assert success.status is StepStatus.SUCCEEDED and success.started_at == failure.started_at
+    assert success.finished_at - success.started_at >= dt.timedelta(hours=1)
+
+
 # -- DynamoDB -------------------------------------------------------------------------------------------------
 
 def test_parallel_on_the_dynamodb_store_completes_once_with_results_in_order(registry, dynamo_client_factory):

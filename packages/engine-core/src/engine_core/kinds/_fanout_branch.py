@@ -224,7 +224,7 @@ def _failed(fan: FanOut, branch: Branch, error: ErrorInfo) -> Outcome:
     op = fan.op
     now = op.now()
     failed = branch.model_copy(update={"status": BranchStatus.FAILED, "version": branch.version + 1,
-                                       "next_wake_at": None, "attempt_started_at": None, "updated_at": now,
+                                       "next_wake_at": None, "updated_at": now,  # its attempt's start stays
                                        "finished_at": now, "expires_at": branch_expiry(op, now),
                                        "error": error.model_copy(update={"message": truncate(error.message)})})
     try:
@@ -237,7 +237,8 @@ def _failed(fan: FanOut, branch: Branch, error: ErrorInfo) -> Outcome:
         if op.execution.cancel_requested:
             return _after_cancel(fan, op.execution) or Outcome("branch_failed", fan.eid, fan.index,
                                                                "a cancel waits for the other branches")
-        outcome = op.fail(failed.error)
+        join = op.joins.get(fan.index)
+        outcome = op.fail(failed.error, None if join is None else join.started_at)
         if outcome.kind == "cancel_requested":  # a cancel landed while this branch ran: it waits for the others
             return _after_cancel(fan, op.execution) or Outcome("branch_failed", fan.eid, fan.index,
                                                                "a cancel waits for the other branches")

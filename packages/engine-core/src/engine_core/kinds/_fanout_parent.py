@@ -219,8 +219,10 @@ class FanOut:
         except (NonSerializableResultError, ResultTooLargeError) as exc:
             return self.fail(exc.code, str(exc))
         now = op.now()
+        # A redrive's generation began later than the branches it kept: the step began with the first of them.
+        began = min([join.started_at, *(b.attempt_started_at for b in known.values() if b.attempt_started_at)])
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=join.total,
-                            version=self.e.version, started_at=join.started_at, finished_at=now, result_blob=blob,
+                            version=self.e.version, started_at=began, finished_at=now, result_blob=blob,
                             expires_at=op.item_expiry(now), kind="fanout", run=self.e.run)
         op.metric("FanIns", "Count", 1)
         op.log("fanned in", branches=join.total)
