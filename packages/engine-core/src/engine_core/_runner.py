@@ -6,6 +6,7 @@ import logging
 import _signal
 import signal
 import threading
+import types
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -101,7 +102,26 @@ def run_body(fn: Callable[[StepContext], Any], ctx: StepContext, timeout_s: floa
         return BodyOutcome(error_code="step_timeout", error_type="StepTimeoutError", retryable=True,
                            error_message=f"step exceeded its {timeout_s:g} s timeout budget "
                                          f"(returned after {elapsed / 1000:.1f} s)", duration_ms=elapsed)
+    if type(result) in _NEVER_RAN:
+        return _never_ran(result, elapsed)
     return BodyOutcome(result=result, duration_ms=elapsed)
+
+
+_ASYNC = "Loom runs plain functions: run an async body inside one, with asyncio.run(...)"
+_NEVER_RAN = {types.CoroutineType: f"a coroutine: the step's function is async, so its body never ran; {_ASYNC}",
+              types.GeneratorType: "a generator: the step's function yields, so its body never ran; return a list "
+                                   "(list(...)) instead",
+              types.AsyncGeneratorType: f"an async generator, so its body never ran; {_ASYNC}"}
+
+
+def _never_ran(result: Any, elapsed: float) -> BodyOutcome:
+    """A body that returned a coroutine or a generator did none of its work: fail it at once, saying why (a
+    retry would do the same). A coroutine is closed, so nothing warns that it was never awaited."""
+    if type(result) is not types.AsyncGeneratorType:
+        result.close()
+    message = f"the step returned {_NEVER_RAN[type(result)]}"
+    return BodyOutcome(error_code="non_serializable_result", error_type=type(result).__name__, retryable=False,
+                       error_message=message, duration_ms=elapsed)
 
 
 def _failed(code: str, exc: BaseException, retryable: bool, duration_ms: float) -> BodyOutcome:

@@ -7,6 +7,7 @@ deploy that introduced it, not hours later in the middle of an execution.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import re
 import threading
@@ -357,6 +358,7 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
             "steps are functions taking a context, or sleep(...) markers"
         )
     name = name or getattr(fn, "__name__", None)
+    _check_plain(fn, f"step at position {index}", where)
     if not name or name == "<lambda>":
         raise RegistrationError(f"{where}: step at position {index} has no usable name; pass step(fn, name=...)")
     _check_step_name(name, index, where)
@@ -365,6 +367,17 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
     return StepDef(index=index, name=name, kind=TaskSpec(fn), retry=retry,
                    timeout_s=None if timeout is None else float(timeout), compensate=undo,
                    compensate_retry=undo_retry, compensate_timeout_s=undo_timeout)
+
+
+def _check_plain(fn: Callable[..., Any], what: str, where: str) -> None:
+    """A step's function runs and returns its result: an async or generator function would only return an
+    object that does nothing (the step would fail at run time, saying so); refuse it here already."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise RegistrationError(f"{where}: {what} ({getattr(fn, '__name__', fn)!r}) is async; steps are plain "
+                                "functions: run the async code inside one, with asyncio.run(...)")
+    if inspect.isgeneratorfunction(fn):
+        raise RegistrationError(f"{where}: {what} ({getattr(fn, '__name__', fn)!r}) yields; a step returns its "
+                                "result: return a list instead")
 
 
 def _check_policy(retry: Any, timeout: Any, name: str, where: str) -> None:
@@ -388,6 +401,7 @@ def _compensation(compensate: Any, name: str, where: str) -> tuple[Callable[...,
     if not callable(fn):
         raise RegistrationError(f"{where}: step {name!r}: compensate must be a function (or step(fn, ...)), "
                                 f"got {type(fn).__name__}")
+    _check_plain(fn, f"the compensation of step {name!r}", where)
     return fn, retry, None if timeout is None else float(timeout)
 
 
@@ -401,6 +415,7 @@ def _fanout_def(index: int, item: FanOut, where: str) -> StepDef:
     for fn in item.fns:
         if not callable(fn):
             raise RegistrationError(f"{where}: {what} at position {index}: branch {fn!r} is not a callable")
+        _check_plain(fn, f"a branch of the {what} at position {index}", where)
     if item.over is not None and (not isinstance(item.over, str) or not item.over):
         raise RegistrationError(f"{where}: map at position {index}: over= names the context key holding the list")
     limit = item.max_concurrency

@@ -135,6 +135,45 @@ def test_durable_a_value_the_codec_cannot_keep_fails_the_step_at_once_naming_the
     assert "nested" in e.error.message and "handle" in e.error.message
 
 
+@pytest.mark.parametrize("shape", ["async", "generator"])
+def test_durable_a_step_whose_function_is_async_or_yields_fails_at_once_saying_so(registry, shape, recwarn):
+    # given: a body whose call returns a coroutine (or a generator) and does none of its work
+    runs = Counter()
+
+    async def fetch():
+        runs["fetch"] += 1
+        return 1
+
+    def rows():
+        runs["rows"] += 1
+        yield 1
+
+    @durable("unrun", registry=registry, retry=RetryPolicy(max_attempts=5, base=1))
+    def flow(input):
+        return step("load", fetch if input["shape"] == "async" else rows)
+
+    runner = make_runner(registry)
+    eid = runner.start("unrun", {"shape": shape})
+
+    # when
+    e = run(runner, eid)
+
+    # then: failed at its first attempt, naming what it returned and what to do; nothing ran, nothing warned
+    assert e.status is Status.FAILED and e.error.code == "non_serializable_result" and not e.error.retryable
+    [record] = [r for r in runner.history(eid) if r.name == "load"]
+    assert record.attempts == 1
+    assert ("async" in e.error.message and "asyncio.run" in e.error.message) if shape == "async" else \
+        ("yields" in e.error.message and "return a list" in e.error.message)
+    assert runs == Counter() and not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+def test_durable_a_generator_function_is_refused_at_registration(registry):
+    with pytest.raises(RegistrationError, match="yields; a durable workflow is a plain function"):
+        @durable("rows", registry=registry)
+        def flow(input):
+            yield step("one", lambda: 1)
+
+
 def test_durable_each_delivery_replays_recorded_steps_without_running_them(registry):
     # given: one step per delivery, so every delivery replays the earlier ones
     runs, tops = Counter(), Counter()

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from engine_core import Registry, RegistrationError, RetryPolicy, UnknownWorkflowError, sleep, step, workflow
+from engine_core import (Registry, RegistrationError, RetryPolicy, UnknownWorkflowError, map_, parallel, sleep, step,
+                         workflow)
 from engine_core.registry import build_workflow
 
 
@@ -16,6 +17,14 @@ def a(ctx):
 
 def b(ctx):
     return {}
+
+
+async def fetch(ctx):
+    return {}
+
+
+def rows(ctx):
+    yield {}
 
 
 def test_workflow_registers_steps_in_order_with_policies(registry):
@@ -46,6 +55,11 @@ def test_workflow_registers_steps_in_order_with_policies(registry):
     ([step(a, timeout_s=901)], "timeout_s"),
     ([step(a, name="step\n")], "no '#' and no whitespace"),
     ([step(a, name="\nstep")], "no '#' and no whitespace"),
+    ([a, fetch], r"step at position 1 \('fetch'\) is async; .*asyncio.run"),
+    ([rows], r"step at position 0 \('rows'\) yields; .*return a list"),
+    ([step(a, compensate=fetch)], r"the compensation of step 'a' \('fetch'\) is async"),
+    ([map_(fetch, over="xs")], r"a branch of the map at position 0 \('fetch'\) is async"),
+    ([parallel(a, rows)], r"a branch of the parallel at position 0 \('rows'\) yields"),
 ])
 def test_invalid_definitions_raise_at_registration(registry, steps, message):
     with pytest.raises(RegistrationError, match=message):

@@ -159,9 +159,12 @@ def _annotated_model(fn: Callable[..., Any]) -> type | None:
 def _check_signature(fn: Callable[..., Any], where: str) -> None:
     if not callable(fn):
         raise RegistrationError(f"{where}: @durable decorates a function, got {type(fn).__name__}")
-    if inspect.iscoroutinefunction(fn):
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         raise RegistrationError(f"{where}: is async; a durable workflow is a plain function (its steps may "
                                 "run asyncio.run(...) inside)")
+    if inspect.isgeneratorfunction(fn):
+        raise RegistrationError(f"{where}: yields; a durable workflow is a plain function that returns its "
+                                "result (return a list instead)")
     try:
         inspect.signature(fn).bind(None)
     except TypeError:
