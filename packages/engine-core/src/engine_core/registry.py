@@ -369,15 +369,25 @@ def _step_def(index: int, item: Any, where: str) -> StepDef:
                    compensate_retry=undo_retry, compensate_timeout_s=undo_timeout)
 
 
-def _check_plain(fn: Callable[..., Any], what: str, where: str) -> None:
-    """A step's function runs and returns its result: an async or generator function would only return an
-    object that does nothing (the step would fail at run time, saying so); refuse it here already."""
+def not_plain(fn: Callable[..., Any]) -> str | None:
+    """Why ``fn`` is no plain function (``is async``, ``yields``), or None. Calling one only returns an object
+    that does nothing: a coroutine, a generator."""
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise RegistrationError(f"{where}: {what} ({getattr(fn, '__name__', fn)!r}) is async; steps are plain "
-                                "functions: run the async code inside one, with asyncio.run(...)")
-    if inspect.isgeneratorfunction(fn):
-        raise RegistrationError(f"{where}: {what} ({getattr(fn, '__name__', fn)!r}) yields; a step returns its "
-                                "result: return a list instead")
+        return "is async"
+    return "yields" if inspect.isgeneratorfunction(fn) else None
+
+
+_INSTEAD = {"is async": "run the async code inside a plain function, with asyncio.run(...)",
+            "yields": "return a list instead"}
+
+
+def _check_plain(fn: Callable[..., Any], what: str, where: str) -> None:
+    """A step's function runs and returns its result (the step would fail at run time otherwise, saying
+    so): refuse an async or generator function here already."""
+    why = not_plain(fn)
+    if why is not None:
+        raise RegistrationError(f"{where}: {what} ({getattr(fn, '__name__', fn)!r}) {why}; steps are plain "
+                                f"functions: {_INSTEAD[why]}")
 
 
 def _check_policy(retry: Any, timeout: Any, name: str, where: str) -> None:

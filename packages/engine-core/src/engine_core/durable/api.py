@@ -47,6 +47,7 @@ from ..registry import (
     WORKFLOW_NAME_RE,
     Registry,
     check_version,
+    not_plain,
 )
 from ..steps import MAX_BRANCHES, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
 from . import _current
@@ -159,12 +160,10 @@ def _annotated_model(fn: Callable[..., Any]) -> type | None:
 def _check_signature(fn: Callable[..., Any], where: str) -> None:
     if not callable(fn):
         raise RegistrationError(f"{where}: @durable decorates a function, got {type(fn).__name__}")
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise RegistrationError(f"{where}: is async; a durable workflow is a plain function (its steps may "
-                                "run asyncio.run(...) inside)")
-    if inspect.isgeneratorfunction(fn):
-        raise RegistrationError(f"{where}: yields; a durable workflow is a plain function that returns its "
-                                "result (return a list instead)")
+    why = not_plain(fn)
+    if why is not None:
+        instead = "its steps may run asyncio.run(...) inside" if why == "is async" else "return a list instead"
+        raise RegistrationError(f"{where}: {why}; a durable workflow is a plain function ({instead})")
     try:
         inspect.signature(fn).bind(None)
     except TypeError:
