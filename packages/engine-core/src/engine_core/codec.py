@@ -10,6 +10,7 @@ whether or not the process crashed in between.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -200,8 +201,17 @@ def _enc(value: Any, path: str, depth: int) -> Any:  # noqa: C901 - one branch p
         path,
         f"type {t.__module__}.{t.__qualname__} would not come back as itself after a crash; "
         "return plain data (dict, list, tuple, str, int, float, bool, None, datetime, date, "
-        "Decimal, bytes, set, UUID) instead",
+        f"Decimal, bytes, set, UUID) instead{_plain_form(value)}",
     )
+
+
+def _plain_form(value: Any) -> str:
+    """How to turn a common structured value into plain data, for the refusal's message."""
+    if hasattr(type(value), "model_dump") and hasattr(type(value), "model_fields"):
+        return " (a pydantic model: return .model_dump(), or .model_dump(mode='json'))"
+    if dataclasses.is_dataclass(value):
+        return " (a dataclass: return dataclasses.asdict(...))"
+    return ""
 
 
 def _text(value: str, path: str, what: str) -> str:

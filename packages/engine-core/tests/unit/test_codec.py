@@ -426,3 +426,24 @@ def test_copier_is_the_cheapest_copy_that_equals_a_second_decode(value, cheapest
     assert copy_with is cheapest
     assert copy == codec.decode(text) and codec.canonical(copy) == codec.canonical(decoded)
     assert not set(_mutables(copy, [])) & set(_mutables(decoded, []))
+
+
+def test_a_pydantic_model_or_a_dataclass_is_refused_with_the_call_that_makes_it_plain_data():
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    class Order(BaseModel):
+        id: int
+
+    @dataclasses.dataclass
+    class Line:
+        sku: str
+
+    with pytest.raises(NonSerializableResultError, match=r"\['order'\].*\.model_dump\(\)"):
+        codec.encode({"order": Order(id=1)}, "step result")
+    with pytest.raises(NonSerializableResultError, match=r"\[0\].*dataclasses\.asdict"):
+        codec.encode([Line("a")], "step result")
+    with pytest.raises(NonSerializableResultError) as other:
+        codec.encode(object(), "step result")
+    assert "model_dump" not in str(other.value) and "asdict" not in str(other.value)
