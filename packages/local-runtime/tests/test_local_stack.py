@@ -30,7 +30,8 @@ def _zip_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def provision_tiny(zip_dir: Path, out_file: Path, *, report_failures: bool = True, tamper: bool = False):
+def provision_tiny(zip_dir: Path, out_file: Path, *, report_failures: bool = True, tamper: bool = False,
+                   second_mapping: str | None = None):
     def provision(stack: LocalStack) -> None:
         iam, lam, sqs, events = (stack.client(s) for s in ("iam", "lambda", "sqs", "events"))
         role = iam.create_role(RoleName="tiny", AssumeRolePolicyDocument=json.dumps({
@@ -51,8 +52,14 @@ def provision_tiny(zip_dir: Path, out_file: Path, *, report_failures: bool = Tru
             arns[role_name] = lam.create_function(
                 FunctionName=f"tiny-{role_name}", Runtime="python3.11", Role=role, Handler=f"tiny_handlers.{handler}",
                 Code={"ZipFile": code}, Timeout=10, MemorySize=256, Environment=env)["FunctionArn"]
-        lam.create_event_source_mapping(EventSourceArn=q_arn, FunctionName=arns["worker"], BatchSize=5, Enabled=False,
-                                        FunctionResponseTypes=["ReportBatchItemFailures"] if report_failures else [])
+        for _ in range(2 if second_mapping == "same" else 1):  # "same": a create retried after a slow answer
+            lam.create_event_source_mapping(EventSourceArn=q_arn, FunctionName=arns["worker"], BatchSize=5,
+                                            Enabled=False,
+                                            FunctionResponseTypes=["ReportBatchItemFailures"] if report_failures else [])
+        if second_mapping == "other":  # a second deployment's worker on its own queue
+            other = sqs.create_queue(QueueName="other-steps")["QueueUrl"]
+            other_arn = sqs.get_queue_attributes(QueueUrl=other, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            lam.create_event_source_mapping(EventSourceArn=other_arn, FunctionName=arns["sweeper"], Enabled=False)
         lam.create_function_url_config(FunctionName=arns["control-plane"], AuthType="AWS_IAM")
         rule = events.put_rule(Name="tiny-sweep", ScheduleExpression="rate(1 minute)")
         events.put_targets(Rule="tiny-sweep", Targets=[{"Id": "sweeper", "Arn": arns["sweeper"]}])
@@ -160,6 +167,24 @@ def test_a_zip_that_is_not_the_deployed_one_is_refused(tmp_path, zip_dir, out_fi
     assert "deployed worker function tiny-worker has CodeSha256" in message
     assert "make down && make up" in message
     assert stack.emulator.proc.poll() is not None  # a failed start leaves nothing running
+
+
+def test_a_mapping_created_twice_is_one_worker_and_two_deployments_are_refused_naming_them(tmp_path, zip_dir, out_file,
+                                                                                           read_out):
+    # given: the worker's mapping twice (terraform's create retried), and apart, a second function's mapping
+    twice = LocalStack(_options(tmp_path / "twice", zip_dir, provision_tiny(zip_dir, out_file, second_mapping="same")))
+    two = LocalStack(_options(tmp_path / "two", zip_dir, provision_tiny(zip_dir, out_file, second_mapping="other")))
+    # when / then: the first runs a message once, through the worker
+    with twice:
+        assert len(twice.client("lambda").list_event_source_mappings()["EventSourceMappings"]) == 2
+        twice.client("sqs").send_message(QueueUrl=twice.deployment.queue.url, MessageBody=json.dumps({"action": "ok"}))
+        _wait(lambda: [r for r in read_out() if r["kind"] == "record"], "the record")
+        time.sleep(1)
+        assert len([r for r in read_out() if r["kind"] == "record"]) == 1
+    with pytest.raises(DeploymentError) as exc:
+        two.start()
+    assert "tiny-worker <- tiny-steps" in str(exc.value) and "tiny-sweeper <- other-steps" in str(exc.value)
+    assert two.emulator.proc.poll() is not None
 
 
 def test_without_report_batch_item_failures_the_failure_list_is_ignored(tmp_path, zip_dir, out_file, read_out):

@@ -160,9 +160,14 @@ def read(clients: Any, region: str, name_prefix: str = "") -> Deployment:
     if not mappings:
         raise DeploymentError("no SQS event source mapping in the emulator feeds a Lambda function: the worker "
                               "cannot be found. Re-apply terraform/envs/local (`make up`)")
-    if len(mappings) > 1:
-        raise DeploymentError(f"{len(mappings)} SQS event source mappings found; expected one (the worker's)")
-    m = mappings[0]
+    # A create that the provider retried after a slow answer can leave a second mapping of the same queue to
+    # the same function (AWS refuses that pair twice; the emulator does not): the same mapping, for polling.
+    pairs = {(m["FunctionArn"], m["EventSourceArn"]) for m in mappings}
+    if len(pairs) > 1:
+        raise DeploymentError(f"{len(pairs)} SQS event source mappings feed functions "
+                              f"({', '.join(sorted(f'{_function_name(f)} <- {_arn_parts(q)[2]}' for f, q in pairs))}); "
+                              "expected one (the worker's): one Loom deployment per emulator (`make down && make up`)")
+    m = min(mappings, key=lambda mapping: mapping.get("UUID", ""))
     add("worker", m["FunctionArn"])
     queue_arn = m["EventSourceArn"]
     q_region, q_account, q_name = _arn_parts(queue_arn)
