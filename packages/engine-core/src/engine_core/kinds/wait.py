@@ -7,8 +7,10 @@ finds none commits WAITING, then looks once more: a sender that saw the executio
 not wake it, and its event was written before that look, so one of the two always sees the other.
 
 The event's data lands in the context under the wait step's name, never over another key, validated by
-the wait's model if it declares one. An event sent through a callback token (id ``callback:<step>``)
-completes only the wait at that step. Wake times the wait out now; a cancel takes effect at once.
+the wait's model if it declares one; an event whose data does not fit (no send could check it) is passed
+over, and the wait goes on to its own timeout. An event sent through a callback token (id
+``callback:<step>``) completes only the wait at that step. Wake times the wait out now; a cancel takes
+effect at once.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def _wait(op: StepOps, goes_on_until: dt.datetime | None = None) -> Outcome:
     if outcome is not None:
         return outcome
     faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=op.step.index)
-    late = _fitting(op)
+    late = _fitting(op, quiet=True)  # a misfit seen by the look before the commit was logged there
     if late is not None:
         return _settle(op, late.data, late.event_id)
     op.log("waiting for an event", event=spec.event, timeout_at=timeout_at.isoformat())
@@ -126,7 +128,7 @@ def _began(e: Execution) -> dt.datetime:
     return e.waiting_since if e.status is Status.WAITING and e.waiting_since is not None else e.updated_at
 
 
-def _fitting(op: StepOps) -> EventRecord | None:
+def _fitting(op: StepOps, quiet: bool = False) -> EventRecord | None:
     """The oldest event this wait may take (``pending``) whose data fits the wait's model. One that does not
     fit (an undeclared event of a code-first workflow, which no send could check, or a model changed since
     the send) is passed over and left unconsumed, logged with the fields it misses: it neither fails the
@@ -143,6 +145,8 @@ def _fitting(op: StepOps) -> EventRecord | None:
         try:
             spec.validate(event.data)
         except ValidationError as exc:
+            if quiet:
+                continue
             summary = "; ".join(f"{p['field']}: {p['problem']}" for p in field_problems(exc))
             op.log(f"event {spec.event!r} passed over: its data does not fit the wait's model ({summary}); the wait "
                    "takes the next event that fits", logging.WARNING, event_id=event.event_id)
