@@ -181,9 +181,10 @@ def waiting(e: Execution, now: dt.datetime, timeout_at: dt.datetime) -> Executio
 
 
 def waits_on(e: Execution, timeout_at: dt.datetime, now: dt.datetime) -> Execution:
-    """An event woke the wait and none fits its model: the same wait period goes on to ``timeout_at``."""
-    assert e.status is Status.WAITING and e.timer is Timer.EVENT
-    return _next(e, now, wait_woken=False, **_timer(e, Timer.EVENT, timeout_at, 0.0))
+    """An event woke the wait (or the sweeper handed its wake on) and none fits its model: the same wait
+    period goes on, WAITING, to ``timeout_at``."""
+    return _next(e, now, status=Status.WAITING, **_NO_CLAIM, wait_woken=False,
+                 **_timer(e, Timer.EVENT, timeout_at, 0.0))
 
 
 def compensation_started(e: Execution, now: dt.datetime, error: ErrorInfo | None, step: int, lease_s: float, *,

@@ -262,6 +262,32 @@ def test_durable_an_undeclared_event_that_does_not_fit_is_passed_over_and_the_wa
     assert (wait.event_id, wait.started_at, wait.attempts) == ("good", began, 1)
 
 
+def test_durable_a_misfit_whose_wake_message_was_lost_is_passed_over_after_the_sweepers_hand_over(registry):
+    # given: a misfit wakes the wait, and the message of that wake is lost
+    runner = undeclared_approval(registry)
+    eid = runner.start("undeclared")
+    began = until(runner, eid, Status.WAITING).waiting_since
+    runner.queue.drop_rate = 1.0
+    runner.engine.operator.send_event(eid, "approved", {"approved": "maybe"}, "ops")
+    runner.queue.drop_rate = 0.0
+    runner.queue.purge()
+    # when: the sweeper hands the due execution on (RUNNING, a lease), and that message is delivered
+    for _ in range(10):
+        runner.clock.advance(dt.timedelta(seconds=30))
+        runner.step_once()
+    waiting = runner.engine.get(eid)
+    runner.engine.operator.send_event(eid, "approved", {"approved": True, "approver": "cy"}, "ops")
+    e = finish(runner, eid)
+
+    # then: it waited on (the same period, to its own timeout); the fitting event completed it, and the
+    # wait's record starts when the wait began, not at the hand-over
+    assert waiting.status is Status.WAITING and waiting.attempt == 1
+    assert waiting.next_wake_at == began + dt.timedelta(hours=1)
+    assert e.status is Status.COMPLETED and runner.result(eid) == "cy"
+    [wait] = [r for r in runner.history(eid) if r.kind == "event"]
+    assert wait.started_at == began
+
+
 def test_durable_a_misfit_event_does_not_outlive_an_operator_wake_or_the_timeout(registry):
     # given: a misfit kept while the execution waits
     runner = undeclared_approval(registry)

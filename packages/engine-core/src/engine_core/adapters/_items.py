@@ -14,7 +14,7 @@ from typing import Any
 
 from ..clock import UTC, format_ts, parse_ts
 from ..errors import CorruptStateError
-from ..model import (Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, Ledger, OperationRecord, Status,
+from ..model import (Branch, CorruptRecord, ErrorInfo, EventRecord, Execution, Join, Ledger, OperationRecord,
                      StepRecord, StepStatus)
 
 TTL_ATTR = "expires_at"
@@ -139,8 +139,10 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         attrs["compensating"] = True
     if e.cancel_requested:
         attrs["cancel_requested"] = True
-    if e.wait_woken and e.status is Status.WAITING:
-        attrs["wait_woken"] = True
+    if e.waiting_since is not None and _in_wait_period(e):
+        attrs["waiting_since"] = format_ts(e.waiting_since)
+        if e.wait_woken:
+            attrs["wait_woken"] = True
     if e.undo_failed_step:
         attrs["undo_failed_step"] = True
     if e.lost_attempts:
@@ -161,7 +163,6 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "index_at": None if e.index_at is None else format_ts(e.index_at),
         "attempt_started_at": None if e.attempt_started_at is None else format_ts(e.attempt_started_at),
         "attempt_deadline": None if e.attempt_deadline is None else format_ts(e.attempt_deadline),
-        "waiting_since": format_ts(e.waiting_since) if e.status is Status.WAITING and e.waiting_since else None,
         "error": _error_text(e.error),
         TTL_ATTR: None if e.expires_at is None else _epoch(e.expires_at),
         "finalize_by": None if e.finalize_by is None else format_ts(e.finalize_by),
@@ -176,6 +177,12 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
     if e.ledger is not None:
         attrs.update(ledger_to_attrs(e.ledger))
     return attrs
+
+
+def _in_wait_period(e: Execution) -> bool:
+    """Whether a wait period may still be going on (WAITING, or due and handed to a fresh message with no
+    attempt holding the step): then its start and an operator's wake are kept on the item."""
+    return e.attempt > 0 and e.attempt_started_at is None and not e.status.is_terminal
 
 
 def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:

@@ -56,7 +56,7 @@ class WaitKind(KindBase):
 def _goes_on_until(op: StepOps) -> dt.datetime | None:
     """The timeout of the wait period an event (not an operator) woke before it ran out, else None."""
     e = op.execution
-    if e.status is not Status.WAITING or e.wait_woken or e.waiting_since is None:
+    if e.attempt == 0 or e.wait_woken or e.waiting_since is None:
         return None
     timeout_at = e.waiting_since + dt.timedelta(seconds=op.step.kind.timeout_s)
     return timeout_at if op.now() < timeout_at else None
@@ -123,9 +123,9 @@ def _timed_out(op: StepOps) -> Outcome:
 
 
 def _began(e: Execution) -> dt.datetime:
-    """When the wait being recorded began: the WAITING commit's time (an event or a wake since moved
-    ``updated_at``), or, for an event that was there before the step waited, the step's arrival."""
-    return e.waiting_since if e.status is Status.WAITING and e.waiting_since is not None else e.updated_at
+    """When the wait being recorded began: its period's WAITING commit (an event, a wake or the sweeper
+    since moved ``updated_at``), or, for an event that was there before the step waited, the step's arrival."""
+    return e.waiting_since if e.attempt > 0 and e.waiting_since is not None else e.updated_at
 
 
 def _fitting(op: StepOps, quiet: bool = False) -> EventRecord | None:

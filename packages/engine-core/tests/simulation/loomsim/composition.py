@@ -151,6 +151,9 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
         self.event_sends: list[tuple[str, str, str, str]] = []
         """(execution, name, event_id, outcome) of every send_event that returned."""
         self.waiting_timeouts: dict[str, str] = {}
+        self.event_wakes: dict[str, list[dt.datetime]] = {}
+        self.quiet_misfits: set[tuple[str, str, int]] = set()
+        """When an operator's wake cut an event wait short, by execution: a wait may end before its timeout then."""
         rng = self.rng
         self.planned = [
             PlannedStart(i, (rng.choice(config.workflows) if i else config.workflows[0]).name,

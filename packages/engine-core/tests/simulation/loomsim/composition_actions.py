@@ -22,7 +22,7 @@ from engine_core.errors import (
 from engine_core.model import StepRecord, StepStatus
 
 from .composition_config import TERMINAL
-from .composition_workflows import event_data
+from .composition_workflows import MISFIT_PREFIX, event_data
 from .ttl import epoch
 from .world import InjectedQueueError, Op
 
@@ -84,6 +84,9 @@ class OperatorActions:
         if not names:
             return
         name = name or rng.choice(names)
+        if event_id is None and wf.code and rng.random() < 0.15:  # data its wait's model refuses, unchecked at send
+            event_id = f"{MISFIT_PREFIX}{rng.choice([0, 1])}"
+            self.stat("event.misfit_sent")
         event_id = event_id or f"{name}-{rng.choice([0, 0, 0, 1, 2])}"
         run = attrs.get("created_at")
         plan = self.plan("event")
@@ -326,6 +329,8 @@ class OperatorActions:
         before = c.before
         timer = before.get("timer")
         self.stat(f"wake.applied.{'compensation_' if before.get('compensating') else ''}{timer}")
+        if timer == "event":
+            self.event_wakes.setdefault(c.execution_id, []).append(self.clock.now())
         if timer not in ("sleep", "retry", "event") or before.get("attempt_started_at") or before.get("cancel_requested"):
             self.violation(f"{c.execution_id[:8]}: a wake moved the execution while its timer was {timer}"
                            f"{' (claimed)' if before.get('attempt_started_at') else ''}"

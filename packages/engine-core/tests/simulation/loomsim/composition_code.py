@@ -21,7 +21,7 @@ from typing import Any
 from engine_core import Registry
 from engine_core.durable import _current, durable, map, parallel, sleep, step, wait_for_event  # noqa: A004
 
-from .composition_workflows import CWorkflow, _branch_body, _task_body, _undo_body
+from .composition_workflows import CWorkflow, _branch_body, _task_body, _undo_body, event_model
 
 SHARE = 0.3
 """Share of the seeds in which one generated workflow runs as a code-first function."""
@@ -73,7 +73,8 @@ def register(wf: CWorkflow, registry: Registry, sim) -> None:
                 out[s.name] = map(s.name, calls[s.index], data.get("items", []), max_concurrency=s.max_concurrency,
                                   retry=s.retry)
             else:
-                kwargs: dict[str, Any] = {"timeout": s.wait_timeout, "retry": wf.policy(s.index)}
+                kwargs: dict[str, Any] = {"timeout": s.wait_timeout, "retry": wf.policy(s.index),
+                                          "model": event_model(s.event)}
                 if s.default is not None:
                     kwargs["default"] = s.default
                 out[s.name] = wait_for_event(s.event, **kwargs)

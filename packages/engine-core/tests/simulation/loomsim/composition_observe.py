@@ -13,7 +13,7 @@ from engine_core.adapters import _items as items
 from engine_core.clock import format_ts
 from engine_core.model import Branch, StepRecord
 
-from .composition_workflows import CSpec, CWorkflow, run_tags
+from .composition_workflows import CSpec, CWorkflow, is_misfit, run_tags
 from .world import Op, OpPlan, SimulatedCrash, StoreProxy
 
 
@@ -187,6 +187,12 @@ class Observing:
         self.writes.setdefault(eid, []).append(w)
         if record.kind == "event" and record.error is not None and record.error.code == "event_timeout":
             self._check_timeout(eid, record, op)
+        if record.kind == "event" and record.event_id is None and record.error is None or \
+                record.kind == "event" and record.error is not None and record.error.code == "event_timeout":
+            self._check_timed_out_when_due(eid, record)
+        if record.kind == "event" and record.error is not None and record.error.code == "invalid_event":
+            self.violation(f"{eid[:8]} step {record.step_index}: the wait failed invalid_event ({record.error.message[:80]}): "
+                           "an event whose data its model refuses must be passed over, not end the wait")
         if record.kind == "event" and record.event_id is not None and record.status.value == "SUCCEEDED":
             self._check_wait_record(eid, record)
         self.log(f"    store: {eid[:8]} put s{record.step_index} {record.kind} attempt {record.attempts} "
@@ -228,12 +234,26 @@ class Observing:
         # callback ids are each one wait's own: another wait's callback event was never this wait's to take
         sent_before = [w.record.event_id for w in self.writes.get(eid, ()) if w.what == "put_event"
                        and w.run == record.run and w.record.name == name and w.seq < began
-                       and w.record.event_id not in consumed
+                       and w.record.event_id not in consumed and not is_misfit(w.record.event_id)
                        and callbacks.is_for_step(w.record.event_id, record.step_index)]
         if sent_before:
             self.violation(f"{eid[:8]} step {record.step_index}: wait {name!r} recorded event_timeout (attempt "
                            f"{record.attempts}) although event(s) {sent_before} of that name were kept, consumed by "
                            "no other step, before the delivery began: an event was lost")
+
+    def _check_timed_out_when_due(self, eid: str, record: StepRecord) -> None:
+        """A wait times out (its default, or ``event_timeout``) once its period's timeout has passed, or after an
+        operator woke it: never because an event woke it whose data its model refused."""
+        info = self.runs.info(eid, record.run)
+        wf = self.all_specs.get(info.fingerprint) if info is not None else None
+        if wf is None or record.started_at is None or record.finished_at is None:
+            return
+        due = record.started_at + dt.timedelta(seconds=wf.steps[record.step_index].wait_timeout)
+        woken = [t for t in self.event_wakes.get(eid, ()) if record.started_at <= t <= record.finished_at]
+        if record.finished_at < due and not woken:
+            self.violation(f"{eid[:8]} step {record.step_index}: the wait timed out at {record.finished_at:%H:%M:%S}, "
+                           f"before its timeout ({due:%H:%M:%S}, waiting since {record.started_at:%H:%M:%S}), and no "
+                           "operator woke it")
 
     def _check_wait_record(self, eid: str, record: StepRecord) -> None:
         """A wait of a run takes only an event sent to that run, and a callback's only for its own step."""
@@ -243,6 +263,9 @@ class Observing:
         if sent_to != record.run:
             self.violation(f"{eid[:8]} step {record.step_index}: the wait of run {record.run} consumed event "
                            f"{record.event_id}, sent to run {sent_to}")
+        if is_misfit(record.event_id):
+            self.violation(f"{eid[:8]} step {record.step_index}: the wait consumed {record.event_id}, whose data its "
+                           "model refuses (it must be passed over)")
         if not callbacks.is_for_step(record.event_id, record.step_index):
             self.violation(f"{eid[:8]} step {record.step_index}: the wait consumed {record.event_id}, the callback "
                            "event of another wait")

@@ -10,6 +10,7 @@ import datetime as dt
 import math
 from collections import Counter
 
+from .composition_workflows import MISFIT_PREFIX, is_misfit
 from .sim import SWEEP_INTERVAL_S
 from .ttl import REAP_MODES
 
@@ -124,7 +125,15 @@ class Phases:
             # this, or a wait that recorded an event and crashed before advancing would be handed another).
             used = self.used_events(eid, run)
             kept = [w.record.event_id for w in self.writes.get(eid, ()) if w.what == "put_event" and w.run == run
-                    and w.record.name == name and w.record.event_id not in used]
+                    and w.record.name == name and w.record.event_id not in used and not is_misfit(w.record.event_id)]
+            if not kept and wf.code and a.get("status") == "WAITING" and (eid, run, i) not in self.quiet_misfits \
+                    and self.rng.random() < 0.5:
+                # First a misfit, alone: it wakes the wait, which must pass it over and wait on, not time out.
+                self.quiet_misfits.add((eid, run, i))
+                self.stat("quiet.misfit_sent")
+                self.send_event(eid, name, f"{MISFIT_PREFIX}q{i}")
+                self.after_op()
+                continue
             if not kept:
                 n = sum(1 for s in self.event_sends if s[0] == eid)
                 self.stat("quiet.events_sent")

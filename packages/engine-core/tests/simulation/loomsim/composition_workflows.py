@@ -221,8 +221,33 @@ def task_result(execution_id: str, spec: CSpec, run: str) -> dict:
 
 
 def event_data(name: str, event_id: str, run: str) -> dict:
-    """An event's data names the run it was sent to: a run must never see another run's."""
+    """An event's data names the run it was sent to: a run must never see another run's. An id starting
+    ``misfit-`` carries data that no code-first wait's model accepts (``event_model``)."""
+    if is_misfit(event_id):
+        return {"run": run, "misfit": event_id}
     return {f"got_{name}": event_id, "run": run}
+
+
+MISFIT_PREFIX = "misfit-"
+
+
+def is_misfit(event_id: str | None) -> bool:
+    """An event whose data the code-first waits' models refuse (no send can check it: nothing is declared)."""
+    return bool(event_id) and event_id.startswith(MISFIT_PREFIX)
+
+
+_MODELS: dict[str, type] = {}
+
+
+def event_model(name: str) -> type:
+    """The model of a code-first wait for ``name``: ``got_<name>`` required (a misfit lacks it), the rest kept
+    as sent (``run``), so a fitting event's data, and a default's, come back as they were."""
+    if name not in _MODELS:
+        from pydantic import ConfigDict, create_model
+
+        _MODELS[name] = create_model(f"Event_{name}", __config__=ConfigDict(extra="allow"),
+                                     **{f"got_{name}": (str, ...)})
+    return _MODELS[name]
 
 
 def run_tags(value: Any) -> set[str]:
