@@ -23,7 +23,7 @@ from engine_core import (
     faults,
     workflow,
 )
-from engine_core.durable import DurableCallError, durable, new_id, now, sleep, step
+from engine_core.durable import DurableCallError, durable, new_id, now, sleep, step, wait_for_event
 from engine_core.testing import LocalRunner
 
 UTC = dt.timezone.utc
@@ -365,6 +365,35 @@ def test_durable_a_call_outside_any_execution_is_refused_with_what_to_do():
 
     # then
     assert "outside a Loom execution" in str(refused.value) and "LocalRunner" in str(refused.value)
+
+
+@pytest.mark.parametrize("call", ["sleep", "wait_for_event"])
+def test_durable_a_sleep_or_wait_inside_a_step_body_fails_the_step_at_once_saying_where_to_put_it(registry, call):
+    # given: a body that would block its invocation; the step's policy allows five attempts
+    runs = Counter()
+
+    def body():
+        runs["body"] += 1
+        if call == "sleep":
+            sleep(60)
+        else:
+            wait_for_event("approved", timeout=60)
+        return 1
+
+    @durable("blocking", registry=registry, retry=RetryPolicy(max_attempts=5, base=1))
+    def flow(input):
+        return step("blocks", body)
+
+    runner = make_runner(registry)
+    eid = runner.start("blocking")
+
+    # when
+    e = run(runner, eid)
+
+    # then: one attempt (a retry would make the same call), and the message says what to do instead
+    assert e.status is Status.FAILED and runs["body"] == 1 and not e.error.retryable
+    assert e.error.message.startswith(call) and "inside a step body would block the step" in e.error.message
+    assert "between steps" in e.error.message
 
 
 def test_durable_a_thread_started_inside_the_function_has_no_execution(registry):

@@ -37,7 +37,7 @@ from functools import partial
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from ..errors import RegistrationError
+from ..errors import PermanentStepError, RegistrationError
 from ..model import RetryPolicy
 from ..registry import (
     DEFAULT_EVENT_TIMEOUT_S,
@@ -69,8 +69,9 @@ def _good_name(name: str) -> bool:
 _NO_DEFAULT = object()
 
 
-class DurableCallError(RuntimeError):
-    """A durable call made where no execution can hold it (outside a run, or in a thread it started)."""
+class DurableCallError(PermanentStepError, RuntimeError):
+    """A durable call made where no execution can hold it (outside a run, in a thread it started, or a wait
+    or sleep inside a step body). Inside a body it fails the step at once: a retry would make it again."""
 
 
 def code_fingerprint(name: str) -> str:
