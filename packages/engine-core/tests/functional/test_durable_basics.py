@@ -476,6 +476,25 @@ def test_durable_an_error_outside_any_step_fails_the_execution_and_undoes_what_c
     assert undone == [("ch-5", 5)]
 
 
+def test_durable_a_durable_call_that_refuses_its_arguments_names_the_workflows_line_not_loom_s(registry):
+    # given: step() handed something that is not a function, on a line of this file
+    @durable("misused", registry=registry)
+    def flow(input):
+        return step("fetch", 5)
+
+    line = flow.__code__.co_firstlineno + 2
+    runner = make_runner(registry)
+    eid = runner.start("misused")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the message says what was wrong and where the call is
+    assert e.status is Status.FAILED and e.error.code == "workflow_error"
+    assert "the second argument must be the function to run" in e.error.message
+    assert e.error.message.endswith(f"test_durable_basics.py:{line})"), e.error.message
+
+
 def test_durable_a_step_and_its_compensation_get_every_keyword_argument_even_one_named_ctx(registry):
     # given: a keyword argument named like what runs a body (ctx), and a step() inside the body
     seen: list = []

@@ -18,6 +18,7 @@ step again, and that delivery moves on.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, cast
 
 from .. import callbacks, codec, faults, transitions
@@ -36,11 +37,20 @@ log = logging.getLogger("engine_core")
 _NOTHING = object()
 
 
+_ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 def _where(exc: BaseException) -> str:
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
+    """The line of the workflow's code the exception came from: its innermost frame outside engine-core
+    (a durable call that refused its arguments points at the call, not at the refusal)."""
+    tb, found, innermost = exc.__traceback__, None, None
+    while tb is not None:
+        innermost = tb
+        if not tb.tb_frame.f_code.co_filename.startswith(_ENGINE):
+            found = tb
         tb = tb.tb_next
-    return f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})" if tb is not None else ""
+    found = found or innermost
+    return f" (at {found.tb_frame.f_code.co_filename}:{found.tb_lineno})" if found is not None else ""
 
 
 class CodeRun(StepRun):
