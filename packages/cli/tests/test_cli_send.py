@@ -102,6 +102,11 @@ def test_status_watch_and_history_show_waits_events_and_compensation(waiting, ca
     assert main(["--url", waiting.url, "history", EID]) == 0
     out = capsys.readouterr().out
     assert "mail-3" in out and "kept for a wait" in out
+    # and once the execution ended, an event no wait took is "not consumed": nothing will take it now
+    waiting.update(EID, status="COMPLETED", waiting_for=None)
+    assert main(["--url", waiting.url, "history", EID]) == 0
+    out = capsys.readouterr().out
+    assert "mail-3" in out and "not consumed" in out and "kept for a wait" not in out
     # and a failed compensation ends a watch with exit 1 and both errors on its line
     waiting.update(EID, status="COMPENSATION_FAILED", waiting_for=None, failed_step=2,
                    error={"code": "permanent_error", "message": "card declined"},

@@ -161,6 +161,11 @@ def test_timeline_shows_waits_fan_outs_undo_steps_events_and_a_failed_compensati
     assert 'class="step t-waiting k-wait_for_event" data-step="1"' in html and "times out <time" in html
     assert "undo: refund" in html and "waits for event" not in html.split('data-step="1"')[1].split("</li>")[0]
     assert "<h2>Events</h2>" in html and "mail-9" in html and "kept until a wait for it" in html
+    # once the execution ended, no wait will take it
+    control_plane.add(execution_doc("a2", workflow="expense_approval", status="COMPLETED", step=3))
+    control_plane.events.append({"execution_id": "a2", "event": "approved", "event_id": "mail-10", "data": {}})
+    _, html = get(console, "/executions/a2")
+    assert "mail-10" in html and "not consumed" in html and "kept until a wait for it" not in html
     # a map fanning out: its progress, and its many branches collapsed (opened when one failed)
     branches = [{"step_index": 1, "branch": i, "kind": "branch", "status": "FAILED" if i == 7 else "SUCCEEDED",
                  "attempts": 1, "started_at": T0, "finished_at": T0, "next_wake_at": None, "result": {"n": i},

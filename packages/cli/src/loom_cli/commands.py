@@ -57,8 +57,11 @@ def history(client: LoomClient, args) -> int:
     if h.cost is not None:
         print(f"\ncost so far: {cost_text(h.cost)}")
     if h.events:
+        # An event no wait consumed is kept for one while the execution lives; after its end it never will be.
+        ended = any(getattr(ev, "consumed_by_step", 0) is None for ev in h.events) and \
+            client.get(args.execution_id).ended
         print()
-        print(events_table(h))
+        print(events_table(h, ended=ended))
     if h.operations:
         print()
         print(operations_table(h))

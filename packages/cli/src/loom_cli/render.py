@@ -122,14 +122,17 @@ def history_table(h: History | dict) -> str:
     return table(["#", "step", "kind", "status", "attempts", "started", "finished", "result / error"], rows)
 
 
-def events_table(h: History) -> str:
+def events_table(h: History, ended: bool = False) -> str:
+    """The events sent to the execution; one no wait consumed is ``kept for a wait``, or, once the execution
+    ``ended``, ``not consumed``."""
+    unconsumed = "not consumed" if ended else "kept for a wait"
     rows = []
     for ev in h.events or []:
         if isinstance(ev, CorruptRecord):
             rows.append(["CORRUPT", ev.sort_key, "-", "-", "-", ev.detail])
             continue
         step = ev.consumed_by_step
-        rows.append([ev.event, ev.event_id, ev.sent_at, ev.by, "kept for a wait" if step is None else f"step {step}",
+        rows.append([ev.event, ev.event_id, ev.sent_at, ev.by, unconsumed if step is None else f"step {step}",
                      ev.data])
     return table(["event", "event id", "sent", "by", "consumed by", "data"], rows)
 

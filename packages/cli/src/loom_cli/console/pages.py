@@ -182,6 +182,6 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
     if e.compensation_error is not None:
         head += f'<div class="errlabel">compensation failed</div>{error_block(e.compensation_error, "error big")}'
     context = json_block(e.context, "context") if e.context is not None else ""
-    ops = events_list(history, now) + operations_list(history.operations, now)
+    ops = events_list(history, now, ended=e.ended) + operations_list(history.operations, now)
     return (f'{head}<h2>Timeline</h2>{timeline(e, history, wf, now, failures)}'
             f'{"<h2>Context</h2>" + context if context else ""}{ops}')

@@ -215,8 +215,9 @@ def operations_list(ops: list[Operation | CorruptRecord], now: dt.datetime | Non
     return f'<h2>Operator actions</h2><ul class="ops">{"".join(rows)}</ul>'
 
 
-def events_list(history: History, now: dt.datetime | None = None) -> str:
-    """The events sent to the execution, each with the step that consumed it (or kept for a later wait)."""
+def events_list(history: History, now: dt.datetime | None = None, ended: bool = False) -> str:
+    """The events sent to the execution, each with the step that consumed it (or kept for a later wait; once
+    the execution ``ended``, not consumed)."""
     if not history.events:
         return ""
     rows = []
@@ -225,7 +226,8 @@ def events_list(history: History, now: dt.datetime | None = None) -> str:
             rows.append(f'<li class="op">corrupt record {esc(ev.sort_key)}: {esc(ev.detail)}</li>')
             continue
         step = ev.consumed_by_step
-        where = f"consumed by step {esc(step)}" if step is not None else "kept until a wait for it"
+        where = (f"consumed by step {esc(step)}" if step is not None
+                 else "not consumed" if ended else "kept until a wait for it")
         rows.append(f'<li class="op op-event">{icon("event")} <b>{esc(ev.event)}</b> <code>{esc(ev.event_id)}</code> '
                     f'by {esc(ev.by)} {time_tag(ev.sent_at, now=now)} <span class="notes">{where}</span>'
                     f'{json_block(ev.data, "data")}</li>')
