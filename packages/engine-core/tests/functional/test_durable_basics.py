@@ -7,6 +7,7 @@ import datetime as dt
 import threading
 from collections import Counter
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field
@@ -71,6 +72,17 @@ def records(runner, eid) -> list[StepRecord]:
     return [r for r in runner.history(eid) if isinstance(r, StepRecord)]
 
 
+def run_one_step(registry, name: str, body) -> tuple[LocalRunner, str, Any]:
+    """A function whose one step (``name``) runs ``body`` under a five-attempt policy, run to its end."""
+    @durable(name, registry=registry, retry=RetryPolicy(max_attempts=5, base=1))
+    def flow(input):
+        return step(name, body)
+
+    runner = make_runner(registry)
+    eid = runner.start(name)
+    return runner, eid, run(runner, eid)
+
+
 def returned(runner, eid):
     from engine_core import codec
 
@@ -119,15 +131,8 @@ def test_durable_a_value_the_codec_cannot_keep_fails_the_step_at_once_naming_the
         runs["build"] += 1
         return {"ok": 1, "nested": [1, {"handle": threading.Lock()}]}
 
-    @durable("unkeepable", registry=registry, retry=RetryPolicy(max_attempts=5, base=1))
-    def flow(input):
-        return step("build", build)
-
-    runner = make_runner(registry)
-    eid = runner.start("unkeepable")
-
     # when
-    e = run(runner, eid)
+    _, _, e = run_one_step(registry, "build", build)
 
     # then: no retry (the same value would fail again), and the message says where the value is
     assert e.status is Status.FAILED and runs["build"] == 1
@@ -148,15 +153,8 @@ def test_durable_a_step_whose_function_is_async_or_yields_fails_at_once_saying_s
         runs["rows"] += 1
         yield 1
 
-    @durable("unrun", registry=registry, retry=RetryPolicy(max_attempts=5, base=1))
-    def flow(input):
-        return step("load", fetch if input["shape"] == "async" else rows)
-
-    runner = make_runner(registry)
-    eid = runner.start("unrun", {"shape": shape})
-
     # when
-    e = run(runner, eid)
+    runner, eid, e = run_one_step(registry, "load", fetch if shape == "async" else rows)
 
     # then: failed at its first attempt, naming what it returned and what to do; nothing ran, nothing warned
     assert e.status is Status.FAILED and e.error.code == "non_serializable_result" and not e.error.retryable
@@ -380,15 +378,8 @@ def test_durable_a_sleep_or_wait_inside_a_step_body_fails_the_step_at_once_sayin
             wait_for_event("approved", timeout=60)
         return 1
 
-    @durable("blocking", registry=registry, retry=RetryPolicy(max_attempts=5, base=1))
-    def flow(input):
-        return step("blocks", body)
-
-    runner = make_runner(registry)
-    eid = runner.start("blocking")
-
     # when
-    e = run(runner, eid)
+    _, _, e = run_one_step(registry, "blocks", body)
 
     # then: one attempt (a retry would make the same call), and the message says what to do instead
     assert e.status is Status.FAILED and runs["body"] == 1 and not e.error.retryable
