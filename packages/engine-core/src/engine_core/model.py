@@ -205,12 +205,10 @@ class Execution(_Frozen):
     attempt_deadline: dt.datetime | None = None
     """The claiming invocation's own deadline: no other worker takes the step over before it."""
     waiting_since: dt.datetime | None = None
-    """When the current event wait period began (an event, a wake or the sweeper's hand-over rewrites
-    ``updated_at``; the wait's record starts here). Read only at a wait step whose ``attempt`` is above 0
-    (a wait period began there); stored while one may be going on."""
+    """When the current event wait period began (its record starts here); read at a wait step whose
+    ``attempt`` is above 0, stored while a period may go on (``updated_at`` moves with events and wakes)."""
     wait_woken: bool = False
-    """An operator woke the current wait period, which times it out now. An event's arrival wakes it
-    without this: a wait that then finds no event fitting its model waits on, to its own timeout."""
+    """An operator woke the wait period (it times out now); an event's wake does not set it."""
     total_attempts: int = 0
     """Step attempts started over the execution's life (capped by ``EngineSettings.max_total_attempts``)."""
     error: ErrorInfo | None = None
