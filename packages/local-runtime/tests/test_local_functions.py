@@ -89,7 +89,15 @@ def test_init_errors_say_what_is_wrong(make_function):
 
 def test_close_kills_every_process(make_function):
     fn = make_function(concurrency=2)
-    threads = [threading.Thread(target=fn.invoke, args=({"action": "sleep", "seconds": 30},)) for _ in range(2)]
+    raised = []
+
+    def invoke():
+        try:
+            fn.invoke({"action": "sleep", "seconds": 30})
+        except Exception as exc:  # an invocation cut short by close() answers; it never raises
+            raised.append(repr(exc))
+
+    threads = [threading.Thread(target=invoke) for _ in range(2)]
     for t in threads:
         t.start()
     deadline = 50
@@ -104,6 +112,7 @@ def test_close_kills_every_process(make_function):
         assert not t.is_alive()
     for pid in pids:
         _assert_dead(pid)
+    assert raised == []
 
 
 def _assert_dead(pid: int) -> None:

@@ -85,15 +85,19 @@ class _Lines:
         self.fd, self.buf = fd, b""
 
     def read(self, deadline: float) -> bytes | None:
-        """One line; None at end of file. Raises TimeoutError at the deadline (time.monotonic)."""
+        """One line; None at end of file, or once the pipe was closed under the reader (the function's
+        processes are being stopped). Raises TimeoutError at the deadline (time.monotonic)."""
         while b"\n" not in self.buf:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([self.fd], [], [], min(left, 0.5))
-            if not ready:
+            try:
+                ready, _, _ = select.select([self.fd], [], [], min(left, 0.5))
+                chunk = os.read(self.fd, 1 << 16) if ready else None
+            except (OSError, ValueError):  # closed by close() while this thread waited on it
+                return None
+            if chunk is None:
                 continue
-            chunk = os.read(self.fd, 1 << 16)
             if not chunk:
                 return None
             self.buf += chunk
