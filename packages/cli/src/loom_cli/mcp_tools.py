@@ -103,8 +103,9 @@ TOOLS = [
              "Send a named event with a data object to a live execution. If it is WAITING for that event "
              "(waiting_for.event) it resumes with the data (outcome 'delivered'); otherwise the event is kept until it "
              "waits for it ('buffered'). An event_id already sent is ignored ('duplicate'). Data that does not fit "
-             "the wait's model is refused (invalid_event), or, for a code-first workflow that declares no events, "
-             "accepted and passed over by the wait: check that status moved on. The data decides what "
+             "the wait's model is refused (invalid_event); one that could not be checked (sent before the wait, to a "
+             "code-first workflow that declares no events) is passed over by the wait: check that status moved on. "
+             "The data decides what "
              "the workflow does next (an approval, say): send one only when the person or system it stands for asked "
              "you to. An ended execution refuses it (execution_ended).",
              _obj({"execution_id": _ID,

@@ -117,10 +117,12 @@ class ErrorInfo(_Frozen):
     retryable: bool = False
 
 
-def encode_code_step(name: str, kind: str, event: str | None, undo: bool, timeout_s: float | None) -> str:
-    """``CodeStep(...).encode()`` without building the tuple: ``name#kind#event#undo#timeout`` (step names
-    and events never hold ``#``)."""
-    return f"{name}#{kind}#{event or ''}#{'1' if undo else ''}#{'' if timeout_s is None else repr(timeout_s)}"
+def encode_code_step(name: str, kind: str, event: str | None, undo: bool, timeout_s: float | None,
+                     model: str | None = None) -> str:
+    """``CodeStep(...).encode()`` without building the tuple: ``name#kind#event#undo#timeout[#model]`` (step
+    names, events and ``module:qualname`` paths never hold ``#``)."""
+    text = f"{name}#{kind}#{event or ''}#{'1' if undo else ''}#{'' if timeout_s is None else repr(timeout_s)}"
+    return text if model is None else f"{text}#{model}"
 
 
 class CodeStep(NamedTuple):
@@ -137,6 +139,9 @@ class CodeStep(NamedTuple):
     undo: bool = False
     """It has a compensation."""
     timeout_s: float | None = None
+    model: str | None = None
+    """A wait's pydantic model, ``module:qualname``: the events route checks a send against it while the
+    execution waits there (``steps.wait_model``)."""
 
     def encode(self) -> str:
         return encode_code_step(*self)
@@ -145,8 +150,8 @@ class CodeStep(NamedTuple):
     def decode(cls, text: str | None) -> CodeStep | None:
         if not text:
             return None
-        name, kind, event, undo, timeout = (text.split("#") + ["", "", "", ""])[:5]
-        return cls(name, kind, event or None, undo == "1", float(timeout) if timeout else None)
+        name, kind, event, undo, timeout, model = (text.split("#") + ["", "", "", "", ""])[:6]
+        return cls(name, kind, event or None, undo == "1", float(timeout) if timeout else None, model or None)
 
 
 @dataclass(frozen=True, slots=True)

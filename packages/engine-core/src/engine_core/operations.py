@@ -35,7 +35,7 @@ from .lifecycle import Lifecycle
 from .model import Branch, CorruptRecord, EventRecord, Execution, OperationRecord, Status, StepRecord
 from .rebuild import this_run
 from .registry import EVENT_NAME_RE
-from .steps import StepDef, WorkflowDef, field_problems
+from .steps import StepDef, WorkflowDef, field_problems, wait_model
 from .reads import Reader
 from .versions import read_pins, redrive_onto
 
@@ -227,6 +227,7 @@ class Operator(Reader):
                 raise ExecutionStateConflictError(
                     "unknown_event", f"workflow {e.workflow!r} never waits for an event named {name!r}; it waits "
                     "for: " + (", ".join(sorted(waits)) or "no events"), e.status.value)
+        if wf is not None:
             self._check_model(wf, e, name, data)
         now = self.life.clock.now()
         record = EventRecord(name=name, event_id=event_id or uuid.uuid4().hex, data=data, sent_at=now, by=by,
@@ -286,9 +287,13 @@ class Operator(Reader):
         return any(getattr(ev, "event_id", None) == event_id for ev in this_run(e, found, "sent_at"))
 
     def _check_model(self, wf: WorkflowDef, e: Execution, name: str, data: dict[str, Any]) -> None:
-        """Refuse data that the model of the wait it is for (the next wait of that name) refuses."""
+        """Refuse data that the model of the wait it is for (the next wait of that name) refuses. A code-first
+        workflow's: the declared one, else that of the wait it is at now (the position's description names it)."""
         if wf.code is not None:
             model = (wf.code.events or {}).get(name)
+            at = e.code_position
+            if model is None and at is not None and at.kind == "event" and at.event == name:
+                model = wait_model(at.model)
         else:
             waits = [s for s in wf.steps if s.kind.kind == "event" and s.kind.event == name]
             ahead = [s for s in waits if s.index >= e.current_step] or waits

@@ -9,6 +9,7 @@ The registry (``registry.py``) builds these from the ``@workflow`` class; the st
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -263,3 +264,29 @@ def field_problems(exc: Any) -> list[dict[str, Any]]:
     """A pydantic ValidationError as a list of {field, problem, type}: what a 400 lists."""
     return [{"field": ".".join(str(p) for p in e["loc"]) or "(input)", "problem": e["msg"], "type": e["type"]}
             for e in exc.errors(include_url=False, include_input=False)]
+
+
+_PATHS: dict[type, str | None] = {}
+
+
+def model_path(model: type) -> str | None:
+    """``module:qualname`` of a wait's model class, if it can be found again by name (not one defined
+    inside a function): a code-first wait's position names it (``CodeStep.model``)."""
+    if model not in _PATHS:
+        qualname = getattr(model, "__qualname__", "")
+        _PATHS[model] = None if "<locals>" in qualname or "#" in qualname else f"{model.__module__}:{qualname}"
+    return _PATHS[model]
+
+
+def wait_model(path: str | None) -> type | None:
+    """The model class ``model_path`` named, from a module this process already imported (the workflow's
+    own: registering it imported it). Nothing is imported here: a stored string never loads code."""
+    if not path:
+        return None
+    module, _, qualname = path.partition(":")
+    found: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    from pydantic import BaseModel
+
+    return found if isinstance(found, type) and issubclass(found, BaseModel) else None

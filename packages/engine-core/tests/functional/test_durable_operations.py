@@ -226,13 +226,61 @@ def test_durable_declared_events_refuse_unknown_names_and_data_that_does_not_fit
     assert delivered.outcome == "delivered" and e.status is Status.COMPLETED
 
 
-def undeclared_approval(registry) -> LocalRunner:
+def undeclared_approval(registry, model: type | None = None) -> LocalRunner:
+    """A function waiting for "approved" with a model and no ``events=``. By default the model is defined in
+    here, where nothing outside can find it by name: no send can check an event against it."""
+    class LocalApproval(BaseModel):
+        approved: bool
+        approver: str
+
     @durable("undeclared", registry=registry)
     def flow(input):
-        answer = wait_for_event("approved", timeout=3600, model=Approval)
+        answer = wait_for_event("approved", timeout=3600, model=model or LocalApproval)
         return step("record", lambda a: a["approver"], answer)
 
     return make_runner(registry)
+
+
+def test_durable_a_wait_s_model_checks_a_send_while_the_execution_waits_there(registry):
+    # given: no `events=`; the wait's model is a module-level class, so its position names it
+    runner = undeclared_approval(registry, model=Approval)
+    eid = runner.start("undeclared")
+    until(runner, eid, Status.WAITING)
+    before = runner.store.calls.get("put_event", 0)
+
+    # when: a misfit is sent while it waits there, then one that fits
+    with pytest.raises(InvalidEventError) as invalid:
+        runner.engine.operator.send_event(eid, "approved", {"approved": "maybe"}, "ops")
+    written = runner.store.calls.get("put_event", 0) - before
+    fits = runner.engine.operator.send_event(eid, "approved", {"approved": True, "approver": "di"}, "ops")
+    e = finish(runner, eid)
+
+    # then: refused at send, naming each field, nothing written; the fitting one completed it
+    assert {p["field"] for p in invalid.value.problems} == {"approved", "approver"} and written == 0
+    assert fits.outcome == "delivered" and e.status is Status.COMPLETED and runner.result(eid) == "di"
+
+
+def test_durable_a_callback_answered_with_a_misfit_while_its_wait_waits_is_refused_and_the_token_stays_usable(registry):
+    # given
+    tokens = []
+
+    @durable("signed", registry=registry)
+    def flow(input):
+        answer = wait_for_callback("approved", tokens.append, timeout=3600, model=Approval)
+        return step("record", lambda a: a["approver"], answer)
+
+    runner = make_runner(registry)
+    eid = runner.start("signed")
+    until(runner, eid, Status.WAITING)
+
+    # when
+    with pytest.raises(InvalidEventError):
+        runner.engine.operator.complete_callback(tokens[-1], {"approved": "maybe"}, "partner")
+    answered = runner.engine.operator.complete_callback(tokens[-1], {"approved": True, "approver": "ed"}, "partner")
+    e = finish(runner, eid)
+
+    # then: the misfit did not use the token up
+    assert answered.outcome == "delivered" and e.status is Status.COMPLETED and runner.result(eid) == "ed"
 
 
 def test_durable_an_undeclared_event_that_does_not_fit_is_passed_over_and_the_wait_goes_on_to_its_timeout(registry):

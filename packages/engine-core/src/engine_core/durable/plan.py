@@ -16,7 +16,7 @@ from typing import Any
 
 from ..frozen import with_fields
 from ..model import CodeStep, Execution, StepRecord, encode_code_step
-from ..steps import FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef
+from ..steps import FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef, model_path, wait_model
 
 RETURN_KIND = "return"
 """The record kind of a code-first function's return value (one position after its last call)."""
@@ -30,7 +30,8 @@ def describe(d: StepDef) -> str:
     """The execution item's description of position ``d`` (``Execution.code_step``)."""
     kind = d.kind
     event = getattr(kind, "event", None) or getattr(d, "callback_event", None)
-    return encode_code_step(d.name, kind.kind, event, d.compensate is not None, d.timeout_s)
+    model = model_path(kind.model) if kind.kind == "event" and kind.model is not None else None
+    return encode_code_step(d.name, kind.kind, event, d.compensate is not None, d.timeout_s, model)
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -48,11 +49,11 @@ class CodeStepDef(StepDef):
                              compensate_retry=None, compensate_timeout_s=None, callback_event=callback_event)
 
 
-def _spec(kind: str, event: str | None) -> Any:
+def _spec(kind: str, event: str | None, model: str | None = None) -> Any:
     if kind == "sleep":
         return SleepSpec(0.0)
     if kind == "event":
-        return WaitSpec(event=event or "?", timeout_s=0.0)
+        return WaitSpec(event=event or "?", timeout_s=0.0, model=wait_model(model))
     if kind == "fanout":
         return FanOutSpec(fns=(_elsewhere,), values=())
     return TaskSpec(fn=_elsewhere)
@@ -60,7 +61,7 @@ def _spec(kind: str, event: str | None) -> Any:
 
 def from_description(index: int, c: CodeStep) -> StepDef:
     callback = c.event if c.kind == "task" else None
-    return CodeStepDef(index=index, name=c.name, kind=_spec(c.kind, c.event), timeout_s=c.timeout_s,
+    return CodeStepDef(index=index, name=c.name, kind=_spec(c.kind, c.event, c.model), timeout_s=c.timeout_s,
                        compensate=_elsewhere if c.undo else None, callback_event=callback)
 
 
