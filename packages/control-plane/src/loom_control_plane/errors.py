@@ -56,8 +56,7 @@ def error_for(exc: Exception) -> ApiError | None:
         return ApiError(400, "invalid_request", (
             f"value at {exc.path} cannot be stored: {detail}; fix the request body and send it again"))
     if isinstance(exc, InvalidEventError):  # the wait's model refused the event's data: name every field
-        return ApiError(400, "invalid_event", f"{exc}; GET /workflows shows the event's JSON Schema (event_schema)",
-                        problems=exc.problems)
+        return ApiError(400, "invalid_event", str(exc), problems=exc.problems)  # it says where the model is
     if isinstance(exc, InvalidInputError):
         if exc.problems:  # the workflow's input_model refused it: name every field
             return ApiError(400, "invalid_input", f"{exc}; GET /workflows shows the input's JSON Schema",

@@ -307,8 +307,10 @@ class Operator(Reader):
         except ValidationError as exc:
             problems = field_problems(exc)
             summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+            where = (f"the wait's model is {model.__module__}.{model.__qualname__}" if wf.code is not None
+                     else "GET /workflows shows the event's JSON Schema (event_schema)")
             raise InvalidEventError(f"event {name!r} for workflow {wf.name!r} does not fit its wait's model: "
-                                    f"{summary}", problems) from None
+                                    f"{summary}; {where}", problems) from None
 
     def _commit(self, old: Execution, new: Execution) -> Execution | None:
         try:

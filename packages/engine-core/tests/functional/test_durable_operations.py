@@ -257,6 +257,7 @@ def test_durable_a_wait_s_model_checks_a_send_while_the_execution_waits_there(re
 
     # then: refused at send, naming each field, nothing written; the fitting one completed it
     assert {p["field"] for p in invalid.value.problems} == {"approved", "approver"} and written == 0
+    assert str(invalid.value).endswith(f"the wait's model is {__name__}.Approval")
     assert fits.outcome == "delivered" and e.status is Status.COMPLETED and runner.result(eid) == "di"
 
 

@@ -249,6 +249,7 @@ def test_wait_for_event_with_a_model_refuses_data_that_does_not_fit_writing_noth
         runner.send_event(eid, "approved", {"approved": "maybe"}, event_id="bad")
     # then: refused field by field, nothing written, still waiting
     assert [p["field"] for p in refused.value.problems] == ["approved"]
+    assert str(refused.value).endswith("GET /workflows shows the event's JSON Schema (event_schema)")
     assert not runner.store.events.get(eid)
     assert runner.engine.get(eid).status is Status.WAITING
     # and data that fits is kept as the model validated it (its default filled in)
