@@ -10,11 +10,13 @@ import uuid
 from dataclasses import dataclass, field
 from enum import Enum
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .clock import format_ts
+from .code_step import CodeStep
+
 
 class Status(str, Enum):
     RUNNING = "RUNNING"
@@ -115,43 +117,6 @@ class ErrorInfo(_Frozen):
     step_index: int | None = None
     step_name: str | None = None
     retryable: bool = False
-
-
-def encode_code_step(name: str, kind: str, event: str | None, undo: bool, timeout_s: float | None,
-                     model: str | None = None) -> str:
-    """``CodeStep(...).encode()`` without building the tuple: ``name#kind#event#undo#timeout[#model]`` (step
-    names, events and ``module:qualname`` paths never hold ``#``)."""
-    text = f"{name}#{kind}#{event or ''}#{'1' if undo else ''}#{'' if timeout_s is None else repr(timeout_s)}"
-    return text if model is None else f"{text}#{model}"
-
-
-class CodeStep(NamedTuple):
-    """A code-first execution's current position, as the function called it (``engine_core.durable``):
-    what an operator's action or an outside input needs to know of it without running the function.
-    Stored on the execution item as one short string (``Execution.code_step``), rewritten by every step."""
-
-    name: str
-    kind: str
-    """``task``, ``sleep``, ``event`` or ``fanout``."""
-    event: str | None = None
-    """A wait's event; for a task that issues a callback token (``wait_for_callback``), the event of the
-    wait right after it."""
-    undo: bool = False
-    """It has a compensation."""
-    timeout_s: float | None = None
-    model: str | None = None
-    """A wait's pydantic model, ``module:qualname``: the events route checks a send against it while the
-    execution waits there (``steps.wait_model``)."""
-
-    def encode(self) -> str:
-        return encode_code_step(*self)
-
-    @classmethod
-    def decode(cls, text: str | None) -> CodeStep | None:
-        if not text:
-            return None
-        name, kind, event, undo, timeout, model = (text.split("#") + ["", "", "", "", ""])[:6]
-        return cls(name, kind, event or None, undo == "1", float(timeout) if timeout else None, model or None)
 
 
 @dataclass(frozen=True, slots=True)

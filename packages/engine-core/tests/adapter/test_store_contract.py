@@ -1023,7 +1023,7 @@ def test_load_state_since_a_checkpoint_reads_the_execution_its_input_joins_and_t
 def test_a_code_first_execution_keeps_its_position_description_and_its_records_their_undo_flag(store):
     # given: what a code-first execution writes (engine_core.durable): its current position on the item,
     # and on a step's record whether the step has a compensation
-    from engine_core.model import CodeStep
+    from engine_core.code_step import CodeStep
 
     e = new_execution(60, code_step=CodeStep("signed.submit", "task", "signed", True, 30.0).encode())
     store.create(e, INPUT)

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..frozen import with_fields
-from ..model import CodeStep, Execution, StepRecord, encode_code_step
+from ..code_step import CodeStep, encode_code_step
+from ..model import Execution, StepRecord
 from ..steps import FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef, model_path, wait_model
 
 RETURN_KIND = "return"
