@@ -96,11 +96,21 @@ def capture() -> dict[str, dict[str, Any]]:
     """Run each scenario; returns ``{name: {"workflow", "sequence"}}``."""
     import logging
 
+    # The example steps fail on purpose; their tracebacks are noise here. Logging is the process's: what
+    # runs after this (another test in the same worker) gets it back as it was.
+    was = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        return _capture()
+    finally:
+        logging.disable(was)
+
+
+def _capture() -> dict[str, dict[str, Any]]:
     from engine_core.registry import REGISTRY
     from engine_core.testing import LocalRunner
     from loom_control_plane import responses
 
-    logging.disable(logging.CRITICAL)  # the example steps fail on purpose; their tracebacks are noise here
     examples = LocalRunner()
     custom_registry = _parallel_registry()
     custom = LocalRunner(custom_registry)

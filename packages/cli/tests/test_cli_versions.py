@@ -99,3 +99,22 @@ def test_versions_console_shows_each_version_with_its_live_executions_and_the_pi
     # then
     assert "versions: v2 (newest): 1 live · v1: 4 live" in listing
     assert "<dt>version</dt><dd>1 (pinned: a → b)</dd>" in fragment
+
+
+def test_versions_a_code_first_workflow_s_older_version_names_its_own_function(api, capsys):  # noqa: F811
+    from loom_cli.console import pages
+    from loom_cli.sdk.models import Workflow
+
+    # given: a code-first workflow whose version 1 is another function than its newest
+    code = {"name": "report", "version": 2, "style": "code", "function": "flows.report_v2", "steps": [],
+            "versions": [{"version": 1, "style": "code", "steps": [], "function": "flows.report", "live": 2},
+                         {"version": 2, "style": "code", "steps": [], "function": "flows.report_v2", "live": 0}]}
+    api.extra_route = lambda method, path, query, body: (200, {"workflows": [code]}) if path == "/workflows" else None
+    # when
+    assert main(["--url", api.url, "workflows"]) == 0
+    out = capsys.readouterr().out
+    page = pages.workflows_page([Workflow.model_validate(code)], "t")
+    # then: the CLI's row and the console's card name each version's function
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("report")}
+    assert rows["2"].endswith("code-first: flows.report_v2") and rows["1"].endswith("code-first: flows.report")
+    assert "code-first: <code>flows.report_v2</code>" in page and "v1: 2 live (flows.report)" in page

@@ -128,3 +128,27 @@ def test_redrive_body_parser_refuses_what_is_not_a_version():
         with pytest.raises(ApiError) as refused:
             parse_redrive_request(body, False)
         assert refused.value.status == 400 and "to_version" in refused.value.message
+
+
+def test_get_workflows_names_each_code_first_version_s_function(setup):
+    from engine_core.durable import durable, step
+
+    runner, _ = setup
+    registry = Registry()
+
+    @durable("report", registry=registry)
+    def report_one(input):
+        return step("fetch", lambda: 1)
+
+    @durable("report", registry=registry, version=2)
+    def report_two(input):
+        return step("fetch", lambda: 2)
+
+    rt = Runtime.around(runner.engine, runner.sweeper, registry)
+    # when
+    (report,) = send(rt, routes.list_workflows, query={})[1]["workflows"]
+    # then: each version names its own function, not only the newest
+    prefix = f"{__name__}.test_get_workflows_names_each_code_first_version_s_function.<locals>"
+    assert report["function"] == f"{prefix}.report_two"
+    assert [(v["version"], v["style"], v["function"]) for v in report["versions"]] == [
+        (1, "code", f"{prefix}.report_one"), (2, "code", f"{prefix}.report_two")]

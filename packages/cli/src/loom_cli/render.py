@@ -170,8 +170,8 @@ def workflows_table(workflows: list[Workflow]) -> str:
         for v in versions:
             code = (v.style if v is not None else wf.style) == "code"
             names = v.steps if v is not None else [s.name for s in wf.steps]
-            steps = f"code-first: {wf.function}" if code and (v is None or v.version == wf.version) else (
-                "code-first" if code else " > ".join(names))
+            function = wf.function if v is None or v.version == wf.version else v.function
+            steps = (f"code-first: {function}" if function else "code-first") if code else " > ".join(names)
             live = "-" if v is None or v.live is None else v.live
             newest = v is None or v.version == wf.version
             rows.append([wf.name, wf.version if v is None else v.version, live, "-" if code else len(names),

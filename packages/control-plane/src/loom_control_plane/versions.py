@@ -17,9 +17,12 @@ _OFF = ("0", "false", "no")
 
 
 def version_view(wf: WorkflowDef, live: int | None) -> dict[str, Any]:
-    """One version of a workflow: its fingerprint, its steps by name and how many executions are live on it."""
+    """One version of a workflow: its fingerprint, its steps by name (a code-first version: its function) and
+    how many executions are live on it."""
     out: dict[str, Any] = {"version": wf.version, "fingerprint": wf.fingerprint,
                            "style": "steps" if wf.code is None else "code", "steps": [s.name for s in wf.steps]}
+    if wf.code is not None:
+        out["function"] = wf.source
     if live is not None:
         out["live"] = live
     return out

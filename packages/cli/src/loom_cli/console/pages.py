@@ -93,11 +93,14 @@ def workflows_page(workflows: list[Workflow], token: str) -> str:
     cards = []
     for wf in workflows:
         steps = " → ".join(f'<span class="k-{esc(s.kind)}">{esc(s.name)}</span>' for s in wf.steps)
+        if wf.style == "code":  # its steps are the calls the function makes, known as each execution runs
+            steps = f"code-first: <code>{esc(wf.function or '?')}</code>"
         retry = wf.retry
         policy = (f'retries: {esc(retry.max_attempts)} attempts, backoff from {esc(retry.base)} s to '
                   f'{esc(retry.max_delay)} s') if retry else ""
         versions = " · ".join(f"v{esc(v.version)}{' (newest)' if v.version == wf.version else ''}: "
                               f"{esc('?' if v.live is None else v.live)} live"
+                              f"{f' ({esc(v.function)})' if v.function and v.version != wf.version else ''}"
                               for v in sorted(wf.versions, key=lambda v: -v.version))
         cards.append(f"""<section class="card"><h2>{esc(wf.name)}</h2><p class="steps">{steps}</p>
 <p class="hint">input: {esc(input_summary(wf.input_schema))} · {policy}</p>

@@ -347,6 +347,8 @@ class WorkflowVersion(Document):
     steps: list[str] = Field(default_factory=list)
     live: int | None = None
     """Executions live on it (None: the API was asked not to count)."""
+    function: str | None = None
+    """A code-first version's function (``module.qualname``)."""
 
 
 class Workflow(Document):
