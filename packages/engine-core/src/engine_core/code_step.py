@@ -3,7 +3,16 @@ what an operator's action or an outside input needs to know of it without runnin
 
 from __future__ import annotations
 
+import hashlib
 from typing import NamedTuple
+
+
+def code_fingerprint(name: str) -> str:
+    """A code-first workflow's fingerprint: its name only. A changed function is caught where it differs,
+    by the replay (``nondeterministic_replay``), not by refusing every execution in flight. An execution
+    carries it from its start, so it says the execution is code-first even where its function is not
+    deployed."""
+    return hashlib.sha256(f"loom-code\n{name}".encode()).hexdigest()[:32]
 
 
 def encode_code_step(name: str, kind: str, event: str | None, undo: bool, timeout_s: float | None,

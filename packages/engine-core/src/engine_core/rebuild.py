@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from . import codec
 from .frozen import with_fields
 from .model import StepRecord, StepStatus
-from .versions import pinned_definition
+from .versions import is_code_first, pinned_definition
 
 if TYPE_CHECKING:
     from .model import Execution, ExecutionState
@@ -50,14 +50,17 @@ def this_run_state(state: ExecutionState) -> ExecutionState:
 
 def context_of(state: ExecutionState, registry: Registry | None) -> dict[str, Any]:
     """The context as the execution's next step (or, while compensating and after, its failed step)
-    saw it. Under a definition that is not deployed here (or changed), every settled task result in
-    order: what a status read can still show. Raises when a record it needs is unreadable."""
+    saw it. Under a step list that is not deployed here (or changed), every settled task result in
+    order: what a status read can still show. A code-first function keeps its results in its own
+    variables: its context is its input, deployed or not. Raises when a record it needs is unreadable."""
     e = state.execution
     upto = e.failed_step if e.failed_step is not None else e.current_step
     wf = None if registry is None else pinned_definition(registry, e)
     if wf is not None:
         return rebuild_context(state.input_blob, state.records, wf, upto)
     data = codec.decode(state.input_blob)
+    if is_code_first(e):
+        return data
     for r in state.records:
         if isinstance(r, StepRecord) and r.step_index < upto and r.status is StepStatus.SUCCEEDED \
                 and r.result_blob is not None and r.kind != "compensation":

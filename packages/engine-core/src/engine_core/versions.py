@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .code_step import code_fingerprint
 from .errors import ExecutionStateConflictError, UnknownWorkflowError, UnknownWorkflowVersionError
 from .model import ErrorInfo, Execution
 
@@ -107,6 +108,12 @@ def pinned_view(wf: WorkflowDef, e: Execution, length: int) -> WorkflowDef:
                                fingerprint=e.fingerprint)
 
 
+def is_code_first(e: Execution) -> bool:
+    """Whether ``e`` runs a code-first function (it carries the fingerprint of one from its start), whether
+    or not that function is deployed here."""
+    return e.fingerprint == code_fingerprint(e.workflow)
+
+
 def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None] | None = None,
             ) -> tuple[WorkflowDef, None] | tuple[WorkflowDef | None, ErrorInfo]:
     """The definition ``e`` runs on, or why there is none here. ``load_pins`` reads the pinned steps when
@@ -114,10 +121,11 @@ def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None
     try:
         wf = registry.get(e.workflow, e.workflow_version)
     except UnknownWorkflowVersionError as exc:
+        decorator = "@durable" if is_code_first(e) else "@workflow"
         return None, ErrorInfo(code=MISSING_VERSION, message=(
             f"this execution started on version {e.workflow_version} of workflow {e.workflow!r} and runs to its "
             f"end on it, but {exc}. Deploy version {e.workflow_version} again beside the newer ones (keep its "
-            f"@workflow(..., version={e.workflow_version}) registered) and redrive it, or redrive it onto a "
+            f"{decorator}(..., version={e.workflow_version}) registered) and redrive it, or redrive it onto a "
             "deployed version whose steps before its failed one are the same (loom redrive ID --to-version N)"))
     except UnknownWorkflowError as exc:
         return None, ErrorInfo(code=MISMATCH, message=f"{exc}; this worker cannot run it, and will not guess")

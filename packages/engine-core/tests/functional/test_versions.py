@@ -105,6 +105,7 @@ def test_versions_an_execution_whose_version_was_removed_fails_naming_it_and_run
     # then: FAILED workflow_version_missing naming the version; nothing of version 2 ran
     assert failed.status is Status.FAILED and failed.error.code == "workflow_version_missing"
     assert "version 1" in failed.error.message and "deployed versions: 2" in failed.error.message
+    assert "keep its @workflow(..., version=1) registered" in failed.error.message
     assert j.ran(eid) == ["a"]
     # redriving it on its own version is refused while that version is missing
     with pytest.raises(ExecutionStateConflictError) as refused:
@@ -319,12 +320,14 @@ def test_versions_code_first_each_execution_replays_the_version_it_started_on_an
     assert runner.run_until_done(old).status is Status.COMPLETED and runner.result(old) == {"version": 1}
     assert runner.run_until_done(new).status is Status.COMPLETED and runner.result(new) == {"version": 2}
     # and: with version 1 removed, a version-1 execution is refused naming it, not replayed on version 2
-    gone = runner.start("code_orders", {}, version=1)
+    gone = runner.start("code_orders", {"order": "o-1"}, version=1)
     runner.run_until(gone, "SLEEPING")
     runner.deploy(deployed(lambda r: _code_versions(r, j, (2,))))
     e = runner.run_until_done(gone)
     assert e.status is Status.FAILED and e.error.code == "workflow_version_missing"
-    assert "version 1" in e.error.message
+    assert "version 1" in e.error.message and "keep its @durable(..., version=1) registered" in e.error.message
+    # and: its context reads as a code-first one's (its input), though no deployed function says it is one
+    assert runner.context(gone) == {"order": "o-1"}
 
 
 def test_versions_the_worker_refuses_to_start_when_an_older_versions_step_cannot_fit_its_timeout():

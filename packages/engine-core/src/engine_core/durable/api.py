@@ -37,6 +37,7 @@ from functools import partial
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from ..code_step import code_fingerprint
 from ..errors import PermanentStepError, RegistrationError
 from ..model import RetryPolicy
 from ..registry import (
@@ -72,14 +73,6 @@ _NO_DEFAULT = object()
 class DurableCallError(PermanentStepError, RuntimeError):
     """A durable call made where no execution can hold it (outside a run, in a thread it started, or a wait
     or sleep inside a step body). Inside a body it fails the step at once: a retry would make it again."""
-
-
-def code_fingerprint(name: str) -> str:
-    """A code-first workflow's fingerprint: its name only. A changed function is caught where it differs,
-    by the replay (``nondeterministic_replay``), not by refusing every execution in flight."""
-    import hashlib
-
-    return hashlib.sha256(f"loom-code\n{name}".encode()).hexdigest()[:32]
 
 
 def durable(name: str, *, version: int = 1, registry: Registry | None = None, input_model: type | None = None,
