@@ -186,8 +186,8 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
     pins = decode_pins(text, e.fingerprint)
     if pins is None and own is not None and own.code is None and own.fingerprint == e.fingerprint:
         pins = [PinnedStep(s.name, s.kind.kind, d) for s, d in zip(own.steps, own.step_prints)]
-    code_first = own.code is not None if own is not None else False  # pins are kept for step lists only
-    if own is None and pins is None:
+    code_first = is_code_first(e)  # from its fingerprint: its own version need not be deployed here
+    if not code_first and own is None and pins is None:
         raise ExecutionStateConflictError("steps_differ", (
             f"the steps execution {e.execution_id} completed cannot be compared with version {to_version}: "
             f"neither its per-step digests nor version {e.workflow_version} are here. Deploy version "

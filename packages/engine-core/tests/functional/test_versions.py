@@ -328,6 +328,12 @@ def test_versions_code_first_each_execution_replays_the_version_it_started_on_an
     assert "version 1" in e.error.message and "keep its @durable(..., version=1) registered" in e.error.message
     # and: its context reads as a code-first one's (its input), though no deployed function says it is one
     assert runner.context(gone) == {"order": "o-1"}
+    # and: what the message offers, a redrive onto version 2 without version 1 deployed, is taken; the replay
+    # checks the recorded calls there (version 2 calls "c" where version 1 slept: refused, nothing run)
+    runner.engine.operator.redrive(gone, "oncall", to_version=2)
+    e = runner.run_until_done(gone)
+    assert e.workflow_version == 2 and e.error.code == "nondeterministic_replay" and "'c'" in e.error.message
+    assert j.count(("c_v2", "code")) == 1  # only the execution started on version 2 ran it
 
 
 def test_versions_the_worker_refuses_to_start_when_an_older_versions_step_cannot_fit_its_timeout():
