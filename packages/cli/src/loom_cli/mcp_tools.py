@@ -131,7 +131,8 @@ TOOLS = [
              "End a live execution CANCELLED: a sleeping or waiting one stops at once; a step body that is running "
              "finishes, but nothing after it runs; steps with compensations are undone first (compensating). "
              "Cancelling a CANCELLED execution again changes nothing; another ended one is refused "
-             "(execution_ended). Returns the execution.",
+             "(execution_ended), and so is one whose version is not deployed and that completed steps with "
+             "compensations (definition_changed: the version must be deployed again first). Returns the execution.",
              _obj({"execution_id": _ID, "reason": {"type": "string", "description": "Why; kept in its history."}},
                   ["execution_id"]), lambda c, a: c.cancel(a["execution_id"], reason=a.get("reason")).document(),
              destructive=True, idempotent=True),

@@ -418,3 +418,69 @@ def test_versions_code_first_redrive_onto_another_version_replays_its_recorded_c
         assert runner.result(eid) == {"version": 2}
     else:
         assert e.error.code == "nondeterministic_replay" and "b_renamed" in e.error.message
+
+
+def _compensable(registry: Registry, undone: list, style: str, versions=(1, 2)) -> None:
+    def charge(ctx):
+        return {"charge": "ch-1"}
+
+    def refund(ctx):
+        undone.append(ctx.result["charge"])
+
+    if style == "steps":
+        if 1 in versions:
+            @workflow("pay", registry=registry)
+            class One:
+                steps = [step(charge, compensate=refund), sleep(hours=1), Journal().body("ship")]
+        if 2 in versions:
+            @workflow("pay", registry=registry, version=2)
+            class Two:
+                steps = [Journal().body("ship")]
+        return
+    if 1 in versions:
+        @durable("pay", registry=registry)
+        def one(input):
+            dstep("charge", lambda: "ch-1", compensate=lambda charged: undone.append(charged))
+            dsleep(hours=1)
+            return dstep("ship", lambda: 1)
+    if 2 in versions:
+        @durable("pay", registry=registry, version=2)
+        def two(input):
+            return dstep("ship", lambda: 2)
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_versions_a_cancel_that_could_not_undo_completed_steps_because_their_version_is_gone_is_refused(style):
+    # given: a version-1 execution that completed a step with a compensation, asleep; a deploy drops version 1
+    undone: list = []
+    runner = LocalRunner(deployed(lambda r: _compensable(r, undone, style)))
+    eid = runner.start("pay", {}, version=1)
+    runner.run_until(eid, "SLEEPING")
+    runner.deploy(deployed(lambda r: _compensable(r, undone, style, (2,))))
+    before = runner.engine.store.load_state(eid).execution
+    # when: an operator cancels it
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.cancel(eid, "oncall")
+    # then: refused, naming the step and the remedy; nothing written (it did not end CANCELLED, un-refunded)
+    assert refused.value.code == "definition_changed"
+    message = str(refused.value)
+    assert "(charge)" in message and "Deploy version 1 again" in message
+    assert ("may have compensations" in message) == (style == "steps")
+    assert runner.engine.store.load_state(eid).execution == before and undone == []
+    # when: version 1 is deployed again beside version 2, and the operator cancels
+    runner.deploy(deployed(lambda r: _compensable(r, undone, style)))
+    runner.engine.operator.cancel(eid, "oncall")
+    e = runner.run_until_done(eid)
+    # then: the charge is refunded once, as any cancel of a saga does
+    assert e.status is Status.CANCELLED and e.compensated is True and undone == ["ch-1"]
+
+
+def test_versions_a_cancel_with_nothing_to_undo_ends_an_execution_whose_version_is_gone():
+    # given: a code-first version-1 execution asleep that completed no step with a compensation
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: _code_versions(r, j, (1,))))
+    eid = runner.start("code_orders", {})
+    runner.run_until(eid, "SLEEPING")
+    runner.deploy(deployed(lambda r: _code_versions(r, j, (2,))))
+    # when / then: cancelled at once, as before
+    assert runner.engine.operator.cancel(eid, "oncall").status is Status.CANCELLED
