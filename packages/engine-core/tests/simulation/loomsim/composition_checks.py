@@ -325,6 +325,11 @@ class Checker:
                     or (status == "CANCELLED" and not e.compensated)):
                 self.v(f"ended {status} ({code}) after its definition was replaced: only FAILED "
                        "workflow_definition_mismatch (or an uncompensated cancel) can end it then")
+            owed = self.completed_compensable(e.current_step + 1)
+            if status == "CANCELLED" and owed:
+                # a cancel that cannot undo what completed is refused (definition_changed): ending CANCELLED
+                # would leave those steps done for good
+                self.v(f"ended CANCELLED after its definition was replaced, leaving compensable steps {owed} done")
             return
         failed_at = e.failed_step if e.failed_step is not None else e.current_step
         owed = self.completed_compensable(failed_at) if status in ("FAILED", "CANCELLED", "COMPENSATION_FAILED") else []

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 
 from engine_core import Registry, codec
 from engine_core.clock import parse_ts
@@ -291,6 +292,21 @@ class Lifecycle:
         self.undeployed[old.definition.fingerprint] = self._next_seq()
         self.stat("redeploy.done")
         self.log(f"== redeploy: {name} is now {new.describe()} ==")
+
+    def cancel_an_old_run(self) -> None:
+        """Right after a redeploy, half the time, an operator cancels a live execution of the definition it
+        replaced: one that completed a compensable step must not end CANCELLED with it left done. Drawn from
+        a stream of its own (the cancel's fault plan too), so every other draw of the seed stays as it was."""
+        side = random.Random(f"loomsim-composition-cancel-old:{self.config.seed}")
+        old = [eid for eid in self.live() if self.inner.metas[eid].get("fingerprint") in self.undeployed]
+        if not old or side.random() < 0.5:
+            return
+        self.stat("redeploy.cancel_of_an_old_run")
+        main, self.rng = self.rng, side
+        try:
+            self.cancel(side.choice(old))
+        finally:
+            self.rng = main
 
     def deployed(self, fingerprint: str | None) -> bool:
         return fingerprint not in self.undeployed

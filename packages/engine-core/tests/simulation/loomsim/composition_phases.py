@@ -31,6 +31,8 @@ class Phases:
             if cfg.redeploy_at == i:
                 self.redeploy()
                 self.after_op()
+                self.cancel_an_old_run()
+                self.after_op()
             if self.outlive_due and rng.random() < 0.5:
                 self.outlive_due = False
                 self.outlive_retention()
