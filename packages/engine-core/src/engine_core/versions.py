@@ -214,5 +214,5 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
     return {"workflow_version": to_version, "fingerprint": target.fingerprint}
 
 
-__all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "decode_pins", "pinned_definition", "pinned_view",
+__all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "decode_pins", "is_code_first", "pinned_definition", "pinned_view",
            "pins_of", "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve"]
