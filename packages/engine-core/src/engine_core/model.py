@@ -302,7 +302,7 @@ class StepRecord(_Frozen):
     """A checkpoint: the whole context after this step (encoded), so a delivery need not read the records
     before it. Written with the record, on some steps only (``Execution.checkpoint`` names the latest)."""
     undo: bool = False
-    """Code-first: the step has a compensation (what a cancel needs to know without running the function)."""
+    """The step has a compensation: what a cancel needs to know when the definition is not deployed here."""
 
     @classmethod
     def trusted(cls, fields: dict[str, Any]) -> StepRecord:

@@ -37,7 +37,7 @@ from .rebuild import this_run
 from .registry import EVENT_NAME_RE
 from .steps import StepDef, WorkflowDef, field_problems, wait_model
 from .reads import Reader
-from .versions import is_code_first, read_pins, redrive_onto
+from .versions import read_pins, redrive_onto
 
 log = logging.getLogger("engine_core")
 EVENT_ID_RE = re.compile(r"\A[A-Za-z0-9_.:-]{1,128}\Z")
@@ -86,18 +86,15 @@ class _View:
 def _refuse_a_cancel_that_cannot_undo(view: _View) -> None:
     """A cancel ends an execution for good, undoing its completed steps with the compensations of the
     definition it runs on. When that definition is not deployed here (its version removed, or its steps
-    changed under the same version), a completed step that has a compensation (a code-first record says so;
-    a step list's completed task may) could not be undone: refused, naming them, instead of ending
-    CANCELLED with them silently left done."""
+    changed under the same version), a completed step that has a compensation (its record says so, ``undo``)
+    could not be undone: refused, naming them, instead of ending CANCELLED with them silently left done."""
     e = view.execution
-    code_first = is_code_first(e)
     done = [r.name for r in view.history() if isinstance(r, StepRecord) and r.status is StepStatus.SUCCEEDED
-            and r.kind != "compensation" and (r.undo if code_first else r.kind == "task")]
+            and r.kind != "compensation" and r.undo]
     if not done:
         return
-    have = "have compensations" if code_first else "may have compensations"
     raise ExecutionStateConflictError("definition_changed", (
-        f"execution {e.execution_id} completed steps that {have} ({', '.join(dict.fromkeys(done))}), and version "
+        f"execution {e.execution_id} completed steps that have compensations ({', '.join(dict.fromkeys(done))}), and version "
         f"{e.workflow_version} of workflow {e.workflow!r} as it started is not deployed here, so a cancel could "
         f"not undo them. Deploy version {e.workflow_version} again beside the newer ones, then cancel it. It runs "
         "nothing meanwhile: its next delivery ends it FAILED"),

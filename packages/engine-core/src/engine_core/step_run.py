@@ -222,7 +222,7 @@ class StepRun(StepReads):
         now = self.clock.now()
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=e.attempt,
                             version=e.version, started_at=e.attempt_started_at, finished_at=now, result_blob=result_blob,
-                            expires_at=self.item_expiry(now), run=e.run)
+                            expires_at=self.item_expiry(now), run=e.run, undo=step.compensate is not None)
         return self.settle(record, merged, bound)
 
     def merge(self, result: dict[str, Any], what: str) -> tuple[str, dict[str, Any], int]:
