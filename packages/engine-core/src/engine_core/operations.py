@@ -32,7 +32,7 @@ from .errors import (
 )
 from .kinds import KindTable
 from .lifecycle import Lifecycle
-from .model import Branch, CorruptRecord, EventRecord, Execution, OperationRecord, Status, StepRecord, StepStatus
+from .model import Branch, CorruptRecord, EventRecord, Execution, OperationRecord, Status, StepRecord
 from .rebuild import this_run
 from .registry import EVENT_NAME_RE
 from .steps import StepDef, WorkflowDef, field_problems, wait_model
@@ -83,24 +83,6 @@ class _View:
         return self.operator.life.store.branches(self.execution.execution_id, step_index)
 
 
-def _refuse_a_cancel_that_cannot_undo(view: _View) -> None:
-    """A cancel ends an execution for good, undoing its completed steps with the compensations of the
-    definition it runs on. When that definition is not deployed here (its version removed, or its steps
-    changed under the same version), a completed step that has a compensation (its record says so, ``undo``)
-    could not be undone: refused, naming them, instead of ending CANCELLED with them silently left done."""
-    e = view.execution
-    done = [r.name for r in view.history() if isinstance(r, StepRecord) and r.status is StepStatus.SUCCEEDED
-            and r.kind != "compensation" and r.undo]
-    if not done:
-        return
-    raise ExecutionStateConflictError("definition_changed", (
-        f"execution {e.execution_id} completed steps that have compensations ({', '.join(dict.fromkeys(done))}), and version "
-        f"{e.workflow_version} of workflow {e.workflow!r} as it started is not deployed here, so a cancel could "
-        f"not undo them. Deploy version {e.workflow_version} again beside the newer ones, then cancel it. It runs "
-        "nothing meanwhile: its next delivery ends it FAILED"),
-        e.status.value)
-
-
 class Operator(Reader):
     """The operator's actions over one lifecycle (the engine's), and its reads (``reads.Reader``): see the
     module docstring."""
@@ -126,8 +108,6 @@ class Operator(Reader):
             if e.compensating or e.cancel_requested:
                 return e  # already undoing its steps, or waiting for the running attempt to end
             view = _View(self, e)
-            if view.wf is None:
-                _refuse_a_cancel_that_cannot_undo(view)
             kind = self.kinds.current(view.wf, e)
             now = self.life.clock.now()
             plan = kind.on_cancel(view) if kind is not None else None

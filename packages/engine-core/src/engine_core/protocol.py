@@ -265,7 +265,8 @@ class Ending(Protocol):
 
     def cancelled(self, view: ActionView, e: Execution, by: str | None, reason: str | None, undo_current: bool,
                   lease_s: Callable[[int], float], retention: dt.timedelta, grace_s: float) -> Execution:
-        """The transition a cancel makes now: compensating, or CANCELLED."""
+        """The transition a cancel makes now: compensating, or CANCELLED. Raises ExecutionStateConflictError
+        (``definition_changed``) when completed steps have compensations this deployment cannot run."""
         ...
 
 

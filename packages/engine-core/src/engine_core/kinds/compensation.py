@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import codec, faults, transitions
 from ..context import StepContext
+from ..errors import ExecutionStateConflictError
 from ..model import ErrorInfo, Execution, Status, StepRecord, StepStatus, Timer
 from ..outcome import Outcome
 from ..protocol import ActionView, KindBase, StepOps
@@ -109,6 +110,8 @@ class CompensationKind(KindBase):
     def cancelled(self, view: ActionView, e: Execution, by: str | None, reason: str | None, undo_current: bool,
                   lease_s: Callable[[int], float], retention: dt.timedelta, grace_s: float) -> Execution:
         wf, now = view.wf, view.now()
+        if wf is None:
+            _refuse_what_cannot_be_undone(view.history(), e)
         first = None
         if wf is not None and wf.fingerprint == e.fingerprint and \
                 any(s.compensate for s in wf.steps[: e.current_step + 1]):
@@ -119,6 +122,20 @@ class CompensationKind(KindBase):
             return transitions.compensation_started(e, now, None, first, lease_s(first), cancelled_by=by,
                                                     cancel_reason=reason, undo_failed_step=undo_current)
         return transitions.cancelled(e, now, by, reason, retention, grace_s)
+
+
+def _refuse_what_cannot_be_undone(records: list[Any], e: Execution) -> None:
+    """A cancel without the definition ``e`` runs on (its version removed, or its steps changed under it)
+    cannot undo a completed step that has a compensation (its record says so, ``undo``): refused, naming
+    them, rather than ending CANCELLED with them left done for good."""
+    done = [r.name for r in records if isinstance(r, StepRecord) and r.status is StepStatus.SUCCEEDED
+            and r.kind != "compensation" and r.undo]
+    if done:
+        raise ExecutionStateConflictError("definition_changed", (
+            f"execution {e.execution_id} completed steps that have compensations ({', '.join(dict.fromkeys(done))}), "
+            f"and version {e.workflow_version} of workflow {e.workflow!r} as it started is not deployed here, so a "
+            f"cancel could not undo them. Deploy version {e.workflow_version} again beside the newer ones, then "
+            "cancel it. It runs nothing meanwhile: its next delivery ends it FAILED"), e.status.value)
 
 
 def _succeeded(op: StepOps, value: Any) -> Outcome:
