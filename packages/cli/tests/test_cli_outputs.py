@@ -105,6 +105,18 @@ def test_status_prints_the_whole_error_with_its_fix_hint(control_plane, capsys):
     assert code == 0 and f"permanent_error: {message}" in out
 
 
+def test_status_says_whether_a_cancel_is_requested_or_done(control_plane, capsys):
+    # given: a FAILED execution whose cancel is still requested (its version was gone when it took effect),
+    # and a cancelled one
+    control_plane.add(execution_doc("r-1", status="FAILED", step=1, cancelled_by="oncall", cancel_requested=True))
+    control_plane.add(execution_doc("c-1", status="CANCELLED", step=1, cancelled_by="oncall"))
+    # when / then: each says which it is
+    _, requested, _ = run(capsys, "--url", control_plane.url, "status", "r-1")
+    _, cancelled, _ = run(capsys, "--url", control_plane.url, "status", "c-1")
+    assert "cancel requested by" in requested and "oncall" in requested
+    assert "cancelled by" in cancelled and "cancel requested by" not in cancelled
+
+
 def test_status_of_a_failed_compensation_prints_both_errors_in_full(control_plane, capsys):
     eid = control_plane.play("compensation_failed")
     code, out, _ = run(capsys, "--url", control_plane.url, "status", eid)

@@ -141,7 +141,8 @@ TOOLS = [
              "the cause first). Refused unless FAILED (not_failed), if the deployed step list changed "
              "(definition_changed) or its steps were compensated (compensated). With to_version, it resumes on that "
              "version of its workflow, refused (steps_differ) unless the steps before the failed one are the same "
-             "there. Returns the execution, RUNNING, with redrives incremented.",
+             "there. One that failed with cancel_requested still true finishes that cancel instead of running on. "
+             "Returns the execution, RUNNING, with redrives incremented.",
              _obj({"execution_id": _ID, "to_version": {"type": "integer", "minimum": 1, "description": (
                  "Optional: resume on this version (list_workflows lists them).")}}, ["execution_id"]),
              lambda c, a: c.redrive(a["execution_id"], to_version=a.get("to_version")).document()),

@@ -47,7 +47,8 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         ["created", e.created_at], ["updated", e.updated_at], ["started by", e.started_by],
     ]
     if e.cancelled_by:
-        rows.append(["cancelled by", e.cancelled_by + (f" ({e.cancel_reason})" if e.cancel_reason else "")])
+        rows.append(["cancel requested by" if e.cancel_requested else "cancelled by",
+                     e.cancelled_by + (f" ({e.cancel_reason})" if e.cancel_reason else "")])
     if e.redrives:
         rows.append(["redrives", e.redrives])
     if e.waiting_for is not None:

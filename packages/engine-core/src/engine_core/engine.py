@@ -273,20 +273,35 @@ class Engine(UsesLifecycle):
 
     def _fail_undeployed(self, state: ExecutionState, error: ErrorInfo) -> Outcome:
         """End an execution this worker cannot run (its definition is not deployed, or changed): FAILED,
-        without compensating (nothing here can say what its steps were)."""
+        without compensating (nothing here can say what its steps were). A cancel requested while its last
+        attempt ran ends it CANCELLED instead when nothing it did needs undoing; otherwise the request stays
+        on the FAILED item, and a redrive (once its definition is deployed again) finishes the cancel."""
         from . import transitions
 
-        e = state.execution
-        new = transitions.failed(e, self.clock.now(), error, self.life.retention, self.life.finalize_grace_s(e))
+        e, now, life = state.execution, self.clock.now(), self.life
+        grace_s = life.finalize_grace_s(e)
+        new = self.kinds.ending.cancel_undeployed(state.records, e, now, life.retention, grace_s) \
+            if e.cancel_requested else None
+        if new is None:
+            if e.cancel_requested:
+                error = error.model_copy(update={"message": (
+                    f"{error.message}. A cancel was requested (by {e.cancelled_by}) while its last attempt ran, and "
+                    "completed steps need undoing: a redrive finishes that cancel, undoing them, instead of "
+                    "running on")})
+            new = transitions.failed(e, now, error, life.retention, grace_s, keep_cancel=True)
         try:
-            new = self.life.commit(e, new)
+            new = life.commit(e, new)
         except Exception as exc:  # lost the race (or the item went): nothing changed
             return Outcome("conflict", e.execution_id, e.current_step, str(exc))
-        self.metrics.add_metric("ExecutionsFailed", "Count", 1)
-        log.error("execution failed", extra={**log_fields(new), "error_code": error.code, "error": error.message})
-        self.life.finalize(new)
-        return Outcome("failed", e.execution_id, e.current_step, error.code)
-
+        if new.status is Status.CANCELLED:
+            self.metrics.add_metric("ExecutionsCancelled", "Count", 1)
+            log.warning("execution cancelled", extra={**log_fields(new), "error_code": error.code,
+                                                      "error": error.message})
+        else:
+            self.metrics.add_metric("ExecutionsFailed", "Count", 1)
+            log.error("execution failed", extra={**log_fields(new), "error_code": error.code, "error": error.message})
+        life.finalize(new)
+        return Outcome(new.status.value.lower(), e.execution_id, e.current_step, error.code)
 
 __all__ = ["Engine", "InvalidInputError", "Outcome", "StartResult", "StepRun", "check_fits", "context_of",
            "failure_notice", "rebuild_context"]

@@ -32,6 +32,7 @@ from .errors import (
 )
 from .kinds import KindTable
 from .lifecycle import Lifecycle
+from .protocol import CancelPlan
 from .model import Branch, CorruptRecord, EventRecord, Execution, OperationRecord, Status, StepRecord
 from .rebuild import this_run
 from .registry import EVENT_NAME_RE
@@ -83,6 +84,16 @@ class _View:
         return self.operator.life.store.branches(self.execution.execution_id, step_index)
 
 
+def _undeployed_cancel(e: Execution, now: dt.datetime) -> CancelPlan:
+    """What a cancel means where no deployed definition says what the current step is: a request while an
+    attempt's claim holds it (that attempt, running the definition it started on, finishes the cancel, or
+    the delivery after its lease does), else now, undoing the current step too if an attempt of it may
+    have run (what can be undone without the definition is the compensation kind's to say)."""
+    if e.is_claimed and e.next_wake_at is not None and e.next_wake_at > now:
+        return CancelPlan(now=False, until=e.next_wake_at)
+    return CancelPlan(now=True, undo_current=e.is_claimed or e.lost_attempts > 0)
+
+
 class Operator(Reader):
     """The operator's actions over one lifecycle (the engine's), and its reads (``reads.Reader``): see the
     module docstring."""
@@ -110,7 +121,7 @@ class Operator(Reader):
             view = _View(self, e)
             kind = self.kinds.current(view.wf, e)
             now = self.life.clock.now()
-            plan = kind.on_cancel(view) if kind is not None else None
+            plan = kind.on_cancel(view) if kind is not None else _undeployed_cancel(e, now)
             if plan is not None and not plan.now:
                 new = transitions.cancel_requested(e, now, by, reason, plan.until)
                 if self._commit(e, new) is not None:

@@ -269,5 +269,11 @@ class Ending(Protocol):
         (``definition_changed``) when completed steps have compensations this deployment cannot run."""
         ...
 
+    def cancel_undeployed(self, records: list[Any], e: Execution, now: dt.datetime, retention: dt.timedelta,
+                          grace_s: float) -> Execution | None:
+        """A requested cancel of ``e`` (``records``: this run's history), whose definition is not deployed,
+        finished now: CANCELLED when nothing it did needs undoing; None when it must wait for its definition."""
+        ...
+
 
 __all__ = ["ActionView", "CancelPlan", "Ending", "ErrorInfo", "FanOutItems", "KindBase", "StepKind", "StepOps"]

@@ -121,15 +121,19 @@ def retry_scheduled(e: Execution, now: dt.datetime, retry_at: dt.datetime) -> Ex
 
 
 def failed(e: Execution, now: dt.datetime, error: ErrorInfo, retention: dt.timedelta,
-           finalize_grace_s: float = 0.0) -> Execution:
-    return _ended(e, now, Status.FAILED, error, retention, False, finalize_grace_s)
+           finalize_grace_s: float = 0.0, *, keep_cancel: bool = False) -> Execution:
+    """FAILED. ``keep_cancel``: a requested cancel stays requested, for a redrive to finish (the failure
+    left the request undone: its definition is not deployed)."""
+    return _ended(e, now, Status.FAILED, error, retention, False, finalize_grace_s,
+                  cancel_requested=keep_cancel and e.cancel_requested)
 
 
 def _ended(e: Execution, now: dt.datetime, status: Status, error: ErrorInfo | None, retention: dt.timedelta,
            finalized: bool, finalize_grace_s: float, **changes) -> Execution:
     """Terminal: out of the due index. Housekeeping still owed (``finalize_by``) unless ``finalized``."""
+    changes.setdefault("cancel_requested", False)
     return _next(e, now, status=status, error=error, next_wake_at=None, timer=None, index_at=None, **_NO_CLAIM,
-                 expires_at=now + retention, finalized=finalized, cancel_requested=False,
+                 expires_at=now + retention, finalized=finalized,
                  finalize_by=None if finalized else now + dt.timedelta(seconds=finalize_grace_s), **changes)
 
 
@@ -151,8 +155,10 @@ def cancel_requested(e: Execution, now: dt.datetime, by: str, reason: str | None
 
 
 def redriven_after_failure(e: Execution, now: dt.datetime, lease_s: float) -> Execution:
-    """A FAILED execution resumes at its failed step with fresh attempts, under the same id."""
-    return _next(e, now, status=Status.RUNNING, error=None, attempt=0, **_NO_CLAIM, expires_at=None, lost_attempts=0,
+    """A FAILED execution resumes at its failed step with fresh attempts, under the same id. A cancel it
+    still has requested is finished instead (its lost attempts kept: they say what may have run)."""
+    lost = e.lost_attempts if e.cancel_requested else 0
+    return _next(e, now, status=Status.RUNNING, error=None, attempt=0, **_NO_CLAIM, expires_at=None, lost_attempts=lost,
                  finalized=False, finalize_by=None, redrives=e.redrives + 1,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 

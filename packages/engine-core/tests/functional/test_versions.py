@@ -487,3 +487,201 @@ def test_versions_a_cancel_with_nothing_to_undo_ends_an_execution_whose_version_
     runner.deploy(deployed(drop))
     # when / then: cancelled at once (its records say none of its completed steps has anything to undo)
     assert runner.engine.operator.cancel(eid, "oncall").status is Status.CANCELLED
+
+
+def _cancel_in_flight(registry: Registry, undone: list, ran: list, style: str, versions=(1, 2),
+                      refund: bool = True) -> None:
+    """Version 1 charges (with a refund unless not ``refund``), then packs (where a worker dies), then ships;
+    version 2 only ships."""
+    def pack():
+        ran.append("pack")
+        return "packed"
+
+    if style == "steps":
+        if 1 in versions:
+            @workflow("pay", registry=registry)
+            class One:
+                steps = [step(lambda ctx: {"charge": "ch-1"}, name="charge",
+                              compensate=(lambda ctx: undone.append(ctx.result["charge"])) if refund else None),
+                         step(lambda ctx: {"pack": pack()}, name="pack"),
+                         step(lambda ctx: {"shipped": ran.append("ship")}, name="ship")]
+        if 2 in versions:
+            @workflow("pay", registry=registry, version=2)
+            class Two:
+                steps = [step(lambda ctx: {"shipped": ran.append("ship")}, name="ship")]
+        return
+    if 1 in versions:
+        @durable("pay", registry=registry)
+        def one(input):
+            dstep("charge", lambda: "ch-1", compensate=(lambda charged: undone.append(charged)) if refund else None)
+            dstep("pack", pack)
+            return dstep("ship", lambda: ran.append("ship"))
+    if 2 in versions:
+        @durable("pay", registry=registry, version=2)
+        def two(input):
+            return dstep("ship", lambda: ran.append("ship"))
+
+
+def _killed_in_pack_then_cancelled(runner: LocalRunner, eid: str, ran: list) -> None:
+    """The worker dies inside "pack" (after its side effect), and an operator asks to cancel meanwhile (a
+    request: the dead attempt's claim still holds the step)."""
+    def hook(name, info):
+        if name == "step.return" and info.get("step_name") == "pack":
+            raise SystemExit("killed")
+
+    faults.install(hook)
+    try:
+        for _ in range(1_000):
+            if ran:
+                break
+            try:
+                runner.step_once()
+            except SystemExit:
+                pass
+    finally:
+        faults.install(None)
+    assert ran == ["pack"]
+    assert runner.engine.operator.cancel(eid, "oncall").cancel_requested
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_versions_a_cancel_requested_before_the_version_went_is_finished_by_the_redrive_not_forgotten(style):
+    # given: a version-1 execution charged (with a refund); its worker died inside "pack", and an operator
+    # asked to cancel meanwhile
+    undone: list = []
+    ran: list = []
+    runner = LocalRunner(deployed(lambda r: _cancel_in_flight(r, undone, ran, style)))
+    eid = runner.start("pay", {}, version=1)
+    _killed_in_pack_then_cancelled(runner, eid, ran)
+    # when: a deploy drops version 1 before the claim's lease ends; the next delivery cannot run it
+    runner.deploy(deployed(lambda r: _cancel_in_flight(r, undone, ran, style, (2,))))
+    e = runner.run_until_done(eid)
+    # then: FAILED workflow_version_missing, the cancel still requested and its message saying so
+    assert e.status is Status.FAILED and e.error.code == "workflow_version_missing" and e.cancel_requested
+    message = e.error.message
+    assert "A cancel was requested (by oncall)" in message and "a redrive finishes that cancel" in message
+    # when: version 1 is deployed again and the operator redrives it
+    runner.deploy(deployed(lambda r: _cancel_in_flight(r, undone, ran, style)))
+    runner.engine.operator.redrive(eid, "oncall")
+    e = runner.run_until_done(eid)
+    # then: the cancel is finished, not forgotten: the charge refunded once, nothing after pack ran
+    assert e.status is Status.CANCELLED and e.compensated is True and e.cancelled_by == "oncall"
+    assert undone == ["ch-1"] and ran == ["pack"]
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_versions_a_cancel_requested_before_the_version_went_with_nothing_to_undo_ends_it_cancelled(style):
+    # given: as above, but no step has a compensation
+    undone: list = []
+    ran: list = []
+    runner = LocalRunner(deployed(lambda r: _cancel_in_flight(r, undone, ran, style, refund=False)))
+    eid = runner.start("pay", {}, version=1)
+    _killed_in_pack_then_cancelled(runner, eid, ran)
+    # when: a deploy drops version 1 before the claim's lease ends
+    runner.deploy(deployed(lambda r: _cancel_in_flight(r, undone, ran, style, (2,), refund=False)))
+    e = runner.run_until_done(eid)
+    # then: the delivery after the lease finishes the cancel, as the operator's cancel would now: CANCELLED
+    assert e.status is Status.CANCELLED and e.error is None and e.cancelled_by == "oncall"
+    assert not e.cancel_requested and ran == ["pack"]
+
+
+def test_versions_a_cancel_of_a_code_first_step_that_may_have_run_with_its_version_gone_waits_to_undo_it():
+    # given: a code-first version-1 execution whose worker died inside "charge", which has a refund
+    undone: list = []
+    ran: list = []
+
+    def build(versions):
+        def deploy(registry):
+            if 1 in versions:
+                @durable("pay", registry=registry)
+                def one(input):
+                    dstep("charge", lambda: ran.append("charge") or "ch-1",
+                          compensate=lambda charged: undone.append(charged))
+                    return dstep("ship", lambda: 1)
+            if 2 in versions:
+                @durable("pay", registry=registry, version=2)
+                def two(input):
+                    return dstep("ship", lambda: 2)
+        return deployed(deploy)
+
+    runner = LocalRunner(build((1, 2)))
+    eid = runner.start("pay", {}, version=1)
+
+    def hook(name, info):
+        if name == "step.return" and info.get("step_name") == "charge":
+            raise SystemExit("killed")
+
+    faults.install(hook)
+    try:
+        while not ran:
+            try:
+                runner.step_once()
+            except SystemExit:
+                pass
+    finally:
+        faults.install(None)
+    runner.deploy(build((2,)))
+    assert runner.engine.operator.cancel(eid, "oncall").cancel_requested
+    # when: the claim's lease ends and the next delivery finds version 1 gone
+    e = runner.run_until_done(eid)
+    # then: not CANCELLED with the charge left done: FAILED with the cancel kept, naming the charge
+    assert e.status is Status.FAILED and e.cancel_requested and "a redrive finishes that cancel" in e.error.message
+    # when: version 1 comes back and the operator redrives it: the charge, which may have run, is refunded
+    # (with no result: its attempt recorded none), and nothing runs again
+    runner.deploy(build((1, 2)))
+    runner.engine.operator.redrive(eid, "oncall")
+    e = runner.run_until_done(eid)
+    assert e.status is Status.CANCELLED and e.compensated is True and undone == [None] and ran == ["charge"]
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_versions_a_cancel_while_an_attempt_of_a_removed_version_runs_waits_for_it_and_undoes_it(style):
+    # given: a version-1 execution whose charge (with a refund) is running when a deploy drops version 1
+    # and an operator cancels it (a Lambda deploy lets the running invocation finish on its old code)
+    undone: list = []
+    answers: list = []
+    box: dict = {}
+
+    def charge_body():
+        runner = box["runner"]
+        runner.deploy(deployed(lambda r: build(r, (2,))))
+        answers.append(runner.engine.operator.cancel(box["eid"], "oncall"))
+        return "ch-1"
+
+    def build(registry, versions=(1, 2)):
+        if style == "steps":
+            if 1 in versions:
+                @workflow("pay", registry=registry)
+                class One:
+                    steps = [step(lambda ctx: {"charge": charge_body()}, name="charge",
+                                  compensate=lambda ctx: undone.append(ctx.result["charge"])),
+                             step(lambda ctx: {"shipped": True}, name="ship")]
+            if 2 in versions:
+                @workflow("pay", registry=registry, version=2)
+                class Two:
+                    steps = [step(lambda ctx: {"shipped": True}, name="ship")]
+            return
+        if 1 in versions:
+            @durable("pay", registry=registry)
+            def one(input):
+                dstep("charge", charge_body, compensate=lambda charged: undone.append(charged))
+                return dstep("ship", lambda: 1)
+        if 2 in versions:
+            @durable("pay", registry=registry, version=2)
+            def two(input):
+                return dstep("ship", lambda: 2)
+
+    runner = box["runner"] = LocalRunner(deployed(build))
+    eid = box["eid"] = runner.start("pay", {}, version=1)
+    e = runner.run_until_done(eid)
+    # then: the cancel was a request (the attempt held the step); the attempt, on the code it started on,
+    # finished it: it starts undoing the charge, which needs version 1: FAILED, saying so
+    assert answers[0].cancel_requested and answers[0].status is not Status.CANCELLED
+    assert e.status is Status.FAILED and e.error.code == "workflow_version_missing" and undone == [], e.error
+    # when: version 1 is deployed again and the operator redrives it
+    runner.deploy(deployed(build))
+    runner.engine.operator.redrive(eid, "oncall")
+    e = runner.run_until_done(eid)
+    # then: the charge is refunded once; ship never ran
+    assert e.status is Status.CANCELLED and e.compensated is True and undone == ["ch-1"]
+    assert [r.name for r in runner.engine.history(eid) if getattr(r, "kind", None) == "task"] == ["charge"]

@@ -168,7 +168,7 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
              ("version", esc(e.workflow_version) + (f' (pinned: {esc(" → ".join(e.steps))})' if e.steps else ""))]
     if e.cancelled_by:
         why = f' ({esc(e.cancel_reason)})' if e.cancel_reason else ""
-        facts.append(("cancelled by", esc(e.cancelled_by) + why))
+        facts.append(("cancel requested by" if e.cancel_requested else "cancelled by", esc(e.cancelled_by) + why))
     if e.cost is not None:
         facts.append(("cost" if e.ended else "cost so far", cost_fact(e.cost)))
     waiting = e.waiting_for

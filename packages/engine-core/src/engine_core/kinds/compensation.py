@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import codec, faults, transitions
+from ..code_step import CodeStep
 from ..context import StepContext
 from ..errors import ExecutionStateConflictError
 from ..model import ErrorInfo, Execution, Status, StepRecord, StepStatus, Timer
@@ -107,11 +108,15 @@ class CompensationKind(KindBase):
         op.send()
         return Outcome("compensating", e.execution_id, e.current_step, f"undoing step {first}")
 
+    def cancel_undeployed(self, records: list[Any], e: Execution, now: dt.datetime, retention: dt.timedelta,
+                          grace_s: float) -> Execution | None:
+        return cancel_without_definition(records, e, now, retention, grace_s)
+
     def cancelled(self, view: ActionView, e: Execution, by: str | None, reason: str | None, undo_current: bool,
                   lease_s: Callable[[int], float], retention: dt.timedelta, grace_s: float) -> Execution:
         wf, now = view.wf, view.now()
         if wf is None:
-            _refuse_what_cannot_be_undone(view.history(), e)
+            _refuse_what_cannot_be_undone(view.history(), e, undo_current)
         first = None
         if wf is not None and wf.fingerprint == e.fingerprint and \
                 any(s.compensate for s in wf.steps[: e.current_step + 1]):
@@ -124,18 +129,35 @@ class CompensationKind(KindBase):
         return transitions.cancelled(e, now, by, reason, retention, grace_s)
 
 
-def _refuse_what_cannot_be_undone(records: list[Any], e: Execution) -> None:
+def _refuse_what_cannot_be_undone(records: list[Any], e: Execution, undo_current: bool) -> None:
     """A cancel without the definition ``e`` runs on (its version removed, or its steps changed under it)
-    cannot undo a completed step that has a compensation (its record says so, ``undo``): refused, naming
-    them, rather than ending CANCELLED with them left done for good."""
+    cannot undo a completed step that has a compensation (its record says so, ``undo``), nor the current
+    one when an attempt of it may have run (``undo_current``) and the item says it has one (a code-first
+    position's ``code_step``; a step list's item does not say): refused, naming them, rather than ending
+    CANCELLED with them left done for good."""
     done = [r.name for r in records if isinstance(r, StepRecord) and r.status is StepStatus.SUCCEEDED
             and r.kind != "compensation" and r.undo]
-    if done:
+    here = CodeStep.decode(e.code_step) if undo_current else None
+    maybe = here.name if here is not None and here.kind == "task" and here.undo and here.name not in done else None
+    if done or maybe:
+        names = ", ".join([*dict.fromkeys(done), *([f"{maybe}, whose attempt may have run"] if maybe else [])])
         raise ExecutionStateConflictError("definition_changed", (
-            f"execution {e.execution_id} completed steps that have compensations ({', '.join(dict.fromkeys(done))}), "
+            f"execution {e.execution_id} completed steps that have compensations ({names}), "
             f"and version {e.workflow_version} of workflow {e.workflow!r} as it started is not deployed here, so a "
             f"cancel could not undo them. Deploy version {e.workflow_version} again beside the newer ones, then "
             "cancel it. It runs nothing meanwhile: its next delivery ends it FAILED"), e.status.value)
+
+
+def cancel_without_definition(records: list[Any], e: Execution, now: dt.datetime, retention: dt.timedelta,
+                              grace_s: float) -> Execution | None:
+    """A requested cancel of ``e``, whose definition is not deployed here, finished now: CANCELLED when
+    nothing it did needs undoing (as an operator's cancel would end it now), else None (the cancel
+    waits for the definition: ``_refuse_what_cannot_be_undone``)."""
+    try:
+        _refuse_what_cannot_be_undone(records, e, e.lost_attempts > 0)
+    except ExecutionStateConflictError:
+        return None
+    return transitions.cancelled(e, now, e.cancelled_by or "operator", e.cancel_reason, retention, grace_s)
 
 
 def _succeeded(op: StepOps, value: Any) -> Outcome:

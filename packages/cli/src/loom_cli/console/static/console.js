@@ -134,6 +134,7 @@
       async () => {
         const reason = $("#act-reason").value.trim();
         const e = await api("POST", "/executions/" + encodeURIComponent(id) + "/cancel", reason ? { reason } : undefined);
+        if (e.cancel_requested) return "Cancel requested by " + esc(e.cancelled_by || "-") + ": it takes effect when the running attempt ends.";
         return "Cancelled by " + esc(e.cancelled_by || "-") + ".";
       }),
     wake: (id) => confirmAction("Wake it now?", "<p>The current sleep or retry backoff ends now and the step runs.</p>",
