@@ -4,7 +4,8 @@ lease that follows, cancel, redrive, wake, an event arriving, its token reused a
 retention while it lives, a changed definition).
 
 Engine + memory store + manual clock. Each kind is the middle step of a small workflow
-(``pre -> subject -> post``; for compensation, the undo of ``pre`` after ``post`` fails for good). Every
+(``pre -> subject -> post``; for compensation, the undo of ``pre`` after ``post`` fails for good), written
+in both styles: a step list and a code-first function whose calls are the same positions (``style``). Every
 check counts what really happened: a journal the bodies append to, and the store's items.
 """
 
@@ -28,10 +29,16 @@ from engine_core import (
     wait_for_event,
     workflow,
 )
+from engine_core.durable import durable, idempotency_key
+from engine_core.durable import map as dmap
+from engine_core.durable import sleep as dsleep
+from engine_core.durable import step as dstep
+from engine_core.durable import wait_for_event as dwait
 from engine_core.errors import ExecutionStateConflictError
 from engine_core.testing import FakeQueue, LocalRunner
 
 KINDS = ["task", "sleep", "wait", "branch", "compensation"]
+STYLES = ["steps", "code"]
 SUBJECT = 1
 """The step index of the kind under test (the compensation case undoes step 0)."""
 FAST = RetryPolicy(max_attempts=4, base=1, max_delay=1, jitter=False)
@@ -50,51 +57,64 @@ def _no_fault_hook():
 class Case:
     """One execution whose kind under test is ``kind``, with the journal of what its bodies did."""
 
-    def __init__(self, kind: str, *, settings: EngineSettings | None = None, queue_dup: bool = False,
-                 subject_fails: int = 0, slow_retry: float | None = None, name: str = "subject"):
-        self.kind, self.journal, self.registry = kind, [], Registry()
+    def __init__(self, kind: str, *, style: str = "steps", settings: EngineSettings | None = None,
+                 queue_dup: bool = False, subject_fails: int = 0, slow_retry: float | None = None,
+                 name: str = "subject"):
+        self.kind, self.style, self.journal, self.registry = kind, style, [], Registry()
         self.fail_left = {"n": subject_fails}
+        self.during: list = []
+        """Called inside the subject's (or a branch's) body, each once, before it returns."""
         journal = self.journal
         retry = FAST if slow_retry is None else RetryPolicy(max_attempts=4, base=slow_retry, max_delay=slow_retry,
                                                             jitter=False)
 
-        def pre(ctx):
-            journal.append(("pre", ctx.attempt))
+        def pre(ctx=None):
+            journal.append(("pre", ctx and ctx.attempt))
             return {"pre": True}
 
-        def undo_pre(ctx):
-            journal.append(("undo", ctx.attempt))
+        def undo_pre(ctx=None):
+            journal.append(("undo", getattr(ctx, "attempt", None)))
             self._maybe_fail("compensation")
 
-        def subject(ctx):
-            journal.append(("subject", ctx.idempotency_key, ctx.attempt))
+        def subject(ctx=None):
+            journal.append(("subject", ctx.idempotency_key if ctx else idempotency_key(), ctx and ctx.attempt))
             self._maybe_fail("task")
+            while self.during:
+                self.during.pop(0)()
             return {"subject": True}
 
-        def branch(ctx):
-            journal.append(("branch", ctx.idempotency_key, ctx.attempt))
+        def branch(ctx_or_item):
+            key, item = (ctx_or_item.idempotency_key, ctx_or_item.item) if style == "steps" \
+                else (idempotency_key(), ctx_or_item)
+            journal.append(("branch", key, None))
             self._maybe_fail("branch")
-            return ctx.item
+            while self.during:
+                self.during.pop(0)()
+            return item
 
-        def post(ctx):
-            journal.append(("post", ctx.attempt))
+        def post(ctx_or_value=None):
+            journal.append(("post", ctx_or_value.attempt if style == "steps" else None,
+                            None if style == "steps" else ctx_or_value))
             if kind == "compensation":
                 raise PermanentStepError("post fails for good: pre is undone")
             return {"post": True}
 
-        middle = {
-            "task": step(subject, retry=retry),
-            "sleep": sleep(hours=2, name="nap"),
-            "wait": wait_for_event("go", timeout=7200, name="wait_go", retry=RetryPolicy(max_attempts=2)),
-            "branch": map_(branch, over="items", max_concurrency=2, name="items_done", retry=retry),
-            "compensation": subject,
-        }[kind]
-        first = step(pre, compensate=step(undo_pre, retry=retry)) if kind == "compensation" else pre
+        if style == "code":
+            self._code_flow(name, kind, retry, pre, undo_pre, subject, branch, post)
+        else:
+            middle = {
+                "task": step(subject, retry=retry),
+                "sleep": sleep(hours=2, name="nap"),
+                "wait": wait_for_event("go", timeout=7200, name="wait_go", retry=RetryPolicy(max_attempts=2)),
+                "branch": map_(branch, over="items", max_concurrency=2, name="items_done", retry=retry),
+                "compensation": subject,
+            }[kind]
+            first = step(pre, compensate=step(undo_pre, retry=retry)) if kind == "compensation" else pre
 
-        @workflow(name, registry=self.registry)
-        class Flow:
-            steps = [first, middle, post]
-            retry = FAST
+            @workflow(name, registry=self.registry)
+            class Flow:
+                steps = [first, middle, post]
+                retry = FAST
 
         self.settings = settings or EngineSettings()
         queue = None
@@ -107,6 +127,29 @@ class Case:
                                   clock=self.clock if queue_dup else None)
         self.eid = ""
         self.name = name
+
+    def _code_flow(self, name, kind, retry, pre, undo_pre, subject, branch, post) -> None:
+        """The same positions as a code-first function: pre, the kind under test, post (which gets its value).
+        Its events are declared, so a send of a name it never waits for is refused as for a step list; the
+        compensation's retry is the workflow's (a code-first undo retries under it)."""
+        @durable(name, registry=self.registry, retry=retry if kind == "compensation" else FAST,
+                 events={"go": None} if kind == "wait" else {"never": None})
+        def flow(input):
+            if kind == "compensation":
+                dstep("pre", pre, compensate=lambda result: undo_pre())
+            else:
+                dstep("pre", pre)
+            if kind == "task":
+                value = dstep("subject", subject, retry=retry)
+            elif kind == "sleep":
+                value = dsleep(hours=2, name="nap")
+            elif kind == "wait":
+                value = dwait("go", timeout=7200, retry=RetryPolicy(max_attempts=2))
+            elif kind == "branch":
+                value = dmap("items_done", branch, input["items"], max_concurrency=2, retry=retry)
+            else:
+                value = dstep("subject", subject)
+            dstep("post", post, value)
 
     def _maybe_fail(self, role: str) -> None:
         """The body of the kind under test fails its first ``subject_fails`` runs (retried after ``slow_retry``)."""
@@ -154,6 +197,18 @@ class Case:
     def expected_end(self) -> tuple[Status, bool | None]:
         return (Status.FAILED, True) if self.kind == "compensation" else (Status.COMPLETED, None)
 
+    def subject_value(self, name: str):
+        """What the kind under test handed on: its entry in the context (a step list), or the value ``post``
+        was called with (code-first)."""
+        if self.style == "steps":
+            return self.runner.context(self.eid)[name]
+        return [j[2] for j in self.journal if j[0] == "post"][-1]
+
+    def subject_name(self) -> str:
+        """The kind under test's position name in the history."""
+        return {"task": "subject", "sleep": "nap", "wait": "wait_go" if self.style == "steps" else "go",
+                "branch": "items_done", "compensation": "subject"}[self.kind]
+
 
 def assert_ran_through(case: Case, e) -> None:
     """The end each case reaches when nothing stops it, each effect counted once per idempotency key."""
@@ -164,7 +219,7 @@ def assert_ran_through(case: Case, e) -> None:
         assert set(keys) == {f"{case.eid}:1"}
     if case.kind == "branch":
         assert set(keys) == {f"{case.eid}:1:{b}" for b in range(3)}
-        assert case.runner.context(case.eid)["items_done"] == [1, 2, 3]
+        assert case.subject_value("items_done") == [1, 2, 3]
     if case.kind == "compensation":
         undone = [r for r in case.runner.engine.history(case.eid) if r.kind == "compensation"]
         assert [(r.step_index, r.status.value) for r in undone] == [(0, "SUCCEEDED")]
@@ -172,9 +227,10 @@ def assert_ran_through(case: Case, e) -> None:
 
 # -- a duplicate delivery ----------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_duplicate_delivery_runs_each_body_once_per_claim_and_moves_on_once(kind):
-    case = Case(kind, queue_dup=True)  # every message arrives twice
+def test_duplicate_delivery_runs_each_body_once_per_claim_and_moves_on_once(kind, style):
+    case = Case(kind, style=style, queue_dup=True)  # every message arrives twice
     case.start()
     e = case.finish()
     assert_ran_through(case, e)
@@ -203,10 +259,11 @@ def _at_subject(kind: str, info: dict) -> bool:
     return info.get("step") == SUBJECT and not info.get("compensation")
 
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind,point", [(k, p) for k in KINDS for p in POINTS[k]])
-def test_crash_at_each_fault_point_loses_nothing_once_its_lease_ran_out(kind, point):
+def test_crash_at_each_fault_point_loses_nothing_once_its_lease_ran_out(kind, point, style):
     # (a task enqueues only when it does not chain on: after a failed attempt, for its retry)
-    case = Case(kind, subject_fails=1 if (kind, point) == ("task", "worker.after_enqueue") else 0)
+    case = Case(kind, style=style, subject_fails=1 if (kind, point) == ("task", "worker.after_enqueue") else 0)
     fired = []
 
     def hook(name, info):
@@ -226,22 +283,14 @@ def test_crash_at_each_fault_point_loses_nothing_once_its_lease_ran_out(kind, po
 
 # -- cancel -------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_cancel_at_each_kind_takes_effect_when_no_work_holds_the_step(kind):
-    case = Case(kind)
+def test_cancel_at_each_kind_takes_effect_when_no_work_holds_the_step(kind, style):
+    case = Case(kind, style=style)
     answers = []
     if kind in ("task", "branch"):
         # cancelled while a body runs: a request, which the body's end turns into the cancel
-        original = case.registry.get(case.name).steps[SUBJECT]
-        fn = original.kind.fn if kind == "task" else original.kind.fns[0]
-
-        def cancelling(ctx, fn=fn):
-            if not answers:
-                answers.append(case.runner.engine.operator.cancel(case.eid, "ops"))
-            return fn(ctx)
-
-        spec = original.kind
-        object.__setattr__(spec, "fn" if kind == "task" else "fns", cancelling if kind == "task" else (cancelling,))
+        case.during.append(lambda: answers.append(case.runner.engine.operator.cancel(case.eid, "ops")))
         case.start()
         e = case.drive()
         assert answers[0].status is Status.RUNNING and answers[0].cancel_requested
@@ -262,9 +311,10 @@ def test_cancel_at_each_kind_takes_effect_when_no_work_holds_the_step(kind):
 
 # -- redrive -------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_redrive_at_each_kind(kind):
-    case = Case(kind, subject_fails=100 if kind in ("task", "branch") else 0)
+def test_redrive_at_each_kind(kind, style):
+    case = Case(kind, style=style, subject_fails=100 if kind in ("task", "branch") else 0)
     case.start()
     if kind == "sleep":
         case.to_subject()
@@ -290,9 +340,10 @@ def test_redrive_at_each_kind(kind):
 
 # -- wake ----------------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_wake_at_each_kind(kind):
-    case = Case(kind, subject_fails=1, slow_retry=3600)  # a first failure, then an hour's backoff
+def test_wake_at_each_kind(kind, style):
+    case = Case(kind, style=style, subject_fails=1, slow_retry=3600)  # a first failure, then an hour's backoff
     case.start()
     if kind == "task":
         e = case.drive(lambda e: e.timer is not None and e.timer.value == "retry")
@@ -322,9 +373,10 @@ def test_wake_at_each_kind(kind):
 
 # -- an event arriving ---------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_event_arrival_at_each_kind_wakes_only_the_wait_for_it(kind):
-    case = Case(kind, subject_fails=1, slow_retry=600)  # it stops at the kind
+def test_event_arrival_at_each_kind_wakes_only_the_wait_for_it(kind, style):
+    case = Case(kind, style=style, subject_fails=1, slow_retry=600)  # it stops at the kind
     case.start()
     case.to_subject()
     if kind != "wait":
@@ -338,15 +390,16 @@ def test_event_arrival_at_each_kind_wakes_only_the_wait_for_it(kind):
     assert case.runner.send_event(case.eid, "go", {"ok": True}, event_id="go-1") == "delivered"
     e = case.drive()
     assert_ran_through(case, e)
-    assert case.runner.context(case.eid)["wait_go"] == {"ok": True}
+    assert case.subject_value("wait_go") == {"ok": True}
 
 
 # -- a token reused after expiry -------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_token_reused_after_expiry_at_each_kind_starts_a_run_that_sees_nothing_of_the_old_one(kind):
+def test_token_reused_after_expiry_at_each_kind_starts_a_run_that_sees_nothing_of_the_old_one(kind, style):
     settings = EngineSettings(retention_days=1, history_grace_s=0)
-    case = Case(kind, settings=settings, subject_fails=1, slow_retry=600)  # it stops at the kind
+    case = Case(kind, style=style, settings=settings, subject_fails=1, slow_retry=600)  # it stops at the kind
     first = case.start(token="again")
     case.to_subject()
     if kind == "wait":
@@ -368,19 +421,19 @@ def test_token_reused_after_expiry_at_each_kind_starts_a_run_that_sees_nothing_o
     # then: the new run ran from the start, on its own items only
     assert case.count("pre") == 1 and old_items > 0
     assert_ran_through(case, e)
-    names = [r.name for r in case.runner.engine.history(again) if r.kind != "compensation"]
-    assert names == ["pre", {"task": "subject", "sleep": "nap", "wait": "wait_go", "branch": "items_done",
-                             "compensation": "subject"}[kind], "post"]
+    names = [r.name for r in case.runner.engine.history(again) if r.kind not in ("compensation", "return")]
+    assert names == ["pre", case.subject_name(), "post"]
     if kind == "wait":
-        assert case.runner.context(again)["wait_go"] == {"ok": "new"}
+        assert case.subject_value("wait_go") == {"ok": "new"}
 
 
 # -- time passing retention while it lives ----------------------------------------------------------------------
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_time_past_retention_deletes_nothing_of_a_live_execution_at_each_kind(kind):
+def test_time_past_retention_deletes_nothing_of_a_live_execution_at_each_kind(kind, style):
     settings = EngineSettings(retention_days=0.05, history_grace_s=0)  # 72 minutes
-    case = Case(kind, settings=settings, subject_fails=3, slow_retry=2400)  # each retry waits 40 minutes
+    case = Case(kind, style=style, settings=settings, subject_fails=3, slow_retry=2400)  # each waits 40 minutes
     case.start()
     store = case.runner.store
     for _ in range(50_000):
@@ -408,21 +461,28 @@ def test_time_past_retention_deletes_nothing_of_a_live_execution_at_each_kind(ki
 
 # -- a changed definition ---------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_changed_definition_at_each_kind_fails_it_without_running_the_wrong_step(kind):
-    case = Case(kind, subject_fails=1, slow_retry=600)  # it stops at the kind
+def test_a_changed_definition_at_each_kind_fails_it_without_running_the_wrong_step(kind, style):
+    case = Case(kind, style=style, subject_fails=1, slow_retry=600)  # it stops at the kind
     case.start()
     case.to_subject()
     before = list(case.journal)
-    # when: a deploy replaces the step list under the same name
+    # when: a deploy replaces the step list (or the function) under the same name
     changed = Registry()
 
-    def other(ctx):
+    def other(ctx=None):
         case.journal.append(("other",))
 
-    @workflow(case.name, registry=changed)
-    class Changed:
-        steps = [other, other, other] if False else [step(other, name="a"), step(other, name="b")]
+    if style == "steps":
+        @workflow(case.name, registry=changed)
+        class Changed:
+            steps = [step(other, name="a"), step(other, name="b")]
+    else:
+        @durable(case.name, registry=changed)
+        def changed_flow(input):
+            dstep("a", other)
+            dstep("b", other)
 
     case.runner.engine.registry = changed
     case.runner.engine.life.registry = changed
@@ -430,7 +490,12 @@ def test_a_changed_definition_at_each_kind_fails_it_without_running_the_wrong_st
     case.runner.sweeper.life.registry = changed
     case.runner.clock.advance(hours=3)
     e = case.drive()
-    # then: FAILED workflow_definition_mismatch, nothing of the new list ran, nothing compensated
-    assert e.status is Status.FAILED and e.error.code == "workflow_definition_mismatch"
-    assert ("other",) not in case.journal and case.count("post") == before.count(("post", 1))
+    # then: FAILED workflow_definition_mismatch (a function's replay: nondeterministic_replay), nothing of the
+    # new code ran, nothing compensated
+    code = "workflow_definition_mismatch" if style == "steps" else "nondeterministic_replay"
+    if style == "code" and kind == "compensation":  # it was undoing: the undo cannot go on, and says why
+        assert e.status is Status.COMPENSATION_FAILED and e.compensation_error.code == code, e
+    else:
+        assert e.status is Status.FAILED and e.error.code == code, e.error
+    assert ("other",) not in case.journal and case.count("post") == sum(1 for j in before if j[0] == "post")
     assert case.count("undo") == 0
