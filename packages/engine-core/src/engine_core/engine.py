@@ -45,7 +45,7 @@ from .outcome import Outcome, log_fields
 from .ports import EventPublisher, Metrics, NullMetrics, StateStore, StepQueue
 from .rebuild import context_of, rebuild_context, this_run_state
 from .registry import REGISTRY, Registry
-from .settings import ConfigurationError, EngineSettings
+from .settings import UNFIT_REMEDY, ConfigurationError, EngineSettings, unfit_budget
 from .step_run import StepRun
 from .steps import WorkflowDef
 from .versions import pins_of, resolve
@@ -60,24 +60,27 @@ class StartResult(NamedTuple):
 
 
 def check_fits(registry: Registry, settings: EngineSettings) -> None:
-    """Refuse, when the worker starts, any workflow with a step whose budget cannot fit the function's
-    timeout: every delivery of it would be refused before an attempt could be counted."""
+    """Refuse, when the worker starts, any workflow with a step (or a compensation) whose budget cannot
+    fit the function's timeout: every delivery of it would be refused before an attempt could be
+    counted. A code-first workflow's calls are known only as it runs: its ``step_timeout_s`` is checked
+    here, a call's own ``timeout_s`` when the call is reached (``durable/run.py``)."""
     if settings.function_timeout_s is None:
         return
-    margin = settings.time_margin_ms / 1000
     problems = []
     for wf in registry.all_versions():  # every version: executions in flight run the older ones
-        for s in wf.steps:
-            timeout = wf.timeout_for(s.index) or settings.default_step_timeout_s
-            if s.kind.runs_bodies() and timeout is not None and timeout + margin > settings.function_timeout_s:
-                which = f" version {wf.version}" if wf.version != 1 else ""
-                problems.append(f"workflow {wf.name!r}{which} step {s.name!r} has a {timeout:g} s budget; with the "
-                                f"{margin:g} s margin it needs {timeout + margin:g} s")
+        which = f"workflow {wf.name!r}" + (f" version {wf.version}" if wf.version != 1 else "")
+        budgets = [(f"step {s.name!r}", wf.timeout_for(s.index) or settings.default_step_timeout_s)
+                   for s in wf.steps if s.kind.runs_bodies()]
+        budgets += [(f"the compensation of step {s.name!r}", s.compensate_timeout_s)
+                    for s in wf.steps if s.compensate is not None and s.compensate_timeout_s]
+        if not wf.steps and wf.step_timeout_s:
+            budgets.append(("(its step_timeout_s)", wf.step_timeout_s))
+        problems += [f"{which} {what} has {why}" for what, timeout in budgets
+                     if (why := unfit_budget(settings, timeout)) is not None]
     if problems:
         raise ConfigurationError(
             f"the worker's timeout is {settings.function_timeout_s:g} s (LOOM_FUNCTION_TIMEOUT_S), too short for: "
-            + "; ".join(problems) + ". Raise the worker's timeout (Terraform: worker_timeout_s) or lower the "
-            "step's timeout_s; steps without one get the worker timeout minus the margin")
+            + "; ".join(problems) + f". {UNFIT_REMEDY}")
 
 
 class Engine(UsesLifecycle):

@@ -128,6 +128,19 @@ def require_env(name: str, env: Mapping[str, str] | None = None) -> str:
     return value
 
 
+def unfit_budget(settings: EngineSettings, timeout_s: float) -> str | None:
+    """Why a step with a ``timeout_s`` budget can never run under this worker's timeout (no delivery
+    has that much time left), or None when it fits or the timeout is unknown."""
+    ceiling, margin = settings.function_timeout_s, settings.time_margin_ms / 1000
+    if ceiling is None or timeout_s + margin <= ceiling:
+        return None
+    return f"a {timeout_s:g} s budget; with the {margin:g} s margin it needs {timeout_s + margin:g} s"
+
+
+UNFIT_REMEDY = ("Raise the worker's timeout (Terraform: worker_timeout_s) or lower the step's timeout_s; steps "
+                "without one get the worker timeout minus the margin")
+
+
 def lease_seconds(settings: EngineSettings, step_timeout_s: float) -> float:
     """How long a step message in flight (sent, not yet claimed) is trusted before the sweeper
     re-drives it. It must outlast the step it leads to, or the sweeper would re-drive a healthy one."""

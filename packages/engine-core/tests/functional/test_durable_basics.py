@@ -547,3 +547,52 @@ def test_durable_and_step_list_workflows_live_in_one_registry_and_run_side_by_si
     assert ea.status is eb.status is Status.COMPLETED
     assert runner.context(a)["listed"] is True and returned(runner, b) == "coded"
     assert registry.get("coded").code is not None and registry.get("listed").code is None
+
+
+# -- a budget no delivery can fit ------------------------------------------------------------------------------
+def test_durable_a_call_whose_timeout_cannot_fit_the_worker_fails_at_once_naming_both_and_undoes_what_ran(registry):
+    from engine_core.durable import map as durable_map
+
+    ran: list[Any] = []
+
+    @durable("too_long", registry=registry)
+    def flow(input):
+        step("reserve", lambda: ran.append("reserve") or "r-1", compensate=lambda result: ran.append(("release", result)))
+        if input.get("fan"):
+            return durable_map("each", lambda x: ran.append(x), [1, 2], timeout_s=20)
+        return step("quick", lambda: ran.append("quick"), timeout_s=20)
+
+    for fan in (False, True):
+        ran.clear()
+        runner = make_runner(registry, function_timeout_s=12)
+        eid = runner.start("too_long", {"fan": fan})
+        e = run(runner, eid)
+        # Released for redelivery for ever before: every delivery had too little time for a 20 s budget.
+        assert e.status is Status.FAILED, e
+        assert e.error.code == "step_timeout_too_long" and e.error.step_name == ("each" if fan else "quick")
+        assert "20 s budget" in e.error.message and "12 s (LOOM_FUNCTION_TIMEOUT_S)" in e.error.message
+        assert ran == ["reserve", ("release", "r-1")]  # the call never ran; what did is undone
+
+    # The same call fits a worker whose timeout has room for it.
+    runner = make_runner(registry, function_timeout_s=30)
+    eid = runner.start("too_long", {})
+    assert run(runner, eid).status is Status.COMPLETED
+
+
+def test_durable_check_fits_refuses_a_step_timeout_or_a_compensation_timeout_that_cannot_fit(registry):
+    from engine_core import ConfigurationError, check_fits
+    from engine_core import step as list_step
+    from engine_core.registry import build_workflow
+
+    @durable("slow_default", registry=registry, step_timeout_s=20)
+    def flow(input):
+        return step("quick", lambda: 1)
+
+    with pytest.raises(ConfigurationError, match=r"'slow_default' \(its step_timeout_s\) has a 20 s budget"):
+        check_fits(registry, EngineSettings(function_timeout_s=12))
+    check_fits(registry, EngineSettings(function_timeout_s=24))
+
+    registry.register(build_workflow("slow_undo", [list_step(lambda ctx: {}, name="book", timeout_s=5,
+                                                       compensate=list_step(lambda ctx: {}, timeout_s=40))]))
+    with pytest.raises(ConfigurationError, match="'slow_undo' the compensation of step 'book' has a 40 s budget"):
+        check_fits(registry, EngineSettings(function_timeout_s=30))

@@ -25,7 +25,7 @@ from .. import callbacks, codec, faults, transitions
 from ..errors import NonSerializableResultError, ResultTooLargeError
 from ..model import ErrorInfo, Execution, ExecutionState, StepMessage, StepRecord, StepStatus
 from ..outcome import Outcome, log_fields
-from ..settings import lease_seconds
+from ..settings import UNFIT_REMEDY, lease_seconds, unfit_budget
 from ..step_run import StepRun
 from ..steps import StepDef
 from . import _current
@@ -200,7 +200,7 @@ class CodeRun(StepRun):
             raise Suspend(self.fail(ErrorInfo(code="corrupt_state", message=(
                 f"the function reached position {d.index} {d.name!r} with every earlier call recorded, but the "
                 f"execution is at position {e.current_step}: its history is missing records"))))
-        cap = self._cap_exceeded(e)
+        cap = self._cap_exceeded(e) or (None if e.cancel_requested else self._unfit(d))
         if cap is not None:
             raise Suspend(self.fail(cap))
         kind = self.kinds.kinds[d.kind.kind]
@@ -213,6 +213,18 @@ class CodeRun(StepRun):
         if self.settled_value is not _NOTHING:
             return self.settled_value
         return None if self.settled is None else value_of(self.settled)
+
+    def _unfit(self, d: StepDef) -> ErrorInfo | None:
+        """A call whose budget no delivery can fit (``timeout_s`` or ``step_timeout_s`` over the worker's
+        timeout) fails at once, naming both, instead of being released for redelivery for ever."""
+        if not d.kind.runs_bodies():
+            return None
+        why = unfit_budget(self.settings, self._budget(d))
+        if why is None:
+            return None
+        return ErrorInfo(code="step_timeout_too_long", step_index=d.index, step_name=d.name, message=(
+            f"position {d.index}, {d.kind.kind} {d.name!r}, has {why}, and the worker's timeout is {self.settings.function_timeout_s:g} s "
+            f"(LOOM_FUNCTION_TIMEOUT_S): no delivery can run it. {UNFIT_REMEDY}; then redrive"))
 
     def put(self, record: StepRecord) -> Outcome | None:
         kept = self.kept
