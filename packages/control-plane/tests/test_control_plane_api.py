@@ -554,3 +554,39 @@ def test_a_code_first_execution_that_failed_or_was_cancelled_names_the_step_it_s
     # then: each names where it stopped, as a step list's does
     assert (views[failed].status, views[failed].current_step, views[failed].current_step_name) == ("FAILED", 1, "charge")
     assert (views[cancelled].status, views[cancelled].current_step_name) == ("CANCELLED", "pickup")
+
+
+def test_a_code_first_execution_undoing_its_steps_names_the_step_being_undone():
+    # given: a code-first saga whose third step fails for good, with slow-to-look-at compensations
+    from engine_core import PermanentStepError, Registry
+    from engine_core.durable import durable, step
+    from engine_core.testing import LocalRunner
+    from loom_control_plane.responses import ExecutionView
+
+    registry = Registry()
+    undone: list[str] = []
+
+    def ship():
+        raise PermanentStepError("carrier refused")
+
+    @durable("walks_back", registry=registry)
+    def walks_back(input):
+        step("reserve", lambda: "r-1", compensate=lambda result: undone.append("release"))
+        step("charge", lambda: "ch-1", compensate=lambda result: undone.append("refund"))
+        return step("ship", ship)
+
+    runner = LocalRunner(registry)
+    eid = runner.start("walks_back", {})
+    seen = []
+    for _ in range(20):
+        view = ExecutionView.of(runner.engine.state(eid), registry)
+        if view.compensating and view.status == "RUNNING":
+            seen.append((view.current_step, view.current_step_name, list(undone)))
+        if view.status in ("FAILED", "COMPENSATION_FAILED", "COMPLETED"):
+            break
+        runner.step_once()
+    # then: while it walks back, the name is that of the step whose compensation runs, not the failed one
+    assert seen and all(name == {1: "charge", 0: "reserve"}[step] for step, name, _ in seen), seen
+    assert {s for s, _, _ in seen} == {0, 1} and undone == ["refund", "release"]
+    view = ExecutionView.of(runner.engine.state(eid), registry)
+    assert (view.status, view.current_step_name) == ("FAILED", "ship")  # where it stopped, once done

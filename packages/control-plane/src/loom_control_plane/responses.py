@@ -182,6 +182,10 @@ class ExecutionView(_Reply):
             position = e.code_position
             # where it failed or was cancelled is named too (a completed one has returned: no position)
             extra["current_step_name"] = None if position is None or e.status is Status.COMPLETED else position.name
+            if e.compensating and not e.status.is_terminal:  # the position being undone, walking back
+                extra["current_step_name"] = next((r.name for r in state.records if isinstance(r, StepRecord)
+                                                   and r.step_index == e.current_step and r.kind != "compensation"),
+                                                  extra["current_step_name"])
             returned = next((r for r in state.records if isinstance(r, StepRecord) and r.kind == "return"), None)
             if returned is not None and returned.result_blob is not None and e.status is Status.COMPLETED:
                 try:
