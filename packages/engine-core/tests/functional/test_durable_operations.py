@@ -235,7 +235,8 @@ def undeclared_approval(registry, model: type | None = None) -> LocalRunner:
 
     @durable("undeclared", registry=registry)
     def flow(input):
-        answer = wait_for_event("approved", timeout=3600, model=model or LocalApproval)
+        answer = wait_for_event("approved", timeout=3600, model=model or LocalApproval,
+                                 retry=RetryPolicy())  # each timeout waits again, up to three waits
         return step("record", lambda a: a["approver"], answer)
 
     return make_runner(registry)
@@ -502,3 +503,30 @@ def test_durable_the_retry_policy_of_a_step_applies_and_wake_ends_its_backoff(re
     # then
     assert e.status is Status.COMPLETED and len(attempts) == 3
     assert runner.clock.now() - t0 < dt.timedelta(hours=1)
+
+
+def test_durable_a_wait_without_retry_waits_once_as_in_a_step_list_and_a_wake_ends_it(registry):
+    # given: code-first waits of 60 s, one without retry=, one with two attempts; the workflow retries steps 3 times
+    @durable("waits", registry=registry, retry=RetryPolicy(max_attempts=3, base=1.0))
+    def flow(input):
+        if input.get("twice"):
+            return wait_for_event("approved", timeout=60, retry=RetryPolicy(max_attempts=2, base=1.0))
+        return wait_for_event("approved", timeout=60)
+
+    runner = make_runner(registry)
+    for twice, waits in ((False, 1), (True, 2)):
+        eid = runner.start("waits", {"twice": twice})
+        until(runner, eid, Status.WAITING)
+        began = runner.clock.now()
+        e = finish(runner, eid)
+        # then: it fails after its own timeout, once per attempt its retry allows (three before: the step policy)
+        assert (e.status, e.error.code) == (Status.FAILED, "event_timeout")
+        assert f"(wait {waits} of {waits})" in e.error.message
+        assert 60 * waits <= (runner.clock.now() - began).total_seconds() < 60 * waits + 30
+    # and: an operator's wake ends a wait that is not retried, as it does a step list's
+    eid = runner.start("waits", {})
+    until(runner, eid, Status.WAITING)
+    runner.engine.operator.wake(eid, "ops")
+    woke = runner.clock.now()
+    e = finish(runner, eid)
+    assert (e.status, e.error.code, runner.clock.now()) == (Status.FAILED, "event_timeout", woke)

@@ -68,6 +68,9 @@ def _good_name(name: str) -> bool:
     _GOOD_NAMES.add(name)
     return True
 _NO_DEFAULT = object()
+_WAIT_ONCE = RetryPolicy(max_attempts=1)
+"""A wait is not retried unless it says so (as in a step list): its timeout fails it, or returns the
+default, at once; an operator's wake ends it the same way."""
 
 
 class DurableCallError(PermanentStepError, RuntimeError):
@@ -307,22 +310,24 @@ def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, defa
                    model: type | None = None, retry: RetryPolicy | None = None) -> dict[str, Any]:
     """Wait, WAITING and costing nothing, for the event ``event``
     (``POST /executions/{id}/events/{event}``, ``loom send``) and return its data, a dict (validated
-    and coerced by ``model`` if given: the model's ``model_dump()``). After ``timeout`` seconds it returns ``default`` if given, else fails under
-    ``retry`` (each retry waits again). An event sent before the wait began is kept for it."""
+    and coerced by ``model`` if given: the model's ``model_dump()``). After ``timeout`` seconds it returns
+    ``default`` if given, else fails; with ``retry`` each retry waits again (without it, one wait: the
+    workflow's retry policy is for steps). An event sent before the wait began is kept for it."""
     call = f"wait_for_event({event!r})"
     if _in_body():
         raise DurableCallError(f"{call} inside a step body would block the step; wait between steps instead")
     run = _run(call)
     _check_retry(retry, call)
     spec = _wait_spec(event, timeout, default, model, call)
-    return run.call(event, spec, retry)
+    return run.call(event, spec, retry or _WAIT_ONCE)
 
 
 def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: float = DEFAULT_EVENT_TIMEOUT_S,
                       default: Any = _NO_DEFAULT, model: type | None = None, retry: RetryPolicy | None = None,
                       timeout_s: float | None = None) -> dict[str, Any]:
     """Hand a callback token to an outside system, then wait for it: ``submit(token)`` runs as a step
-    (named ``<event>.submit``, retried under ``retry``) and the wait for ``event`` follows; the outside
+    (named ``<event>.submit``, retried under ``retry``, else the workflow's policy) and the wait for ``event``
+    follows (once, unless ``retry`` says otherwise); the outside
     system completes it with ``POST /callbacks/{token}`` and no other credentials, once. Returns the data
     it sent (or ``default`` after ``timeout``)."""
     call = f"wait_for_callback({event!r})"
@@ -340,7 +345,7 @@ def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: floa
 
     run.call(f"{event}.submit", TaskSpec(fn=submitting), retry, None if timeout_s is None else float(timeout_s),
              callback_event=event)
-    return run.call(event, spec, retry)
+    return run.call(event, spec, retry or _WAIT_ONCE)
 
 
 def _fanout(name: str, fns: tuple, values: tuple | None, max_concurrency: int | None, retry: Any,
