@@ -28,7 +28,6 @@ from .errors import (
     InvalidEventError,
     InvalidRequestError,
     TransitionConflictError,
-    UnknownWorkflowError,
 )
 from .kinds import KindTable
 from .lifecycle import Lifecycle
@@ -38,7 +37,7 @@ from .rebuild import this_run
 from .registry import EVENT_NAME_RE
 from .steps import StepDef, WorkflowDef, field_problems, wait_model
 from .reads import Reader
-from .versions import read_pins, redrive_onto
+from .versions import read_pins, redrive_onto, resolve
 
 log = logging.getLogger("engine_core")
 EVENT_ID_RE = re.compile(r"\A[A-Za-z0-9_.:-]{1,128}\Z")
@@ -270,12 +269,20 @@ class Operator(Reader):
             execution_id, step_index = callbacks.parse(token)
             e = self.get(execution_id)
             callbacks.verify(token, self.state(execution_id).execution.callback_secret)
-            wf = self.definition(e)
-            wait = None if wf is None else wf.wait_step(step_index)
-            if wait is None:
-                raise ValueError("not a wait step")
-        except (callbacks.InvalidCallbackTokenError, ExecutionNotFoundError, UnknownWorkflowError, ValueError):
+        except (callbacks.InvalidCallbackTokenError, ExecutionNotFoundError, ValueError):
             raise CallbackNotFoundError() from None
+        # A genuine token: which wait it completes is the definition's to say.
+        wf = self.definition(e)
+        if wf is None:
+            _, problem = resolve(self.life.registry, e, read_pins(self.life.store, e.execution_id))
+            why = problem.message if problem is not None else f"workflow {e.workflow!r} is not deployed here"
+            raise ExecutionStateConflictError(
+                problem.code if problem is not None else "workflow_version_missing",
+                f"this callback token is genuine, but its execution cannot take it now: {why}. The token is "
+                "not used up: send it again once the execution's definition is deployed", e.status.value)
+        wait = wf.wait_step(step_index)
+        if wait is None:
+            raise CallbackNotFoundError()
         event_id = callbacks.event_id(step_index)
         used = "this callback token was used already; a token completes its wait once"
         if self._sent(e, wait.kind.event, event_id):

@@ -685,3 +685,48 @@ def test_versions_a_cancel_while_an_attempt_of_a_removed_version_runs_waits_for_
     # then: the charge is refunded once; ship never ran
     assert e.status is Status.CANCELLED and e.compensated is True and undone == ["ch-1"]
     assert [r.name for r in runner.engine.history(eid) if getattr(r, "kind", None) == "task"] == ["charge"]
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_versions_a_callback_for_an_execution_whose_version_was_removed_is_refused_naming_it_and_stays_usable(style):
+    from engine_core import wait_for_event
+    from engine_core.durable import wait_for_callback
+    from engine_core.errors import CallbackNotFoundError
+
+    # given: version 1 hands out a callback token and waits for it; a deploy then keeps only version 2
+    j, tokens = Journal(), []
+
+    def waits(r):
+        if style == "steps":
+            @workflow(NAME, registry=r)
+            class Approval:
+                steps = [lambda_named("issue", lambda ctx: tokens.append(ctx.callback_token("approved")) or {}),
+                         wait_for_event("approved", timeout=3600), j.body("b")]
+        else:
+            @durable(NAME, registry=r)
+            def approval(input):
+                wait_for_callback("approved", tokens.append, timeout=3600)
+                return dstep("b", lambda: j.append(("b", "code")) or 1)
+
+    runner = LocalRunner(deployed(waits))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "WAITING")
+    (token,) = tokens
+    runner.deploy(deployed(lambda r: v2(r, j)))
+    # when: the outside system answers
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.complete_callback(token, {"ok": True}, "partner")
+    # then: a conflict naming the missing version and what to do (it was 404 "check it was copied whole")
+    assert refused.value.code == "workflow_version_missing"
+    assert "version 1" in str(refused.value) and "not used up" in str(refused.value)
+    with pytest.raises(CallbackNotFoundError):  # a forged token is still not found
+        runner.engine.operator.complete_callback(token[:-2] + ("AA" if not token.endswith("AA") else "BB"), {}, "x")
+    # and: once version 1 is back, the same token completes the wait
+    runner.deploy(deployed(waits, lambda r: v2(r, j)))
+    assert runner.engine.operator.complete_callback(token, {"ok": True}, "partner").outcome == "delivered"
+    assert runner.run_until_done(eid).status is Status.COMPLETED
+
+
+def lambda_named(name, fn):
+    fn.__name__ = name
+    return fn
