@@ -212,3 +212,16 @@ def test_loom_dev_finds_the_runtime_through_its_entry_point_serves_and_stops_on_
     # then: it served the control plane's API on the file it was given, and stopped cleanly
     assert line.startswith(UP_LINE) and status == 200 and [w["name"] for w in body["workflows"]] == ["hello"], (line, proc.stderr.read())
     assert code == 0 and (tmp_path / "a.db").exists()
+
+
+def test_lite_lists_no_schedules_even_with_loom_schedules_in_its_environment(tmp_path, state_file, monkeypatch):
+    # given: a deployment's schedules in the environment (nothing fires them here)
+    monkeypatch.setenv("LOOM_SCHEDULES", json.dumps([{"name": "daily", "workflow": "greet",
+                                                      "expression": "cron(* * * * ? *)"}]))
+    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02,
+                        settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
+    with LiteRuntime(config, make_registry()).start(worker_thread=True) as runtime:
+        # when / then: the API lists none, rather than a next firing that never comes
+        status, _, body = http(f"{runtime.url}/schedules")
+    assert status == 200, body
+    assert body["schedules"] == [], body

@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from engine_core.adapters.bootstrap import Runtime
+from engine_core.schedules.config import Schedules
 
 HANDLER = "loom_control_plane.handler"
 MAX_BODY_BYTES = 6 * 1024 * 1024
@@ -63,7 +64,11 @@ def load_handler(runtime: Runtime) -> ModuleType:
     lambda_runtime.lambda_setup = lite_setup
     try:
         sys.modules.pop(HANDLER, None)
-        return importlib.import_module(HANDLER)
+        module = importlib.import_module(HANDLER)
+        # No scheduler fires here (EventBridge Scheduler fires a deployment's): a LOOM_SCHEDULES in the
+        # environment lists nothing, rather than a next firing that never comes.
+        module.schedules, module.schedules_problem = Schedules(), None
+        return module
     finally:
         lambda_runtime.lambda_setup = original
         gc.enable()  # the handler's init turns it off until its last line; a failed import must not leave it off

@@ -92,6 +92,10 @@ def serve(args: argparse.Namespace) -> int:
         runtime.start()
         names = ", ".join(registry.names())
         print(f"{UP_LINE} {runtime.url}  store {config.db}  workflows: {names}  (Ctrl-C stops it)", flush=True)
+        if os.environ.get("LOOM_SCHEDULES", "").strip() not in ("", "[]"):
+            print("loom dev: LOOM_SCHEDULES is set, but nothing fires schedules here (EventBridge Scheduler fires "
+                  "a deployment's): loom schedules lists none; start the workflow with loom start to try it",
+                  file=sys.stderr, flush=True)
         runtime.run_worker()
     except KeyboardInterrupt:
         print("stopping: worker, sweeper and API", file=sys.stderr, flush=True)
