@@ -255,3 +255,21 @@ def test_fire_record_expires_after_the_next_firing_plus_retention(store):
     # then
     life = runner.engine.life
     assert store.get_schedule("daily").expires_at == T9 + DAY + life.retention + life.grace
+
+
+def test_fire_of_a_disabled_schedule_starts_nothing_and_leaves_its_record(store):
+    # given: yesterday's firing started; the schedule was then disabled (Scheduler may still retry a delivery)
+    runner, schedules = make(store)
+    assert fire(runner.engine, schedules, "daily", T9 - DAY).outcome == "started"
+    before = store.get_schedule("daily")
+    disabled = Schedules.parse(json.dumps([{"name": "daily", "workflow": "report", "expression": "cron(0 9 * * ? *)",
+                                            "input": {"scope": "all"}, "enabled": False}]))
+
+    # when: today's delivery arrives
+    result = fire(runner.engine, disabled, "daily", T9)
+
+    # then: skipped, saying why; no execution, and the record still names the last firing
+    assert (result.outcome, result.execution_id) == ("skipped", None)
+    assert "disabled" in result.detail
+    assert runner.engine.store.load(execution_id_for("daily", T9)) is None
+    assert store.get_schedule("daily") == before

@@ -8,8 +8,9 @@ a replay) it starts at most one execution. The schedule's record (``record.py``)
    execution exists): Loom does not back-fill, and the record never moves back;
 2. a repeated delivery of the newest firing is a ``duplicate`` (counted on the record), unless the
    delivery that claimed it died before finishing (its claim ran out): then this one finishes it;
-3. a new firing under ``skip`` whose previous execution is still live (or being started right now) is
-   ``skipped``; otherwise the firing is *claimed* on the record (``starting``, one conditional write that
+3. a new firing of a disabled schedule (a delivery Scheduler retried after it was disabled) is
+   ``skipped``, and so is one under ``skip`` whose previous execution is still live (or being started
+   right now); otherwise the firing is *claimed* on the record (``starting``, one conditional write that
    only a newer firing may pass), its execution started with the token, and ``started`` recorded;
 4. a firing that cannot start (the workflow is not deployed, the input does not fit it) is ``failed``:
    recorded with the error and counted, never retried (a retry could not succeed). Anything else (the
@@ -133,6 +134,9 @@ class _Firing:
                 if not self.store.put_schedule(claim):
                     continue
                 return self.start(claim, previous=rec)
+            if not self.sched.enabled:  # a delivery made (or retried) after the schedule was disabled
+                return self.result("skipped", None, "the schedule is disabled (enabled = false): a delivery "
+                                   "Scheduler made or retried after that starts nothing")
             if self.sched.overlap == "skip" and (live := self.live(rec)) is not None:
                 if self.store.put_schedule(self.record(rec, outcome=FiringOutcome.SKIPPED, execution_id=live)):
                     return self.result("skipped", live, f"the previous execution {live} is still live (overlap skip)")
