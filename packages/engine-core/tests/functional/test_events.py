@@ -172,6 +172,24 @@ def test_callback_token_completes_its_wait_once_and_forged_tokens_are_not_found(
     assert runs["after"] == 1
 
 
+def test_a_callback_answered_after_a_plain_event_while_the_wait_waits_is_the_one_it_takes():
+    # given: a plain event, then the callback's answer, both before the worker picks the wait up again
+    runner, runs, tokens = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    plain = runner.send_event(eid, "approved", {"approver": "ops"})
+    answered = runner.engine.operator.complete_callback(tokens[0], {"approver": "partner"}, "partner")
+    # when
+    done = runner.run_until_done(eid)
+    # then: the wait takes the callback's answer, which only it can take (the plain event, which a later wait
+    # of its name could take, stays kept); before, the plain one won and the partner's answer was dropped
+    assert (plain, answered.outcome, done.status) == ("delivered", "delivered", Status.COMPLETED)
+    assert runner.context(eid)["wait_approved"]["approver"] == "partner" and runs["after"] == 1
+    with pytest.raises(ExecutionStateConflictError) as used:
+        runner.engine.operator.complete_callback(tokens[0], {"approver": "again"}, "partner")
+    assert used.value.code == "callback_used"
+
+
 def test_send_event_refusals_write_nothing():
     runner, runs, _ = make(timeout=3600)
     eid = runner.start("approval_flow", {})
