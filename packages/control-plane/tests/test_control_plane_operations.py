@@ -454,3 +454,16 @@ def test_events_and_operations_have_their_own_paged_routes_and_the_first_history
     assert history["events_next_token"] is None and history["operations_next_token"] is None
     assert pages == [["mail-0", "mail-1"], ["mail-2"]]
     assert status == 200 and ops == {"execution_id": eid, "operations": [], "next_token": None}
+
+
+def test_a_percent_encoded_path_segment_is_decoded_before_it_is_read_or_named(lambdas, world):
+    eid = start(lambdas, "expense_approval", EXPENSE)
+    # when: a client encodes the event name as a URL path segment must be (a space is %20)
+    status, reply, _ = call(lambdas.control_plane, "POST", f"/executions/{eid}/events/{urllib.parse.quote('bad name')}",
+                            "{}")
+    sent, ok, _ = call(lambdas.control_plane, "POST", f"/executions/{eid}/events/{urllib.parse.quote('approved')}",
+                       json.dumps({"data": {"approved": True, "approver": "kim"}}))
+    # then: the refusal names what the client meant, not its encoding
+    assert (status, reply["error"]) == (400, "invalid_request"), reply
+    assert "'bad name'" in reply["message"] and "%20" not in reply["message"], reply
+    assert (sent, ok["event"]) == (202, "approved"), ok  # kept: the execution has not reached its wait yet

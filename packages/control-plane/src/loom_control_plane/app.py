@@ -4,6 +4,7 @@ that says what to do)."""
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,9 @@ def build_app(runtime: Runtime, logger: Logger, settings: Settings) -> LambdaFun
         def endpoint(**params: str) -> Response:
             event = app.current_event
             access, schedules, schedules_problem = settings()
+            # A Function URL hands the path over as the client encoded it: a segment is read (and named in
+            # a refusal) as the client meant it.
+            params = {key: urllib.parse.unquote(value) for key, value in params.items()}
             request = Request(params=params, body=event.body, is_base64_encoded=event.is_base64_encoded,
                               query=event.query_string_parameters,
                               caller=caller_identity(event.raw_event.get("requestContext")), access=access,
