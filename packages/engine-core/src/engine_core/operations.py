@@ -273,6 +273,17 @@ class Operator(Reader):
             raise CallbackNotFoundError() from None
         # A genuine token: which wait it completes is the definition's to say.
         wf = self.definition(e)
+        if wf is None and e.status.is_terminal:  # answered as with the definition: used, or too late
+            if any(isinstance(r, StepRecord) and r.step_index == step_index and r.kind == "event"
+                   and r.status.value == "SUCCEEDED" for r in self.history_of(e)):
+                raise ExecutionStateConflictError("callback_used", "the wait this token was issued for already ended; "
+                                                  "a token completes its wait once", e.status.value)
+            _, problem = resolve(self.life.registry, e, read_pins(self.life.store, e.execution_id))
+            raise ExecutionStateConflictError("execution_ended", f"execution {e.execution_id} already ended "
+                                              f"{e.status.value}" + ("" if problem is None else (
+                                                  f" ({problem.code}); the token is not used up: deploy its "
+                                                  "definition, redrive it, then send the token again")),
+                                              e.status.value)
         if wf is None:
             _, problem = resolve(self.life.registry, e, read_pins(self.life.store, e.execution_id))
             why = problem.message if problem is not None else f"workflow {e.workflow!r} is not deployed here"

@@ -730,3 +730,33 @@ def test_versions_a_callback_for_an_execution_whose_version_was_removed_is_refus
 def lambda_named(name, fn):
     fn.__name__ = name
     return fn
+
+
+def test_versions_a_callback_for_an_execution_that_ended_while_its_version_was_gone_says_so_and_how_to_go_on():
+    from engine_core import wait_for_event
+
+    # given: version 1 waits for a callback; only version 2 is deployed, and a delivery failed it
+    j, tokens = Journal(), []
+
+    def waits(r):
+        @workflow(NAME, registry=r)
+        class Approval:
+            steps = [lambda_named("issue", lambda ctx: tokens.append(ctx.callback_token("approved")) or {}),
+                     wait_for_event("approved", timeout=3600), j.body("b")]
+
+    runner = LocalRunner(deployed(waits))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "WAITING")
+    runner.deploy(deployed(lambda r: v2(r, j)))
+    runner.engine.operator.wake(eid, "ops")
+    assert runner.run_until_done(eid).error.code == "workflow_version_missing"
+    # when
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.complete_callback(tokens[0], {"ok": True}, "partner")
+    # then: ended, with the way back; and after it, the same token completes the wait
+    assert refused.value.code == "execution_ended" and "not used up" in str(refused.value)
+    runner.deploy(deployed(waits, lambda r: v2(r, j)))
+    runner.engine.operator.redrive(eid, "ops")
+    runner.run_until(eid, "WAITING")
+    assert runner.engine.operator.complete_callback(tokens[0], {"ok": True}, "partner").outcome == "delivered"
+    assert runner.run_until_done(eid).status is Status.COMPLETED

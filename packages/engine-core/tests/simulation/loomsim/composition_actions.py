@@ -237,6 +237,17 @@ class OperatorActions:
                                "wait was never answered and the token never used")
             elif answered is not None and answered.event_id != event_id:
                 self.stat("callback.used_after_answered_otherwise")
+        elif outcome in ("workflow_definition_mismatch", "workflow_version_missing"):
+            # A genuine token of a live execution whose definition is not deployed: refused, not used up.
+            info = self.runs.info(eid, t.run)
+            attrs = self.inner.metas.get(eid, {})
+            if self.deployed(info.fingerprint if info else None) or attrs.get("status") in TERMINAL:
+                self.violation(f"{eid[:8]}: a callback for step {t.step} answered {outcome}, but its definition is "
+                               f"deployed or the execution ended ({attrs.get('status')})")
+            elif [w for w in self.writes.get(eid, ()) if w.op_id == op.id and w.what == "put_event"]:
+                self.violation(f"{eid[:8]}: a callback refused {outcome} wrote an event")
+            else:
+                self.stat("callback.refused_while_its_definition_is_not_deployed")
         elif outcome == "execution_ended":
             attrs = self.inner.metas.get(eid, {})
             if attrs.get("status") not in TERMINAL or not mine:
