@@ -530,3 +530,6 @@ def test_durable_a_wait_without_retry_waits_once_as_in_a_step_list_and_a_wake_en
     woke = runner.clock.now()
     e = finish(runner, eid)
     assert (e.status, e.error.code, runner.clock.now()) == (Status.FAILED, "event_timeout", woke)
+    assert "operator's wake" in e.error.message and "before its 60 s timeout" in e.error.message, e.error.message
+    (failed,) = [r for r in runner.history(eid) if isinstance(r, StepRecord) and r.kind == "event"]
+    assert failed.status.value == "FAILED" and failed.started_at is not None and failed.started_at <= woke

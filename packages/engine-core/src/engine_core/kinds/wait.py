@@ -108,13 +108,18 @@ def _timed_out(op: StepOps) -> Outcome:
     if spec.has_default:
         return _settle(op, dict(spec.default), None)
     policy = op.wf.policy_for(step.index)
-    message = (f"no {spec.event!r} event arrived within {spec.timeout_s:g} s "
-               f"(wait {e.attempt} of {policy.max_attempts})")
+    now, began = op.now(), _began(e)
+    waited = (now - began).total_seconds()
+    if waited < spec.timeout_s - op.settings.early_tolerance_s:  # only an operator's wake ends it this early
+        message = (f"an operator's wake (loom wake) ended the wait for {spec.event!r} after {waited:.0f} s, before "
+                   f"its {spec.timeout_s:g} s timeout, with no event (wait {e.attempt} of {policy.max_attempts})")
+    else:
+        message = (f"no {spec.event!r} event arrived within {spec.timeout_s:g} s "
+                   f"(wait {e.attempt} of {policy.max_attempts})")
     if e.attempt >= policy.max_attempts:
-        return op.fail(op.error("event_timeout", message, retryable=False))
-    now = op.now()
+        return op.fail(op.error("event_timeout", message, retryable=False), started_at=began)
     record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.FAILED, attempts=e.attempt,
-                        version=e.version, started_at=_began(e), finished_at=now, kind="event", run=e.run,
+                        version=e.version, started_at=began, finished_at=now, kind="event", run=e.run,
                         error=op.error("event_timeout", message, retryable=True), expires_at=op.item_expiry(now))
     outcome = op.put(record)
     if outcome is not None:
