@@ -315,6 +315,20 @@ def test_history_reads_every_page(api, capsys):
     assert "s4" in out and "redrive" in out and "after import_rows failed (1 attempts): permanent_error: row 2" in out
 
 
+def test_history_names_the_versions_of_a_redrive_onto_another_version(api, capsys):
+    onto = {**REDRIVE_OP, "detail": {**REDRIVE_OP["detail"], "from_version": 1, "to_version": 2}}
+
+    def route(m, p, q, b):
+        if p.endswith("/history"):
+            return 200, {"execution_id": EID, "steps": [_record(0)], "operations": [onto], "next_token": None}
+        return None
+
+    api.extra_route = route
+    assert main(["--url", api.url, "history", EID]) == 0
+    out = capsys.readouterr().out
+    assert "onto version 2 from 1; after import_rows failed (1 attempts)" in out, out
+
+
 class Script:
     """Answers GET /executions/{id} from a list of documents, repeating the last one."""
 

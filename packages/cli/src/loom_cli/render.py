@@ -157,6 +157,8 @@ def operations_table(h: History) -> str:
                    f"({detail.get('attempts', '?')} attempts): {error.get('code')}: {error.get('message')}"
         elif op.op == "wake":
             what = f"skipped the {detail.get('was')} due {detail.get('due')}"
+        if "to_version" in detail:  # a redrive onto another version
+            what = f"onto version {detail['to_version']} from {detail.get('from_version')}" + (f"; {what}" if what else "")
         rows.append([op.version, op.op, op.at, op.by, what])
     return table(["version", "operation", "at", "by", "reason / detail"], rows, limit=160)
 
