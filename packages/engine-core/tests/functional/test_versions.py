@@ -245,6 +245,30 @@ def test_versions_a_cancel_after_a_deploy_undoes_with_the_pinned_versions_compen
     assert j.ran(eid) == ["charge", "refund_v1"]
 
 
+def _die_inside(runner: LocalRunner, step_name: str, done=None) -> list[int]:
+    """Step ``runner`` until ``done()`` (default: until the worker died), the worker dying once on the way out
+    of ``step_name``'s body (after its side effect, before its record). Returns the attempt that died."""
+    died: list[int] = []
+
+    def hook(name, info):
+        if name == "step.return" and info.get("step_name") == step_name and not died:
+            died.append(info["attempt"])
+            raise SystemExit("killed")
+
+    faults.install(hook)
+    try:
+        for _ in range(10_000):
+            if (done or (lambda: bool(died)))():
+                break
+            try:
+                runner.step_once()
+            except SystemExit:
+                pass
+    finally:
+        faults.install(None)
+    return died
+
+
 def test_versions_a_worker_killed_inside_a_step_after_a_deploy_reruns_the_pinned_versions_step():
     # given: version 1 asleep; version 2 deployed; the worker dies inside b (after its side effect)
     j = Journal()
@@ -252,26 +276,9 @@ def test_versions_a_worker_killed_inside_a_step_after_a_deploy_reruns_the_pinned
     eid = runner.start(NAME, {})
     runner.run_until(eid, "SLEEPING")
     runner.deploy(deployed(lambda r: v1(r, j), lambda r: v2(r, j)))
-    killed = []
-
-    def hook(name, info):
-        if name == "step.return" and info.get("step_name") == "b" and not killed:
-            killed.append(info["attempt"])
-            raise SystemExit("killed")
-
-    faults.install(hook)
-    try:
-        for _ in range(10_000):
-            if killed:
-                break
-            try:
-                runner.step_once()
-            except SystemExit:
-                pass
-        # when: the claim's lease runs out and the sweeper re-drives it
-        e = runner.run_until_done(eid)
-    finally:
-        faults.install(None)
+    assert _die_inside(runner, "b") == [1]
+    # when: the claim's lease runs out and the sweeper re-drives it
+    e = runner.run_until_done(eid)
     # then: b ran again (same version), c and d never ran; the second attempt completed it
     assert e.status is Status.COMPLETED and e.workflow_version == 1
     assert j.ran(eid) == ["a", "b", "b"]
@@ -525,21 +532,7 @@ def _cancel_in_flight(registry: Registry, undone: list, ran: list, style: str, v
 def _killed_in_pack_then_cancelled(runner: LocalRunner, eid: str, ran: list) -> None:
     """The worker dies inside "pack" (after its side effect), and an operator asks to cancel meanwhile (a
     request: the dead attempt's claim still holds the step)."""
-    def hook(name, info):
-        if name == "step.return" and info.get("step_name") == "pack":
-            raise SystemExit("killed")
-
-    faults.install(hook)
-    try:
-        for _ in range(1_000):
-            if ran:
-                break
-            try:
-                runner.step_once()
-            except SystemExit:
-                pass
-    finally:
-        faults.install(None)
+    _die_inside(runner, "pack", lambda: bool(ran))
     assert ran == ["pack"]
     assert runner.engine.operator.cancel(eid, "oncall").cancel_requested
 
