@@ -200,7 +200,9 @@ class CodeRun(StepRun):
             raise Suspend(self.fail(ErrorInfo(code="corrupt_state", message=(
                 f"the function reached position {d.index} {d.name!r} with every earlier call recorded, but the "
                 f"execution is at position {e.current_step}: its history is missing records"))))
-        cap = self._cap_exceeded(e) or (None if e.cancel_requested else self._unfit(d))
+        cap = self._cap_exceeded(e)
+        if cap is None and (d.timeout_s is not None or self.wf.step_timeout_s) and not e.cancel_requested:
+            cap = self._unfit(d)  # the default budget is derived from the worker's timeout: it always fits
         if cap is not None:
             raise Suspend(self.fail(cap))
         kind = self.kinds.kinds[d.kind.kind]
