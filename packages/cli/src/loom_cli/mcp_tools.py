@@ -122,7 +122,8 @@ TOOLS = [
              "person or a system, e.g. in an approval link, and they show in the execution's context. Answering one "
              "decides for that person (approving or declining an expense, say): do it only when they asked you to. "
              "The wait it stands for resumes with the data. A token can be used once (callback_used); an unknown one "
-             "is callback_not_found.",
+             "is callback_not_found; one whose execution's workflow version is not deployed is "
+             "workflow_version_missing and stays usable once that version is deployed again.",
              _obj({"token": {"type": "string", "minLength": 1, "description": "The callback token, as issued."},
                    "data": {"type": "object", "default": {}, "description": "The answer's payload."}},
                   ["token"]),
