@@ -282,3 +282,24 @@ def test_history_names_the_branches_of_a_step_that_has_no_record_yet_by_the_name
     # and a branch waiting for its retry says when it comes (wake does not skip it)
     assert re.search(r"^1\s+doubles\[2\]\s+branch\s+RETRY\s.*next attempt 2026-12-03T08:30:00Z; step_error: timeout",
                      out, re.M), out
+
+
+def test_history_of_an_ended_execution_says_its_unfinished_branches_will_not_run():
+    from loom_cli.render import history_table
+
+    # given: a map cancelled half-way: one branch done, one never started, one mid-retry
+    page = {"execution_id": "e-1", "steps": [
+        {"step_index": 0, "branch": 0, "kind": "branch", "name": "each", "status": "SUCCEEDED", "attempts": 1,
+         "result": 1},
+        {"step_index": 0, "branch": 1, "kind": "branch", "name": "each", "status": "PENDING"},
+        {"step_index": 0, "branch": 2, "kind": "branch", "name": "each", "status": "RETRY", "attempts": 1,
+         "error": {"code": "step_error", "message": "timeout"}},
+    ], "operations": [], "next_token": None}
+    # when
+    live, ended = history_table(page), history_table(page, ended=True)
+    # then: the recorded status stays; once the execution ended, the row says the branch will not run
+    assert "never ran" not in live and "stopped" not in live
+    assert re.search(r"^0\s+each\[1\]\s+branch\s+PENDING\s.*never ran: the execution ended", ended, re.M), ended
+    assert re.search(r"^0\s+each\[2\]\s+branch\s+RETRY\s.*stopped: the execution ended; step_error: timeout",
+                     ended, re.M), ended
+    assert re.search(r"^0\s+each\[0\]\s+branch\s+SUCCEEDED\s+1\s", ended, re.M), ended

@@ -88,9 +88,13 @@ def _step_name(r: BranchRecord, names: dict[int, str]) -> str:
     return f"{names.get(r.step_index) or r.name or 'step'}[{r.branch}]"
 
 
-def history_table(h: History | dict) -> str:
+UNFINISHED_BRANCH = ("PENDING", "RUNNING", "RETRY")
+
+
+def history_table(h: History | dict, ended: bool = False) -> str:
     """``loom history``: one row per record with its kind (an undo is a ``compensation`` row, a branch is
-    ``name[n]`` under its ``fanout`` step, whose attempts are its branches')."""
+    ``name[n]`` under its ``fanout`` step, whose attempts are its branches'). Once the execution ``ended``, a
+    branch left unfinished (a cancel, a failure of another branch) says it will not run."""
     h = History.model_validate(h) if isinstance(h, dict) else h
     names = {r.step_index: r.name for r in h.steps if isinstance(r, StepRecord)}
     rows = []
@@ -107,6 +111,9 @@ def history_table(h: History | dict) -> str:
                 detail = "(result too large to show: the step's record holds it)"
             if r.status == "RETRY" and r.next_wake_at:
                 detail = f"next attempt {r.next_wake_at}; {detail}"
+            if ended and r.status in UNFINISHED_BRANCH:
+                detail = "never ran: the execution ended" if r.status == "PENDING" else \
+                    f"stopped: the execution ended{'' if detail is None else f'; {detail}'}"
             rows.append([r.step_index, _step_name(r, names), "branch", r.status, r.attempts, r.started_at,
                          r.finished_at, detail])
             continue
