@@ -600,19 +600,7 @@ def test_versions_a_cancel_of_a_code_first_step_that_may_have_run_with_its_versi
     runner = LocalRunner(build((1, 2)))
     eid = runner.start("pay", {}, version=1)
 
-    def hook(name, info):
-        if name == "step.return" and info.get("step_name") == "charge":
-            raise SystemExit("killed")
-
-    faults.install(hook)
-    try:
-        while not ran:
-            try:
-                runner.step_once()
-            except SystemExit:
-                pass
-    finally:
-        faults.install(None)
+    _die_inside(runner, "charge", lambda: bool(ran))
     runner.deploy(build((2,)))
     assert runner.engine.operator.cancel(eid, "oncall").cancel_requested
     # when: the claim's lease ends and the next delivery finds version 1 gone
