@@ -4,12 +4,13 @@ and the MCP tools work against it unchanged, found through the per-user state fi
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 
 import pytest
 
-from engine_core import Registry, sleep, step, wait_for_event, workflow
+from engine_core import PermanentStepError, Registry, map_, sleep, step, wait_for_event, workflow
 from loom_cli.console.server import Console
 from loom_cli.main import main as loom
 from loom_cli.mcp_tools import call_tool, select
@@ -34,6 +35,15 @@ def make_registry() -> Registry:
     @workflow("approve", registry=registry)
     class Approve:
         steps = [hello, wait_for_event("approved", timeout=600), step(shout)]
+
+    def each(ctx):
+        if ctx.item == "bad":
+            raise PermanentStepError("no such item")
+        return ctx.item
+
+    @workflow("fan", registry=registry)
+    class Fan:
+        steps = [map_(each, over="items", max_concurrency=1, name="each")]
 
     return registry
 
@@ -225,3 +235,41 @@ def test_lite_lists_no_schedules_even_with_loom_schedules_in_its_environment(tmp
         status, _, body = http(f"{runtime.url}/schedules")
     assert status == 200, body
     assert body["schedules"] == [], body
+
+
+def test_loom_dev_serves_a_module_with_its_own_registry_and_refuses_one_with_no_workflows(tmp_path):
+    from engine_core.settings import ConfigurationError
+    from loom_lite.cli import load_workflows
+
+    # given: a module written as the README's first workflow is (``registry = Registry()``)
+    own = tmp_path / "own_flows.py"
+    own.write_text("from engine_core import Registry, workflow\nregistry = Registry()\n"
+                   "def hello(ctx):\n    return {'hello': ctx['name']}\n"
+                   "@workflow('own_hello', registry=registry)\nclass Hello:\n    steps = [hello]\n")
+    empty = tmp_path / "no_flows.py"
+    empty.write_text("def helper(ctx):\n    return {}\n")
+    served = Registry()
+    # when / then: its workflows are served
+    load_workflows([str(own)], entry_points=False, registry=served)
+    assert served.names() == ["own_hello"]
+    # and loaded again (the file runs again): still served, not refused
+    load_workflows([str(own)], entry_points=False, registry=served)
+    # and a module that registers nothing is named, with what to do, instead of serving nothing of it
+    with pytest.raises(ConfigurationError, match=r"'.*no_flows.py' registered no workflows: decorate them with "
+                                                 r"@workflow\(...\) or @durable\(...\)"):
+        load_workflows([str(empty)], entry_points=False, registry=Registry())
+
+
+def test_lite_history_of_a_failed_map_says_which_branches_never_began(lite, capsys):
+    # given: a map one branch at a time whose second item fails for good: the items after it never begin
+    started = LoomClient().start("fan", {"items": ["a", "bad", "c", "d"]})
+    done = LoomClient().wait(started.execution_id, timeout_s=20)
+    branches = LoomClient().history(started.execution_id).branches(0)
+    capsys.readouterr()
+    # when
+    assert loom(["history", started.execution_id]) == 0
+    out = capsys.readouterr().out
+    # then: no row for the branches never begun (counted, not assumed), and the fan-out's row says so
+    assert done.status == "FAILED" and sorted(r.branch for r in branches)[:2] == [0, 1] and len(branches) < 4
+    assert re.search(r"^0\s+each\s+fanout\s+FAILED\s.*permanent_error: branch 1: no such item", out, re.M), out
+    assert "\neach: a branch with no row here never started (the execution ended first)\n" in out, out

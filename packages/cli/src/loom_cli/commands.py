@@ -56,7 +56,8 @@ def history(client: LoomClient, args) -> int:
     # An unfinished branch, or an event no wait consumed, waits while the execution lives; after its end it
     # never will (read only when one is there).
     unfinished = any(getattr(r, "status", None) in UNFINISHED_BRANCH and getattr(r, "branch", None) is not None
-                     for r in h.steps) or any(getattr(ev, "consumed_by_step", 0) is None for ev in h.events or [])
+                     for r in h.steps) or any(getattr(ev, "consumed_by_step", 0) is None for ev in h.events or []) \
+        or any(getattr(r, "kind", None) == "fanout" and r.status != "SUCCEEDED" for r in h.steps)
     ended = unfinished and client.get(args.execution_id).ended
     print(history_table(h, ended=ended))
     if h.cost is not None:

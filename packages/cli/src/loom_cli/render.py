@@ -94,10 +94,12 @@ UNFINISHED_BRANCH = ("PENDING", "RUNNING", "RETRY")
 def history_table(h: History | dict, ended: bool = False) -> str:
     """``loom history``: one row per record with its kind (an undo is a ``compensation`` row, a branch is
     ``name[n]`` under its ``fanout`` step, whose attempts are its branches'). Once the execution ``ended``, a
-    branch left unfinished (a cancel, a failure of another branch) says it will not run."""
+    branch left unfinished (a cancel, a failure of another branch) says it will not run, and an unfinished
+    fan-out says the branches it never began (no row: ``max_concurrency`` held them back) never will."""
     h = History.model_validate(h) if isinstance(h, dict) else h
     names = {r.step_index: r.name for r in h.steps if isinstance(r, StepRecord)}
-    rows = []
+    rows: list[list[Any]] = []
+    notes: list[str] = []
     for r in h.steps:
         if isinstance(r, CorruptRecord):
             rows.append(["?", r.sort_key, "?", "CORRUPT", "-", "-", "-", r.detail])
@@ -126,8 +128,11 @@ def history_table(h: History | dict, ended: bool = False) -> str:
                 summary = fanout_summary(branches)
                 attempts = summary.attempts
                 detail = err if err is not None else summary.text()
+            if ended and r.status != "SUCCEEDED":  # under max_concurrency, later branches may never have begun
+                notes.append(f"{r.name}: a branch with no row here never started (the execution ended first)")
         rows.append([r.step_index, r.name, kind, r.status, attempts, r.started_at, r.finished_at, detail])
-    return table(["#", "step", "kind", "status", "attempts", "started", "finished", "result / error"], rows)
+    out = table(["#", "step", "kind", "status", "attempts", "started", "finished", "result / error"], rows)
+    return "\n".join([out, "", *notes]) if notes else out
 
 
 def events_table(h: History, ended: bool = False) -> str:

@@ -136,9 +136,13 @@ class Registry:
     _workflows: dict[str, dict[int, WorkflowDef]] = field(default_factory=dict)
     _loaded_groups: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    registrations: int = 0
+    """How many definitions were registered here so far, the same one again included (what a module
+    loaded into it contributed, even when it only registered again what an earlier import did)."""
 
     def register(self, definition: WorkflowDef) -> None:
         with self._lock:
+            self.registrations += 1
             versions = self._workflows.setdefault(definition.name, {})
             existing = versions.get(definition.version)
             if existing is not None and existing.source != definition.source:
@@ -177,6 +181,21 @@ class Registry:
         """Every registered version of every workflow, by name then version."""
         return [self._workflows[n][v] for n in self.names() for v in self.versions(n)]
 
+    def include(self, found: object) -> list[str]:
+        """Register here the workflows of ``found``: a ``Registry``, or a module whose top-level ``Registry``
+        objects hold them (a package written with ``registry = Registry()``, as its tests like it, is served
+        like one using the default registry). The names taken in, in order."""
+        sources = [found] if isinstance(found, Registry) else \
+            [v for v in vars(found).values() if isinstance(v, Registry)] if inspect.ismodule(found) else []
+        names: list[str] = []
+        for other in sources:
+            if other is self:
+                continue
+            for definition in other.all_versions():
+                self.register(definition)
+                names.append(definition.name)
+        return list(dict.fromkeys(names))
+
     def __contains__(self, name: object) -> bool:
         return bool(self._workflows.get(name)) if isinstance(name, str) else False
 
@@ -191,7 +210,7 @@ class Registry:
         loaded = []
         for ep in sorted(entry_points(group=group), key=lambda e: e.name):
             try:
-                ep.load()
+                self.include(ep.load())  # the module registered its workflows; an own Registry is taken in
             except RegistrationError:
                 raise
             except Exception as exc:

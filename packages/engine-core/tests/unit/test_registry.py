@@ -189,3 +189,43 @@ def test_versions_the_same_version_registered_twice_is_refused_and_a_bad_version
     for bad in (0, -1, True, "2", 1.5):
         with pytest.raises(RegistrationError, match="version must be an integer from 1"):
             workflow("orders", registry=registry, version=bad)
+
+
+def test_a_package_with_its_own_registry_is_served_like_one_on_the_default(monkeypatch, tmp_path):
+    # given: two installed workflow packages written as their tests like them, each with its own
+    # ``registry = Registry()``: one whose entry point names the module, one naming the registry object
+    import importlib.util
+
+    (tmp_path / "own_registry_flows.py").write_text(
+        "from engine_core import Registry, workflow\n"
+        "registry = Registry()\n"
+        "def one(ctx):\n    return {}\n"
+        "def two(ctx):\n    return {}\n"
+        "@workflow('own_module', registry=registry)\nclass Own:\n    steps = [one]\n"
+        "@workflow('own_module', version=2, registry=registry)\nclass OwnTwo:\n    steps = [one, two]\n")
+    spec = importlib.util.spec_from_file_location("own_registry_flows", tmp_path / "own_registry_flows.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    other = Registry()
+    other.register(build_workflow("own_object", [a], source="pkg.flows"))
+
+    class Entry:
+        dist = None
+
+        def __init__(self, name, value, obj):
+            self.name, self.value, self.obj = name, value, obj
+
+        def load(self):
+            return self.obj
+
+    monkeypatch.setattr("engine_core.registry.entry_points", lambda group: [
+        Entry("a", "own_registry_flows", module), Entry("b", "pkg.flows:registry", other)])
+    served = Registry()
+    # when
+    assert served.load_entry_points() == ["a", "b"]
+    # then: every version of each is served; the packages' own registries are left as they were
+    assert served.names() == ["own_module", "own_object"]
+    assert served.versions("own_module") == [1, 2]
+    assert served.registrations == 3 and module.registry.names() == ["own_module"]
+    # and a registry never takes in itself, and a plain object brings nothing
+    assert served.include(served) == [] and served.include(object()) == [] and served.registrations == 3

@@ -41,6 +41,7 @@ def load_workflows(modules: list[str], entry_points: bool = True, registry: Regi
     if here not in sys.path:
         sys.path.insert(0, here)
     for name in modules:
+        before, fresh = registry.registrations, name.endswith(".py") or name not in sys.modules
         try:
             if name.endswith(".py"):
                 path = Path(name).resolve()
@@ -51,12 +52,17 @@ def load_workflows(modules: list[str], entry_points: bool = True, registry: Regi
                 sys.modules[path.stem] = module
                 spec.loader.exec_module(module)
             else:
-                importlib.import_module(name)
+                module = importlib.import_module(name)
         except RegistrationError:
             raise
         except Exception as exc:
             raise ConfigurationError(f"cannot import workflow module {name!r}: {type(exc).__name__}: {exc} (a module "
                                      f"importable from {here}, or a .py file)") from exc
+        registry.include(module)  # ``registry = Registry()`` at its top level: served as well
+        if fresh and registry.registrations == before:  # (an earlier import registered what a module has)
+            raise ConfigurationError(
+                f"workflow module {name!r} registered no workflows: decorate them with @workflow(...) or "
+                "@durable(...), on the default registry or on a Registry() at the module's top level")
     if entry_points:
         registry.load_entry_points()
     if not registry.all():
