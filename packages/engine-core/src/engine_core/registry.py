@@ -184,7 +184,8 @@ class Registry:
     def include(self, found: object) -> list[str]:
         """Register here the workflows of ``found``: a ``Registry``, or a module whose top-level ``Registry``
         objects hold them (a package written with ``registry = Registry()``, as its tests like it, is served
-        like one using the default registry). The names taken in, in order."""
+        like one using the default registry). What is registered here already wins over a module's other
+        registries (a test's variant of a deployed workflow is not a conflict). The names taken in, in order."""
         sources = [found] if isinstance(found, Registry) else \
             [v for v in vars(found).values() if isinstance(v, Registry)] if inspect.ismodule(found) else []
         names: list[str] = []
@@ -192,6 +193,9 @@ class Registry:
             if other is self:
                 continue
             for definition in other.all_versions():
+                here = self._workflows.get(definition.name, {}).get(definition.version)
+                if here is not None and here.source != definition.source and not isinstance(found, Registry):
+                    continue
                 self.register(definition)
                 names.append(definition.name)
         return list(dict.fromkeys(names))

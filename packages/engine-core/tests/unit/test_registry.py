@@ -229,3 +229,28 @@ def test_a_package_with_its_own_registry_is_served_like_one_on_the_default(monke
     assert served.registrations == 3 and module.registry.names() == ["own_module"]
     # and a registry never takes in itself, and a plain object brings nothing
     assert served.include(served) == [] and served.include(object()) == [] and served.registrations == 3
+
+
+def test_a_modules_test_registry_does_not_conflict_with_what_it_registered_on_the_default(tmp_path):
+    import importlib.util
+
+    # given: a module that deploys 'billing' on the default registry and keeps a test variant of it
+    (tmp_path / "variant_flows.py").write_text(
+        "from engine_core import Registry, workflow\n"
+        "def one(ctx):\n    return {}\n"
+        "def two(ctx):\n    return {}\n"
+        "served = Registry()\n"
+        "@workflow('billing', registry=served)\nclass Billing:\n    steps = [one, two]\n"
+        "tests = Registry()\n"
+        "@workflow('billing', registry=tests)\nclass BillingForTests:\n    steps = [one]\n")
+    spec = importlib.util.spec_from_file_location("variant_flows", tmp_path / "variant_flows.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    target = module.served  # stands for the default registry the module registered on
+    # when
+    target.include(module)
+    # then: the deployed definition stays; no "registered twice" refusal
+    assert [s.name for s in target.get("billing").steps] == ["one", "two"]
+    # and a registry named directly still conflicts loudly, as two packages registering one name do
+    with pytest.raises(RegistrationError, match="registered twice"):
+        target.include(module.tests)
