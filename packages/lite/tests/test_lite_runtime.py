@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 
@@ -37,6 +38,8 @@ def make_registry() -> Registry:
         steps = [hello, wait_for_event("approved", timeout=600), step(shout)]
 
     def each(ctx):
+        if ctx.item == "slow":
+            time.sleep(0.3)
         if ctx.item == "bad":
             raise PermanentStepError("no such item")
         return ctx.item
@@ -272,4 +275,24 @@ def test_lite_history_of_a_failed_map_says_which_branches_never_began(lite, caps
     # then: no row for the branches never begun (counted, not assumed), and the fan-out's row says so
     assert done.status == "FAILED" and sorted(r.branch for r in branches)[:2] == [0, 1] and len(branches) < 4
     assert re.search(r"^0\s+each\s+fanout\s+FAILED\s.*permanent_error: branch 1: no such item", out, re.M), out
+    assert "\neach: a branch with no row here never started (the execution ended first)\n" in out, out
+
+
+def test_lite_history_of_a_map_cancelled_half_way_says_the_rest_never_began(lite, capsys):
+    # given: a map one branch at a time, cancelled once its first branch has a row
+    client = LoomClient()
+    eid = client.start("fan", {"items": ["slow", "slow", "slow", "slow", "slow", "slow"]}).execution_id
+    deadline = time.monotonic() + 20
+    while not client.history(eid).branches(0) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    client.cancel(eid, reason="enough")
+    done = client.wait(eid, timeout_s=20)
+    history = client.history(eid)
+    capsys.readouterr()
+    # when
+    assert loom(["history", eid]) == 0
+    out = capsys.readouterr().out
+    # then: the fan-out has no row of its own, fewer branch rows than items, and the table says the rest never began
+    assert done.status == "CANCELLED" and 0 < len(history.branches(0)) < 6
+    assert not [r for r in history.records() if r.step_index == 0], history.records()
     assert "\neach: a branch with no row here never started (the execution ended first)\n" in out, out

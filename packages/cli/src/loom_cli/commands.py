@@ -7,7 +7,7 @@ from typing import Any
 
 from .args import json_object
 from .readings import step_label
-from .render import UNFINISHED_BRANCH, cost_text, events_table, execution_table, executions_table, history_table, operations_table, schedules_table, workflows_table
+from .render import cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
 from .sdk import LoomClient, LoomError
 from .sdk.models import Workflow
 from .watch import watch as follow
@@ -55,10 +55,7 @@ def history(client: LoomClient, args) -> int:
         return 0
     # An unfinished branch, or an event no wait consumed, waits while the execution lives; after its end it
     # never will (read only when one is there).
-    unfinished = any(getattr(r, "status", None) in UNFINISHED_BRANCH and getattr(r, "branch", None) is not None
-                     for r in h.steps) or any(getattr(ev, "consumed_by_step", 0) is None for ev in h.events or []) \
-        or any(getattr(r, "kind", None) == "fanout" and r.status != "SUCCEEDED" for r in h.steps)
-    ended = unfinished and client.get(args.execution_id).ended
+    ended = says_more_once_ended(h) and client.get(args.execution_id).ended
     print(history_table(h, ended=ended))
     if h.cost is not None:
         print(f"\ncost so far: {cost_text(h.cost)}")

@@ -91,6 +91,18 @@ def _step_name(r: BranchRecord, names: dict[int, str]) -> str:
 UNFINISHED_BRANCH = ("PENDING", "RUNNING", "RETRY")
 
 
+def says_more_once_ended(h: History) -> bool:
+    """Whether ``history_table`` (and ``events_table``) would say more of ``h`` once the execution ended: an
+    unfinished branch, a fan-out that did not succeed (or has no record of its own yet), an event no wait
+    consumed."""
+    fanouts = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind != "compensation"
+               and (r.kind != "fanout" or r.status == "SUCCEEDED")}
+    return any(isinstance(r, BranchRecord) and (r.status in UNFINISHED_BRANCH or r.step_index not in fanouts)
+               for r in h.steps) \
+        or any(isinstance(r, StepRecord) and r.kind == "fanout" and r.status != "SUCCEEDED" for r in h.steps) \
+        or any(getattr(ev, "consumed_by_step", 0) is None for ev in h.events or [])
+
+
 def history_table(h: History | dict, ended: bool = False) -> str:
     """``loom history``: one row per record with its kind (an undo is a ``compensation`` row, a branch is
     ``name[n]`` under its ``fanout`` step, whose attempts are its branches'). Once the execution ``ended``, a
@@ -131,6 +143,11 @@ def history_table(h: History | dict, ended: bool = False) -> str:
             if ended and r.status != "SUCCEEDED":  # under max_concurrency, later branches may never have begun
                 notes.append(f"{r.name}: a branch with no row here never started (the execution ended first)")
         rows.append([r.step_index, r.name, kind, r.status, attempts, r.started_at, r.finished_at, detail])
+    if ended:  # a fan-out cancelled before its step ended has its branches' rows and none of its own
+        steps = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind != "compensation"}
+        for i, name in {r.step_index: _step_name(r, names).split("[")[0] for r in h.steps
+                        if isinstance(r, BranchRecord) and r.step_index not in steps}.items():
+            notes.append(f"{name}: a branch with no row here never started (the execution ended first)")
     out = table(["#", "step", "kind", "status", "attempts", "started", "finished", "result / error"], rows)
     return "\n".join([out, "", *notes]) if notes else out
 
