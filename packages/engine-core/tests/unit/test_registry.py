@@ -191,21 +191,26 @@ def test_versions_the_same_version_registered_twice_is_refused_and_a_bad_version
             workflow("orders", registry=registry, version=bad)
 
 
+def _flows_module(folder, name: str, body: str):
+    """A module ``name`` written in ``folder`` (two step functions, ``one`` and ``two``, then ``body``), imported."""
+    import importlib.util
+
+    path = folder / f"{name}.py"
+    path.write_text("from engine_core import Registry, workflow\n"
+                    "def one(ctx):\n    return {}\ndef two(ctx):\n    return {}\n" + body)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_a_package_with_its_own_registry_is_served_like_one_on_the_default(monkeypatch, tmp_path):
     # given: two installed workflow packages written as their tests like them, each with its own
     # ``registry = Registry()``: one whose entry point names the module, one naming the registry object
-    import importlib.util
-
-    (tmp_path / "own_registry_flows.py").write_text(
-        "from engine_core import Registry, workflow\n"
+    module = _flows_module(tmp_path, "own_registry_flows", (
         "registry = Registry()\n"
-        "def one(ctx):\n    return {}\n"
-        "def two(ctx):\n    return {}\n"
         "@workflow('own_module', registry=registry)\nclass Own:\n    steps = [one]\n"
-        "@workflow('own_module', version=2, registry=registry)\nclass OwnTwo:\n    steps = [one, two]\n")
-    spec = importlib.util.spec_from_file_location("own_registry_flows", tmp_path / "own_registry_flows.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+        "@workflow('own_module', version=2, registry=registry)\nclass OwnTwo:\n    steps = [one, two]\n"))
     other = Registry()
     other.register(build_workflow("own_object", [a], source="pkg.flows"))
 
@@ -232,20 +237,12 @@ def test_a_package_with_its_own_registry_is_served_like_one_on_the_default(monke
 
 
 def test_a_modules_test_registry_does_not_conflict_with_what_it_registered_on_the_default(tmp_path):
-    import importlib.util
-
     # given: a module that deploys 'billing' on the default registry and keeps a test variant of it
-    (tmp_path / "variant_flows.py").write_text(
-        "from engine_core import Registry, workflow\n"
-        "def one(ctx):\n    return {}\n"
-        "def two(ctx):\n    return {}\n"
+    module = _flows_module(tmp_path, "variant_flows", (
         "served = Registry()\n"
         "@workflow('billing', registry=served)\nclass Billing:\n    steps = [one, two]\n"
         "tests = Registry()\n"
-        "@workflow('billing', registry=tests)\nclass BillingForTests:\n    steps = [one]\n")
-    spec = importlib.util.spec_from_file_location("variant_flows", tmp_path / "variant_flows.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+        "@workflow('billing', registry=tests)\nclass BillingForTests:\n    steps = [one]\n"))
     target = module.served  # stands for the default registry the module registered on
     # when
     target.include(module)
