@@ -711,7 +711,7 @@ def test_complete_branch_records_and_counts_once_and_a_second_completion_is_refu
     assert store.load_state(e.execution_id).joins[1].done == 1
 
 
-def test_complete_branch_of_an_older_generation_is_refused_by_the_new_join_and_counts_nothing(store):
+def test_complete_branch_of_an_older_generation_is_refused_by_the_new_join_and_counts_nothing_until_adopted(store):
     from engine_core.errors import BranchConflictError
 
     e = _with_fanout(store)  # generation 2
@@ -721,6 +721,11 @@ def test_complete_branch_of_an_older_generation_is_refused_by_the_new_join_and_c
         store.complete_branch(e.execution_id, _branch(0, version=3, status="SUCCEEDED", result_blob="1"), 2)
     assert store.get_branch(e.execution_id, 1, 0).status.value == "RUNNING"
     assert store.get_join(e.execution_id, 1).done == 0
+    # and the attempt that still holds it completes into the new generation (the engine's adoption), counted once
+    adopted = _branch(0, version=3, status="SUCCEEDED", result_blob="1").model_copy(update={"generation": 5})
+    store.complete_branch(e.execution_id, adopted, 2)
+    assert store.get_branch(e.execution_id, 1, 0) == adopted
+    assert store.get_join(e.execution_id, 1).done == 1
 
 
 def test_put_join_refuses_its_own_generation_again_and_replaces_an_older_one(store):

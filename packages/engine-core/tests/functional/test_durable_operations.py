@@ -533,3 +533,45 @@ def test_durable_a_wait_without_retry_waits_once_as_in_a_step_list_and_a_wake_en
     assert "operator's wake" in e.error.message and "before its 60 s timeout" in e.error.message, e.error.message
     (failed,) = [r for r in runner.history(eid) if isinstance(r, StepRecord) and r.kind == "event"]
     assert failed.status.value == "FAILED" and failed.started_at is not None and failed.started_at <= woke
+
+
+@pytest.mark.parametrize("woken", [False, True], ids=["due", "woken"])
+def test_durable_a_sleep_that_began_goes_on_to_its_wake_time_after_a_redrive_never_over_again(registry, woken):
+    # given: a deploy changes the function while it sleeps an hour; the replay at the wake (due, or an
+    # operator's wake) fails nondeterministic_replay at the sleep's position
+    flag = {"new": False}
+    shipped = []
+
+    @durable("sleep_redrive", registry=registry)
+    def flow(input):
+        step("charge", lambda: "ch-1")
+        if flag["new"]:
+            step("refund_policy", lambda: 1)
+        sleep(hours=1)
+        return step("ship", lambda: shipped.append(1) or "shipped")
+
+    runner = make_runner(registry)
+    eid = runner.start("sleep_redrive")
+    e = until(runner, eid, Status.SLEEPING)
+    wake_at = e.next_wake_at
+    flag["new"] = True
+    if woken:
+        runner.engine.operator.wake(eid, "ops")
+    else:
+        runner.clock.advance(3600)
+    failed = finish(runner, eid)
+    assert (failed.status, failed.error.code, failed.current_step) == (Status.FAILED, "nondeterministic_replay", 1)
+    at_failure = runner.clock.now()
+    # when: the deploy is undone and the execution redriven
+    flag["new"] = False
+    runner.engine.operator.redrive(eid, "ops")
+    resumed = until(runner, eid, Status.SLEEPING) if at_failure < wake_at else None
+    # then: a sleep the operator skipped goes on to its own wake time (not an hour from the redrive); one
+    # that was due moves on at once
+    if resumed is not None:
+        assert resumed.next_wake_at == wake_at
+        runner.clock.advance((wake_at - runner.clock.now()).total_seconds())
+    done = finish(runner, eid)
+    assert done.status is Status.COMPLETED and shipped == [1]
+    sleeps = [r for r in runner.engine.history(eid) if r.kind == "sleep"]
+    assert len(sleeps) == 1 and sleeps[0].started_at <= at_failure  # the record of when it began, kept

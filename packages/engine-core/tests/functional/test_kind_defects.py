@@ -366,6 +366,55 @@ def test_defect19_5_a_redrive_never_runs_a_branch_body_while_an_attempt_of_it_st
     assert runner.context(eid)["items_done"] == [0, 1]
 
 
+def test_a_branch_held_through_a_redrive_keeps_its_success_and_its_body_runs_once():
+    registry = Registry()
+    starts: list = []
+    fixed = {"on": False}
+    queue_during: list = []
+
+    def item(ctx):
+        b = ctx.branch
+        starts.append(b)
+        if b == 1 and not fixed["on"]:
+            raise PermanentStepError("item 1 is broken")
+        if b == 0 and starts.count(0) == 1:
+            # While branch 0's first attempt runs: branch 1 fails the step, the operator fixes the cause and
+            # redrives, and the new generation's deliveries run (branch 1 again; branch 0's lane waits).
+            runner.engine.process(queue_during.pop(0).body)
+            assert runner.engine.get(eid).status is Status.FAILED
+            fixed["on"] = True
+            runner.engine.operator.redrive(eid, "ops")
+            deliver_all(runner)
+        return f"done-{b}"
+
+    @workflow("held_redrive", registry=registry)
+    class Held:
+        steps = [map_(item, over="items", max_concurrency=2, name="items_done")]
+        retry = RetryPolicy(max_attempts=1)
+
+    runner = LocalRunner(registry)
+    eid = runner.start("held_redrive", {"items": [0, 1, 2]})
+    deliver_all(runner, rounds=1)
+    batch = runner.queue.receive()
+    by_branch = {m.body.branch: m for m in batch}
+    queue_during.append(by_branch[1])
+    began = runner.clock.now()
+    # when: branch 0's first attempt returns after the redrive began a new generation
+    outcome = runner.engine.process(by_branch[0].body)
+    for m in batch:
+        runner.queue.ack(m)
+    done = runner.run_until_done(eid)
+    # then: its success counts in the new generation and launches its lane's next branch; its body ran once,
+    # and nothing waited for a lease (the manual clock did not move past one)
+    assert outcome.kind != "superseded", outcome
+    assert sorted(starts) == [0, 1, 1, 2], starts
+    assert done.status is Status.COMPLETED
+    assert runner.context(eid)["items_done"] == ["done-0", "done-1", "done-2"]
+    assert (runner.clock.now() - began).total_seconds() < 5, runner.clock.now() - began
+    branch0 = runner.store.branches(eid, 0)[0]
+    assert (branch0.status.value, branch0.attempt) == ("SUCCEEDED", 1), branch0
+
+
 # -- 6. time deletes no live data ----------------------------------------------------------------------------
 
 def test_defect19_6_a_fan_out_that_outlives_retention_keeps_every_earlier_item():

@@ -134,10 +134,33 @@ def _succeeded(fan: FanOut, join: Join, claimed: Branch, result: Any) -> Outcome
     try:
         op.items.complete_branch(done, claimed.version)
     except BranchConflictError as lost:
-        return Outcome("superseded", fan.eid, fan.index, str(lost))
+        adopted = _adopted(fan, claimed, done, lost)
+        if adopted is None:
+            return Outcome("superseded", fan.eid, fan.index, str(lost))
+        done, join = adopted
     op.metric("BranchesSucceeded", "Count", 1)
     faults.point("worker.after_record", execution_id=fan.eid, step=fan.index, branch=b)
     return after_completion(fan, join, done)
+
+
+def _adopted(fan: FanOut, claimed: Branch, done: Branch, lost: BranchConflictError) -> tuple[Branch, Join] | None:
+    """A redrive began a new generation while this attempt held its branch: the new generation left the
+    branch to it (its lane waits for the attempt), so the success is the new generation's, counted on its
+    join, instead of thrown away for the body to run again once the lease ran out. None when the branch
+    moved meanwhile (reset, or completed by another delivery) or the join is not a newer generation's."""
+    # DynamoDB's refusal names no item when only the join's condition failed: read the branch.
+    current = lost.current or fan.op.items.get_branch(fan.index, claimed.branch)
+    if not isinstance(current, Branch) or current.version != claimed.version or current.status is not BranchStatus.RUNNING:
+        return None
+    join = fan.op.items.get_join(fan.index)
+    if join is None or join.generation <= claimed.generation:
+        return None
+    mine = done.model_copy(update={"generation": join.generation})
+    try:
+        fan.op.items.complete_branch(mine, claimed.version)  # the store still checks the run and the version
+    except BranchConflictError:
+        return None
+    return mine, join
 
 
 def after_completion(fan: FanOut, join: Join, done: Branch) -> Outcome:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 
 from .. import codec, faults, transitions
-from ..clock import format_ts
+from ..clock import format_ts, parse_ts
 from ..model import StepRecord, StepStatus, Timer
 from ..outcome import Outcome
 from ..protocol import ActionView, KindBase, StepOps
@@ -27,6 +27,16 @@ class SleepKind(KindBase):
         if e.attempt >= 1:
             return op.advance()  # due, woken or re-driven: it began (and was recorded) at an earlier visit
         now = op.now()
+        began = _began(op) if e.redrives else None
+        if began is not None:  # a redrive at a sleep that began: it goes on to its wake time, never over again
+            if began <= now:
+                return op.advance()
+            outcome = op.commit(transitions.slept(e, now, began))
+            if outcome is not None:
+                return outcome
+            op.log("sleeping", wake_at=began.isoformat(), resumed=True)
+            op.send(began)
+            return Outcome("slept", e.execution_id, step.index, f"until {began.isoformat()} (resumed after a redrive)")
         wake_at = now + dt.timedelta(seconds=step.kind.seconds)
         record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=1,
                             version=e.version, started_at=now, finished_at=now, kind="sleep", run=e.run,
@@ -47,3 +57,14 @@ class SleepKind(KindBase):
     def on_wake(self, view: ActionView) -> bool:
         return view.execution.timer is Timer.SLEEP
 
+
+def _began(op: StepOps) -> dt.datetime | None:
+    """The wake time this run's record of the current sleep holds: the sleep began before the execution failed
+    (a deploy changed its definition, or a code-first replay went another way) and was redriven. None when it
+    never began."""
+    index = op.step.index
+    for r in reversed(op.history()):  # the whole history: read once more only when the delivery read a tail
+        if type(r) is StepRecord and r.step_index == index and r.kind == "sleep" and r.status is StepStatus.SUCCEEDED:
+            wake_at = (codec.decode(r.result_blob) or {}).get("wake_at") if r.result_blob else None
+            return parse_ts(wake_at) if isinstance(wake_at, str) else None
+    return None
