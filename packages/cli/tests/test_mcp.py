@@ -41,7 +41,7 @@ def test_the_tools_are_listed_with_descriptions_and_json_schemas(control_plane):
     assert tools["start_execution"].input_schema["required"] == ["workflow"]
     assert tools["send_event"].input_schema["required"] == ["execution_id", "event"]
     assert tools["list_executions"].input_schema["properties"]["status"]["enum"] == [
-        "RUNNING", "SLEEPING", "WAITING", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED"]
+        "RUNNING", "SLEEPING", "WAITING", "COMPLETED", "FAILED", "CANCELLED", "COMPENSATION_FAILED", "LIVE"]
     assert tools["get_execution"].annotations.read_only_hint is True
     assert tools["cancel_execution"].annotations.destructive_hint is True
 

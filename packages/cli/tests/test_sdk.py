@@ -56,6 +56,20 @@ def test_list_iterates_every_page_and_stops_at_a_limit(client, control_plane):
     assert [x.execution_id for x in client.list(status="RUNNING", limit=2)] == ["e-24", "e-23"]
 
 
+@pytest.mark.parametrize("bad", [{"limit": 0}, {"limit": -1}, {"limit": "5"}, {"limit": 2.5}, {"limit": True},
+                                 {"page_size": 0}, {"page_size": "10"}])
+def test_list_refuses_a_limit_or_page_size_that_is_not_a_positive_whole_number_before_any_request(client, control_plane,
+                                                                                                  bad):
+    control_plane.add(execution_doc("e-1"))
+    seen = len(control_plane.requests)
+    with pytest.raises(LoomError) as refused:
+        client.list(**bad)  # at the call, not at the first iteration
+    (what, value), = bad.items()
+    assert refused.value.code == "invalid_argument"
+    assert f"{what} must be a whole number of at least 1, got {value!r}" in str(refused.value)
+    assert len(control_plane.requests) == seen
+
+
 def test_list_page_with_check_more_drops_a_token_nothing_follows(client, control_plane):
     for i in range(20):
         control_plane.add(execution_doc(f"e-{i:02d}", created_at=f"2026-01-01T00:00:{i:02d}.000000Z"))

@@ -142,6 +142,9 @@ def test_lite_console_and_mcp_tools_work_against_it(lite):
     tools = {t.name: t for t in select()}
     ok, doc = call_tool(lambda: LoomClient(lite.url), tools, "get_execution", {"execution_id": eid})
     assert ok and doc["status"] == "SLEEPING"
+    # and list the live ones as the API and the command line do (status LIVE: running, sleeping or waiting)
+    ok, doc = call_tool(lambda: LoomClient(lite.url), tools, "list_executions", {"status": "LIVE"})
+    assert ok and [(x["execution_id"], x["status"]) for x in doc["executions"]] == [(eid, "SLEEPING")], doc
     ok, doc = call_tool(lambda: LoomClient(lite.url), tools, "cancel_execution", {"execution_id": eid, "reason": "test"})
     assert ok and doc["status"] == "CANCELLED"
 
@@ -296,3 +299,25 @@ def test_lite_history_of_a_map_cancelled_half_way_says_the_rest_never_began(lite
     assert done.status == "CANCELLED" and 0 < len(history.branches(0)) < 6
     assert not [r for r in history.records() if r.step_index == 0], history.records()
     assert "\neach: a branch with no row here never started (the execution ended first)\n" in out, out
+
+
+def test_loom_dev_on_a_port_in_use_says_so_and_exits_2_without_a_traceback(tmp_path, state_file, capsys):
+    import socket
+
+    from loom_lite.cli import main as loom_dev
+
+    flows = tmp_path / "busy_flows.py"
+    flows.write_text("from engine_core import Registry, workflow\nregistry = Registry()\n"
+                     "def hello(ctx):\n    return {}\n"
+                     "@workflow('busy_hello', registry=registry)\nclass Hello:\n    steps = [hello]\n")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        # when
+        code = loom_dev([str(flows), "--no-entry-points", "--db", str(tmp_path / "busy.db"), "--port", str(port)])
+    err = capsys.readouterr().err
+    # then
+    assert code == 2
+    assert f"loom dev: error: port {port} on 127.0.0.1 is already in use" in err and "--port" in err, err
+    assert "Traceback" not in err and not state_file.exists()

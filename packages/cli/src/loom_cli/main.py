@@ -93,7 +93,7 @@ def parser() -> argparse.ArgumentParser:
     ls = command("list", commands.list_executions, "list executions, newest first", execution_id=False)
     ls.add_argument("--workflow", help="only this workflow")
     ls.add_argument("--status", type=str.upper, help="RUNNING, SLEEPING, WAITING, COMPLETED, FAILED, CANCELLED or "
-                                                     "COMPENSATION_FAILED")
+                                                     "COMPENSATION_FAILED; LIVE: any of the first three")
     ls.add_argument("--since", type=since, help="started at most this long ago (90s, 30m, 2h, 1d, 1h30m) or "
                                                 "since this ISO-8601 time")
     ls.add_argument("--limit", type=limit, default=20, help="executions per page, 1-100 (default 20)")

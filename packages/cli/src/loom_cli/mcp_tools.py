@@ -92,7 +92,8 @@ TOOLS = [
              "created_at}], next_token}; pass next_token back for the next page (null: nothing follows). The index "
              "is eventually consistent: a start or an end shows a moment later.",
              _obj({"workflow": {"type": "string", "minLength": 1, "description": "Only this workflow."},
-                   "status": {"type": "string", "enum": list(STATUSES), "description": "Only this status."},
+                   "status": {"type": "string", "enum": [*STATUSES, "LIVE"],
+                              "description": "Only this status (LIVE: any of RUNNING, SLEEPING, WAITING)."},
                    "started_after": {"type": "string", "description": "ISO-8601 time, e.g. 2026-03-01T12:00:00Z."},
                    "started_before": {"type": "string", "description": "ISO-8601 time, exclusive."},
                    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20,

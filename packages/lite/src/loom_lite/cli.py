@@ -7,6 +7,7 @@ Exit status: 0 after a clean stop, 2 when it cannot start (the message says what
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import importlib.util
 import logging
@@ -93,9 +94,17 @@ def serve(args: argparse.Namespace) -> int:
         runtime.stop_event.set()
         runtime.queue.sent.set()
 
-    previous = signal.signal(signal.SIGTERM, graceful)
     try:
         runtime.start()
+    except OSError as exc:
+        runtime.stop()
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        print(f"loom dev: error: port {config.port} on 127.0.0.1 is already in use (another loom dev, or another "
+              "server): pass --port with a free one, or leave --port out to have one picked", file=sys.stderr)
+        return 2
+    previous = signal.signal(signal.SIGTERM, graceful)
+    try:
         names = ", ".join(registry.names())
         print(f"{UP_LINE} {runtime.url}  store {config.db}  workflows: {names}  (Ctrl-C stops it)", flush=True)
         if os.environ.get("LOOM_SCHEDULES", "").strip() not in ("", "[]"):

@@ -120,7 +120,16 @@ class LoomClient:
     def list(self, *, workflow: str | None = None, status: str | None = None,
              started_after: dt.datetime | str | None = None, started_before: dt.datetime | str | None = None,
              limit: int | None = None, page_size: int = PAGE_MAX) -> Iterator[ListEntry]:
-        """Every execution that matches, newest first, page after page (at most ``limit`` of them)."""
+        """Every execution that matches, newest first, page after page (at most ``limit`` of them). A limit
+        or page size that is not a whole number of at least 1 is refused at the call, before any request."""
+        for what, value in (("limit", limit), ("page_size", page_size)):
+            if value is not None and (type(value) is not int or value < 1):
+                raise LoomError(INVALID_ARGUMENT, f"{what} must be a whole number of at least 1, got {value!r}"
+                                + ("; leave limit out (None) for every execution" if what == "limit" else ""))
+        return self._list(workflow, status, started_after, started_before, limit, page_size)
+
+    def _list(self, workflow: str | None, status: str | None, started_after: dt.datetime | str | None,
+              started_before: dt.datetime | str | None, limit: int | None, page_size: int) -> Iterator[ListEntry]:
         token, seen = None, 0
         while True:
             page = self.list_page(workflow=workflow, status=status, started_after=started_after,
