@@ -127,8 +127,12 @@ def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None
             f"end on it, but {exc}. Deploy version {e.workflow_version} again beside the newer ones (keep its "
             f"{decorator}(..., version={e.workflow_version}) registered) and redrive it, or redrive it onto a "
             "deployed version whose steps before its failed one are the same (loom redrive ID --to-version N)"))
-    except UnknownWorkflowError as exc:
-        return None, ErrorInfo(code=MISMATCH, message=f"{exc}; this worker cannot run it, and will not guess")
+    except UnknownWorkflowError as exc:  # no version of it at all: its version is missing, as above
+        decorator = "@durable" if is_code_first(e) else "@workflow"
+        return None, ErrorInfo(code=MISSING_VERSION, message=(
+            f"this execution started on version {e.workflow_version} of workflow {e.workflow!r} and runs to its "
+            f"end on it, but no version of {e.workflow!r} is deployed here ({exc}). Deploy it again (keep its "
+            f"{decorator}({e.workflow!r}, version={e.workflow_version}) registered) and redrive it"))
     if wf.fingerprint == e.fingerprint:
         return wf, None
     text = e.pinned_steps if e.pinned_steps is not None or load_pins is None else load_pins()

@@ -575,3 +575,34 @@ def test_durable_a_sleep_that_began_goes_on_to_its_wake_time_after_a_redrive_nev
     assert done.status is Status.COMPLETED and shipped == [1]
     sleeps = [r for r in runner.engine.history(eid) if r.kind == "sleep"]
     assert len(sleeps) == 1 and sleeps[0].started_at <= at_failure  # the record of when it began, kept
+
+
+def test_durable_a_cancel_whose_replay_goes_another_way_fails_and_the_redrive_after_the_fix_undoes(registry):
+    # given: a charge to undo, then an hour's sleep; a deploy renames the charge step while it sleeps
+    flag = {"new": False}
+    refunds: list = []
+
+    @durable("undo_after_fix", registry=registry)
+    def flow(input):
+        step("charge_v2" if flag["new"] else "charge", lambda: "ch-1", compensate=lambda result: refunds.append(result))
+        sleep(hours=1)
+        return step("ship", lambda: "shipped")
+
+    runner = make_runner(registry)
+    eid = runner.start("undo_after_fix")
+    until(runner, eid, Status.SLEEPING)
+    flag["new"] = True
+    # when: an operator cancels; the undo's replay meets the renamed step
+    runner.engine.operator.cancel(eid, "ops", reason="customer left")
+    failed = finish(runner, eid)
+    # then: FAILED (not COMPENSATION_FAILED: no undo ran, none failed), naming both steps and a remedy that works
+    assert (failed.status, failed.error.code) == (Status.FAILED, "nondeterministic_replay"), failed.error
+    assert "step('charge_v2')" in failed.error.message and "loom redrive" in failed.error.message
+    assert refunds == [] and failed.compensated is None
+    # and once the function is as it was, the redrive goes on undoing: the charge is refunded once, and the
+    # execution ends as the cancel asked
+    flag["new"] = False
+    runner.engine.operator.redrive(eid, "ops")
+    done = finish(runner, eid)
+    assert (done.status, done.compensated) == (Status.CANCELLED, True), (done.status, done.error)
+    assert refunds == ["ch-1"]

@@ -118,6 +118,31 @@ def test_versions_an_execution_whose_version_was_removed_fails_naming_it_and_run
     assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
 
 
+def test_versions_an_execution_whose_whole_workflow_was_removed_fails_version_missing_and_runs_again_once_it_is_back():
+    # given: a version-1 execution asleep; a deploy drops the workflow altogether (another one stays)
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j)))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "SLEEPING")
+
+    def other(r):
+        @workflow("unrelated", registry=r)
+        class Unrelated:
+            steps = [j.body("z")]
+
+    runner.deploy(deployed(other))
+    # when
+    failed = runner.run_until_done(eid)
+    # then: as for a removed version: workflow_version_missing, naming it and the remedy
+    assert failed.status is Status.FAILED and failed.error.code == "workflow_version_missing", failed.error
+    assert f"no version of {NAME!r} is deployed here" in failed.error.message
+    assert f"keep its @workflow({NAME!r}, version=1) registered) and redrive it" in failed.error.message
+    # and once it is deployed again, the redrive runs it to the end on its own steps
+    runner.deploy(deployed(lambda r: v1(r, j), other))
+    runner.engine.operator.redrive(eid, "oncall")
+    assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
+
+
 def test_versions_a_retuned_sleep_that_passed_and_appended_steps_do_not_break_an_execution_in_flight():
     # given: an execution past its sleep (retrying b), and one inside the sleep
     j = Journal()

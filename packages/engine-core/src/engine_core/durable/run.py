@@ -433,9 +433,20 @@ class CodeRun(StepRun):
             problem = (f"the replay did not reach position {e.current_step} with its compensation: the function no "
                        "longer calls it the same way")
         if problem is not None:
-            return self.fail(ErrorInfo(code="nondeterministic_replay", message=problem,
-                                       step_index=e.current_step))
+            return self._undo_blocked(problem)
         return self.kinds.compensating.run(self)
+
+    def _undo_blocked(self, problem: str) -> Outcome:
+        """The replay that says what to undo went another way (a deploy changed the function): no undo ran
+        and none failed, so the execution ends FAILED, still compensating, its cancel still requested (as a
+        step list whose definition changed while it compensated): deployed as it was, a redrive goes on
+        undoing. COMPENSATION_FAILED would have no way back."""
+        e = self.execution
+        error = ErrorInfo(code="nondeterministic_replay", step_index=e.current_step, message=(
+            f"{problem}. It was undoing its completed steps{' for a cancel' if e.cancelled_by else ''}, and nothing "
+            "was undone at this step: once the function is as it was, a redrive goes on undoing them"))
+        new = transitions.failed(e, self.clock.now(), error, self.retention, self.finalize_grace_s(), keep_cancel=True)
+        return self.end(new, "failed", error.code, metric="ExecutionsFailed")
 
     # -- branches ---------------------------------------------------------------------------------------
     def run_branch(self, message: StepMessage) -> Outcome:
