@@ -381,6 +381,23 @@ def test_watch_exits_1_for_a_cancelled_execution(api, capsys):
     assert "CANCELLED step 3/5 ship  by local: dup" in capsys.readouterr().out
 
 
+def test_watch_piped_to_a_reader_that_leaves_still_exits_1_for_a_cancelled_execution(api):
+    import subprocess
+    import sys
+
+    # given: `loom watch ID | true`: the reader closes the pipe before anything is printed
+    api.extra_route = Script([_doc("CANCELLED", 3, cancelled_by="local", cancel_reason="dup")])
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from loom_cli.main import main; sys.exit(main(sys.argv[1:]))",
+                             "--url", api.url, "watch", EID, "--interval", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    # when
+    _, err = proc.communicate(timeout=60)
+    # then: the exit status still says it did not complete, and nothing is printed of the broken pipe
+    assert proc.returncode == 1, err
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err
+
+
 def test_status_numbers_steps_as_watch_does(api, capsys):
     api.extra_route = Script([{**_doc("SLEEPING", 3, timer="sleep", next_wake_at="2999-01-01T00:00:00.000000Z"),
                                "context": {}, "created_at": "c", "updated_at": "u", "started_by": "local"}])

@@ -117,6 +117,20 @@ def test_status_says_whether_a_cancel_is_requested_or_done(control_plane, capsys
     assert "cancelled by" in cancelled and "cancel requested by" not in cancelled
 
 
+def test_status_of_a_cancel_being_undone_says_where_it_was_cancelled_not_that_a_step_failed(control_plane, capsys):
+    # given: a cancel undoing steps 1 and 0 (it was cancelled at step 2), and a failure undoing them
+    control_plane.add(execution_doc("u-1", status="RUNNING", step=1, compensating=True, failed_step=2,
+                                    cancelled_by="oncall", cancel_reason="customer left"))
+    control_plane.add(execution_doc("u-2", status="RUNNING", step=1, compensating=True, failed_step=2, error={
+        "code": "permanent_error", "message": "no stock", "retryable": False, "step_index": 2}))
+    # when
+    _, cancelled, _ = run(capsys, "--url", control_plane.url, "status", "u-1")
+    _, failed, _ = run(capsys, "--url", control_plane.url, "status", "u-2")
+    # then
+    assert re.search(r"^cancelled at step\s+2$", cancelled, re.M) and "failed step" not in cancelled, cancelled
+    assert re.search(r"^failed step\s+2$", failed, re.M) and "cancelled at step" not in failed, failed
+
+
 def test_status_of_a_failed_compensation_prints_both_errors_in_full(control_plane, capsys):
     eid = control_plane.play("compensation_failed")
     code, out, _ = run(capsys, "--url", control_plane.url, "status", eid)

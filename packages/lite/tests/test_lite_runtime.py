@@ -44,6 +44,14 @@ def make_registry() -> Registry:
             raise PermanentStepError("no such item")
         return ctx.item
 
+    def dawdle(ctx):
+        time.sleep(1.0)
+        return {"dawdled": True}
+
+    @workflow("dawdle", registry=registry)
+    class Dawdle:
+        steps = [dawdle]
+
     @workflow("fan", registry=registry)
     class Fan:
         steps = [map_(each, over="items", max_concurrency=1, name="each")]
@@ -321,3 +329,20 @@ def test_loom_dev_on_a_port_in_use_says_so_and_exits_2_without_a_traceback(tmp_p
     assert code == 2
     assert f"loom dev: error: port {port} on 127.0.0.1 is already in use" in err and "--port" in err, err
     assert "Traceback" not in err and not state_file.exists()
+
+
+def test_loom_cancel_while_an_attempt_runs_says_it_is_a_request(lite, capsys):
+    # given: an attempt holds the step (its body runs for a second)
+    client = LoomClient()
+    eid = client.start("dawdle", {}).execution_id
+    deadline = time.monotonic() + 20
+    while client.get(eid).attempt < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    capsys.readouterr()
+    # when
+    assert loom(["cancel", eid, "--reason", "enough"]) == 0
+    out = capsys.readouterr().out
+    done = client.wait(eid, timeout_s=20)
+    # then: the line says the cancel waits for the attempt, and it then takes effect
+    assert "RUNNING" in out and "requested: an attempt holds the step, and the cancel takes effect when it ends" in out, out
+    assert done.status == "CANCELLED"

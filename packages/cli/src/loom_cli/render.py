@@ -59,7 +59,8 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         f = e.fanout
         rows.append(["branches", f"{f.succeeded}/{f.branches} done, at most {f.max_concurrency} at once"])
     if e.failed_step is not None and e.failed_step != e.current_step:
-        rows.append(["failed step", e.failed_step])
+        # A cancel's undo starts from where it was cancelled: no step failed there.
+        rows.append(["cancelled at step" if e.cancelled_by and e.error is None else "failed step", e.failed_step])
     if e.compensating or e.compensated:
         rows.append(["compensation", "running" if e.compensating else "done: the completed steps were undone"])
     rows.append(["error", _error(e.error)])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import sys
 import threading
 from typing import Any
 
@@ -103,20 +105,31 @@ def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, tim
             e = change.execution
             assert e is not None
             status = e.status
-            if as_json:
-                print(json.dumps(e.document(), sort_keys=True), flush=True)
-            else:
-                wf = definition(e) if e.status == "SLEEPING" or e.compensating else None
-                what, countdown = progress(e, wf, change)
-                if what != last_printed:
-                    print(what + countdown, flush=True)
-                    last_printed = what
+            try:
+                if as_json:
+                    print(json.dumps(e.document(), sort_keys=True), flush=True)
+                else:
+                    wf = definition(e) if e.status == "SLEEPING" or e.compensating else None
+                    what, countdown = progress(e, wf, change)
+                    if what != last_printed:
+                        print(what + countdown, flush=True)
+                        last_printed = what
+                if e.ended and not as_json:
+                    print(history_table(client.history(execution_id)), flush=True)
+            except BrokenPipeError:
+                if not e.ended:
+                    raise  # the reader left before the end: nothing to say of it
+                _quiet_stdout()  # `loom watch ID | head`: the exit status still says how it ended
             if e.ended:
-                if not as_json:
-                    print(history_table(client.history(execution_id)))
                 return 0 if e.status == "COMPLETED" else 1
     finally:
         if timer is not None:
             timer.cancel()
     raise LoomError(WAIT_TIMEOUT, f"execution {execution_id} still {status} after {timeout_s or 0:g} s",
                     execution_status=status)
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout left: what is still buffered or printed goes nowhere (no error at exit)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
