@@ -167,6 +167,11 @@ class Operator(Reader):
                                                                                              version)).model_copy(update=onto)
         applied = self._commit(e, new)
         if applied is None:
+            now_e = self.get(execution_id)
+            if now_e.status is not Status.FAILED:  # a redrive sent at the same time, or another change, won
+                raise ExecutionStateConflictError(
+                    "not_failed", f"execution {e.execution_id} is {now_e.status.value} now: another change came first "
+                    f"(a redrive sent at the same time?); only a FAILED execution can be redriven", now_e.status.value)
             raise ExecutionStateConflictError("concurrent_change", f"execution {e.execution_id} changed meanwhile; "
                                               "read it again", e.status.value)
         detail = {"step_index": e.current_step, "error": None if e.error is None else e.error.model_dump(),
@@ -193,7 +198,13 @@ class Operator(Reader):
                 raise ExecutionStateConflictError(
                     "not_waiting", f"execution {e.execution_id} is not sleeping, waiting to retry or waiting for an "
                     f"event (it is {_doing(e)}); there is nothing to skip{why}", e.status.value)
-            applied = self._commit(e, transitions.woken(e, self.life.clock.now()))
+            now = self.life.clock.now()
+            if e.next_wake_at is not None and e.next_wake_at <= now:
+                raise ExecutionStateConflictError(
+                    "not_waiting", f"execution {e.execution_id} is already due (since {e.next_wake_at.isoformat()}: an "
+                    f"earlier wake, or its time came) and its delivery is on its way; there is nothing to skip",
+                    e.status.value)
+            applied = self._commit(e, transitions.woken(e, now))
             if applied is not None:
                 assert e.timer is not None and e.next_wake_at is not None
                 self._after(applied, "wake", by, None, {"was": e.timer.value, "due": e.next_wake_at.isoformat()},

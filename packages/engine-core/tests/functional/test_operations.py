@@ -98,6 +98,46 @@ def test_wake_when_nothing_waits_is_a_conflict_and_writes_nothing():
     assert refused.value.code == "not_waiting" and writes(runner) == before
 
 
+def test_a_second_wake_of_a_sleep_already_due_is_refused_and_records_nothing():
+    # given: an operator's wake ended the sleep; its delivery has not run yet
+    runner, switch = make()
+    switch.on = True
+    eid = runner.start("ops_flow", {})
+    run_to_sleep(runner, eid)
+    runner.engine.operator.wake(eid, "first")
+    before = writes(runner)
+    # when: a second wake (sent at the same time, or a retried request) arrives before the delivery
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.wake(eid, "second")
+    # then: refused, saying it is due already; one wake in the audit trail, nothing written
+    assert refused.value.code == "not_waiting" and "already due" in str(refused.value), refused.value
+    assert writes(runner) == before
+    ops, _ = runner.engine.operator.operations(eid)
+    assert [(op.op, op.by) for op in ops] == [("wake", "first")]
+
+
+def test_a_redrive_that_loses_the_race_to_another_says_what_the_execution_is_now():
+    # given: a FAILED execution; a second redrive's write lands between this one's read and its write
+    runner, switch = make()
+    eid = runner.start("ops_flow", {})
+    assert runner.run_until_done(eid).status is Status.FAILED
+    operator = runner.engine.operator
+    real = operator._commit
+
+    def racing(e, new):
+        operator._commit = real
+        assert real(e, new) is not None  # the other request's redrive lands first
+        return None  # and this one's conditional write then finds a newer version
+
+    operator._commit = racing
+    # when
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        operator.redrive(eid, "second")
+    # then: not an unexplained "changed meanwhile": it is not FAILED any more, and the answer says so
+    assert refused.value.code == "not_failed" and refused.value.status == "RUNNING", refused.value
+    assert "is RUNNING now" in str(refused.value) and "another change came first" in str(refused.value)
+
+
 def test_cancel_a_sleeping_execution_leaves_the_due_index_at_once_and_never_resumes():
     runner, switch = make()
     switch.on = True

@@ -144,9 +144,12 @@ def run(work: Path) -> int:
                         "that could still be running); then the sweeper re-drives it, with the same idempotency key")
             if e.status == "SLEEPING" and not woken:
                 time.sleep(0.5)
-                client.wake(eid)
                 woken = True
-                say.say("wake: the operator skips the rest of the sleep (POST /executions/{id}/wake)", ">")
+                try:
+                    client.wake(eid)
+                    say.say("wake: the operator skips the rest of the sleep (POST /executions/{id}/wake)", ">")
+                except LoomError as exc:  # not_waiting: the sleep ran out on its own meanwhile
+                    say.say(f"wake: {exc.code}: the sleep ended on its own", ">")
             if e.status in ("COMPLETED", "FAILED", "CANCELLED"):
                 say.say(f"execution {e.status}")
                 break
