@@ -317,3 +317,11 @@ def test_history_of_an_ended_execution_says_its_unfinished_branches_will_not_run
     assert re.search(r"^0\s+each\[2\]\s+branch\s+RETRY\s.*stopped: the execution ended; step_error: timeout",
                      ended, re.M), ended
     assert re.search(r"^0\s+each\[0\]\s+branch\s+SUCCEEDED\s+1\s", ended, re.M), ended
+
+
+def test_status_names_the_record_revision_apart_from_the_pinned_workflow_version(control_plane, capsys):
+    control_plane.add(execution_doc("v-1", status="RUNNING", step=1, version=7, workflow_version=1))
+    _, out, _ = run(capsys, "--url", control_plane.url, "status", "v-1")
+    assert re.search(r"^pinned to\s+version 1\b", out, re.M), out
+    assert re.search(r"^revision\s+7 \(the execution record's; not a workflow version\)$", out, re.M), out
+    assert not re.search(r"^version\s", out, re.M), out

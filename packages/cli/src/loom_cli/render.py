@@ -42,7 +42,7 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         ["execution_id", e.execution_id], ["workflow", e.workflow], ["status", e.status],
         ["current step", where(e, wf)],
         ["pinned to", f"version {e.workflow_version}" + (": " + " > ".join(e.steps) if e.steps else "")],
-        ["version", e.version], ["attempts", e.total_attempts],
+        ["revision", f"{e.version} (the execution record's; not a workflow version)"], ["attempts", e.total_attempts],
         ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer})"],
         ["created", e.created_at], ["updated", e.updated_at], ["started by", e.started_by],
     ]
@@ -190,7 +190,7 @@ def operations_table(h: History) -> str:
         if "to_version" in detail:  # a redrive onto another version
             what = f"onto version {detail['to_version']} from {detail.get('from_version')}" + (f"; {what}" if what else "")
         rows.append([op.version, op.op, op.at, op.by, what])
-    return table(["version", "operation", "at", "by", "reason / detail"], rows, limit=160)
+    return table(["revision", "operation", "at", "by", "reason / detail"], rows, limit=160)
 
 
 def workflows_table(workflows: list[Workflow]) -> str:
