@@ -160,3 +160,43 @@ def test_two_workers_killed_for_real_never_run_a_body_twice_at_once_and_lose_not
     exited = sum(e["k"] == "exit" for e in entries)
     assert killed_inside >= 3 and exited >= 4 and exits, (killed_inside, exited, exits, kills)
     assert sum(len(runs) for runs in bodies.values()) > EXECUTIONS * 6
+
+
+def test_a_body_running_past_its_delivery_deadline_ends_its_process_before_another_may_run_the_step(tmp_path):
+    flows = Path(__file__).parent / "flows" / "stubborn_flows.py"
+    db, journal = tmp_path / "loom.db", tmp_path / "journal.jsonl"
+    env = {**os.environ, "LITE_TEST_JOURNAL": str(journal), "LOOM_FUNCTION_TIMEOUT_S": "3", "LOOM_INDEX_SLACK_S": "0"}
+    args = [sys.executable, "-m", "loom_lite", "--db", str(db), "--no-record", "--quiet", "--no-entry-points",
+            "--sweep-every", "0.2", str(flows)]
+    from engine_core import Registry
+    from loom_lite.cli import load_workflows
+
+    # given: a process whose step body will not stop at its timeout (it swallows it)
+    store = SqliteStore(str(db))
+    engine = Engine(store, SqliteQueue(store.db), load_workflows([str(flows)], entry_points=False, registry=Registry()),
+                    settings=EngineSettings(function_timeout_s=3))
+    eid = engine.start("stubborn", {}).execution.execution_id
+    first = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        # when: its delivery's deadline passes (3 s)
+        _, err = first.communicate(timeout=30)
+        died = time.time()
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    # then: the process ended itself at the deadline, saying where the body was, the body never ended
+    assert first.returncode != 0 and b"Timeout" in err and b"stubborn_flows.py" in err, err[-2000:]
+    assert [(j["what"], j["attempt"]) for j in _journal(journal)] == [("start", 1)]
+    # and a second process runs the step again once the claim's lease is over: never while the first body ran
+    second = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and engine.get(eid).status is not Status.COMPLETED:
+            time.sleep(0.1)
+    finally:
+        os.killpg(second.pid, signal.SIGKILL)
+        second.wait()
+    entries = _journal(journal)
+    assert engine.get(eid).status is Status.COMPLETED
+    assert [(j["what"], j["attempt"]) for j in entries] == [("start", 1), ("start", 2), ("end", 2)]
+    assert entries[1]["at"] > died

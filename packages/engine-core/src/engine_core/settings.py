@@ -138,7 +138,7 @@ def unfit_budget(settings: EngineSettings, timeout_s: float) -> str | None:
 
 
 UNFIT_REMEDY = ("Raise the worker's timeout (Terraform: worker_timeout_s) or lower the step's timeout_s; steps "
-                "without one get the worker timeout minus the margin")
+                f"without one get the worker timeout minus the margin and a {STARTUP_RESERVE_S:g} s start-up reserve")
 
 
 def lease_seconds(settings: EngineSettings, step_timeout_s: float) -> float:

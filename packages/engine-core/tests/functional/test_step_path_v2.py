@@ -167,6 +167,9 @@ def test_defect1_check_fits_refuses_a_budget_that_cannot_fit_naming_both_numbers
         check_fits(registry, EngineSettings(function_timeout_s=60))
     text = str(info.value)
     assert "60 s" in text and "63 s" in text and "'tight'" in text and "'a'" in text
+    # and what a step without a budget gets, as the engine computes it (the margin and the start-up reserve)
+    assert "steps without one get the worker timeout minus the margin and a 2 s start-up reserve" in text
+    assert EngineSettings(function_timeout_s=60).default_step_timeout_s == 60 - 3 - 2
     # it fits a longer worker timeout, and an unknown one is not checked
     check_fits(registry, EngineSettings(function_timeout_s=63))
     check_fits(registry, EngineSettings())

@@ -18,6 +18,8 @@ def _rows() -> list[str]:
 
 
 def _resolve(name: str) -> Path | None:
+    if (ROOT / name).is_file():  # a path from the repository's root (another package's tests)
+        return ROOT / name
     for base in SEARCH:
         for candidate in (base / name, *base.rglob(Path(name).name)):
             if candidate.is_file():

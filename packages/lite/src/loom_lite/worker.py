@@ -7,11 +7,16 @@ engine asks for redelivery by raising). A message that is not a step message is 
 ``max_receives`` receives the queue moves it to the dead letters, as SQS's redrive policy does.
 
 It runs on the main thread: a step's timeout is a SIGALRM there (``engine_core._runner``), as in Lambda.
+There a delivery still running past its deadline ends the process, as Lambda ends an invocation at its
+timeout (``faulthandler``'s watchdog, which needs no Python: it fires inside a C call that holds the
+interpreter, where the step's SIGALRM cannot). Otherwise a body stuck in C code (or one that swallows
+its timeout) would run on after its claim's lease, while another process on the file runs the step again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import faulthandler
 import logging
 import threading
 import time
@@ -62,6 +67,11 @@ class Worker:
         sent_at = None if received.sent_at is None else dt.datetime.fromtimestamp(received.sent_at, tz=dt.timezone.utc)
         self.engine.backlog.observe(message, sent_at)
         deadline = time.monotonic() + self.delivery_s
+        # Before the claim's lease (the deadline plus the margin) runs out: no other process may take the step
+        # over while this body could still run.
+        watchdog = threading.current_thread() is threading.main_thread()
+        if watchdog:
+            faulthandler.dump_traceback_later(self.delivery_s + self.engine.settings.time_margin_ms / 2000, exit=True)
         try:
             outcome = self.engine.process(message, remaining_ms=lambda: int((deadline - time.monotonic()) * 1000))
         except InsufficientTimeError as exc:
@@ -75,6 +85,9 @@ class Worker:
             log.exception("processing %s failed; the message returns after its visibility timeout (%g s)",
                           message.execution_id, self.visibility_s)
             return None
+        finally:
+            if watchdog:
+                faulthandler.cancel_dump_traceback_later()
         self.queue.ack(received.receipt)
         self.counts[outcome.kind] += 1
         if self.on_outcome is not None:
