@@ -266,6 +266,9 @@ def _canon(node: Any) -> Any:
 def _datetime_payload(value: dt.datetime, path: str) -> dict:
     payload: dict[str, Any] = {"iso": value.isoformat()}
     tz = value.tzinfo
+    if isinstance(tz, ZoneInfo) and tz.key is None:
+        raise NonSerializableResultError(
+            path, "a ZoneInfo read from a file (ZoneInfo.from_file) has no key to restore it by; use ZoneInfo(key)")
     if isinstance(tz, ZoneInfo):
         payload["zone"] = tz.key
     elif tz is not None and not isinstance(tz, dt.timezone):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .model import RetryPolicy
+from .validated import storable
 
 MAX_BRANCHES = 1000
 """A parallel step's branches, or a map step's items, at most (checked at registration or at the step)."""
@@ -93,7 +94,7 @@ class WaitSpec:
         pydantic's ValidationError."""
         if self.model is None:
             return data
-        return self.model.model_validate(data).model_dump()
+        return storable(self.model.model_validate(data))
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class WorkflowDef:
         from .errors import InvalidInputError
 
         try:
-            return self.input_model.model_validate(data).model_dump()
+            return storable(self.input_model.model_validate(data))
         except ValidationError as exc:
             problems = field_problems(exc)
             summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)

@@ -447,3 +447,28 @@ def test_a_pydantic_model_or_a_dataclass_is_refused_with_the_call_that_makes_it_
     with pytest.raises(NonSerializableResultError) as other:
         codec.encode(object(), "step result")
     assert "model_dump" not in str(other.value) and "asdict" not in str(other.value)
+
+
+def test_a_zoneinfo_read_from_a_file_is_refused_naming_the_path_instead_of_stored_unreadable():
+    import io
+
+    with open(_tzfile("Europe/Paris"), "rb") as f:
+        zone = ZoneInfo.from_file(io.BytesIO(f.read()))  # no key: nothing could restore it by name
+    value = {"at": dt.datetime(2026, 5, 1, 9, tzinfo=zone)}
+    with pytest.raises(NonSerializableResultError, match=r"result\['at'\].*ZoneInfo\.from_file.*ZoneInfo\(key\)"):
+        codec.encode(value)
+
+
+def _tzfile(key: str) -> str:
+    import zoneinfo
+
+    for root in zoneinfo.TZPATH:
+        path = f"{root}/{key}"
+        try:
+            open(path, "rb").close()
+            return path
+        except OSError:
+            continue
+    from importlib.resources import files
+
+    return str(files("tzdata") / "zoneinfo" / key)  # the package zoneinfo falls back to

@@ -310,7 +310,8 @@ def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, defa
                    model: type | None = None, retry: RetryPolicy | None = None) -> dict[str, Any]:
     """Wait, WAITING and costing nothing, for the event ``event``
     (``POST /executions/{id}/events/{event}``, ``loom send``) and return its data, a dict (validated
-    and coerced by ``model`` if given: the model's ``model_dump()``). After ``timeout`` seconds it returns
+    and coerced by ``model`` if given: its fields, a value the codec cannot keep as it is (an enum, a URL) as
+    JSON has it). After ``timeout`` seconds it returns
     ``default`` if given, else fails; with ``retry`` each retry waits again (without it, one wait: the
     workflow's retry policy is for steps). An event sent before the wait began is kept for it."""
     call = f"wait_for_event({event!r})"

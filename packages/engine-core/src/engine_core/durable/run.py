@@ -126,7 +126,10 @@ class CodeRun(StepRun):
 
     def _argument(self) -> Any:
         model = self.code.input_model
-        return model.model_validate(self.data) if self.code.code.model_argument and model is not None else self.data
+        # The stored input is the validated model's fields by name (``validated.storable``): read them by name,
+        # whatever aliases the model declares for the start's own input.
+        return model.model_validate(self.data, by_name=True) if self.code.code.model_argument and model is not None \
+            else self.data
 
     # -- driving the function --------------------------------------------------------------------------
     def loop(self) -> Outcome:
