@@ -86,3 +86,40 @@ def test_a_code_first_input_and_event_of_such_types_come_back_as_the_models():
     assert isinstance(booking, Booking) and booking.plan is Plan.pro and booking.order_id == "o-1"
     assert booking.starts_at == dt.datetime(2026, 5, 1, 9, tzinfo=PLUS_2) and str(booking.hook) == "https://example.com/hook"
     assert seen["signed"] == {"at": dt.datetime(2026, 5, 1, 10, tzinfo=dt.timezone.utc), "by": "ana"}
+
+
+class Approval(BaseModel):
+    approved: bool
+    approver: str
+
+
+def test_a_code_first_wait_coerces_by_the_model_its_decorator_declares_for_the_event():
+    registry, got = Registry(), {}
+
+    @durable("declared_events", registry=registry, events={"approved": Approval})
+    def flow(input):
+        got["decision"] = dwait("approved", timeout=600)  # no model= here: the declared one applies
+        return dstep("ship" if got["decision"]["approved"] else "decline", lambda: "done")
+
+    runner = LocalRunner(registry)
+    eid = runner.start("declared_events")
+    runner.run_until(eid, "WAITING")
+    # when: the approver's system sends its boolean as text, which the model coerces
+    assert runner.send_event(eid, "approved", {"approved": "false", "approver": "ana"}) == "delivered"
+    done = runner.run_until_done(eid)
+    # then: the function sees the validated values, as a step list's context holds them: it declines
+    assert done.status is Status.COMPLETED and got["decision"] == {"approved": False, "approver": "ana"}
+    assert [r.name for r in runner.history(eid) if r.kind == "task"] == ["decline"]
+
+
+def test_a_code_first_parameter_annotation_that_cannot_be_resolved_is_refused_at_registration():
+    import pytest
+
+    from engine_core import RegistrationError
+
+    def flow(order: OrderDefinedNowhere):  # noqa: F821 - this module's `from __future__ import annotations` keeps it text
+        return None
+
+    with pytest.raises(RegistrationError, match=r"annotation of its parameter 'order' \('OrderDefinedNowhere'\) "
+                                                r"cannot be resolved.*define the model at the module's top level"):
+        durable("unresolvable", registry=Registry())(flow)

@@ -96,7 +96,7 @@ def durable(name: str, *, version: int = 1, registry: Registry | None = None, in
 
     def decorate(fn: F) -> F:
         where = f"durable workflow {name!r} ({fn.__module__}.{fn.__qualname__})"
-        model = input_model if input_model is not None else _annotated_model(fn)
+        model = input_model if input_model is not None else _annotated_model(fn, where)
         _check_signature(fn, where)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise RegistrationError(f"{where}: `retry` must be a RetryPolicy, got {type(retry).__name__}")
@@ -137,15 +137,23 @@ def _check_events(events: Any, where: str) -> dict[str, type | None] | None:
     return dict(events)
 
 
-def _annotated_model(fn: Callable[..., Any]) -> type | None:
+def _annotated_model(fn: Callable[..., Any], where: str) -> type | None:
+    """The pydantic model the function's parameter is annotated with, if any. An annotation that cannot be
+    resolved is refused: left out, no start would be validated and the function would get a plain dict."""
     try:
         params = list(inspect.signature(fn).parameters.values())
-        hints = inspect.get_annotations(fn, eval_str=True)
-    except (TypeError, ValueError, NameError):
+    except (TypeError, ValueError):
         return None
     if not params:
         return None
-    hint = hints.get(params[0].name)
+    raw = inspect.get_annotations(fn).get(params[0].name)
+    try:
+        hint = eval(raw, getattr(fn, "__globals__", {})) if isinstance(raw, str) else raw  # noqa: S307 - as eval_str
+    except Exception as exc:  # noqa: BLE001 - whatever the annotation's text raises
+        raise RegistrationError(
+            f"{where}: the annotation of its parameter {params[0].name!r} ({raw!r}) cannot be resolved "
+            f"({type(exc).__name__}: {exc}); under `from __future__ import annotations` it is looked up in the "
+            "module's globals: define the model at the module's top level, or pass input_model=") from None
     try:
         from pydantic import BaseModel
 
@@ -319,6 +327,8 @@ def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, defa
         raise DurableCallError(f"{call} inside a step body would block the step; wait between steps instead")
     run = _run(call)
     _check_retry(retry, call)
+    if model is None:  # the model the decorator's ``events=`` declares for it, as a step list's wait coerces
+        model = run.declared_model(event)
     spec = _wait_spec(event, timeout, default, model, call)
     return run.call(event, spec, retry or _WAIT_ONCE)
 

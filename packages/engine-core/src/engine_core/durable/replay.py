@@ -65,6 +65,8 @@ class CodeRunOps(Protocol):
 
     def at(self, d: StepDef) -> Any: ...
 
+    def declared_model(self, event: str) -> type | None: ...
+
 
 def value_of(r: StepRecord) -> Any:
     """What a durable call returns for its record: a step's result, a wait's event data, a parallel or map
@@ -134,6 +136,10 @@ class Replay:
             return NOT_REPLAYED
         self.position = p + 1
         return self._value(p, r)
+
+    def declared_model(self, event: str) -> type | None:
+        """The model the workflow's ``events=`` declares for ``event`` (None: none, or undeclared)."""
+        return self.run.declared_model(event)
 
     def call(self, name: str, spec: Any, retry: Any = None, timeout_s: float | None = None,
              compensate: Callable[..., Any] | None = None, callback_event: str | None = None) -> Any:

@@ -108,6 +108,10 @@ class CodeRun(StepRun):
             return None
         return prefix_of(self.execution, self.records, self.values, None if self._touched_kept else self.kept)
 
+    def declared_model(self, event: str) -> type | None:
+        """The model the decorator's ``events=`` declares for ``event``, if any."""
+        return (self.code.code.events or {}).get(event)
+
     def kept_prefix(self) -> Prefix | None:
         """The kept prefix the records still begin with, unchanged (None: this delivery read them all, or
         wrote a record of a kept position)."""
