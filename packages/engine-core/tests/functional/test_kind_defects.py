@@ -316,6 +316,16 @@ def test_defect19_4_the_events_route_refuses_ids_reserved_for_callbacks_and_burn
 
 # -- 5. after a redrive, a branch an attempt holds is not run again -------------------------------------------
 
+def _fail_fix_and_redrive_meanwhile(runner, eid: str, branch_1, fixed: dict) -> None:
+    """While branch 0's first attempt runs: branch 1's delivery fails the step, the operator fixes the cause
+    and redrives, and the new generation's deliveries go on at once."""
+    runner.engine.process(branch_1.body)
+    assert runner.engine.get(eid).status is Status.FAILED
+    fixed["on"] = True
+    runner.engine.operator.redrive(eid, "ops")
+    deliver_all(runner)
+
+
 def test_defect19_5_a_redrive_never_runs_a_branch_body_while_an_attempt_of_it_still_runs():
     registry = Registry()
     running: set = set()
@@ -333,13 +343,7 @@ def test_defect19_5_a_redrive_never_runs_a_branch_body_while_an_attempt_of_it_st
             if b == 1 and not fixed["on"]:
                 raise PermanentStepError("item 1 is broken")
             if b == 0 and starts.count(0) == 1:
-                # While branch 0's first attempt runs: branch 1 fails the step, the operator fixes the cause
-                # and redrives, and the new generation's deliveries go on at once.
-                runner.engine.process(queue_during.pop(0).body)
-                assert runner.engine.get(eid).status is Status.FAILED
-                fixed["on"] = True
-                runner.engine.operator.redrive(eid, "ops")
-                deliver_all(runner)
+                _fail_fix_and_redrive_meanwhile(runner, eid, queue_during.pop(0), fixed)
             return b
         finally:
             running.discard(b)
@@ -377,14 +381,8 @@ def test_a_branch_held_through_a_redrive_keeps_its_success_and_its_body_runs_onc
         starts.append(b)
         if b == 1 and not fixed["on"]:
             raise PermanentStepError("item 1 is broken")
-        if b == 0 and starts.count(0) == 1:
-            # While branch 0's first attempt runs: branch 1 fails the step, the operator fixes the cause and
-            # redrives, and the new generation's deliveries run (branch 1 again; branch 0's lane waits).
-            runner.engine.process(queue_during.pop(0).body)
-            assert runner.engine.get(eid).status is Status.FAILED
-            fixed["on"] = True
-            runner.engine.operator.redrive(eid, "ops")
-            deliver_all(runner)
+        if b == 0 and starts.count(0) == 1:  # (branch 1 runs again; branch 0's lane waits for this attempt)
+            _fail_fix_and_redrive_meanwhile(runner, eid, queue_during.pop(0), fixed)
         return f"done-{b}"
 
     @workflow("held_redrive", registry=registry)

@@ -38,6 +38,17 @@ class Signature(BaseModel):
 START = {"starts_at": "2026-05-01T09:00:00+02:00", "plan": "pro", "hook": "https://example.com/hook", "orderId": "o-1"}
 
 
+def _start_sign_and_finish(registry: Registry, workflow_name: str) -> tuple[LocalRunner, str]:
+    """Start ``workflow_name`` with START, send its ``signed`` event once it waits, and run it to COMPLETED."""
+    runner = LocalRunner(registry)
+    eid = runner.start(workflow_name, START)
+    runner.run_until(eid, "WAITING")
+    assert runner.send_event(eid, "signed", {"at": "2026-05-01T10:00:00Z", "by": "ana"}) == "delivered"
+    done = runner.run_until_done(eid)
+    assert done.status is Status.COMPLETED, done.error
+    return runner, eid
+
+
 def test_a_step_list_input_and_event_of_such_types_are_stored_and_seen_validated():
     registry, seen = Registry(), {}
 
@@ -54,12 +65,7 @@ def test_a_step_list_input_and_event_of_such_types_are_stored_and_seen_validated
         input_model = Booking
         steps = [book, wait_for_event("signed", model=Signature, name="signed", timeout=600), after]
 
-    runner = LocalRunner(registry)
-    eid = runner.start("typed_list", START)
-    runner.run_until(eid, "WAITING")
-    assert runner.send_event(eid, "signed", {"at": "2026-05-01T10:00:00Z", "by": "ana"}) == "delivered"
-    done = runner.run_until_done(eid)
-    assert done.status is Status.COMPLETED, done.error
+    runner, eid = _start_sign_and_finish(registry, "typed_list")
     context = runner.context(eid)
     assert context["starts_at"] == dt.datetime(2026, 5, 1, 9, tzinfo=PLUS_2) and type(context["starts_at"]) is dt.datetime
     assert (context["plan"], context["hook"], context["order_id"]) == ("pro", "https://example.com/hook", "o-1")
@@ -76,12 +82,7 @@ def test_a_code_first_input_and_event_of_such_types_come_back_as_the_models():
         seen["signed"] = signed
         return dstep("done", lambda: "ok")
 
-    runner = LocalRunner(registry)
-    eid = runner.start("typed_code", START)
-    runner.run_until(eid, "WAITING")
-    assert runner.send_event(eid, "signed", {"at": "2026-05-01T10:00:00Z", "by": "ana"}) == "delivered"
-    done = runner.run_until_done(eid)
-    assert done.status is Status.COMPLETED, done.error
+    runner, eid = _start_sign_and_finish(registry, "typed_code")
     booking = seen["booking"]
     assert isinstance(booking, Booking) and booking.plan is Plan.pro and booking.order_id == "o-1"
     assert booking.starts_at == dt.datetime(2026, 5, 1, 9, tzinfo=PLUS_2) and str(booking.hook) == "https://example.com/hook"
