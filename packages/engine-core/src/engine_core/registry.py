@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
+from .arguments import number, sleep_seconds
 from .errors import RegistrationError, UnknownWorkflowError, UnknownWorkflowVersionError
 from .model import RetryPolicy
 from .steps import MAX_BRANCHES, FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef
@@ -118,13 +119,14 @@ def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, defa
     holds the validated values. After ``timeout`` seconds the step fails under ``retry`` (each retry
     waits again), or takes ``default`` (a dict, in the same place) if given."""
     has = default is not _NO_DEFAULT
-    return WaitForEvent(event=event, timeout_s=float(timeout), default=default if has else None, has_default=has,
+    timeout_s = number(f"wait_for_event({event!r})", "timeout", timeout)
+    return WaitForEvent(event=event, timeout_s=timeout_s, default=default if has else None, has_default=has,
                         name=name, retry=retry, model=model)
 
 
 def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: float = 0, name: str | None = None) -> Sleep:
     """A durable wait between steps. Nothing runs (or bills) while it lasts."""
-    total = seconds + 60 * minutes + 3600 * hours + 86400 * days
+    total = sleep_seconds("sleep()", seconds, minutes, hours, days)
     return Sleep(seconds=total, name=name)
 
 

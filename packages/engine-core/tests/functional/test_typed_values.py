@@ -124,3 +124,24 @@ def test_a_code_first_parameter_annotation_that_cannot_be_resolved_is_refused_at
     with pytest.raises(RegistrationError, match=r"annotation of its parameter 'order' \('OrderDefinedNowhere'\) "
                                                 r"cannot be resolved.*define the model at the module's top level"):
         durable("unresolvable", registry=Registry())(flow)
+
+
+def test_code_first_sleep_and_map_given_the_wrong_types_fail_naming_the_call():
+    from engine_core.durable import map as dmap
+    from engine_core.durable import sleep as dsleep
+
+    registry = Registry()
+
+    @durable("bad_sleep", registry=registry)
+    def bad_sleep(input):
+        dsleep("5")
+
+    @durable("bad_map", registry=registry)
+    def bad_map(input):
+        dmap("resize", lambda item: item, None)
+
+    runner = LocalRunner(registry)
+    slept, mapped = runner.run_until_done(runner.start("bad_sleep")), runner.run_until_done(runner.start("bad_map"))
+    assert slept.status is Status.FAILED and "sleep(): seconds must be a number" in slept.error.message, slept.error
+    assert mapped.status is Status.FAILED and "map('resize'): the third argument must be the items to map over" \
+        in mapped.error.message, mapped.error

@@ -251,3 +251,15 @@ def test_a_modules_test_registry_does_not_conflict_with_what_it_registered_on_th
     # and a registry named directly still conflicts loudly, as two packages registering one name do
     with pytest.raises(RegistrationError, match="registered twice"):
         target.include(module.tests)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: sleep("5"), r"sleep\(\): seconds must be a number .*got '5'"),
+    (lambda: sleep(hours=None), r"sleep\(\): hours must be a number .*got None"),
+    (lambda: sleep(minutes=True), r"sleep\(\): minutes must be a number .*got True"),
+    (lambda: __import__("engine_core").wait_for_event("approved", timeout="1h"),
+     r"wait_for_event\('approved'\): timeout must be a number .*got '1h'"),
+])
+def test_a_sleep_or_a_wait_given_something_other_than_a_number_says_which_and_what_it_got(call, message):
+    with pytest.raises(TypeError, match=message):
+        call()

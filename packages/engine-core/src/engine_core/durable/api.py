@@ -37,6 +37,7 @@ from functools import partial
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from ..arguments import sleep_seconds
 from ..code_step import code_fingerprint
 from ..errors import PermanentStepError, RegistrationError
 from ..model import RetryPolicy
@@ -286,7 +287,7 @@ def _refuse_step(name: Any, fn: Any, retry: Any, timeout_s: Any, compensate: Any
 def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: float = 0, name: str = "sleep") -> None:
     """Wait durably: the execution is SLEEPING, nothing runs and nothing bills, and the function resumes
     (from the top, its calls replayed) when the time is up or an operator wakes it."""
-    total = seconds + 60 * minutes + 3600 * hours + 86400 * days
+    total = sleep_seconds("sleep()", seconds, minutes, hours, days)
     if _in_body():
         raise DurableCallError("sleep() inside a step body would block the step; sleep between steps instead")
     call = f"sleep({total:g} s)"
@@ -410,6 +411,9 @@ def map(name: str, fn: Callable[[Any], Any], items: Iterable[Any], *, max_concur
     call = f"map({name!r})"
     if not callable(fn):
         raise TypeError(f"{call}: the second argument must be the function to run per item")
+    if isinstance(items, (str, bytes, dict)) or not isinstance(items, Iterable):
+        raise TypeError(f"{call}: the third argument must be the items to map over (a list, tuple or other "
+                        f"sequence of values), got {type(items).__name__}")
     return _fanout(name, (fn,), tuple(items), max_concurrency, retry, timeout_s, call)
 
 
