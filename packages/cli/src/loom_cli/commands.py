@@ -101,7 +101,7 @@ def cancel(client: LoomClient, args) -> int:
     else:
         why = f" ({e.cancel_reason})" if e.cancel_reason else ""
         undo = "; compensating its completed steps first" if e.compensating else ""
-        if getattr(e, "cancel_requested", False) and not e.ended:
+        if e.cancel_requested and not e.ended:
             undo = ("; requested: an attempt holds the step, and the cancel takes effect when it ends "
                     "(loom watch follows it)")
         print(f"{e.execution_id}  {e.workflow}  {e.status}  by {e.cancelled_by or '-'}{why}{undo}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -20,6 +19,7 @@ from .sdk import LoomClient, LoomError
 from .sdk.client import INVALID_ARGUMENT
 from .sdk.errors import CONFIGURATION
 from .sdk.locate import URL_ENV
+from .watch import quiet_stdout
 
 USAGE, REFUSED, UNREACHABLE = 2, 3, 4
 
@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `loom status --json | head`: the reader left; say nothing more (and no traceback at exit)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        quiet_stdout()
         return 0
 
 

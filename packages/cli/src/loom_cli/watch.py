@@ -119,7 +119,7 @@ def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, tim
             except BrokenPipeError:
                 if not e.ended:
                     raise  # the reader left before the end: nothing to say of it
-                _quiet_stdout()  # `loom watch ID | head`: the exit status still says how it ended
+                quiet_stdout()  # `loom watch ID | head`: the exit status still says how it ended
             if e.ended:
                 return 0 if e.status == "COMPLETED" else 1
     finally:
@@ -129,7 +129,7 @@ def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, tim
                     execution_status=status)
 
 
-def _quiet_stdout() -> None:
+def quiet_stdout() -> None:
     """The reader of stdout left: what is still buffered or printed goes nowhere (no error at exit)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())

@@ -27,24 +27,19 @@ class SleepKind(KindBase):
         if e.attempt >= 1:
             return op.advance()  # due, woken or re-driven: it began (and was recorded) at an earlier visit
         now = op.now()
+        # A redrive at a sleep that began goes on to the wake time its record holds, never over again.
         began = _began(op) if e.redrives else None
-        if began is not None:  # a redrive at a sleep that began: it goes on to its wake time, never over again
-            if began <= now:
-                return op.advance()
-            outcome = op.commit(transitions.slept(e, now, began))
+        if began is not None and began <= now:
+            return op.advance()
+        wake_at = began or now + dt.timedelta(seconds=step.kind.seconds)
+        if began is None:
+            record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=1,
+                                version=e.version, started_at=now, finished_at=now, kind="sleep", run=e.run,
+                                result_blob=codec.encode({"wake_at": format_ts(wake_at)}), expires_at=op.item_expiry(now))
+            outcome = op.put(record)
             if outcome is not None:
                 return outcome
-            op.log("sleeping", wake_at=began.isoformat(), resumed=True)
-            op.send(began)
-            return Outcome("slept", e.execution_id, step.index, f"until {began.isoformat()} (resumed after a redrive)")
-        wake_at = now + dt.timedelta(seconds=step.kind.seconds)
-        record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED, attempts=1,
-                            version=e.version, started_at=now, finished_at=now, kind="sleep", run=e.run,
-                            result_blob=codec.encode({"wake_at": format_ts(wake_at)}), expires_at=op.item_expiry(now))
-        outcome = op.put(record)
-        if outcome is not None:
-            return outcome
-        faults.point("worker.after_record", execution_id=e.execution_id, step=step.index)
+            faults.point("worker.after_record", execution_id=e.execution_id, step=step.index)
         outcome = op.commit(transitions.slept(e, now, wake_at))
         if outcome is not None:
             return outcome
