@@ -15,6 +15,10 @@ def code_fingerprint(name: str) -> str:
     return hashlib.sha256(f"loom-code\n{name}".encode()).hexdigest()[:32]
 
 
+UNNAMED_MODEL = "?"
+"""``CodeStep.model`` of a wait whose model cannot be found by name."""
+
+
 def encode_code_step(name: str, kind: str, event: str | None, undo: bool, timeout_s: float | None,
                      model: str | None = None) -> str:
     """``CodeStep(...).encode()`` without building the tuple: ``name#kind#event#undo#timeout[#model]`` (step
@@ -39,7 +43,8 @@ class CodeStep(NamedTuple):
     timeout_s: float | None = None
     model: str | None = None
     """A wait's pydantic model, ``module:qualname``: the events route checks a send against it while the
-    execution waits there (``steps.wait_model``)."""
+    execution waits there (``steps.wait_model``). ``UNNAMED_MODEL`` for a model no name finds (a class
+    defined inside the function): the wait has one, which only the running function can apply."""
 
     def encode(self) -> str:
         return encode_code_step(*self)

@@ -35,9 +35,11 @@ from .protocol import CancelPlan
 from .model import Branch, CorruptRecord, EventRecord, Execution, OperationRecord, Status, StepRecord
 from .rebuild import this_run
 from .registry import EVENT_NAME_RE
+from .step_reads import EVENT_READ_LIMIT
 from .steps import StepDef, WorkflowDef, field_problems, wait_model
 from .reads import Reader
 from .versions import read_pins, redrive_onto, resolve
+from .waiting_events import pending
 
 log = logging.getLogger("engine_core")
 EVENT_ID_RE = re.compile(r"\A[A-Za-z0-9_.:-]{1,128}\Z")
@@ -265,7 +267,7 @@ class Operator(Reader):
             e = now_e
             view = _View(self, e)
             kind = self.kinds.current(view.wf, e)
-            if e.cancel_requested or kind is None or kind.waits_for(view) != name:
+            if e.cancel_requested or kind is None or kind.waits_for(view) != name or not self._taken_next(view, record):
                 return EventSent(e.execution_id, name, record.event_id, "buffered")
             applied = self._commit(e, transitions.woken(e, self.life.clock.now(), by_event=True))
             if applied is not None:
@@ -327,17 +329,8 @@ class Operator(Reader):
         return any(getattr(ev, "event_id", None) == event_id for ev in this_run(e, found, "sent_at"))
 
     def _check_model(self, wf: WorkflowDef, e: Execution, name: str, data: dict[str, Any]) -> None:
-        """Refuse data that the model of the wait it is for (the next wait of that name) refuses. A code-first
-        workflow's: the declared one, else that of the wait it is at now (the position's description names it)."""
-        if wf.code is not None:
-            model = (wf.code.events or {}).get(name)
-            at = e.code_position
-            if model is None and at is not None and at.kind == "event" and at.event == name:
-                model = wait_model(at.model)
-        else:
-            waits = [s for s in wf.steps if s.kind.kind == "event" and s.kind.event == name]
-            ahead = [s for s in waits if s.index >= e.current_step] or waits
-            model = next((s.kind.model for s in ahead if s.kind.model is not None), None)
+        """Refuse data that the model of the wait it is for (``_model_for``) refuses."""
+        model = _model_for(wf, e, name)
         if model is None:
             return
         from pydantic import ValidationError
@@ -351,6 +344,26 @@ class Operator(Reader):
                      else "GET /workflows shows the event's JSON Schema (event_schema)")
             raise InvalidEventError(f"event {name!r} for workflow {wf.name!r} does not fit its wait's model: "
                                     f"{summary}; {where}", problems) from None
+
+    def _taken_next(self, view: _View, record: EventRecord) -> bool:
+        """Whether the wait the execution is at takes ``record`` when it resumes: it fits the wait's model (as
+        far as one can be named here) and no event the wait takes first is pending (another of its name sent
+        earlier, which already woke it, or this step's callback answer). Otherwise the send is ``buffered``:
+        kept, and not taken by this wait now, which a ``delivered`` would claim."""
+        e = view.execution
+        model = None if view.wf is None else _model_for(view.wf, e, record.name)
+        if model is not None and not _fits(model, record.data):
+            return False  # the execution got to its wait after the send was checked: the wait passes it over
+        at = e.code_position if view.wf is not None and view.wf.code is not None else None
+        if model is None and at is not None and at.model:
+            return True  # a model no send can find (UNNAMED_MODEL): which event fits, only the wait can say
+        found = self.life.store.list_events(e.execution_id, record.name, legacy=e.layout == 1, limit=EVENT_READ_LIMIT)
+        for event in pending(view.history(), this_run(e, found, "sent_at"), record.name, e.current_step):
+            if event.event_id == record.event_id:
+                return True
+            if model is None or _fits(model, event.data):
+                return False
+        return False
 
     def _commit(self, old: Execution, new: Execution) -> Execution | None:
         try:
@@ -375,6 +388,30 @@ class Operator(Reader):
             log.warning(f"{what} after a committed operator action failed; the action stands", extra={
                 "execution_id": e.execution_id, "workflow": e.workflow, "step": None, "step_index": e.current_step,
                 "attempt": None, "error": f"{type(exc).__name__}: {exc}"})
+
+
+def _model_for(wf: WorkflowDef, e: Execution, name: str) -> Any:
+    """The model of the wait an event of ``name`` is for (the next wait of that name), or None. A code-first
+    workflow's: the declared one, else that of the wait it is at now (the position's description names it)."""
+    if wf.code is not None:
+        model = (wf.code.events or {}).get(name)
+        at = e.code_position
+        if model is None and at is not None and at.kind == "event" and at.event == name:
+            model = wait_model(at.model)
+        return model
+    waits = [s for s in wf.steps if s.kind.kind == "event" and s.kind.event == name]
+    ahead = [s for s in waits if s.index >= e.current_step] or waits
+    return next((s.kind.model for s in ahead if s.kind.model is not None), None)
+
+
+def _fits(model: Any, data: Any) -> bool:
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True
 
 
 def _doing(e: Execution) -> str:

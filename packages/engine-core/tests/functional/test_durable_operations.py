@@ -262,6 +262,36 @@ def test_durable_a_wait_s_model_checks_a_send_while_the_execution_waits_there(re
     assert fits.outcome == "delivered" and e.status is Status.COMPLETED and runner.result(eid) == "di"
 
 
+def test_durable_a_misfit_checked_before_the_execution_reached_its_wait_is_answered_buffered_not_delivered(registry):
+    # given: no `events=`; the wait's module-level model can be named only once the execution is at it
+    runner = undeclared_approval(registry, model=Approval)
+    eid = runner.start("undeclared")
+    put_event = runner.store.put_event
+
+    def put_then_the_execution_reaches_its_wait(*args, **kwargs):
+        # the send's check saw it not yet waiting; the execution gets to its wait before the send looks again
+        written = put_event(*args, **kwargs)
+        until(runner, eid, Status.WAITING)
+        return written
+
+    runner.store.put_event = put_then_the_execution_reaches_its_wait
+
+    # when: a misfit is sent at that moment
+    misfit = runner.engine.operator.send_event(eid, "approved", {"approved": "maybe"}, "ops", event_id="bad")
+    runner.store.put_event = put_event
+    waiting = runner.engine.get(eid)
+    fits = runner.engine.operator.send_event(eid, "approved", {"approved": True, "approver": "di"}, "ops",
+                                             event_id="good")
+    e = finish(runner, eid)
+
+    # then: not "delivered" (the wait passes it over, and it woke nothing); the fitting one completed the wait
+    assert misfit.outcome == "buffered"
+    assert waiting.status is Status.WAITING and waiting.next_wake_at == waiting.waiting_since + dt.timedelta(hours=1)
+    assert fits.outcome == "delivered" and e.status is Status.COMPLETED and runner.result(eid) == "di"
+    [wait] = [r for r in runner.history(eid) if r.kind == "event"]
+    assert wait.event_id == "good"
+
+
 def test_durable_a_callback_answered_with_a_misfit_while_its_wait_waits_is_refused_and_the_token_stays_usable(registry):
     # given
     tokens = []

@@ -54,6 +54,22 @@ def test_wait_for_event_when_the_event_arrives_merges_it_and_runs_on_once():
     assert len(wait_record) == 1 and wait_record[0].event_id == "evt-1"
 
 
+def test_wait_for_event_a_second_event_sent_before_the_wait_resumed_is_answered_buffered_and_kept():
+    runner, runs, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    # when: two approvers answer back to back, before the execution resumed
+    first = runner.send_event(eid, "approved", {"approver": "ana"}, event_id="one")
+    second = runner.send_event(eid, "approved", {"approver": "bo"}, event_id="two")
+    done = runner.run_until_done(eid)
+    # then: only the first is the wait's; the second is kept, not claimed as delivered
+    assert (first, second) == ("delivered", "buffered")
+    assert done.status is Status.COMPLETED and runner.context(eid)["approved_by"] == "ana"
+    [wait_record] = [r for r in runner.history(eid) if r.kind == "event"]
+    assert wait_record.event_id == "one"
+    assert {ev.event_id for ev in runner.store.list_events(eid, "approved")} == {"one", "two"}
+
+
 def test_wait_for_event_sent_before_the_wait_is_kept_and_consumed_when_it_arrives():
     runner, runs, _ = make(timeout=3600)
     eid = runner.start("approval_flow", {})

@@ -85,7 +85,7 @@ ALLOWED_FOR_KINDS = {"engine_core._runner", "engine_core.callbacks", "engine_cor
                      "engine_core.codec",
                      "engine_core.context", "engine_core.errors", "engine_core.faults", "engine_core.model",
                      "engine_core.outcome", "engine_core.protocol", "engine_core.retries", "engine_core.steps",
-                     "engine_core.transitions"}
+                     "engine_core.transitions", "engine_core.waiting_events"}
 
 
 def test_a_kind_imports_only_the_protocol_the_model_the_definitions_and_pure_helpers():

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..frozen import with_fields
-from ..code_step import CodeStep, encode_code_step
+from ..code_step import UNNAMED_MODEL, CodeStep, encode_code_step
 from ..model import Execution, StepRecord
 from ..steps import FanOutSpec, SleepSpec, StepDef, TaskSpec, WaitSpec, WorkflowDef, model_path, wait_model
 
@@ -31,7 +31,7 @@ def describe(d: StepDef) -> str:
     """The execution item's description of position ``d`` (``Execution.code_step``)."""
     kind = d.kind
     event = getattr(kind, "event", None) or getattr(d, "callback_event", None)
-    model = model_path(kind.model) if kind.kind == "event" and kind.model is not None else None
+    model = (model_path(kind.model) or UNNAMED_MODEL) if kind.kind == "event" and kind.model is not None else None
     return encode_code_step(d.name, kind.kind, event, d.compensate is not None, d.timeout_s, model)
 
 
