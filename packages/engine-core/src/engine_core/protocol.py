@@ -93,6 +93,11 @@ class StepOps(Protocol):
         """This run's whole history (read once more if the delivery read only the tail)."""
         ...
 
+    def operations(self) -> list[Any]:
+        """This run's operator actions (OperationRecord or CorruptRecord, in order): read only when asked (a
+        delivery's one query never reads them)."""
+        ...
+
     def stamp_horizon(self, due: dt.datetime) -> dt.datetime:
         """What a commit due at ``due`` would re-stamp the execution's items to (``Lifecycle.start_horizon``)."""
         ...

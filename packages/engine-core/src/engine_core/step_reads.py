@@ -71,6 +71,16 @@ class StepReads:
             self._whole_positions = None
         return self._whole
 
+    def operations(self) -> list[Any]:
+        """This run's operator actions, every page of them (a redrive at a sleep that began asks)."""
+        e, found, after = self.execution, [], None
+        while True:
+            page = self.life.store.operations_page(e.execution_id, 100, after, legacy=e.layout == 1)
+            found += page.records
+            if page.after is None:
+                return this_run(e, found, "at")
+            after = page.after
+
     def branches(self, step_index: int) -> list[Branch | CorruptRecord]:
         return self.items.branches(step_index)
 

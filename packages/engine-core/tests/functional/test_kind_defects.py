@@ -519,3 +519,44 @@ def test_a_start_whose_first_message_is_lost_keeps_its_input_past_the_lease_when
     # then: the input was still there (composition simulation seed 60)
     assert done.status is Status.COMPLETED, done.error
     assert runner.context(eid)["greeting"] == "hello ada"
+
+
+def test_a_wake_is_not_undone_by_a_redrive_onto_another_version():
+    # given: a version-1 order sleeping an hour; a deploy keeps only version 2
+    journal: list[str] = []
+
+    def reserve(ctx):
+        journal.append("reserve")
+        return {"reserved": True}
+
+    def pack(ctx):
+        journal.append("pack")
+        return {"packed": True}
+
+    def ship(ctx):
+        journal.append("ship")
+        return {"shipped": True}
+
+    v1, v2 = Registry(), Registry()
+
+    @workflow("orders", registry=v1)
+    class OrdersV1:
+        steps = [reserve, sleep(hours=1), ship]
+
+    @workflow("orders", version=2, registry=v2)
+    class OrdersV2:
+        steps = [reserve, sleep(hours=1), pack, ship]
+
+    runner = LocalRunner(v1)
+    eid = runner.start("orders", {})
+    wake_at = runner.run_until(eid, "SLEEPING").next_wake_at
+    runner.deploy(v2)
+    # when: an operator wakes it (its delivery fails workflow_version_missing), then redrives it onto version 2
+    runner.engine.operator.wake(eid, "ops")
+    failed = runner.run_until(eid, "FAILED")
+    runner.engine.operator.redrive(eid, "ops", to_version=2)
+    done = runner.run_until_done(eid)
+    # then: the sleep the operator ended stays ended: version 2's next steps run now, not at the old wake time
+    assert failed.error.code == "workflow_version_missing"
+    assert done.status is Status.COMPLETED and journal == ["reserve", "pack", "ship"]
+    assert runner.clock.now() < wake_at

@@ -14,7 +14,7 @@ import datetime as dt
 
 from .. import codec, faults, transitions
 from ..clock import format_ts, parse_ts
-from ..model import StepRecord, StepStatus, Timer
+from ..model import OperationRecord, StepRecord, StepStatus, Timer
 from ..outcome import Outcome
 from ..protocol import ActionView, KindBase, StepOps
 
@@ -54,12 +54,17 @@ class SleepKind(KindBase):
 
 
 def _began(op: StepOps) -> dt.datetime | None:
-    """The wake time this run's record of the current sleep holds: the sleep began before the execution failed
-    (a deploy changed its definition, or a code-first replay went another way) and was redriven. None when it
-    never began."""
+    """When the current sleep, begun before the execution failed (a deploy changed its definition, or a
+    code-first replay went another way) and was redriven, ends: the wake time this run's record of it holds,
+    or the time an operator woke it, if one did after it began (a wake is never undone by a redrive). None
+    when it never began."""
     index = op.step.index
     for r in reversed(op.history()):  # the whole history: read once more only when the delivery read a tail
         if type(r) is StepRecord and r.step_index == index and r.kind == "sleep" and r.status is StepStatus.SUCCEEDED:
             wake_at = (codec.decode(r.result_blob) or {}).get("wake_at") if r.result_blob else None
-            return parse_ts(wake_at) if isinstance(wake_at, str) else None
+            if not isinstance(wake_at, str):
+                return None
+            woken = [o.at for o in op.operations() if type(o) is OperationRecord and o.op == "wake"
+                     and o.detail.get("was") == Timer.SLEEP.value and r.started_at <= o.at]
+            return min([parse_ts(wake_at), *woken])
     return None
