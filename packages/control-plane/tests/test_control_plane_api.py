@@ -96,6 +96,7 @@ def test_start_when_token_repeats_with_different_input_returns_409(lambdas, worl
     # then
     assert status == 409 and body["error"] == "idempotency_conflict"
     assert "new token" in body["message"]
+    assert body["execution_status"] == "RUNNING"  # as every 409: the status of the execution the token started
     assert world.items() == items and world.visible_count(world.queue_url) == 0
 
 

@@ -346,3 +346,45 @@ def test_loom_cancel_while_an_attempt_runs_says_it_is_a_request(lite, capsys):
     # then: the line says the cancel waits for the attempt, and it then takes effect
     assert "RUNNING" in out and "requested: an attempt holds the step, and the cancel takes effect when it ends" in out, out
     assert done.status == "CANCELLED"
+
+
+def test_a_store_held_busy_by_another_connection_is_a_503_that_names_the_file_and_the_variable(
+        tmp_path, state_file, monkeypatch, capsys):
+    # given: a runtime that waits 200 ms for the write lock, and a sqlite3 shell holding it in a transaction
+    import sqlite3
+
+    monkeypatch.setenv("LOOM_SQLITE_BUSY_TIMEOUT_MS", "200")
+    db = tmp_path / "held.db"
+    runtime = LiteRuntime(LiteConfig(db=db, sweep_every_s=60, poll_s=0.05), make_registry()).start(worker_thread=True)
+    shell = sqlite3.connect(db, isolation_level=None)
+    try:
+        shell.execute("BEGIN IMMEDIATE")
+        # when: a start through the SDK, then through the command line
+        with pytest.raises(Exception) as refused:
+            LoomClient(runtime.url).start("greet", {"name": "ada"})
+        code = loom(["--url", runtime.url, "start", "greet", "--input", '{"name": "bo"}'])
+        shell.execute("ROLLBACK")
+        later = LoomClient(runtime.url).start("greet", {"name": "cy"})
+    finally:
+        shell.close()
+        runtime.stop()
+    # then: the API failed on its side (not a refusal), saying which file, why, and what to change
+    exc = refused.value
+    assert (exc.code, exc.status, exc.is_refusal) == ("store_unavailable", 503, False)
+    assert str(db) in exc.message and "LOOM_SQLITE_BUSY_TIMEOUT_MS" in exc.message and "Retry" in exc.message
+    assert code == 4 and "store_unavailable (HTTP 503)" in capsys.readouterr().err
+    assert later.created  # the lock released: the same runtime goes on
+
+
+def test_loom_dev_with_a_directory_for_db_says_to_name_a_file_and_exits_2_without_a_traceback(tmp_path, state_file,
+                                                                                               capsys):
+    from loom_lite.cli import main as loom_dev
+
+    flows = tmp_path / "dir_flows.py"
+    flows.write_text("from engine_core import Registry, workflow\nregistry = Registry()\n"
+                     "def hello(ctx):\n    return {}\n"
+                     "@workflow('dir_hello', registry=registry)\nclass Hello:\n    steps = [hello]\n")
+    code = loom_dev([str(flows), "--no-entry-points", "--db", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"loom dev: error: --db {tmp_path} is a directory" in err and "loom.db" in err, err
+    assert "Traceback" not in err and not state_file.exists()

@@ -3,7 +3,7 @@ console) and ``loom mcp`` (tools for agents) on the same API, all through the SD
 
 Exit status: 0 success; 1 the watched execution FAILED, was CANCELLED or its compensation failed; 2 bad usage or
 configuration; 3 the API refused the request (its error code and message are printed); 4 the
-control plane could not be reached or answered badly.
+control plane could not be reached, answered badly or failed on its side (a 5xx), or `loom watch --timeout` ran out.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from . import commands, cost, dev, dlq, versions
-from .args import limit, port, positive, since
+from .args import limit, port, positive, seconds, since
 from .sdk import LoomClient, LoomError
 from .sdk.client import INVALID_ARGUMENT
 from .sdk.errors import CONFIGURATION
@@ -25,7 +25,8 @@ USAGE, REFUSED, UNREACHABLE = 2, 3, 4
 
 
 def exit_code(exc: LoomError) -> int:
-    """3 for a refusal of the API, 2 for what the user must fix first, 4 when no answer came."""
+    """3 for a refusal of the API, 2 for what the user must fix first, 4 when no answer came (or the API
+    failed on its side, or a wait ran out)."""
     if exc.is_refusal:
         return REFUSED
     return USAGE if exc.code in (CONFIGURATION, INVALID_ARGUMENT) else UNREACHABLE
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loom", description="Start, watch, find and operate Loom executions.",
                                 epilog="Exit status: 0 ok, 1 watched execution FAILED, CANCELLED or COMPENSATION_FAILED, "
-                                       "2 usage, 3 API refused, 4 unreachable.")
+                                       "2 usage, 3 API refused, 4 unreachable or failed (or watch --timeout ran out).")
     p.add_argument("--url", help=f"control plane Function URL (default: ${URL_ENV}, --env-dir, or the `make up` stack)")
     p.add_argument("--env-dir", help="read the URL from `terraform output function_url` in this environment directory")
     p.add_argument("--json", action="store_true", help="print the API's JSON instead of tables (also after the command)")
@@ -86,8 +87,8 @@ def parser() -> argparse.ArgumentParser:
 
     w = command("watch", commands.watch, "follow an execution until it ends, a line per change; exit 1 if it "
                                          "FAILED, was CANCELLED or its compensation failed")
-    w.add_argument("--interval", type=float, default=1.0, help="seconds between polls (default 1)")
-    w.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 4)")
+    w.add_argument("--interval", type=seconds, default=1.0, help="seconds between polls (default 1)")
+    w.add_argument("--timeout", type=seconds, default=None, help="give up after this many seconds (exit 4)")
 
     ls = command("list", commands.list_executions, "list executions, newest first", execution_id=False)
     ls.add_argument("--workflow", help="only this workflow")
@@ -136,7 +137,7 @@ def parser() -> argparse.ArgumentParser:
                                               "actions); Ctrl-C stops it", execution_id=False, json_flag=False)
     co.add_argument("--port", type=port, default=0, help="port to listen on (default: a free one, printed)")
     co.add_argument("--open", action="store_true", help="open it in the web browser")
-    co.add_argument("--interval", type=float, default=1.0, help="seconds between the polls behind live updates "
+    co.add_argument("--interval", type=seconds, default=1.0, help="seconds between the polls behind live updates "
                                                                 "(default 1)")
     m = command("mcp", commands.mcp, "serve the Model Context Protocol on stdio: tools for agents to list workflows and "
                                      "schedules, start, inspect, list, signal, cancel and redrive executions",
@@ -168,6 +169,8 @@ def _error(args: Any, exc: LoomError) -> None:
         print(json.dumps(doc), file=sys.stderr)
     elif exc.is_refusal:
         print(f"loom: error: {exc.code}: {exc.message}", file=sys.stderr)
+    elif exc.status is not None:  # the API failed on its side
+        print(f"loom: error: {exc.code} (HTTP {exc.status}): {exc.message}", file=sys.stderr)
     else:
         print(f"loom: error: {exc.message}", file=sys.stderr)
 

@@ -13,7 +13,13 @@ from engine_core import (
     ResultTooLargeError,
     UnknownWorkflowError,
 )
-from engine_core.errors import CallbackNotFoundError, ExecutionStateConflictError, InvalidEventError, InvalidRequestError
+from engine_core.errors import (
+    CallbackNotFoundError,
+    ExecutionStateConflictError,
+    InvalidEventError,
+    InvalidRequestError,
+    StorageError,
+)
 
 from .responses import ErrorBody, dump
 
@@ -47,7 +53,7 @@ def error_for(exc: Exception) -> ApiError | None:
         return ApiError(404, "execution_not_found", (
             f"{exc}; use the execution_id returned by POST /executions"))
     if isinstance(exc, IdempotencyConflictError):
-        return ApiError(409, "idempotency_conflict", str(exc))
+        return ApiError(409, "idempotency_conflict", str(exc), execution_status=exc.status)
     if isinstance(exc, ResultTooLargeError):
         return ApiError(413, "input_too_large", str(exc))
     if isinstance(exc, NonSerializableResultError):
@@ -68,4 +74,7 @@ def error_for(exc: Exception) -> ApiError | None:
         return ApiError(409, exc.code, str(exc), execution_status=exc.status)
     if isinstance(exc, InvalidRequestError):
         return ApiError(400, "invalid_request", str(exc))
+    if isinstance(exc, StorageError):  # the store (or the queue) failed: its message says why and what to do
+        return ApiError(503, "store_unavailable", f"{exc}. Retry the request (a start with an idempotency_token "
+                                                  "is safe to repeat; read an execution before repeating an action)")
     return None

@@ -146,13 +146,14 @@ class Engine(UsesLifecycle):
                 try:
                     self.store.create(execution, blob, replace_version=old.version)
                 except ExecutionExistsError as again:
-                    raise IdempotencyConflictError(token or "", old.execution_id,
-                                                   "and was replaced concurrently") from again
+                    raise IdempotencyConflictError(token or "", old.execution_id, "and was replaced concurrently",
+                                                   again.existing.status.value) from again
             elif old.input_digest not in (digest, legacy_digest):
-                raise IdempotencyConflictError(token or "", old.execution_id, "with a different workflow or input") from None
+                raise IdempotencyConflictError(token or "", old.execution_id, "with a different workflow or input",
+                                               old.status.value) from None
             elif version is not None and old.workflow_version != version:
                 raise IdempotencyConflictError(token or "", old.execution_id,
-                                               f"on version {old.workflow_version}, not {version}") from None
+                                               f"on version {old.workflow_version}, not {version}", old.status.value) from None
             else:
                 return StartResult(old, created=False)
         faults.point("control.after_create", execution_id=execution_id)

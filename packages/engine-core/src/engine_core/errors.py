@@ -93,12 +93,14 @@ class StepSupersededError(EngineError):
 
 
 class IdempotencyConflictError(EngineError):
-    def __init__(self, token: str, execution_id: str, reason: str):
+    def __init__(self, token: str, execution_id: str, reason: str, status: str | None = None):
         super().__init__(
             f"idempotency token {token!r} was already used for execution {execution_id} {reason}; "
             "use a new token to start a different execution"
         )
         self.token, self.execution_id = token, execution_id
+        self.status = status
+        """The status of the execution the token started (its ``status.value``)."""
 
 
 class CorruptStateError(EngineError):

@@ -143,7 +143,7 @@ class ApiServer:
                 length = int(self.headers.get("content-length") or 0)
                 if length > MAX_BODY_BYTES:
                     self._send(413, [("content-type", "application/json")], json.dumps(
-                        {"error": "request_too_large", "message": f"the body is {length} bytes; a request "
+                        {"error": "input_too_large", "message": f"the body is {length} bytes; a request "
                          f"takes at most {MAX_BODY_BYTES} (a Function URL's limit)"}).encode())
                     return
                 body = self.rfile.read(length) if length else b""

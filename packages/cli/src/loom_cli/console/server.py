@@ -43,8 +43,8 @@ _ACTION = re.compile(r"\A/executions/([^/]+)/(cancel|redrive|wake|events/[^/]+)\
 
 
 def _problem(exc: LoomError) -> tuple[int, dict[str, Any]]:
-    if exc.is_refusal:
-        return exc.status or 500, exc.document
+    if exc.status is not None:  # the API's own answer: a refusal, or its failure
+        return exc.status, exc.document
     return 502, {"error": exc.code, "message": exc.message}
 
 

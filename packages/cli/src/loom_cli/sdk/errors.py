@@ -25,7 +25,8 @@ class LoomError(Exception):
         code: the API's stable code (``execution_not_found``, ``not_failed``, ``invalid_input``, ...), or
             one of the SDK's own: ``configuration``, ``unreachable``, ``bad_response``, ``wait_timeout``.
         message: what was wrong and what to do, as the API (or the SDK) words it.
-        status: the HTTP status of a refusal; None when no answer came from the API.
+        status: the HTTP status of a refusal (4xx) or of the API's own failure (5xx: ``internal_error``,
+            ``store_unavailable``); None when no answer came from the API.
         execution_status: the execution's status when the API names it (every 409 does).
         problems: for ``invalid_input``, each field the workflow's input model refused.
         document: the API's whole error document (``{"error", "message", ...}``).
@@ -55,8 +56,9 @@ class LoomError(Exception):
 
     @property
     def is_refusal(self) -> bool:
-        """True when the API answered and refused (it changed nothing); False when no request got through."""
-        return self.status is not None
+        """True when the API answered and refused (a 4xx: it changed nothing); False when no request got
+        through, or the API failed on its side (a 5xx: ``status`` says which, and retrying may work)."""
+        return self.status is not None and self.status < 500
 
     def __str__(self) -> str:
         return f"{self.code} (HTTP {self.status}): {self.message}" if self.status is not None else self.message
