@@ -355,7 +355,7 @@ def _doc(status: str, step: int, **extra) -> dict:
 def test_watch_prints_one_line_for_a_long_sleep_however_many_polls(api, capsys):
     sleeping = _doc("SLEEPING", 3, timer="sleep", next_wake_at="2999-01-01T00:00:00.000000Z")
     api.extra_route = Script([_doc("RUNNING", 2)] + [sleeping] * 40 + [_doc("RUNNING", 3), _doc("COMPLETED", 5)])
-    assert main(["--url", api.url, "watch", EID, "--interval", "0"]) == 0
+    assert main(["--url", api.url, "watch", EID, "--interval", "0.001"]) == 0
     lines = capsys.readouterr().out.splitlines()
     progress = [line for line in lines if line.split(" ")[0] in ("RUNNING", "SLEEPING", "COMPLETED")]
     assert [line.split()[0] for line in progress] == ["RUNNING", "SLEEPING", "RUNNING", "COMPLETED"], lines
@@ -369,7 +369,7 @@ def test_watch_shows_each_failed_attempts_error(api, capsys):
                                                                                        "message": "card declined"}}]}
     retry = _doc("RUNNING", 1, timer="retry", next_wake_at="2999-01-01T00:00:00.000000Z", total_attempts=2)
     api.extra_route = Script([_doc("RUNNING", 1, total_attempts=2)] + [retry] * 5 + [_doc("COMPLETED", 5)], history)
-    assert main(["--url", api.url, "watch", EID, "--interval", "0"]) == 0
+    assert main(["--url", api.url, "watch", EID, "--interval", "0.001"]) == 0
     out = capsys.readouterr().out
     assert "RUNNING   step 1/5 charge  attempt 1 failed: step_error: card declined;  retry in " in out
     assert out.split("#  step")[0].count("card declined") == 1  # once in the progress lines, then the history
@@ -377,7 +377,7 @@ def test_watch_shows_each_failed_attempts_error(api, capsys):
 
 def test_watch_exits_1_for_a_cancelled_execution(api, capsys):
     api.extra_route = Script([_doc("CANCELLED", 3, cancelled_by="local", cancel_reason="dup")])
-    assert main(["--url", api.url, "watch", EID, "--interval", "0"]) == 1
+    assert main(["--url", api.url, "watch", EID, "--interval", "0.001"]) == 1
     assert "CANCELLED step 3/5 ship  by local: dup" in capsys.readouterr().out
 
 
@@ -388,7 +388,7 @@ def test_watch_piped_to_a_reader_that_leaves_still_exits_1_for_a_cancelled_execu
     # given: `loom watch ID | true`: the reader closes the pipe before anything is printed
     api.extra_route = Script([_doc("CANCELLED", 3, cancelled_by="local", cancel_reason="dup")])
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from loom_cli.main import main; sys.exit(main(sys.argv[1:]))",
-                             "--url", api.url, "watch", EID, "--interval", "0"],
+                             "--url", api.url, "watch", EID, "--interval", "0.001"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()
     # when
@@ -406,3 +406,14 @@ def test_status_numbers_steps_as_watch_does(api, capsys):
     assert main(["--url", api.url, "status", EID]) == 0
     out = capsys.readouterr().out
     assert "current step  3/5 ship" in out and "started by    local" in out
+
+
+@pytest.mark.parametrize("argv", [["watch", EID, "--interval", "0"], ["watch", EID, "--interval", "-1"],
+                                  ["watch", EID, "--timeout", "0"], ["console", "--interval", "0"],
+                                  ["dev", "--sweep-every", "0"], ["dev", "--sweep-every", "nan"]])
+def test_a_poll_interval_of_zero_or_less_is_a_usage_error_not_a_busy_loop(api, capsys, argv):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--url", api.url, *argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "must be a number of seconds above 0" in err, err
+    assert api.requests == []

@@ -162,7 +162,7 @@ def _watch_lines(out: str) -> list[str]:
 def test_watch_of_each_kind_of_execution_follows_it_to_the_end_and_prints_its_history(control_plane, capsys,
                                                                                      name, code):
     eid = control_plane.play(name, at=None)
-    exit_code, out, err = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0")
+    exit_code, out, err = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0.001")
     assert exit_code == code, err
     lines = _watch_lines(out)
     assert len(lines) == len(set(lines)), out  # no line twice
@@ -172,7 +172,7 @@ def test_watch_of_each_kind_of_execution_follows_it_to_the_end_and_prints_its_hi
 
 def test_watch_of_a_map_shows_the_branches_done_and_ends_with_attempts_not_attempts_so_far(control_plane, capsys):
     eid = control_plane.play("map", at=None)
-    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0")
+    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0.001")
     lines = _watch_lines(out)
     assert code == 0
     assert "RUNNING   step 1/3 resize_images  attempts so far: 1  branches done: 2/4" in lines
@@ -182,7 +182,7 @@ def test_watch_of_a_map_shows_the_branches_done_and_ends_with_attempts_not_attem
 
 def test_watch_of_a_sleep_names_the_sleep_step(control_plane, capsys):
     eid = control_plane.play("sleeping", at=None)
-    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0")
+    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0.001")
     assert code == 0
     assert any(line.startswith("SLEEPING  step 2/5 wait_for_carrier_pickup  sleeping, ") for line in _watch_lines(out))
 
@@ -206,7 +206,7 @@ def test_watch_of_a_compensation_prints_each_undo_once_with_the_failure_that_sta
     eid = control_plane.play("compensated", at=0)
     control_plane.scripts[eid] = copy.deepcopy(captured[:2] + moments + captured[-1:])
     # when
-    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0")
+    code, out, _ = run(capsys, "--url", control_plane.url, "watch", eid, "--interval", "0.001")
     # then
     lines = _watch_lines(out)
     assert code == 1

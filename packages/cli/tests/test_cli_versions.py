@@ -85,6 +85,13 @@ def test_versions_check_with_an_unreadable_manifest_says_how_to_write_one(listin
     assert "python -m engine_core.manifest" in capsys.readouterr().err
 
 
+def test_versions_check_with_a_manifest_of_another_shape_shows_the_shape_it_needs(listing, tmp_path, capsys):
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text("{}")
+    assert main(["--url", listing.url, "versions", "check", "--manifest", str(wrong)]) == 2
+    assert 'does not hold {"workflows": {name: {version: fingerprint}}};' in capsys.readouterr().err
+
+
 def test_versions_console_shows_each_version_with_its_live_executions_and_the_pinned_version_of_an_execution():
     from loom_cli.console import pages
     from loom_cli.sdk.models import Execution, History, Workflow

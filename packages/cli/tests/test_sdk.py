@@ -57,7 +57,7 @@ def test_list_iterates_every_page_and_stops_at_a_limit(client, control_plane):
 
 
 @pytest.mark.parametrize("bad", [{"limit": 0}, {"limit": -1}, {"limit": "5"}, {"limit": 2.5}, {"limit": True},
-                                 {"page_size": 0}, {"page_size": "10"}])
+                                 {"page_size": 0}, {"page_size": "10"}, {"page_size": 500}])
 def test_list_refuses_a_limit_or_page_size_that_is_not_a_positive_whole_number_before_any_request(client, control_plane,
                                                                                                   bad):
     control_plane.add(execution_doc("e-1"))
@@ -66,7 +66,19 @@ def test_list_refuses_a_limit_or_page_size_that_is_not_a_positive_whole_number_b
         client.list(**bad)  # at the call, not at the first iteration
     (what, value), = bad.items()
     assert refused.value.code == "invalid_argument"
-    assert f"{what} must be a whole number of at least 1, got {value!r}" in str(refused.value)
+    needs = "of at least 1" if what == "limit" else "from 1 to 100"
+    assert f"{what} must be a whole number {needs}" in str(refused.value) and f"got {value!r}" in str(refused.value)
+    assert len(control_plane.requests) == seen
+
+
+@pytest.mark.parametrize("page_size", [0, 101, "50"])
+def test_history_pages_refuses_a_page_size_outside_1_to_100_naming_it_before_any_request(client, control_plane,
+                                                                                       page_size):
+    control_plane.add(execution_doc("e-1"))
+    seen = len(control_plane.requests)
+    with pytest.raises(LoomError) as refused:
+        client.history_pages("e-1", page_size=page_size)
+    assert refused.value.code == "invalid_argument" and "page_size must be a whole number from 1 to 100" in str(refused.value)
     assert len(control_plane.requests) == seen
 
 

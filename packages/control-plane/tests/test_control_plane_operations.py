@@ -467,3 +467,13 @@ def test_a_percent_encoded_path_segment_is_decoded_before_it_is_read_or_named(la
     assert (status, reply["error"]) == (400, "invalid_request"), reply
     assert "'bad name'" in reply["message"] and "%20" not in reply["message"], reply
     assert (sent, ok["event"]) == (202, "approved"), ok  # kept: the execution has not reached its wait yet
+
+
+@pytest.mark.parametrize("query, says", [({"live": "x"}, "'live' must be 1 or 0"), ({"foo": "1"}, "unknown query parameter 'foo'"),
+                                          ({"live": "0", "limit": "5"}, "unknown query parameter 'limit'")])
+def test_workflows_refuse_an_unknown_query_parameter_or_live_value_as_the_other_reads_do(lambdas, world, query, says):
+    status, body, _ = call(lambdas.control_plane, "GET", "/workflows", query=query)
+    assert (status, body["error"]) == (400, "invalid_request") and says in body["message"], body
+    _, counted, _ = call(lambdas.control_plane, "GET", "/workflows", query={"live": "1"})
+    _, uncounted, _ = call(lambdas.control_plane, "GET", "/workflows", query={"live": "0"})
+    assert {"live", "undeployed"} <= set(counted) and not {"live", "undeployed"} & set(uncounted)

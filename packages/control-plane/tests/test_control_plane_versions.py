@@ -80,6 +80,26 @@ def test_start_naming_a_version_pins_it_and_status_shows_the_pinned_step_list(se
     assert (view_old["workflow_version"], view_old["steps"], view_old["step_count"]) == (1, ["a", "sleep_3600s", "b"], 3)
 
 
+def test_status_of_an_execution_whose_version_is_not_deployed_still_shows_its_pinned_step_list(setup):
+    # given: a version-1 execution asleep; a deploy keeps only version 2
+    runner, rt = setup
+    _, started = send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": 1})
+    eid = started["execution_id"]
+    runner.run_until(eid, "SLEEPING")
+    runner.deploy(deploy(versions=(2,)))
+    rt = Runtime.around(runner.engine, runner.sweeper)
+    # when: read before and after its delivery fails workflow_version_missing
+    _, asleep = send(rt, routes.get_execution, execution_id=eid)
+    runner.engine.operator.wake(eid, "ops")
+    failed = runner.run_until_done(eid)
+    _, view = send(rt, routes.get_execution, execution_id=eid)
+    # then: the step list it pinned at its start, and the step it stands at, as operating.md says
+    assert failed.error.code == "workflow_version_missing"
+    for doc in (asleep, view):
+        assert (doc["workflow_version"], doc["steps"], doc["step_count"]) == (1, ["a", "sleep_3600s", "b"], 3)
+        assert doc["current_step_name"] == "sleep_3600s"
+
+
 def test_get_workflows_lists_each_version_with_its_live_executions_and_live_ones_on_undeployed_versions(setup):
     runner, rt = setup
     for version in (1, 1, 2):

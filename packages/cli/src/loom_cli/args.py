@@ -44,6 +44,17 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def seconds(text: str) -> float:
+    """A length of time in seconds, more than 0 (0 or less would poll without pause)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 (0.5, 2), got {text!r}")
+    return value
+
+
 def limit(text: str) -> int:
     if not (text.isdigit() and 1 <= int(text) <= PAGE_MAX):
         raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {PAGE_MAX}, got {text!r}")

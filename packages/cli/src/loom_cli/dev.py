@@ -14,7 +14,7 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any
 
-from .args import port
+from .args import port, seconds
 
 ENTRY_POINTS = "loom.dev"
 """The entry-point group a runtime for ``loom dev`` registers its ``serve(args)`` under (loom-lite does)."""
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help="the SQLite file (default: $LOOM_SQLITE_PATH, else .loom/loom.db); created if missing, "
                                "kept across runs")
     p.add_argument("--port", type=port, default=None, help="the API's port on 127.0.0.1 (default: a free one, printed)")
-    p.add_argument("--sweep-every", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--sweep-every", type=seconds, default=None, metavar="SECONDS",
                    help="the sweeper's schedule (default 1 s)")
     p.add_argument("--no-record", action="store_true",
                    help="do not record the URL in the per-user state file (loom and LoomClient() then need --url)")

@@ -52,7 +52,7 @@ def read_manifest(path: Path) -> dict[str, dict[int, str | None]]:
     workflows = doc.get("workflows") if isinstance(doc, dict) else None
     if not isinstance(workflows, dict) or not all(isinstance(v, dict) for v in workflows.values()):
         raise LoomError(CONFIGURATION, f'the manifest {path} does not hold {{"workflows": {{name: {{version: '
-                                       'fingerprint}}}}; write it again with `python -m engine_core.manifest`')
+                                       'fingerprint}}}; write it again with `python -m engine_core.manifest`')
     try:
         return {name: {int(v): fp for v, fp in versions.items()} for name, versions in workflows.items()}
     except ValueError:

@@ -26,7 +26,7 @@ from engine_core.model import (
     StepRecord,
 )
 from engine_core.registry import Registry, WorkflowDef
-from engine_core.versions import pinned_definition
+from engine_core.versions import decode_pins, is_code_first, pinned_definition
 from pydantic import BaseModel, ConfigDict, Field
 
 BRANCH_RESULT_SHOWN_BYTES = 2048
@@ -196,6 +196,11 @@ class ExecutionView(_Reply):
             extra["style"] = "steps"
             extra["step_count"], extra["steps"] = len(wf.steps), [s.name for s in wf.steps]
             extra["current_step_name"] = wf.steps[e.current_step].name if e.current_step < len(wf.steps) else None
+        elif not is_code_first(e) and (pins := decode_pins(e.pinned_steps, e.fingerprint)) is not None:
+            # its version is not deployed here: the step list it pinned at its start still names its steps
+            extra["style"] = "steps"
+            extra["step_count"], extra["steps"] = len(pins), [p.name for p in pins]
+            extra["current_step_name"] = pins[e.current_step].name if e.current_step < len(pins) else None
         return cls(
             execution_id=e.execution_id, workflow=e.workflow, status=e.status.value, current_step=e.current_step,
             version=e.version, workflow_version=e.workflow_version, context=context, error=e.error, next_wake_at=_ts(e.next_wake_at),

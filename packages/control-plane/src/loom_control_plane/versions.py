@@ -14,6 +14,7 @@ from .errors import ApiError
 from .responses import workflow_view
 
 _OFF = ("0", "false", "no")
+_ON = ("1", "true", "yes")
 
 
 def version_view(wf: WorkflowDef, live: int | None) -> dict[str, Any]:
@@ -31,8 +32,17 @@ def version_view(wf: WorkflowDef, live: int | None) -> dict[str, Any]:
 def workflows_reply(rt: Runtime, query: dict[str, str]) -> dict[str, Any]:
     """``GET /workflows``: each workflow as its newest version describes it, with ``versions`` (every deployed
     version and the executions live on it) and, for live executions on versions this deployment does not have,
-    ``undeployed``. ``?live=0`` leaves the live counts out (they read the due index: see ``engine_core.live``)."""
-    if query.get("live", "1").lower() in _OFF:
+    ``undeployed``. ``?live=0`` leaves the live counts out, and with them ``live`` and ``undeployed`` (they read
+    the due index: see ``engine_core.live``); any other parameter, or another value, is refused."""
+    unknown = sorted(set(query) - {"live"})
+    if unknown:
+        raise ApiError(400, "invalid_request", f"unknown query parameter {', '.join(repr(u) for u in unknown)}; "
+                                               "allowed: live")
+    live = query.get("live", "1").lower()
+    if live not in _OFF + _ON:
+        raise ApiError(400, "invalid_request", f"query parameter 'live' must be 1 or 0 (true or false), got "
+                                               f"{live[:40]!r}; fix it and send the request again")
+    if live in _OFF:
         counts = None
     else:
         counts = live_counts(rt.engine.life.store, rt.settings.shards, rt.engine.clock.now())

@@ -190,8 +190,10 @@ class Operator(Reader):
         for _ in range(_RETRIES):
             e = self.get(execution_id)
             if e.status.is_terminal:
+                then = (": loom redrive resumes it at its failed step" if e.status is Status.FAILED
+                        else ": there is no wait left to skip")
                 raise ExecutionStateConflictError(
-                    "execution_ended", f"execution {e.execution_id} already ended {e.status.value}", e.status.value)
+                    "execution_ended", f"execution {e.execution_id} already ended {e.status.value}{then}", e.status.value)
             view = _View(self, e)
             kind = self.kinds.current(view.wf, e)
             wakeable = kind.on_wake(view) if kind is not None else e.timer is not None and e.timer.value != "lease"

@@ -266,7 +266,7 @@ def step_print(step: StepDef) -> str:
 def _step_def(index: int, item: Any, where: str) -> StepDef:
     if isinstance(item, Sleep):
         if not 0 < item.seconds <= MAX_SLEEP_S:
-            raise RegistrationError(f"{where}: sleep at position {index} must last between 0 and 366 days")
+            raise RegistrationError(f"{where}: sleep at position {index} must last more than 0 s and at most 366 days")
         name = item.name or f"sleep_{item.seconds:g}s"
         _check_step_name(name, index, where)
         return StepDef(index=index, name=name, kind=SleepSpec(float(item.seconds)))
@@ -378,7 +378,7 @@ def _wait_def(index: int, item: WaitForEvent, where: str) -> StepDef:
         raise RegistrationError(f"{where}: wait_for_event at position {index}: event name {item.event!r} is invalid: "
                                 "1-64 characters from A-Z a-z 0-9 _ . -")
     if not 0 < item.timeout_s <= MAX_SLEEP_S:
-        raise RegistrationError(f"{where}: wait_for_event({item.event!r}) timeout must be between 0 and 366 days")
+        raise RegistrationError(f"{where}: wait_for_event({item.event!r}) timeout must be more than 0 s and at most 366 days")
     if item.has_default and not isinstance(item.default, dict):
         raise RegistrationError(f"{where}: wait_for_event({item.event!r}) default must be a dict (an event's data "
                                 "is a JSON object), got " + type(item.default).__name__)

@@ -128,11 +128,14 @@ class StepRun(StepReads):
         settings = self.settings
         if e.current_step >= settings.max_steps:
             return ErrorInfo(code="step_cap_exceeded", message=(
-                f"execution reached step {e.current_step}, the cap is {settings.max_steps} (LOOM_MAX_STEPS)"))
+                f"execution reached step {e.current_step}, the cap is {settings.max_steps} (LOOM_MAX_STEPS): a loop "
+                "that never ends, or a workflow that needs more: raise LOOM_MAX_STEPS in the functions' environment "
+                "and redrive it"))
         if e.total_attempts >= settings.max_total_attempts:
             return ErrorInfo(code="attempt_cap_exceeded", message=(
                 f"execution used {e.total_attempts} step attempts, the cap is {settings.max_total_attempts} "
-                "(LOOM_MAX_TOTAL_ATTEMPTS)"))
+                "(LOOM_MAX_TOTAL_ATTEMPTS): raise it in the functions' environment and redrive it, if the retries "
+                "are expected"))
         return None
 
     def _may_chain(self, next_index: int, settling: int = 0) -> bool:

@@ -177,9 +177,10 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
     if to_version is None or to_version == e.workflow_version:
         wf, problem = resolve(registry, e, load_pins)
         if problem is not None:
+            remedy = "" if "--to-version" in problem.message else (
+                ". Or redrive it onto another deployed version: loom redrive ID --to-version N")
             raise ExecutionStateConflictError("definition_changed", (
-                f"execution {e.execution_id} cannot be redriven on its own version: {problem.message}. Or redrive "
-                "it onto another deployed version: loom redrive ID --to-version N"), status)
+                f"execution {e.execution_id} cannot be redriven on its own version: {problem.message}{remedy}"), status)
         return {}
     target = registry.get(e.workflow, to_version)
     try:

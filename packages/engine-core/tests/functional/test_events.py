@@ -247,7 +247,7 @@ def last(ctx):
 
 @pytest.mark.parametrize("event, kwargs, problem", [
     ("has space", {}, "event name"), ("ok", {"default": [1]}, "default must be a dict"),
-    ("ok", {"timeout": 0}, "timeout must be between"),
+    ("ok", {"timeout": 0}, "timeout must be more than 0 s and at most 366 days"),
 ])
 def test_wait_for_event_registration_refuses_bad_names_and_defaults(event, kwargs, problem):
     with pytest.raises(RegistrationError, match=problem):

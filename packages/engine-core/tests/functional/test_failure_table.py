@@ -366,6 +366,7 @@ def test_safety_caps_end_the_execution_failed(registry, settings, code):
     eid = runner.start("long")
     e = run(runner, eid)
     assert e.status is Status.FAILED and e.error.code == code
+    assert "raise it" in e.error.message or "raise LOOM_MAX_STEPS" in e.error.message  # what to do, not only what
     assert len(runner.history(eid)) <= 3
     assert runner.queue.messages == [] and eid not in runner.store.due_ids()
 

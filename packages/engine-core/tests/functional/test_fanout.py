@@ -326,7 +326,7 @@ def test_map_over_more_than_1000_items_fails_the_step_with_too_many_items(regist
     eid = h.start("huge", {"xs": list(range(1001))})
     e = h.drive(eid)
     assert e.status is Status.FAILED and e.error.code == "too_many_items" and not e.error.retryable
-    assert "1001" in e.error.message and bodies.runs == Counter()
+    assert "1001" in e.error.message and "split the items" in e.error.message and bodies.runs == Counter()
 
 
 def test_map_over_a_value_that_is_not_a_list_fails_the_step_with_invalid_map_input(registry):

@@ -192,6 +192,17 @@ def test_cancel_an_ended_execution_is_a_conflict_with_its_status():
     assert (refused.value.code, refused.value.status) == ("execution_ended", "COMPLETED") and writes(runner) == before
 
 
+def test_wake_of_a_failed_execution_is_a_conflict_that_names_redrive():
+    runner, _ = make()  # the fragile step fails for good while its switch is off
+    eid = runner.start("ops_flow", {})
+    assert runner.run_until_done(eid).status is Status.FAILED
+    before = writes(runner)
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.wake(eid, "me")
+    assert (refused.value.code, refused.value.status) == ("execution_ended", "FAILED") and writes(runner) == before
+    assert "loom redrive resumes it" in str(refused.value)
+
+
 def test_redrive_resumes_a_failed_execution_at_its_failed_step_with_fresh_attempts_under_the_same_id():
     runner, switch = make()
     eid = runner.start("ops_flow", {"order": 7})

@@ -111,6 +111,7 @@ def test_versions_an_execution_whose_version_was_removed_fails_naming_it_and_run
     with pytest.raises(ExecutionStateConflictError) as refused:
         runner.engine.operator.redrive(eid, "oncall")
     assert refused.value.code == "definition_changed"
+    assert str(refused.value).count("--to-version") == 1, str(refused.value)  # the remedy named once
     # when: version 1 is deployed again and the operator redrives
     runner.deploy(deployed(lambda r: v1(r, j), lambda r: v2(r, j)))
     runner.engine.operator.redrive(eid, "oncall")

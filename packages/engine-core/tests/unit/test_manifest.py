@@ -48,3 +48,10 @@ def test_manifest_of_a_missing_zip_says_to_build_it(tmp_path):
     done = subprocess.run([sys.executable, "-m", "engine_core.manifest", "--zip", str(tmp_path / "none.zip")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "build it first" in done.stderr
+
+
+def test_manifest_help_says_the_whole_first_paragraph_of_what_it_does():
+    done = subprocess.run([sys.executable, "-m", "engine_core.manifest", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0 and "read from a worker zip (or this environment), for `loom versions check`" in text

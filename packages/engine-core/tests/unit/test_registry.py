@@ -51,7 +51,7 @@ def test_workflow_registers_steps_in_order_with_policies(registry):
     ([step(a, name="x#y")], "no '#' and no whitespace"),
     ([lambda ctx: {}], "no usable name"),
     ([a, sleep(seconds=10)], "ends with a sleep"),
-    ([sleep(seconds=0), a], "between 0 and 366 days"),
+    ([sleep(seconds=0), a], "more than 0 s and at most 366 days"),
     ([step(a, timeout_s=901)], "timeout_s"),
     ([step(a, name="step\n")], "no '#' and no whitespace"),
     ([step(a, name="\nstep")], "no '#' and no whitespace"),

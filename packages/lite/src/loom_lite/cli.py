@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from engine_core import REGISTRY, Outcome, Registry
-from engine_core.errors import RegistrationError
+from engine_core.errors import RegistrationError, StorageError
 from engine_core.settings import ConfigurationError
 from loom_cli.dev import DESCRIPTION, add_arguments
 
@@ -82,11 +82,14 @@ def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     logging.getLogger("engine_core").setLevel(logging.WARNING)
     try:
+        if args.db and Path(args.db).is_dir():
+            raise ConfigurationError(f"--db {args.db} is a directory; name the SQLite file to use, for example "
+                                     f"--db {Path(args.db) / 'loom.db'}")
         registry = load_workflows(args.modules, entry_points=not args.no_entry_points)
         config = LiteConfig.from_env(db=Path(args.db) if args.db else None, port=args.port,
                                      sweep_every_s=args.sweep_every, record=not args.no_record)
         runtime = LiteRuntime(config, registry, on_outcome=None if args.quiet else _printer)
-    except (ConfigurationError, RegistrationError) as exc:
+    except (ConfigurationError, RegistrationError, StorageError) as exc:  # StorageError: the file cannot be opened
         print(f"loom dev: error: {exc}", file=sys.stderr)
         return 2
 

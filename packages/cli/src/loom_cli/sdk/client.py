@@ -121,11 +121,12 @@ class LoomClient:
              started_after: dt.datetime | str | None = None, started_before: dt.datetime | str | None = None,
              limit: int | None = None, page_size: int = PAGE_MAX) -> Iterator[ListEntry]:
         """Every execution that matches, newest first, page after page (at most ``limit`` of them). A limit
-        or page size that is not a whole number of at least 1 is refused at the call, before any request."""
-        for what, value in (("limit", limit), ("page_size", page_size)):
-            if value is not None and (type(value) is not int or value < 1):
-                raise LoomError(INVALID_ARGUMENT, f"{what} must be a whole number of at least 1, got {value!r}"
-                                + ("; leave limit out (None) for every execution" if what == "limit" else ""))
+        that is not a whole number of at least 1, or a page size outside 1-100, is refused at the call, before
+        any request."""
+        if limit is not None and (type(limit) is not int or limit < 1):
+            raise LoomError(INVALID_ARGUMENT, f"limit must be a whole number of at least 1, got {limit!r}; leave "
+                                              "limit out (None) for every execution")
+        _check_page_size(page_size)
         return self._list(workflow, status, started_after, started_before, limit, page_size)
 
     def _list(self, workflow: str | None, status: str | None, started_after: dt.datetime | str | None,
@@ -144,7 +145,12 @@ class LoomClient:
                 return
 
     def history_pages(self, execution_id: str, page_size: int = PAGE_MAX) -> Iterator[HistoryPage]:
-        """The history page by page (a page of near-limit results is large: read it in pages)."""
+        """The history page by page (a page of near-limit results is large: read it in pages); ``page_size``
+        1-100, checked at the call."""
+        _check_page_size(page_size)
+        return self._history_pages(execution_id, page_size)
+
+    def _history_pages(self, execution_id: str, page_size: int) -> Iterator[HistoryPage]:
         path, token = f"/executions/{_q(execution_id)}/history", None
         while True:
             query = {"limit": page_size, **({"next_token": token} if token else {})}
@@ -262,3 +268,9 @@ class LoomClient:
     def stream(self, execution_id: str, **options: Any) -> Iterator[Change]:
         """The changes an SSE client of the console sees: see :func:`loom_cli.sdk.stream.stream`."""
         return stream(self, execution_id, **options)
+
+
+def _check_page_size(page_size: Any) -> None:
+    if type(page_size) is not int or not 1 <= page_size <= PAGE_MAX:
+        raise LoomError(INVALID_ARGUMENT, f"page_size must be a whole number from 1 to {PAGE_MAX} (the API's "
+                                          f"largest page), got {page_size!r}")

@@ -294,7 +294,7 @@ def sleep(seconds: float = 0, *, minutes: float = 0, hours: float = 0, days: flo
     run = _run(call)
     _check_name(name, call)
     if not 0 < total <= MAX_SLEEP_S:
-        raise ValueError(f"{call}: a sleep lasts between 0 and 366 days")
+        raise ValueError(f"{call}: a sleep lasts more than 0 s and at most 366 days")
     run.call(name, SleepSpec(float(total)))
 
 
@@ -302,7 +302,7 @@ def _wait_spec(event: str, timeout: float, default: Any, model: type | None, cal
     if not isinstance(event, str) or not EVENT_NAME_RE.fullmatch(event):
         raise ValueError(f"{call}: event name {event!r} is invalid: 1-64 characters from A-Z a-z 0-9 _ . -")
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 0 < timeout <= MAX_SLEEP_S:
-        raise ValueError(f"{call}: timeout must be between 0 and 366 days, in seconds")
+        raise ValueError(f"{call}: timeout must be more than 0 s and at most 366 days, in seconds")
     has = default is not _NO_DEFAULT
     if has and not isinstance(default, dict):
         raise ValueError(f"{call}: default must be a dict (what the wait returns when no event came)")
