@@ -120,6 +120,12 @@ module "bad_boundary" {{
   lambda_zips                  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
   iam_permissions_boundary_arn = "platform-boundary"
 }}
+
+module "extra_environment_too_large" {{
+  source                      = "../../modules/loom"
+  lambda_zips                 = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  extra_environment_variables = {{ CATALOG = format("%3100s", "x") }}
+}}
 """
 
 # envs/local is applied with these (tests/terraform/test_emulator_schedules.py reads them back).
@@ -160,6 +166,14 @@ module "missing_zip" {{
   name     = "f2"
   handler  = "loom_worker.handler.handler"
   zip_path = "{dist}/nowhere/worker.zip"
+}}
+
+module "environment_over_4kb" {{
+  source                = "../../modules/function"
+  name                  = "f3"
+  handler               = "loom_worker.handler.handler"
+  zip_path              = "{dist}/local/worker.zip"
+  environment_variables = {{ LOOM_TABLE_NAME = "t", CATALOG = format("%4100s", "x") }}
 }}
 """
 

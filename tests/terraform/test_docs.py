@@ -98,3 +98,31 @@ def test_documented_local_visibility_timeout_is_six_local_worker_timeouts() -> N
     # then
     assert f"{6 * worker_timeout_s} s in\n  `local`" in readme
     assert f"queue's {6 * worker_timeout_s} s visibility timeout" in runtime
+
+
+@pytest.mark.parametrize("role, row", [("worker", "worker"), ("sweeper", "sweeper"), ("control_plane", "control plane")])
+def test_module_readme_iam_table_names_every_dynamodb_action_the_role_is_granted(role: str, row: str) -> None:
+    # given: the role's statements in iam.tf (permissions boundaries are built from this table: deploying.md)
+    iam = (TERRAFORM / "modules" / "loom" / "iam.tf").read_text(encoding="utf-8")
+    block = iam.split(f"  {role}_statements = concat([", 1)[1].split("\n  ], ", 1)[0]
+    granted = set(re.findall(r'"dynamodb:([A-Za-z]+)"', block))
+    indexes = {"GSI1" if "gsi_name" in line else "GSI2" for line in block.splitlines() if "/index/" in line}
+
+    # when
+    readme = (TERRAFORM / "modules" / "loom" / "README.md").read_text(encoding="utf-8")
+    (line,) = [ln for ln in readme.splitlines() if ln.startswith(f"| {row} |")]
+    documented = set(re.findall(r"`([A-Z][A-Za-z]+)`", line.split("|")[2]))
+
+    # then
+    assert granted and granted <= documented, f"{row}: granted {sorted(granted)}, the table says {line}"
+    assert all(f"table/index/{index}" in line for index in indexes), line
+
+
+def test_operator_policy_uses_the_kms_key_when_one_encrypts_the_queues() -> None:
+    iam = (TERRAFORM / "modules" / "loom" / "iam.tf").read_text(encoding="utf-8")
+    loom = (TERRAFORM / "modules" / "loom" / "main.tf").read_text(encoding="utf-8")
+    assert "kms_master_key_id       = var.kms_key_arn" in loom  # the step queue and its DLQ are encrypted with it
+    policy = iam.split("operator_policy_json = ", 1)[1].split("\n}", 1)[0]
+    assert "local.operator_kms_statements" in policy
+    statement = iam.split("operator_kms_statements = ", 1)[1].split("}]", 1)[0]
+    assert '"kms:Decrypt", "kms:GenerateDataKey"' in statement and "var.kms_key_arn" in statement

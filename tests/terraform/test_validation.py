@@ -38,6 +38,7 @@ def test_validate_rejects_wildcard_worker_statements_an_unknown_architecture_and
     assert "architecture must be x86_64 or arm64 (and the zips built for it: `make build LAMBDA_ARCH=arm64`)" in log
     assert "workflow_access: every workflow name and principal must be non-empty with no whitespace" in log
     assert "iam_permissions_boundary_arn must be an IAM policy ARN" in log
+    assert "extra_environment_variables: their keys and values come to more than 3,072 characters" in " ".join(log.split())
 
 
 def test_plan_rejects_short_dlq_retention_throttling_concurrency_and_missing_zip(lab: Any) -> None:
@@ -48,6 +49,7 @@ def test_plan_rejects_short_dlq_retention_throttling_concurrency_and_missing_zip
     assert "dlq_message_retention_s must be longer than message_retention_s" in log
     assert "reserved_concurrency must be at least sqs_trigger.maximum_concurrency" in log
     assert "The Lambda zip does not exist: build it first (`make build`" in log
+    assert "f3: its environment variables are 4123 characters (keys and values), over Lambda's 4 KB" in " ".join(log.split())
 
 
 def test_local_env_without_zips_says_run_make_build_local(lab: Any) -> None:

@@ -7,6 +7,7 @@ import json
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -388,3 +389,30 @@ def test_loom_dev_with_a_directory_for_db_says_to_name_a_file_and_exits_2_withou
     err = capsys.readouterr().err
     assert code == 2 and f"loom dev: error: --db {tmp_path} is a directory" in err and "loom.db" in err, err
     assert "Traceback" not in err and not state_file.exists()
+
+
+def test_a_body_over_the_limit_is_answered_413_and_none_of_it_is_taken_for_a_request(lite):
+    import socket
+
+    client = LoomClient(lite.url)
+    eid = client.start("greet", {"name": "ada"}).execution_id
+    client.wait(eid, "SLEEPING", timeout_s=20)
+    # given: a body over 6 MB whose first bytes are a request of their own (a cancel of that execution)
+    inner = f"POST /executions/{eid}/cancel HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}".encode()
+    size = 7_000_000
+    head = (f"POST /executions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {size}\r\n\r\n").encode()
+    # when: sent on one connection, and the SDK starts with an input over the limit
+    where = urllib.parse.urlsplit(lite.url)
+    with socket.create_connection((where.hostname, where.port), timeout=20) as sock:
+        sock.sendall(head + inner + b" " * (size - len(inner)))
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    with pytest.raises(Exception) as refused:
+        client.start("greet", {"name": "x" * 7_000_000})
+    # then: one answer, 413, the connection closed; the cancel inside the body never ran
+    assert answer.startswith(b"HTTP/1.1 413 ") and answer.count(b"HTTP/1.1 ") == 1, answer[:300]
+    assert b'"input_too_large"' in answer and b"connection: close" in answer.lower()
+    assert client.get(eid).status == "SLEEPING"
+    assert (refused.value.code, refused.value.status) == ("input_too_large", 413)

@@ -61,6 +61,14 @@ resource "aws_lambda_function" "this" {
 
   tags = var.tags
 
+  lifecycle {
+    precondition {
+      # Lambda refuses a function whose environment (every key and value) exceeds 4 KB; say so here, naming it.
+      condition     = sum(concat([0], [for k, v in var.environment_variables : length(k) + length(v)])) <= 4096
+      error_message = "${var.name}: its environment variables are ${sum(concat([0], [for k, v in var.environment_variables : length(k) + length(v)]))} characters (keys and values), over Lambda's 4 KB: shorten extra_environment_variables, schedule inputs or workflow_access."
+    }
+  }
+
   # The log group and the permissions (to write to it; to create the VPC's network interfaces) exist
   # before the first invocation, so Lambda never creates an unmanaged log group without retention.
   depends_on = [aws_cloudwatch_log_group.this, aws_iam_role_policy.this, aws_iam_role_policy_attachment.managed]

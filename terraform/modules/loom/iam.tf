@@ -119,5 +119,16 @@ locals {
       Resource = [module.queue.queue_arn]
     },
   ]
-  operator_policy_json = var.create ? jsonencode({ Version = "2012-10-17", Statement = local.operator_statements }) : null
+  # With a customer-managed key the queues are encrypted with it: receiving from the DLQ needs kms:Decrypt,
+  # returning a message to the step queue kms:GenerateDataKey (as the functions' roles have).
+  operator_kms_statements = var.kms_key_arn == null ? [] : [{
+    Sid      = "UseLoomKey"
+    Effect   = "Allow"
+    Action   = ["kms:Decrypt", "kms:GenerateDataKey"]
+    Resource = [var.kms_key_arn]
+  }]
+  operator_policy_json = var.create ? jsonencode({
+    Version   = "2012-10-17"
+    Statement = concat(local.operator_statements, local.operator_kms_statements)
+  }) : null
 }

@@ -21,6 +21,9 @@ locals {
   # SQS itself waits before redelivering an unanswered message.
   lease_s = coalesce(var.lease_s, module.queue.visibility_timeout_s, 0)
 
+  # What extra_environment_variables take of Lambda's 4 KB per function (keys and values).
+  extra_environment_size = sum(concat([0], [for k, v in var.extra_environment_variables : length(k) + length(v)]))
+
   # Every function gets every LOOM_* setting, so a handler never starts half-configured; see
   # packages/engine-core/src/engine_core/settings.py and bootstrap.py for the readers.
   common_environment = merge(var.extra_environment_variables, {

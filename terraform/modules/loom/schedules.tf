@@ -38,8 +38,8 @@ resource "aws_scheduler_schedule_group" "this" {
   lifecycle {
     precondition {
       # Lambda allows 4 KB of environment variables per function, Loom's own LOOM_* settings included.
-      condition     = length(local.schedules_environment) + length(jsonencode(var.workflow_access)) <= 3072
-      error_message = "schedules (${length(local.schedules_environment)} characters as LOOM_SCHEDULES) and workflow_access (${length(jsonencode(var.workflow_access))}) together exceed 3,072 characters: too much for the control plane's environment (Lambda allows 4 KB in all). Keep schedule inputs small (a key the workflow looks up, not the data)."
+      condition     = length(local.schedules_environment) + length(jsonencode(var.workflow_access)) + local.extra_environment_size <= 3072
+      error_message = "schedules (${length(local.schedules_environment)} characters as LOOM_SCHEDULES), workflow_access (${length(jsonencode(var.workflow_access))}) and extra_environment_variables (${local.extra_environment_size}) together exceed 3,072 characters: too much for the control plane's environment (Lambda allows 4 KB in all, Loom's own LOOM_* settings included). Keep schedule inputs small (a key the workflow looks up, not the data)."
     }
   }
 }

@@ -190,9 +190,14 @@ variable "metrics_namespace" {
 }
 
 variable "extra_environment_variables" {
-  description = "More environment variables for all three functions (e.g. for your workflow code). The LOOM_*, POWERTOOLS_* and LOG_LEVEL variables set by the module win over these."
+  description = "More environment variables for all three functions (e.g. for your workflow code). The LOOM_*, POWERTOOLS_* and LOG_LEVEL variables set by the module win over these. Lambda allows 4 KB of keys and values per function, of which Loom's own take about 1 KB (the control plane's also holds schedules and workflow_access): at most 3,072 characters here."
   type        = map(string)
   default     = {}
+
+  validation {
+    condition     = sum(concat([0], [for k, v in var.extra_environment_variables : length(k) + length(v)])) <= 3072
+    error_message = "extra_environment_variables: their keys and values come to more than 3,072 characters; Lambda allows 4 KB per function, Loom's own settings included. Keep large values elsewhere (SSM Parameter Store, S3) and pass their names."
+  }
 }
 
 # ---------------------------------------------------------------------------------------------

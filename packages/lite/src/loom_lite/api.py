@@ -32,6 +32,8 @@ from engine_core.schedules.config import Schedules
 HANDLER = "loom_control_plane.handler"
 MAX_BODY_BYTES = 6 * 1024 * 1024
 """A Function URL's request limit."""
+DRAIN_BYTES = 64 * 1024 * 1024
+"""A refused body up to this size is read and dropped before the answer (a larger one: the connection closes)."""
 LOCAL_IDENTITY = {"userArn": "local", "callerId": "local", "accountId": "000000000000"}
 _TEXT_TYPES = ("text/", "application/json", "+json", "application/x-www-form-urlencoded")
 
@@ -140,11 +142,19 @@ class ApiServer:
             server_version = "loom-lite"
 
             def _handle(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                if length > MAX_BODY_BYTES:
-                    self._send(413, [("content-type", "application/json")], json.dumps(
-                        {"error": "input_too_large", "message": f"the body is {length} bytes; a request "
-                         f"takes at most {MAX_BODY_BYTES} (a Function URL's limit)"}).encode())
+                text = self.headers.get("content-length") or "0"
+                length = int(text) if text.isascii() and text.isdigit() else None
+                if length is None or length > MAX_BODY_BYTES:
+                    # Read what was sent (up to a bound), so the client gets this answer rather than a reset and
+                    # none of the body is taken for a request of its own; then close the connection.
+                    self.close_connection = True
+                    if length is not None and length <= DRAIN_BYTES:
+                        _drain(self.rfile, length)
+                    error = {"error": "invalid_request", "message": f"content-length {text[:40]!r} is not a byte count"} \
+                        if length is None else {"error": "input_too_large", "message": f"the body is {length} bytes; a "
+                                                f"request takes at most {MAX_BODY_BYTES} (a Function URL's limit)"}
+                    self._send(400 if length is None else 413, [("content-type", "application/json")],
+                               json.dumps(error).encode())
                     return
                 body = self.rfile.read(length) if length else b""
                 event = to_event(self.command, self.path, list(self.headers.items()), body, self.client_address[0])
@@ -157,6 +167,8 @@ class ApiServer:
                     if k.lower() not in ("content-length", "connection", "transfer-encoding"):
                         self.send_header(k, v)
                 self.send_header("content-length", str(len(raw)))
+                if self.close_connection:
+                    self.send_header("connection", "close")
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(raw)
@@ -192,3 +204,12 @@ class ApiServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _drain(stream: Any, length: int) -> None:
+    """Read and drop ``length`` bytes of a request body (fewer if the client stops sending)."""
+    while length > 0:
+        chunk = stream.read(min(length, 1 << 16))
+        if not chunk:
+            return
+        length -= len(chunk)
