@@ -134,3 +134,21 @@ def test_list_schedules_returns_the_schedules_document_with_next_and_last_firing
     document = result.structured_content
     assert document == control_plane.schedules
     assert document["schedules"][0]["last_firing"]["outcome"] == "started"
+
+
+def test_list_workflows_is_the_api_document_and_whole_number_floats_go_as_integers(control_plane):
+    control_plane.workflows = {**control_plane.workflows, "live": {"complete": True, "read": 3},
+                               "undeployed": [{"workflow": "order_fulfillment", "version": 1, "live": 2}]}
+    control_plane.add(execution_doc("failed-1", status="FAILED", step=2))
+
+    async def body(client):
+        return [await client.call_tool("list_workflows", {}),
+                await client.call_tool("list_executions", {"limit": 5.0}),
+                await client.call_tool("redrive_execution", {"execution_id": "failed-1", "to_version": 1.0})]
+
+    workflows, listed, redriven = run_session(control_plane.url, body)
+    # then: what GET /workflows says, undeployed versions' live executions included; 5.0 and 1.0 sent as 5 and 1
+    assert workflows.structured_content == control_plane.workflows
+    assert not listed.is_error and not redriven.is_error, (listed.content, redriven.content)
+    assert [r["path"] for r in control_plane.requests if r["path"].startswith("/executions?")] == ["/executions?limit=5"]
+    assert [r["body"] for r in control_plane.requests if r["path"] == "/executions/failed-1/redrive"] == [{"to_version": 1}]

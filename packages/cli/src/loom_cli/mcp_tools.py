@@ -44,8 +44,9 @@ TOOLS = [
              "'sleep' with sleep_s, 'wait_for_event' with its event, 'map' or 'parallel'), retry policy, and "
              "input_schema, the JSON Schema that start_execution's input must satisfy (null: any JSON object); "
              "version (the newest, what a start runs) and versions: each deployed version with its steps and live, the "
-             "executions running on it to their end.",
-             _obj({}), lambda c, a: {"workflows": [w.document() for w in c.workflows()]}, read_only=True,
+             "executions running on it to their end. Beside them, undeployed: live executions on versions this "
+             "deployment no longer has (they fail when next delivered), and live: whether the counts are complete.",
+             _obj({}), lambda c, a: c.live_versions(), read_only=True,
              idempotent=True),
     ToolSpec("list_schedules", "List schedules",
              "List the schedules deployed with this Loom (EventBridge Scheduler, from Terraform's schedules input): "
@@ -193,6 +194,10 @@ def call_tool(connect: Callable[[], LoomClient], tools: dict[str, ToolSpec], nam
     if problems:
         return False, {"error": "invalid_arguments", "message": "; ".join(
             f"{'/'.join(map(str, p.path)) or 'arguments'}: {p.message}" for p in problems)}
+    # JSON Schema's "integer" takes 1.0 (a number with no fraction), which an agent's JSON may hold: sent as 1,
+    # as the API wants it.
+    args = {k: int(v) if type(v) is float and v.is_integer() and spec.schema["properties"].get(k, {}).get("type")
+            == "integer" else v for k, v in args.items()}
     try:
         return True, spec.call(connect(), args)
     except LoomError as exc:

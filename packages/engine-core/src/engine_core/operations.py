@@ -190,8 +190,9 @@ class Operator(Reader):
         for _ in range(_RETRIES):
             e = self.get(execution_id)
             if e.status.is_terminal:
-                then = (": loom redrive resumes it at its failed step" if e.status is Status.FAILED
-                        else ": there is no wait left to skip")
+                then = (": there is no wait left to skip" if e.status is not Status.FAILED
+                        else ": its completed steps were undone (compensated), so it cannot be redriven; start a new "
+                             "execution" if e.compensated else ": loom redrive resumes it at its failed step")
                 raise ExecutionStateConflictError(
                     "execution_ended", f"execution {e.execution_id} already ended {e.status.value}{then}", e.status.value)
             view = _View(self, e)

@@ -126,6 +126,11 @@ def test_redrive_of_a_compensated_execution_is_refused():
     with pytest.raises(ExecutionStateConflictError) as refused:
         runner.engine.operator.redrive(eid, "ops")
     assert refused.value.code == "compensated"
+    # and: a wake's refusal does not send the operator to that redrive
+    with pytest.raises(ExecutionStateConflictError) as woken:
+        runner.engine.operator.wake(eid, "ops")
+    assert woken.value.code == "execution_ended" and "redrive" not in str(woken.value).replace("redriven", "")
+    assert "start a new execution" in str(woken.value)
 
 
 def test_crash_after_a_compensation_record_reruns_nothing_and_goes_on():
