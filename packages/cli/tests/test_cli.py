@@ -375,6 +375,20 @@ def test_watch_shows_each_failed_attempts_error(api, capsys):
     assert out.split("#  step")[0].count("card declined") == 1  # once in the progress lines, then the history
 
 
+def test_watch_shows_each_failed_attempt_of_a_map_branch_once(api, capsys):
+    # given: a map at step 2 whose branch 3 fails twice; the execution document stays the same meanwhile
+    branch = {"step_index": 2, "branch": 3, "kind": "branch", "name": "pickup", "status": "RETRY", "attempts": 2,
+              "error": {"code": "step_error", "message": "carrier busy"}}
+    history = {"execution_id": EID, "operations": [], "next_token": None, "steps": [branch]}
+    fanning = _doc("RUNNING", 2, fanout={"branches": 4, "succeeded": 3, "max_concurrency": 2})
+    api.extra_route = Script([fanning] * 6 + [_doc("COMPLETED", 5)], history)
+    # when
+    assert main(["--url", api.url, "watch", EID, "--interval", "0.001"]) == 0
+    # then: the branch's failure, once, before the history table
+    progress = capsys.readouterr().out.split("#  step")[0]
+    assert progress.count("step 2 branch 3: attempt 2 failed: step_error: carrier busy") == 1, progress
+
+
 def test_watch_exits_1_for_a_cancelled_execution(api, capsys):
     api.extra_route = Script([_doc("CANCELLED", 3, cancelled_by="local", cancel_reason="dup")])
     assert main(["--url", api.url, "watch", EID, "--interval", "0.001"]) == 1

@@ -228,6 +228,28 @@ def test_stream_keeps_each_failed_attempt_seen_after_the_step_succeeded(client, 
     assert [(f.step_index, f.attempt, f.error.message) for f in changes[-1].failed_attempts] == [(0, 1, "slow")]
 
 
+def test_stream_keeps_each_failed_attempt_of_a_branch_though_the_execution_did_not_change(client, control_plane):
+    # given: a map whose branch 1 fails its first attempt and then succeeds; the execution document stays the
+    # same meanwhile (branches retry on their own items)
+    fanning = execution_doc("m-1", step=1, fanout={"branches": 2, "succeeded": 1, "max_concurrency": 2})
+    branch = {"step_index": 1, "branch": 1, "kind": "branch", "name": "each", "status": "RETRY", "attempts": 1,
+              "error": {"code": "step_error", "message": "flaky"}}
+    done = execution_doc("m-1", status="COMPLETED", step=5, version=9)
+    control_plane.add(fanning)
+    control_plane.scripts["m-1"] = [
+        {"execution": fanning, "history": {"steps": [], "operations": []}},
+        {"execution": fanning, "history": {"steps": [branch], "operations": []}},
+        {"execution": fanning, "history": {"steps": [{**branch, "status": "SUCCEEDED", "attempts": 2, "error": None}],
+                                           "operations": []}},
+        {"execution": done, "history": {"steps": [], "operations": []}}]
+    # when
+    changes = list(client.stream("m-1", interval_s=0))
+    # then: the branch's failed attempt is seen (a change of its own), and kept to the end
+    assert [(f.step_index, f.branch, f.attempt, f.error.message) for f in changes[-1].failed_attempts] == [
+        (1, 1, 1, "flaky")]
+    assert [c.execution.status for c in changes] == ["RUNNING", "RUNNING", "COMPLETED"]
+
+
 def test_stream_goes_on_after_the_end_when_asked_and_stops_on_its_event(client, control_plane):
     control_plane.add(execution_doc("x-1", status="FAILED", step=1))
     stop, wake = threading.Event(), threading.Event()

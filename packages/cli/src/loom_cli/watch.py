@@ -76,13 +76,14 @@ def progress_line(e: Execution | dict[str, Any], wf: Workflow | None = None, cha
 
 
 def _needs_history(e: Execution) -> bool:
-    return (e.timer == "retry" and e.status == "RUNNING") or e.compensating
+    return (e.timer == "retry" and e.status == "RUNNING") or e.compensating or e.fanout is not None
 
 
 def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, timeout_s: float | None = None,
           as_json: bool = False) -> int:
     """Print a line per change until the execution ends; 0 if it COMPLETED, 1 otherwise."""
     last_printed, status = None, "?"
+    branch_failures: set[tuple[int, int, int]] = set()
     workflows: dict[str, Workflow | None] = {}
 
     def definition(e: Execution) -> Workflow | None:
@@ -114,6 +115,11 @@ def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, tim
                     if what != last_printed:
                         print(what + countdown, flush=True)
                         last_printed = what
+                    for f in change.failed_attempts:  # a branch's failed attempt: once, as it is seen
+                        if f.branch is not None and (f.step_index, f.branch, f.attempt) not in branch_failures:
+                            branch_failures.add((f.step_index, f.branch, f.attempt))
+                            print(f"          step {f.step_index} branch {f.branch}: attempt {f.attempt} failed: "
+                                  f"{f.error.code}: {f.error.message}", flush=True)
                 if e.ended and not as_json:
                     print(history_table(client.history(execution_id)), flush=True)
             except BrokenPipeError:

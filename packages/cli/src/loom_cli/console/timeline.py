@@ -34,7 +34,8 @@ def timeline(e: Execution, history: History, wf: Workflow | None, now: dt.dateti
     items = []
     for index in range(count):
         spec = planned[index] if index < len(planned) else None
-        seen = [(f.attempt, f.error) for f in failures if f.step_index == index]
+        seen = [(f.attempt if f.branch is None else f"{f.attempt} of branch {f.branch}", f.error)
+                for f in failures if f.step_index == index]
         items.append(_step_item(e, index, spec, main.get(index), history.branches(index), sleeping, now, seen))
     for r in corrupt:
         items.append(f'<li class="step t-failed"><div class="row"><span class="name">corrupt record '

@@ -1,9 +1,11 @@
 """Following one execution: the changes the console's live view pushes to the browser, as an iterator.
 
 The API has no push channel, so this polls: ``GET /executions/{id}`` every ``interval_s``, and the
-whole history only when the execution document changed (the engine rewrites the execution with every
-record it writes). A step's record keeps only its latest error, and a step that succeeds after retries
-keeps none, so each failed attempt seen along the way is kept in ``Change.failed_attempts``.
+whole history when the execution document changed (the engine rewrites the execution with every record
+it writes), and on every poll while a parallel or map step runs (its branches retry on their own items,
+which leave the execution as it was). A step's (or a branch's) record keeps only its latest error, and
+one that succeeds after retries keeps none, so each failed attempt seen along the way is kept in
+``Change.failed_attempts``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .errors import LoomError
-from .models import ErrorInfo, Execution, History, StepRecord
+from .models import BranchRecord, ErrorInfo, Execution, History, StepRecord
 
 
 class _Reader(Protocol):
@@ -29,6 +31,8 @@ class FailedAttempt:
     step_index: int
     attempt: int
     error: ErrorInfo
+    branch: int | None = None
+    """The branch of a parallel or map step whose attempt failed; None for the step's own attempt."""
 
 
 @dataclass(frozen=True)
@@ -42,11 +46,14 @@ class Change:
     problem: LoomError | None = None
 
 
-def failed_attempts(history: History, seen: dict[tuple[int, int], ErrorInfo]) -> None:
-    """Add the failed attempts ``history`` shows (a step's own records, not branches or undo steps) to ``seen``."""
+def failed_attempts(history: History, seen: dict[tuple[int, int, int], ErrorInfo]) -> None:
+    """Add the failed attempts ``history`` shows (steps' and branches' records, not undo steps) to ``seen``,
+    keyed ``(step_index, branch or -1, attempt)``."""
     for r in history.steps:
         if isinstance(r, StepRecord) and r.kind != "compensation" and r.status == "FAILED" and r.error is not None:
-            seen.setdefault((r.step_index, r.attempts), r.error)
+            seen.setdefault((r.step_index, -1, r.attempts), r.error)
+        elif isinstance(r, BranchRecord) and r.status in ("RETRY", "FAILED") and r.error is not None and r.attempts:
+            seen.setdefault((r.step_index, r.branch, r.attempts), r.error)
 
 
 def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended_interval_s: float | None = None,
@@ -69,21 +76,25 @@ def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended
         >>> for change in client.stream(execution_id):
         ...     print(change.execution.status, change.execution.current_step)
     """
-    seen: dict[tuple[int, int], ErrorInfo] = {}
+    seen: dict[tuple[int, int, int], ErrorInfo] = {}
     last: dict[str, Any] | None = None
     while stop is None or not stop.is_set():
         ended = False
         try:
             e = client.get(execution_id)
             doc = e.document()
-            if doc != last:
-                read = with_history(e) if callable(with_history) else with_history
+            read = with_history(e) if callable(with_history) else with_history
+            fanning_out = e.fanout is not None and not e.ended
+            if doc != last or (read and fanning_out):
                 history = client.history(execution_id) if read else None
+                before = len(seen)
                 if history is not None:
                     failed_attempts(history, seen)
-                last = doc
-                attempts = tuple(FailedAttempt(i, a, err) for (i, a), err in sorted(seen.items()))
-                yield Change(e, history, attempts)
+                if doc != last or len(seen) > before:
+                    last = doc
+                    attempts = tuple(FailedAttempt(i, a, err, None if b < 0 else b)
+                                     for (i, b, a), err in sorted(seen.items()))
+                    yield Change(e, history, attempts)
             ended = e.ended
         except LoomError as exc:
             yield Change(None, None, (), problem=exc)
