@@ -325,3 +325,26 @@ def test_status_names_the_record_revision_apart_from_the_pinned_workflow_version
     assert re.search(r"^pinned to\s+version 1\b", out, re.M), out
     assert re.search(r"^revision\s+7 \(the execution record's; not a workflow version\)$", out, re.M), out
     assert not re.search(r"^version\s", out, re.M), out
+
+
+def test_status_shows_non_ascii_data_as_written_not_as_escapes(control_plane, capsys):
+    control_plane.add(execution_doc("u-1", context={"who": "Zoë 東京"}))
+    code, out, _ = run(capsys, "--url", control_plane.url, "status", "u-1")
+    assert code == 0 and '"who": "Zoë 東京"' in out and "\\u" not in out, out
+
+
+def test_history_says_when_a_sleep_ends_and_that_a_wait_took_its_default():
+    from loom_cli.render import history_table
+
+    history = {"execution_id": "h-1", "operations": [], "next_token": None, "steps": [
+        {"step_index": 0, "name": "nap", "status": "SUCCEEDED", "attempts": 1, "kind": "task",
+         "started_at": "2026-03-01T12:00:00.000000Z", "finished_at": "2026-03-01T12:00:00.000000Z",
+         "result": {"wake_at": "2026-03-01T14:00:00.000000Z"}},
+        {"step_index": 1, "name": "approval", "status": "SUCCEEDED", "attempts": 1, "kind": "event",
+         "event_id": None, "result": {"approved": False}},
+        {"step_index": 2, "name": "approval2", "status": "SUCCEEDED", "attempts": 1, "kind": "event",
+         "event_id": "e-1", "result": {"approved": True}}]}
+    text = history_table(history)
+    assert "wake at 2026-03-01T14:00:00.000000Z" in text
+    assert 'no event came: took its default {"approved": false}' in text
+    assert text.count("no event came") == 1

@@ -24,7 +24,7 @@ def table(headers: list[str], rows: list[list[Any]], limit: int | None = 60) -> 
 def _cell(value: Any, limit: int | None = 60) -> str:
     if value is None:
         return "-"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
     return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -35,7 +35,7 @@ def _error(err: Any) -> str | None:
 def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
     """``loom status``: every field a person needs, errors in full (their fix hint is at the end)."""
     e = Execution.model_validate(e) if isinstance(e, dict) else e
-    context = json.dumps(e.context, sort_keys=True) if e.context is not None else None
+    context = json.dumps(e.context, sort_keys=True, ensure_ascii=False) if e.context is not None else None
     if context is not None and len(context) > CONTEXT_SHOWN:
         context = context[:CONTEXT_SHOWN] + f"... ({len(context):,} characters: --json shows all)"
     rows: list[list[Any]] = [
@@ -72,7 +72,7 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         rows.append(["cost", cost_text(e.cost)])
     rows.append(["context" if e.style != "code" else "input", context])
     if e.style == "code" and e.status == "COMPLETED":
-        result = json.dumps(e.result, sort_keys=True)
+        result = json.dumps(e.result, sort_keys=True, ensure_ascii=False)
         rows.append(["result", result if len(result) <= CONTEXT_SHOWN
                      else result[:CONTEXT_SHOWN] + f"... ({len(result):,} characters: --json shows all)"])
     return table(["field", "value"], rows, limit=None)
@@ -134,7 +134,10 @@ def history_table(h: History | dict, ended: bool = False) -> str:
             continue
         kind, attempts = r.kind, r.attempts
         if kind == "task" and isinstance(r.result, dict) and "wake_at" in r.result:
-            kind = "sleep"
+            kind = "sleep"  # recorded when it began: its row's finish is then, its end is wake_at
+            detail = f"wake at {r.result['wake_at']}" if not r.corrupt else detail
+        elif kind == "event" and r.status == "SUCCEEDED" and not r.event_id and not r.corrupt:
+            detail = f"no event came: took its default {_cell(r.result, None)}"
         if kind == "fanout":
             branches = h.branches(r.step_index)
             if branches:

@@ -89,6 +89,9 @@ def run_body(fn: Callable[[StepContext], Any], ctx: StepContext, timeout_s: floa
             result = fn(ctx)
             faults.point("step.return", **where)
     except PermanentStepError as exc:
+        # Logged whole: the recorded message is cut to MAX_ERROR_MESSAGE_CHARS and says the rest is here.
+        log.warning("step body failed for good", exc_info=True, extra={"execution_id": ctx.execution_id,
+                                                                      "step": ctx.step_name, "attempt": ctx.attempt})
         return _failed("permanent_error", exc, False, now_ms() - started)
     except StepTimeoutError as exc:
         return _failed("step_timeout", exc, True, now_ms() - started)

@@ -386,6 +386,24 @@ def test_non_serializable_result_fails_at_once_without_retries(registry):
     assert "result['when']" in e.error.message and calls["bad"] == 1 and not e.error.retryable
 
 
+def test_a_permanent_error_too_long_to_record_whole_is_in_the_log_whole(registry, caplog):
+    fix = "FIX: rotate the carrier API key"
+
+    def refuse(ctx):
+        raise PermanentStepError("carrier refused: " + "details " * 400 + fix)
+
+    registry.register(build_workflow("refused", [refuse]))
+    runner = make_runner(registry)
+    eid = runner.start("refused")
+    with caplog.at_level("WARNING", logger="engine_core"):
+        e = run(runner, eid)
+    # then: the record is cut and says the rest is in the log, where the whole message is
+    assert e.status is Status.FAILED and e.error.code == "permanent_error"
+    assert "more characters in the log]" in e.error.message and fix not in e.error.message
+    logged = [str(record.exc_info[1]) for record in caplog.records if record.exc_info]
+    assert any(fix in text for text in logged), logged
+
+
 def test_result_too_large_fails_without_a_retry_storm_and_stays_readable(registry):
     calls = Counter()
 
