@@ -289,3 +289,44 @@ def test_a_message_held_behind_a_backlog_is_redriven_before_its_items_stamps_run
     assert redriven_at < stamped
     assert runner.engine.get(eid).stamped_until > stamped
     assert runner.run_until_done(eid).status.value == "COMPLETED" and runs[eid] == 1
+
+
+def test_a_reconcile_leaves_a_branch_whose_retry_message_waits_behind_a_marked_backlog_alone():
+    # given: a map whose branch 1 fails its first attempt; its retry message comes due, then the step's lease
+    # runs out, while the workers mark a backlog that has not reached messages visible at that retry time
+    from engine_core import RetryPolicy, map_
+
+    registry, attempts = Registry(), Counter()
+
+    def flaky(ctx):
+        attempts[ctx.item] += 1
+        if ctx.item == 2 and attempts[2] == 1:
+            raise RuntimeError("carrier busy")
+        return {"n": ctx.item}
+
+    @workflow("mapped_retry", registry=registry)
+    class MappedRetry:
+        steps = [map_(flaky, over="xs", retry=RetryPolicy(max_attempts=3, base=5, jitter=False))]
+
+    runner = LocalRunner(registry, settings=EngineSettings(lease_s=LEASE_S))
+    eid = runner.start("mapped_retry", {"xs": [1, 2, 3]})
+    (first,) = runner.queue.receive()
+    assert runner.engine.process(first.body).kind == "fanned_out"
+    runner.queue.ack(first)
+    for message in runner.queue.receive():  # each branch's first attempt: branch 1 (item 2) fails
+        runner.engine.process(message.body)
+        runner.queue.ack(message)
+    [retrying] = [b for b in runner.store.branches(eid, 0) if b.status.value == "RETRY"]
+    runner.clock.advance(LEASE_S + 10)
+    runner.store.put_backlog_mark(BacklogMark(visible_at=retrying.next_wake_at - dt.timedelta(seconds=60),
+                                              observed_at=runner.clock.now()))
+    assert runner.sweeper.sweep().redriven == {"stalled_lease": 1}
+    # when: the step's reconcile runs
+    (reconcile,) = [m for m in runner.queue.receive() if m.body.branch is None]
+    outcome = runner.engine.process(reconcile.body)
+    runner.queue.ack(reconcile)
+    # then: the retry's own message is left to run it (no second copy, nothing stale), each item once more
+    assert outcome.kind == "reconciled" and outcome.detail == "0 branches re-driven, 1 left behind a queue backlog"
+    assert sum(1 for m in runner.queue.messages if m.body.branch == 1) == 1
+    assert runner.run_until_done(eid).status.value == "COMPLETED"
+    assert not [o for o in runner.outcomes if o.kind == "stale"] and attempts == Counter({1: 1, 2: 2, 3: 1})

@@ -98,9 +98,9 @@ def deliver(op: StepOps, message: StepMessage) -> Outcome:
     now_e = op.items.load_execution()
     if now_e is None or now_e.status is not Status.RUNNING or now_e.compensating or now_e.current_step != index \
             or now_e.cancel_requested:
+        now = op.now()  # due when written (no message on its way: the reconcile sends it again)
         released = claimed.model_copy(update={"status": BranchStatus.RETRY, "version": claimed.version + 1,
-                                              "attempt_started_at": None, "next_wake_at": op.now(),
-                                              "updated_at": op.now()})
+                                              "attempt_started_at": None, "next_wake_at": now, "updated_at": now})
         try:
             op.items.update_branch(released, claimed.version)  # no body ran: the lane is free again at once
         except BranchConflictError:

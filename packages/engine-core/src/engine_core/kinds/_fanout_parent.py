@@ -157,10 +157,16 @@ class FanOut:
                        + (f", {queued} left behind a queue backlog" if queued else ""))
 
     def _message_still_queued(self, b: Branch) -> bool:
-        """A branch whose message was sent and not claimed (PENDING since ``updated_at``) while the workers'
-        backlog mark shows they have not reached it yet (``backlog.still_queued``). A retrying branch is not
-        asked: one released without a body has no message on its way."""
-        return b.status is BranchStatus.PENDING and self.op.items.message_still_queued(b.updated_at)
+        """A branch whose message was sent and not claimed while the workers' backlog mark shows they have not
+        reached it yet (``backlog.still_queued``): PENDING, its message visible since ``updated_at``; or waiting
+        for its retry, its message sent to become visible at the retry time (``next_wake_at`` after
+        ``updated_at``). A branch released without a body (RETRY due at ``updated_at``) has no message on its
+        way, and is sent again."""
+        if b.status is BranchStatus.PENDING:
+            return self.op.items.message_still_queued(b.updated_at)
+        if b.status is BranchStatus.RETRY and b.next_wake_at is not None and b.next_wake_at > b.updated_at:
+            return self.op.items.message_still_queued(b.next_wake_at)
+        return False
 
     def launch(self, start: int, join: Join, known: dict[int, Branch] | None = None) -> tuple[Branch | None, bool]:
         """Make sure the lane of ``start`` has its open branch in this generation: walk past branches
