@@ -20,6 +20,10 @@ LEDGERS = {
 }
 
 
+MAPPED = {"e2"}
+"""Executions whose history has a map's branches."""
+
+
 class FakeApi:
     def __init__(self):
         self.gets: list[str] = []
@@ -37,7 +41,9 @@ class FakeApi:
         eid = path.rsplit("/", 1)[-1]
         if path.endswith("/history"):
             eid = path.split("/")[2]
-            return 200, {"execution_id": eid, "steps": [], "operations": [], "events": [], "cost": LEDGERS[eid][1]}
+            steps = [{"step_index": 0, "branch": 0, "kind": "branch", "status": "SUCCEEDED", "attempts": 1}] \
+                if eid in MAPPED else []
+            return 200, {"execution_id": eid, "steps": steps, "operations": [], "events": [], "cost": LEDGERS[eid][1]}
         self.gets.append(eid)
         doc = {"execution_id": eid, "workflow": LEDGERS[eid][0], "status": "COMPLETED", "total_attempts": 2}
         if LEDGERS[eid][1] is not None:
@@ -102,7 +108,7 @@ def test_cost_for_one_workflow_reads_only_its_executions(api, capsys):
     assert main(["--url", api.url, "cost", "--workflow", "reports"]) == 0
     out = capsys.readouterr().out
     assert sorted(api.gets) == ["e3", "e4"] and "orders" not in out
-    assert "1 execution(s) have no ledger yet" in out
+    assert "1 execution(s) have no ledger (not delivered yet, ended before any delivery" in out
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "many"])
@@ -117,4 +123,10 @@ def test_status_and_history_show_the_ledger_with_its_price(api, capsys):
     out = capsys.readouterr().out
     assert "10 DynamoDB requests, 2 read units, 8 write units, 2 messages, 300 worker ms: about $" in out
     assert main(["--url", api.url, "history", "e1"]) == 0
-    assert "cost so far: 10 DynamoDB requests" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "cost so far: 10 DynamoDB requests" in out and "branch deliveries" not in out
+
+
+def test_history_of_a_fan_out_says_its_branch_deliveries_are_not_in_the_ledger(api, capsys):
+    assert main(["--url", api.url, "history", "e2"]) == 0
+    assert "; a parallel or map step's branch deliveries are not in it" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from .args import json_object
 from .readings import step_label
 from .render import cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
 from .sdk import LoomClient, LoomError
-from .sdk.models import Workflow
+from .sdk.models import BranchRecord, Workflow
 from .watch import watch as follow
 
 
@@ -58,7 +58,9 @@ def history(client: LoomClient, args) -> int:
     ended = says_more_once_ended(h) and client.get(args.execution_id).ended
     print(history_table(h, ended=ended))
     if h.cost is not None:
-        print(f"\ncost so far: {cost_text(h.cost)}")
+        branches = any(isinstance(r, BranchRecord) for r in h.steps)
+        print(f"\ncost so far: {cost_text(h.cost)}" + ("; a parallel or map step's branch deliveries are not in it"
+                                                      if branches else ""))
     if h.events:
         print()
         print(events_table(h, ended=ended))

@@ -20,7 +20,8 @@ class WorkflowCost:
 
     executions: int = 0
     without_ledger: int = 0
-    """Executions with no ledger yet (not delivered, started before the ledger, or the ledger off)."""
+    """Executions with no ledger (not delivered yet, ended before any delivery, started before the ledger, or
+    the ledger off)."""
     requests: int = 0
     read_units: float = 0.0
     write_units: float = 0.0
@@ -96,8 +97,8 @@ def run(client: LoomClient, args) -> int:
           "each message priced as one Lambda invocation and 3 SQS requests; the sweeper, the control plane and "
           "idle polling are not per execution and not included (docs/operating.md#what-an-execution-cost).")
     if uncounted:
-        print(f"{uncounted} execution(s) have no ledger yet (not delivered, or started before the ledger): "
-              "counted, not priced.")
+        print(f"{uncounted} execution(s) have no ledger (not delivered yet, ended before any delivery such as a cancel "
+              "while queued, started before the ledger, or with LOOM_LEDGER=0): counted, not priced.")
     if more:
         print(f"more executions match: only the newest {args.max} were summed (raise --max, or narrow --since).")
     return 0
