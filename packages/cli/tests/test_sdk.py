@@ -243,7 +243,7 @@ def test_stream_keeps_each_failed_attempt_of_a_branch_though_the_execution_did_n
                                            "operations": []}},
         {"execution": done, "history": {"steps": [], "operations": []}}]
     # when
-    changes = list(client.stream("m-1", interval_s=0))
+    changes = list(client.stream("m-1", interval_s=0, branch_interval_s=0))
     # then: the branch's failed attempt is seen (a change of its own), and kept to the end
     assert [(f.step_index, f.branch, f.attempt, f.error.message) for f in changes[-1].failed_attempts] == [
         (1, 1, 1, "flaky")]

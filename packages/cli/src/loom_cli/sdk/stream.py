@@ -2,10 +2,10 @@
 
 The API has no push channel, so this polls: ``GET /executions/{id}`` every ``interval_s``, and the
 whole history when the execution document changed (the engine rewrites the execution with every record
-it writes), and on every poll while a parallel or map step runs (its branches retry on their own items,
-which leave the execution as it was). A step's (or a branch's) record keeps only its latest error, and
-one that succeeds after retries keeps none, so each failed attempt seen along the way is kept in
-``Change.failed_attempts``.
+it writes), and every ``branch_interval_s`` while a parallel or map step runs (its branches retry on
+their own items, which leave the execution as it was). A step's (or a branch's) record keeps only its
+latest error, and one that succeeds after retries keeps none, so each failed attempt seen along the way
+is kept in ``Change.failed_attempts``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def failed_attempts(history: History, seen: dict[tuple[int, int, int], ErrorInfo
 
 def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended_interval_s: float | None = None,
            with_history: bool | Callable[[Execution], bool] = True, stop: threading.Event | None = None,
-           wake: threading.Event | None = None, on_poll: Callable[[], None] | None = None) -> Iterator[Change]:
+           wake: threading.Event | None = None, on_poll: Callable[[], None] | None = None,
+           branch_interval_s: float = 5.0) -> Iterator[Change]:
     """Yield a :class:`Change` whenever the execution changed (the first one at once).
 
     Args:
@@ -71,6 +72,8 @@ def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended
         wake: set it to poll now rather than at the end of the interval (after an action, say).
         on_poll: called after every poll, changed or not (an exception it raises ends the stream: the
             console's heartbeat finds a closed browser tab this way).
+        branch_interval_s: while a parallel or map step runs and the execution did not change, read its
+            history (branch pages of up to 100) again this often, for the branches' failed attempts.
 
     Example:
         >>> for change in client.stream(execution_id):
@@ -78,15 +81,19 @@ def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended
     """
     seen: dict[tuple[int, int, int], ErrorInfo] = {}
     last: dict[str, Any] | None = None
+    read_at = -float("inf")
     while stop is None or not stop.is_set():
         ended = False
         try:
             e = client.get(execution_id)
             doc = e.document()
             read = with_history(e) if callable(with_history) else with_history
-            fanning_out = e.fanout is not None and not e.ended
-            if doc != last or (read and fanning_out):
+            # A fan-out's branches change without the execution: their history is read again every
+            # branch_interval_s, not on every poll (a map's history is many pages).
+            branches_due = e.fanout is not None and not e.ended and time.monotonic() - read_at >= branch_interval_s
+            if doc != last or (read and branches_due):
                 history = client.history(execution_id) if read else None
+                read_at = time.monotonic()
                 before = len(seen)
                 if history is not None:
                     failed_attempts(history, seen)
