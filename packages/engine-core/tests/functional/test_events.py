@@ -55,12 +55,12 @@ def test_wait_for_event_when_the_event_arrives_merges_it_and_runs_on_once():
 
 
 def test_wait_for_event_a_second_event_sent_before_the_wait_resumed_is_answered_buffered_and_kept():
-    runner, runs, _ = make(timeout=3600)
+    runner, _, _ = make(timeout=3600)
     eid = runner.start("approval_flow", {})
     runner.run_until(eid, "WAITING")
     # when: two approvers answer back to back, before the execution resumed
-    first = runner.send_event(eid, "approved", {"approver": "ana"}, event_id="one")
-    second = runner.send_event(eid, "approved", {"approver": "bo"}, event_id="two")
+    first, second = (runner.send_event(eid, "approved", {"approver": who}, event_id=key)
+                     for who, key in (("ana", "one"), ("bo", "two")))
     done = runner.run_until_done(eid)
     # then: only the first is the wait's; the second is kept, not claimed as delivered
     assert (first, second) == ("delivered", "buffered")
