@@ -187,8 +187,8 @@ def test_without_a_url_it_finds_the_local_stack_from_the_state_file_or_says_how(
 
 def test_wait_returns_the_execution_once_it_is_in_a_wanted_status(client, control_plane):
     eid = control_plane.play("waiting", at=None)
-    assert client.wait(eid, "WAITING", interval_s=0).status == "WAITING"
-    assert client.wait(eid, interval_s=0).status == "COMPLETED"
+    assert client.wait(eid, "WAITING", interval_s=0.001).status == "WAITING"
+    assert client.wait(eid, interval_s=0.001).status == "COMPLETED"
 
 
 def test_wait_times_out_or_stops_when_it_ended_elsewhere_naming_the_status(client, control_plane):
@@ -207,7 +207,7 @@ def test_wait_times_out_or_stops_when_it_ended_elsewhere_naming_the_status(clien
 
 def test_stream_yields_each_change_with_its_history_and_ends_with_the_execution(client, control_plane):
     eid = control_plane.play("map", at=None)
-    changes = list(client.stream(eid, interval_s=0))
+    changes = list(client.stream(eid, interval_s=0.001))
     assert [c.execution.status for c in changes] == ["RUNNING", "RUNNING", "RUNNING", "COMPLETED"]
     assert [(c.execution.fanout.succeeded if c.execution.fanout else None) for c in changes] == [None, 0, 2, None]
     assert [len(c.history.steps) for c in changes] == [0, 5, 5, 7]
@@ -224,7 +224,7 @@ def test_stream_keeps_each_failed_attempt_seen_after_the_step_succeeded(client, 
         {"execution": retry, "history": {"steps": [failed], "operations": []}},
         {"execution": done, "history": {"steps": [{**failed, "status": "SUCCEEDED", "attempts": 2, "error": None}],
                                         "operations": []}}]
-    changes = list(client.stream("r-2", interval_s=0))
+    changes = list(client.stream("r-2", interval_s=0.001))
     assert [(f.step_index, f.attempt, f.error.message) for f in changes[-1].failed_attempts] == [(0, 1, "slow")]
 
 
@@ -243,7 +243,7 @@ def test_stream_keeps_each_failed_attempt_of_a_branch_though_the_execution_did_n
                                            "operations": []}},
         {"execution": done, "history": {"steps": [], "operations": []}}]
     # when
-    changes = list(client.stream("m-1", interval_s=0, branch_interval_s=0))
+    changes = list(client.stream("m-1", interval_s=0.001, branch_interval_s=0.001))
     # then: the branch's failed attempt is seen (a change of its own), and kept to the end
     assert [(f.step_index, f.branch, f.attempt, f.error.message) for f in changes[-1].failed_attempts] == [
         (1, 1, 1, "flaky")]
@@ -266,8 +266,21 @@ def test_stream_goes_on_after_the_end_when_asked_and_stops_on_its_event(client, 
 
 def test_stream_reports_a_failed_poll_and_goes_on(control_plane):
     client = LoomClient(control_plane.url)
-    changes = client.stream("nope", interval_s=0)
+    changes = client.stream("nope", interval_s=0.001)
     first = next(changes)
     assert first.execution is None and first.problem.code == "execution_not_found"
     control_plane.add(execution_doc("nope", status="COMPLETED", step=5))
     assert next(changes).execution.status == "COMPLETED"
+
+
+@pytest.mark.parametrize("call", [lambda c: c.wait("e-1", interval_s=0), lambda c: c.wait("e-1", interval_s=-1),
+                                  lambda c: c.wait("e-1", interval_s=float("nan")),
+                                  lambda c: c.stream("e-1", interval_s=0),
+                                  lambda c: c.stream("e-1", branch_interval_s=-1)])
+def test_a_poll_interval_of_zero_or_less_is_refused_at_the_call_before_any_request(client, control_plane, call):
+    control_plane.add(execution_doc("e-1"))
+    seen = len(control_plane.requests)
+    with pytest.raises(LoomError) as refused:
+        call(client)
+    assert refused.value.code == "invalid_argument" and "must be a number of seconds above 0" in str(refused.value)
+    assert len(control_plane.requests) == seen

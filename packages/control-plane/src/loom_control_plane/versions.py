@@ -40,7 +40,7 @@ def workflows_reply(rt: Runtime, query: dict[str, str]) -> dict[str, Any]:
                                                "allowed: live")
     live = query.get("live", "1").lower()
     if live not in _OFF + _ON:
-        raise ApiError(400, "invalid_request", f"query parameter 'live' must be 1 or 0 (true or false), got "
+        raise ApiError(400, "invalid_request", f"query parameter 'live' must be 1 or 0 (true or false, yes or no), got "
                                                f"{live[:40]!r}; fix it and send the request again")
     if live in _OFF:
         counts = None

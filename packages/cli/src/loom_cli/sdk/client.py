@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .errors import ENDED_ELSEWHERE, WAIT_TIMEOUT, LoomError
+from .errors import ENDED_ELSEWHERE, INVALID_ARGUMENT, WAIT_TIMEOUT, LoomError
 from .locate import resolve_url
 from .schedules import ScheduleList
 from .models import (
@@ -25,15 +25,13 @@ from .models import (
     Started,
     Workflow,
 )
-from .stream import Change, stream
+from .stream import Change, check_interval, stream
 from .transport import Transport
 
 PAGE_MAX = 100
 """The most the API returns in one page, of executions or of history records."""
 EVENT_NAME = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
 """The API's rule for event names (checked here too, so a bad name is refused before anything is sent)."""
-INVALID_ARGUMENT = "invalid_argument"
-"""The SDK refused an argument before sending anything."""
 
 
 def _q(value: str) -> str:
@@ -247,6 +245,9 @@ class LoomClient:
         Raises :class:`LoomError` ``wait_timeout`` after ``timeout_s`` (None: no limit), and
         ``execution_ended`` when it ends in a status it was not waited for (``execution_status`` says which).
         """
+        check_interval("interval_s", interval_s)
+        if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s >= 0):
+            raise LoomError(INVALID_ARGUMENT, f"timeout_s must be a number of seconds (None: no limit), got {timeout_s!r}")
         wanted = {until} if isinstance(until, str) else set(until)
         unknown = wanted - set(STATUSES)
         if unknown:

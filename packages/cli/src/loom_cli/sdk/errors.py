@@ -13,6 +13,9 @@ BAD_RESPONSE = "bad_response"
 """It answered, but not with JSON."""
 WAIT_TIMEOUT = "wait_timeout"
 """``LoomClient.wait`` ran out of time; ``execution_status`` is the last status seen."""
+INVALID_ARGUMENT = "invalid_argument"
+"""An argument of an SDK call that no request could carry (a page size, a poll interval, an event name):
+refused before any request."""
 ENDED_ELSEWHERE = "execution_ended"
 """``LoomClient.wait`` saw the execution end in a status it was not waiting for (the API's code for an ended
 execution, without an HTTP status: nothing was refused)."""

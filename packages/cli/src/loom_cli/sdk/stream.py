@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .errors import LoomError
+from .errors import INVALID_ARGUMENT, LoomError
 from .models import BranchRecord, ErrorInfo, Execution, History, StepRecord
 
 
@@ -59,7 +59,7 @@ def failed_attempts(history: History, seen: dict[tuple[int, int, int], ErrorInfo
 def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended_interval_s: float | None = None,
            with_history: bool | Callable[[Execution], bool] = True, stop: threading.Event | None = None,
            wake: threading.Event | None = None, on_poll: Callable[[], None] | None = None,
-           branch_interval_s: float = 5.0) -> Iterator[Change]:
+           branch_interval_s: float = 2.0) -> Iterator[Change]:
     """Yield a :class:`Change` whenever the execution changed (the first one at once).
 
     Args:
@@ -73,12 +73,24 @@ def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended
         on_poll: called after every poll, changed or not (an exception it raises ends the stream: the
             console's heartbeat finds a closed browser tab this way).
         branch_interval_s: while a parallel or map step runs and the execution did not change, read its
-            history (branch pages of up to 100) again this often, for the branches' failed attempts.
+            history (branch pages of up to 100) again this often, for the branches' failed attempts (a branch
+            keeps only its latest error: one that fails and retries faster than this may show only its last).
 
     Example:
         >>> for change in client.stream(execution_id):
         ...     print(change.execution.status, change.execution.current_step)
     """
+    for name, value in (("interval_s", interval_s), ("ended_interval_s", ended_interval_s),
+                        ("branch_interval_s", branch_interval_s)):
+        check_interval(name, value)  # at the call, before the first poll
+    return _follow(client, execution_id, interval_s, ended_interval_s, with_history, stop, wake, on_poll,
+                   branch_interval_s)
+
+
+def _follow(client: _Reader, execution_id: str, interval_s: float, ended_interval_s: float | None,
+            with_history: bool | Callable[[Execution], bool], stop: threading.Event | None,
+            wake: threading.Event | None, on_poll: Callable[[], None] | None,
+            branch_interval_s: float) -> Iterator[Change]:
     seen: dict[tuple[int, int, int], ErrorInfo] = {}
     last: dict[str, Any] | None = None
     read_at = -float("inf")
@@ -110,6 +122,13 @@ def stream(client: _Reader, execution_id: str, *, interval_s: float = 1.0, ended
         if ended and ended_interval_s is None:
             return
         _pause(ended_interval_s if ended and ended_interval_s is not None else interval_s, stop, wake)
+
+
+def check_interval(name: str, value: float | None) -> None:
+    """A poll interval must be a number of seconds above 0 (0 or less would poll without pause)."""
+    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                  and 0 < value < float("inf")):
+        raise LoomError(INVALID_ARGUMENT, f"{name} must be a number of seconds above 0 (0.5, 2), got {value!r}")
 
 
 def _pause(seconds: float, stop: threading.Event | None, wake: threading.Event | None) -> None:
