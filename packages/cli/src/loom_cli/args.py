@@ -11,6 +11,7 @@ from typing import Any
 
 from .sdk import PAGE_MAX, LoomError
 from .sdk.client import INVALID_ARGUMENT
+from .sdk.stream import is_interval
 
 _DURATION = re.compile(r"\A(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
 
@@ -50,7 +51,7 @@ def seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 0 < value < float("inf"):
+    if not is_interval(value):
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 (0.5, 2), got {text!r}")
     return value
 

@@ -48,7 +48,8 @@ def load_from_dir(root: Path, registry: Registry = REGISTRY) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine_core.manifest", description=__doc__.split("\n\n")[0].replace("\n", " ").replace("``", "`"))
+    summary = __doc__.split("\n\n")[0].replace("\n", " ").replace("``", "`")  # the whole first paragraph
+    p = argparse.ArgumentParser(prog="python -m engine_core.manifest", description=summary)
     p.add_argument("--zip", type=Path, help="a worker zip: read the workflow packages it carries")
     p.add_argument("--out", type=Path, help="write the manifest here (default: print it)")
     args = p.parse_args(argv)

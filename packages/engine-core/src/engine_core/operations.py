@@ -190,11 +190,8 @@ class Operator(Reader):
         for _ in range(_RETRIES):
             e = self.get(execution_id)
             if e.status.is_terminal:
-                then = (": there is no wait left to skip" if e.status is not Status.FAILED
-                        else ": its completed steps were undone (compensated), so it cannot be redriven; start a new "
-                             "execution" if e.compensated else ": loom redrive resumes it at its failed step")
-                raise ExecutionStateConflictError(
-                    "execution_ended", f"execution {e.execution_id} already ended {e.status.value}{then}", e.status.value)
+                raise ExecutionStateConflictError("execution_ended", f"execution {e.execution_id} already ended "
+                                                  f"{e.status.value}: {_after_the_end(e)}", e.status.value)
             view = _View(self, e)
             kind = self.kinds.current(view.wf, e)
             wakeable = kind.on_wake(view) if kind is not None else e.timer is not None and e.timer.value != "lease"
@@ -415,6 +412,15 @@ def _fits(model: Any, data: Any) -> bool:
     except ValidationError:
         return False
     return True
+
+
+def _after_the_end(e: Execution) -> str:
+    """What an operator can do instead of waking an ended execution."""
+    if e.status is not Status.FAILED:
+        return "there is no wait left to skip"
+    if e.compensated:
+        return "its completed steps were undone (compensated), so it cannot be redriven; start a new execution"
+    return "loom redrive resumes it at its failed step"
 
 
 def _doing(e: Execution) -> str:

@@ -124,10 +124,14 @@ def _follow(client: _Reader, execution_id: str, interval_s: float, ended_interva
         _pause(ended_interval_s if ended and ended_interval_s is not None else interval_s, stop, wake)
 
 
+def is_interval(value: object) -> bool:
+    """A number of seconds above 0 and finite: 0 or less would poll without pause."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
 def check_interval(name: str, value: float | None) -> None:
-    """A poll interval must be a number of seconds above 0 (0 or less would poll without pause)."""
-    if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                  and 0 < value < float("inf")):
+    """Refuse a poll interval that ``is_interval`` refuses (None: not given)."""
+    if value is not None and not is_interval(value):
         raise LoomError(INVALID_ARGUMENT, f"{name} must be a number of seconds above 0 (0.5, 2), got {value!r}")
 
 
