@@ -9,7 +9,7 @@ from .args import json_object
 from .readings import step_label
 from .render import cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
 from .sdk import LoomClient, LoomError
-from .sdk.models import BranchRecord, Workflow
+from .sdk.models import BranchRecord, StepRecord, Workflow
 from .watch import watch as follow
 
 
@@ -58,9 +58,13 @@ def history(client: LoomClient, args) -> int:
     ended = says_more_once_ended(h) and client.get(args.execution_id).ended
     print(history_table(h, ended=ended))
     if h.cost is not None:
-        branches = any(isinstance(r, BranchRecord) for r in h.steps)
-        print(f"\ncost so far: {cost_text(h.cost)}" + ("; a parallel or map step's branch deliveries are not in it"
-                                                      if branches else ""))
+        # A fan-in adds its branches' ledgers: a parallel or map step that has not fanned in lacks them.
+        fanned_in = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind == "fanout"
+                     and r.status == "SUCCEEDED"}
+        open_fan_out = any(isinstance(r, BranchRecord) and r.step_index not in fanned_in for r in h.steps)
+        print(f"\ncost so far: {cost_text(h.cost)}" + ("; the branch deliveries of a parallel or map step that has "
+                                                      "not fanned in are not in it (its fan-in adds them)"
+                                                      if open_fan_out else ""))
     if h.events:
         print()
         print(events_table(h, ended=ended))

@@ -191,7 +191,8 @@ class Engine(UsesLifecycle):
         may hold the invocation before handing its execution on through the queue (the worker's fair
         share of the batch). Returns what happened; raises only to ask for redelivery.
         """
-        self.life.meter.begin(message.execution_id, delivered=True)
+        self.life.meter.begin(message.execution_id, delivered=True,
+                              branch=None if message.branch is None else (message.step, message.branch))
         try:
             return self._process(message, remaining_ms, yield_after_ms)
         finally:

@@ -6,12 +6,19 @@ from __future__ import annotations
 import datetime as dt
 import math
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 from .backlog import still_queued
 from .errors import CorruptStateError, StorageError
 from .lifecycle import message_checkpoint
 from .model import Branch, CorruptRecord, Execution, Join, StepMessage
+
+
+PUT_WRITE_UNITS = 1.0
+"""A branch's conditional put, counted before it is sent (the cost ledger): a branch item under 1 KB."""
+COMPLETE_WRITE_UNITS = 4.0
+"""A completion's transaction, counted before it is sent: two items (the branch, the join), two units each."""
 
 
 class FanOutItems:
@@ -48,11 +55,22 @@ class FanOutItems:
     def get_branch(self, step_index: int, branch: int) -> Branch | CorruptRecord | None:
         return self.store.get_branch(self.eid, step_index, branch)
 
-    def update_branch(self, branch: Branch, expected_version: int) -> None:
+    def update_branch(self, branch: Branch, expected_version: int) -> Branch:
+        meter = self.run.life.meter
+        branch = meter.carry_branch(branch, PUT_WRITE_UNITS)
         self.store.update_branch(self.eid, branch, expected_version)
+        meter.carried()
+        return branch
 
-    def complete_branch(self, branch: Branch, expected_version: int) -> None:
+    def complete_branch(self, branch: Branch, expected_version: int) -> Branch:
+        meter = self.run.life.meter
+        branch = meter.carry_branch(branch, COMPLETE_WRITE_UNITS)
         self.store.complete_branch(self.eid, branch, expected_version)
+        meter.carried()
+        return branch
+
+    def include_costs(self, branches: Iterable[Branch]) -> None:
+        self.run.life.meter.include_branches(b.ledger for b in branches)
 
     def branches(self, step_index: int) -> list[Branch | CorruptRecord]:
         return self.store.branches(self.eid, step_index)

@@ -450,6 +450,9 @@ class Branch(_FrozenDeferred):
     error: ErrorInfo | None = None
     expires_at: dt.datetime | None = None
     run: str | None = None
+    ledger: Ledger | None = None
+    """What this branch's own deliveries spent, in every generation (``engine_core.ledger``): added to the
+    execution's ledger by the fan-in."""
 
     @model_validator(mode="after")
     def _open_iff_timed(self) -> Branch:

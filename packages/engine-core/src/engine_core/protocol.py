@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Protocol
 
 from ._runner import BodyOutcome
@@ -41,9 +41,18 @@ class FanOutItems(Protocol):
 
     def get_branch(self, step_index: int, branch: int) -> Branch | CorruptRecord | None: ...
 
-    def update_branch(self, branch: Branch, expected_version: int) -> None: ...
+    def update_branch(self, branch: Branch, expected_version: int) -> Branch:
+        """Write ``branch`` if the stored one is still at ``expected_version``; the branch as written (a
+        branch delivery's own item carries its cost ledger), or BranchConflictError."""
+        ...
 
-    def complete_branch(self, branch: Branch, expected_version: int) -> None: ...
+    def complete_branch(self, branch: Branch, expected_version: int) -> Branch:
+        """Record the branch SUCCEEDED and count it on its generation's join, at once; as ``update_branch``."""
+        ...
+
+    def include_costs(self, branches: Iterable[Branch]) -> None:
+        """A fan-in: the next commit of the execution adds these branches' cost ledgers to its own."""
+        ...
 
     def branches(self, step_index: int) -> list[Branch | CorruptRecord]: ...
 

@@ -102,3 +102,63 @@ def test_ledger_on_dynamodb_adds_no_request_of_its_own(dynamo_client):
         dynamo_client.meta.events.unregister("after-call.dynamodb", unique_id="test-wire")
     # then: the same calls of every kind
     assert seen[0] == seen[1]
+
+
+def test_ledger_on_dynamodb_counts_a_maps_branch_deliveries_through_the_fan_in(dynamo_client):
+    # given: a map of four items, two at a time, on DynamoDB
+    from engine_core import map_
+
+    def square(ctx):
+        return ctx.item * ctx.item
+
+    registry = Registry()
+    registry.register(build_workflow("fan_cost", [map_(square, over="xs", max_concurrency=2)]))
+    wire = Wire(dynamo_client)
+    runner = LocalRunner(registry, clock=ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)),
+                         store=DynamoStore(dynamo_client, TABLE, shards=4),
+                         settings=EngineSettings(lease_s=120, shards=4))
+    store = runner.store
+    marks = {"last": 0, "finalize": 0}
+
+    def on_wire() -> int:
+        return sum(wire.calls.values())
+
+    def carrying(name: str, own_branch=None):
+        write = getattr(store, name)
+
+        def written(*args, **kwargs):
+            result = write(*args, **kwargs)
+            if name == "finalize":
+                marks["finalize"] += 1
+            elif own_branch is None or own_branch(args[1]):
+                marks["last"] = on_wire()
+            return result
+        return written
+
+    delivering: dict = {"branch": None}
+    own = lambda b: (b.step_index, b.branch) == delivering["branch"]  # noqa: E731
+    store.commit = carrying("commit")
+    store.update_branch = carrying("update_branch", own)
+    store.complete_branch = carrying("complete_branch", own)
+    store.finalize = carrying("finalize")
+    counted = {"calls": 0}
+    process = runner.engine.process
+
+    def measured(message, *args, **kwargs):
+        before = on_wire()
+        marks["last"], delivering["branch"] = before, None if message.branch is None else (message.step, message.branch)
+        outcome = process(message, *args, **kwargs)
+        counted["calls"] += marks["last"] - before
+        return outcome
+
+    runner.engine.process = measured
+    eid = runner.start("fan_cost", {"xs": [1, 2, 3, 4]})
+    # when
+    _deliver(runner, wire, eid)
+    e = runner.store.load(eid)
+    # then: every request up to each delivery's last write of its own items (the finalize counted with the
+    # ending), branch deliveries included; each branch's completion transaction's units are in
+    assert e.status is Status.COMPLETED and e.ledger is not None
+    assert e.ledger.requests == counted["calls"] + marks["finalize"] < sum(wire.calls.values())
+    assert e.ledger.messages == 5
+    assert wire.calls["TransactWriteItems"] >= 4 and e.ledger.write_units >= 4 * 2

@@ -232,22 +232,102 @@ def test_ledger_code_first_execution_counts_every_delivery_that_commits():
     assert e.ledger.requests == committed and e.ledger.messages >= 1
 
 
-def test_ledger_map_counts_the_parents_deliveries_and_the_fan_in_not_the_other_branches():
-    # given: a map of four items, two at a time: branch deliveries write only branch items
+def _carried_calls(runner: LocalRunner, run) -> tuple[int, int, int]:
+    """(store calls the ledger should hold, every delivery's store calls, deliveries that carried something):
+    a delivery's calls up to its last carrying write (a commit of the execution item, or a write of the
+    branch item a branch delivery runs), and the finalize counted in advance with an ending."""
+    store, process = runner.store, runner.engine.process
+    state = {"expected": 0, "every": 0, "carried": 0, "mark": None, "branch": None}
+
+    def total() -> int:
+        return sum(store.calls.values())
+
+    def wrap(name: str):
+        write = getattr(store, name)
+
+        def carrying(*args, **kwargs):
+            result = write(*args, **kwargs)
+            if name == "commit" or (args[1].step_index, args[1].branch) == state["branch"]:
+                state["mark"] = total()
+            return result
+        return carrying
+
+    def measured(message, *args, **kwargs):
+        before, finalized = total(), store.calls.get("finalize", 0)
+        state["mark"], state["branch"] = None, None if message.branch is None else (message.step, message.branch)
+        outcome = process(message, *args, **kwargs)
+        state["every"] += total() - before
+        if state["mark"] is not None:
+            state["carried"] += 1
+            state["expected"] += state["mark"] - before + (store.calls.get("finalize", 0) - finalized)
+        return outcome
+
+    for name in ("commit", "update_branch", "complete_branch"):
+        setattr(store, name, wrap(name))
+    runner.engine.process = measured
+    try:
+        run()
+    finally:
+        del runner.engine.process
+        for name in ("commit", "update_branch", "complete_branch"):
+            delattr(store, name)
+    return state["expected"], state["every"], state["carried"]
+
+
+def _map_runner(body, **settings) -> LocalRunner:
     from engine_core import map_
     from engine_core.registry import build_workflow
 
+    registry = Registry()
+    registry.register(build_workflow("fan_cost", [map_(body, over="xs", max_concurrency=2)]))
+    return LocalRunner(registry, clock=ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)),
+                       settings=EngineSettings(**{"lease_s": 120, **settings}))
+
+
+def test_ledger_map_counts_every_branch_delivery_through_the_fan_in():
+    # given: a map of four items, two at a time; each branch body takes 30 ms of the worker's time
+    import time
+
     def square(ctx):
+        time.sleep(0.03)
         return ctx.item * ctx.item
 
-    registry = Registry()
-    registry.register(build_workflow("fan_cost", [map_(square, over="xs", max_concurrency=2)]))
-    runner = LocalRunner(registry, clock=ManualClock(dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC)),
-                         settings=EngineSettings(lease_s=120))
+    runner = _map_runner(square)
     eid = runner.start("fan_cost", {"xs": [1, 2, 3, 4]})
     # when
-    committed, every = _parent_committing_calls(runner, eid, lambda: _run(runner, eid))
+    expected, every, carried = _carried_calls(runner, lambda: _run(runner, eid))
     e = runner.engine.get(eid)
-    # then: exactly the deliveries that moved the execution item (the fan-out, the fan-in) are counted
+    # then: the branch deliveries' requests and messages are on the execution's ledger (the fan-in added
+    # each branch's), less only what each did after its last write (a launch, a join read)
     assert e.status is Status.COMPLETED and e.ledger is not None
-    assert e.ledger.requests == committed < every
+    assert carried == 5  # the fan-out, four branches (the last one fans in)
+    assert e.ledger.requests == expected < every
+    assert e.ledger.messages == 5
+    assert e.ledger.lambda_ms >= 4 * 30
+
+
+def test_ledger_map_redriven_after_a_branch_failed_counts_the_failed_generation_at_the_fan_in():
+    # given: a map whose branch 1 fails for good the first time (no retries), then a redrive
+    from engine_core.errors import PermanentStepError
+
+    seen = {"failed": 0}
+
+    def flaky(ctx):
+        if ctx.branch == 1 and not seen["failed"]:
+            seen["failed"] += 1
+            raise PermanentStepError("not yet")
+        return ctx.item
+
+    runner = _map_runner(flaky)
+    eid = runner.start("fan_cost", {"xs": [1, 2, 3, 4]})
+    first, _, first_carried = _carried_calls(runner, lambda: _run(runner, eid))
+    assert runner.engine.get(eid).status is Status.FAILED
+    runner.engine.operator.redrive(eid, "ops")
+    # when
+    second, _, second_carried = _carried_calls(runner, lambda: _run(runner, eid))
+    e = runner.engine.get(eid)
+    # then: the failed generation's branch deliveries, carried on their branch items (the failed branch
+    # kept its ledger through the redrive's reset), are counted by the fan-in
+    assert e.status is Status.COMPLETED and seen["failed"] == 1
+    assert e.ledger.requests == first + second
+    assert e.ledger.messages == first_carried + second_carried  # each delivery that wrote was brought by one

@@ -102,3 +102,45 @@ def test_an_unreadable_ledger_attribute_makes_the_item_corrupt():
     attrs = {**execution_to_attrs(_execution(ledger=Ledger(requests=1))), "cost_req": "many"}
     with pytest.raises(CorruptStateError):
         execution_from_attrs("e-1", attrs)
+
+
+def _branch(b: int, ledger: Ledger | None = None):
+    from engine_core.model import Branch, BranchStatus
+    return Branch(step_index=2, branch=b, status=BranchStatus.RUNNING, version=2, generation=1, updated_at=NOW,
+                  next_wake_at=NOW, ledger=ledger)
+
+
+def test_a_branch_delivery_carries_its_counts_on_its_own_branch_item_only():
+    # given: the delivery of branch 1 of step 2, which read once
+    meter = Meter(reports_requests=True, reports_units=True)
+    meter.begin("e-1", delivered=True, branch=(2, 1))
+    meter.request(read_units=0.5)
+    # when: it writes its own branch (a completion: four units in advance), then launches branch 3
+    mine = meter.carry_branch(_branch(1, Ledger(requests=3, messages=1)), write_units=4.0)
+    meter.carried()
+    meter.request(write_units=4.0)  # the store reports the completion itself
+    other = meter.carry_branch(_branch(3), write_units=1.0)
+    meter.carried()
+    # then: its read, its write and its message are on its own item; the launch carries nothing
+    assert mine.ledger == Ledger(requests=5, read_units=0.5, write_units=4.0, messages=2, lambda_ms=mine.ledger.lambda_ms)
+    assert other.ledger is None
+    assert (meter.requests, meter.write_units, meter.messages) == (0, 0.0, 0)
+
+
+def test_a_fan_in_adds_every_branch_ledger_once_even_when_its_commit_is_retried():
+    # given: a fan-in over two branches whose first commit loses its race
+    meter = Meter(reports_requests=True)
+    meter.begin("e-1", delivered=True, branch=(2, 1))
+    ledgers = [Ledger(requests=4, messages=1), Ledger(requests=6, messages=1), None]
+    meter.include_branches(ledgers)
+    meter.carry(_execution())  # lost: not carried
+    # when: the fan-in is done again and its commit applies
+    meter.include_branches(ledgers)
+    new = meter.carry(_execution())
+    meter.carried()
+    meter.request()  # the store reports the commit itself
+    again = meter.carry(_execution(ledger=new.ledger))
+    # then: the branches' 10 requests and 2 messages once, with this delivery's message and its commit; the
+    # next commit adds only itself
+    assert (new.ledger.requests, new.ledger.messages) == (11, 3)
+    assert (again.ledger.requests, again.ledger.messages) == (12, 3)

@@ -102,7 +102,8 @@ def _error_text(error: ErrorInfo | None) -> str | None:
 
 
 LEDGER_ATTRS = ("cost_req", "cost_rru10", "cost_wru10", "cost_msg", "cost_ms")
-"""The ledger on the execution item: five numbers, units in tenths (DynamoDB numbers are not floats here)."""
+"""The ledger on the execution item (and on a branch item): five numbers, units in tenths (DynamoDB numbers
+are not floats here)."""
 
 
 def ledger_to_attrs(ledger: Ledger) -> dict[str, int]:
@@ -447,6 +448,8 @@ def branch_to_attrs(b: Branch) -> dict[str, Any]:
         RUN_ATTR: b.run,
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
+    if b.ledger is not None:
+        attrs.update(ledger_to_attrs(b.ledger))
     return attrs
 
 
@@ -460,7 +463,7 @@ def branch_from_attrs(sort_key: str, attrs: dict[str, Any]) -> Branch | CorruptR
             finished_at=_ts(attrs, "finished_at"),
             result_blob=_str(attrs["result"]) if "result" in attrs else None,
             error=ErrorInfo.model_validate_json(attrs["error"]) if "error" in attrs else None,
-            expires_at=_expiry(attrs), run=_run(attrs),
+            expires_at=_expiry(attrs), run=_run(attrs), ledger=ledger_from_attrs(attrs),
         )
     except Exception as exc:
         return CorruptRecord(sort_key=sort_key, detail=f"{type(exc).__name__}: {exc}")

@@ -89,7 +89,7 @@ def deliver(op: StepOps, message: StepMessage) -> Outcome:
         "status": BranchStatus.RUNNING, "version": branch.version + 1, "attempt": branch.attempt + 1, "updated_at": now,
         "attempt_started_at": now, "next_wake_at": expiry, "expires_at": branch_expiry(op, now)})
     try:
-        op.items.update_branch(claimed, branch.version)
+        claimed = op.items.update_branch(claimed, branch.version)
     except BranchConflictError:
         return stale("another delivery claimed it first")
     # A branch's claim is not conditioned on the execution item (its version moves with every reconcile),
@@ -132,7 +132,7 @@ def _succeeded(fan: FanOut, join: Join, claimed: Branch, result: Any) -> Outcome
                                       "next_wake_at": None, "finished_at": now, "result_blob": blob, "error": None,
                                       "expires_at": branch_expiry(op, now)})
     try:
-        op.items.complete_branch(done, claimed.version)
+        done = op.items.complete_branch(done, claimed.version)
     except BranchConflictError as lost:
         adopted = _adopted(fan, claimed, done, lost)
         if adopted is None:
@@ -157,7 +157,7 @@ def _adopted(fan: FanOut, claimed: Branch, done: Branch, lost: BranchConflictErr
         return None
     mine = done.model_copy(update={"generation": join.generation})
     try:
-        fan.op.items.complete_branch(mine, claimed.version)  # the store still checks the run and the version
+        mine = fan.op.items.complete_branch(mine, claimed.version)  # the store still checks the run and the version
     except BranchConflictError:
         return None
     return mine, join
@@ -229,7 +229,7 @@ def _attempt_failed(fan: FanOut, claimed: Branch, body: BodyOutcome) -> Outcome:
                                           "next_wake_at": retry_at, "attempt_started_at": None, "error": error,
                                           "finished_at": now, "expires_at": branch_expiry(op, now)})
     try:
-        op.items.update_branch(retrying, claimed.version)
+        retrying = op.items.update_branch(retrying, claimed.version)
     except BranchConflictError as lost:
         return Outcome("superseded", fan.eid, fan.index, str(lost))
     op.metric("BranchesRetried", "Count", 1)
@@ -251,7 +251,7 @@ def _failed(fan: FanOut, branch: Branch, error: ErrorInfo) -> Outcome:
                                        "finished_at": now, "expires_at": branch_expiry(op, now),
                                        "error": error.model_copy(update={"message": truncate(error.message)})})
     try:
-        op.items.update_branch(failed, branch.version)
+        failed = op.items.update_branch(failed, branch.version)
     except BranchConflictError as lost:
         return Outcome("superseded", fan.eid, fan.index, str(lost))
     op.metric("BranchesFailed", "Count", 1)

@@ -201,7 +201,8 @@ class FanOut:
                 # An attempt of an older generation (before a redrive) holds it: its body may be running.
                 # The lane waits for that lease; the reconcile resets the branch after it.
                 return current, False
-            reset = fresh.model_copy(update={"version": current.version + 1}) if mine else fresh
+            # A reset keeps what the branch's earlier attempts spent (the fan-in adds it to the execution's).
+            reset = fresh.model_copy(update={"version": current.version + 1, "ledger": current.ledger}) if mine else fresh
             try:
                 if mine:
                     op.items.update_branch(reset, current.version)
@@ -232,4 +233,5 @@ class FanOut:
                             expires_at=op.item_expiry(now), kind="fanout", run=self.e.run)
         op.metric("FanIns", "Count", 1)
         op.log("fanned in", branches=join.total)
+        op.items.include_costs(known[b] for b in range(join.total))
         return op.settle(record, merged, bound)
