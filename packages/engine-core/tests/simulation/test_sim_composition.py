@@ -114,6 +114,7 @@ def test_composition_seeds_exercise_every_kind_fault_and_ending(runs):
                 "ttl.step_outlived_retention.map", "time.passed_with_the_schedule", "redeploy.done",
                 "redeploy.ended_a_run_of_the_old_definition.FAILED"):
         need(key)
+    need("ledger.checked.fanout")  # the cost ledger's bound, on runs whose branches carried theirs
     need("concurrent_copies.raced")
     need("redrive.done")
     need("branches.running_at_once.2")  # the lane limit was tested with bodies really overlapping

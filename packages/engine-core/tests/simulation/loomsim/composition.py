@@ -119,6 +119,9 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
         self.tracing = tracing
         self.trace: list[str] = []
         self.stats: Counter = Counter()
+        self.delivered_calls: Counter = Counter()
+        """Store calls made while a worker delivered a message of each execution (every run under its id)."""
+        self.delivered_messages: Counter = Counter()
         self.violations: list[str] = []
         self.known: list[str] = []
         self.ops: list[Op] = []
@@ -274,10 +277,15 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
     def deliver(self, m) -> None:
         self.hint = self.hint_for(m.body)
         self.stat(f"deliver.{self.hint}{'' if self.faults_on else '.quiet'}")
+        before = sum(self.inner.calls.values())
         try:
             super().deliver(m)
         finally:
             self.hint = None
+            # What the cost ledger may claim at most (composition_checks.py, ``ledger``): a copy delivered
+            # while another pauses is counted in both, which only loosens the bound.
+            self.delivered_calls[m.body.execution_id] += sum(self.inner.calls.values()) - before
+            self.delivered_messages[m.body.execution_id] += 1
 
     def hint_for(self, body) -> str | None:
         if body.branch is not None:

@@ -65,6 +65,7 @@ class Checker:
         self.events()
         self.compensation()
         self.outcome()
+        self.ledger()
         if self.wf.code:  # what code-first runs reached (test_sim_composition.py requires each)
             e = self.final
             self.sim.stat(f"code.ending.{e.status.value}" + (".compensated" if e.compensated else ""))
@@ -72,6 +73,20 @@ class Checker:
                 self.sim.stat("code.redriven")
             if any(b.kind == "undo" for b in self.bodies):
                 self.sim.stat("code.undo_ran")
+
+    def ledger(self) -> None:
+        """The cost ledger never claims more than the deliveries did: at most their store calls (plus the
+        finalize an ending counts in advance, which a crash may leave to the sweeper) and their messages.
+        A fan-in that added its branches' ledgers twice, or a branch's carried twice, would exceed them."""
+        led = self.final.ledger
+        if led is None:
+            return
+        calls, messages = self.sim.delivered_calls[self.eid], self.sim.delivered_messages[self.eid]
+        if led.requests > calls + 1 or led.messages > messages:
+            self.v(f"its ledger claims {led.requests} requests and {led.messages} messages; the deliveries of "
+                   f"its id made {calls} store calls from {messages} messages")
+        self.sim.stat("ledger.checked" + (".fanout" if any(s.kind in ("parallel", "map") for s in self.wf.steps)
+                                          else ""))
 
     # -- shared ------------------------------------------------------------------------------------------
     def versions(self) -> None:
