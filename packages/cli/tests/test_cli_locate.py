@@ -47,3 +47,28 @@ def test_the_state_file_is_per_user_under_xdg_state_home_unless_loom_state_file_
     assert state_file() == tmp_path / "xdg" / "loom" / "local.json"
     monkeypatch.setenv("LOOM_STATE_FILE", str(tmp_path / "mine.json"))
     assert state_file() == tmp_path / "mine.json"
+
+
+def test_a_recorded_loom_dev_that_was_killed_is_named_with_what_to_do(state_file, capsys):
+    # given: `loom dev` recorded itself, then was SIGKILLed (its record stays: only a clean stop removes it)
+    import subprocess
+    import sys
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    state_file.parent.mkdir(parents=True)
+    state_file.write_text(json.dumps({"kind": "lite", "url": "http://127.0.0.1:9", "db": "/srv/flows/.loom/loom.db",
+                                      "pids": {"runtime": gone.pid}}))
+    # when
+    code = main(["workflows"])
+    # then: not a refused connection and a hint about `make up`, but the process that is gone and how to resume
+    err = capsys.readouterr().err
+    assert code == 4
+    assert f"the `loom dev` recorded in {state_file} (pid {gone.pid}, on /srv/flows/.loom/loom.db) is not running" in err
+    assert "start it again (`loom dev <workflows>`" in err and "make up" not in err
+
+
+def test_without_a_url_the_message_offers_loom_dev_beside_the_local_stack(state_file, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["workflows"]) == 2
+    err = capsys.readouterr().err
+    assert "`loom dev <workflows>` (one process on SQLite, no AWS) or `make up` (the local AWS stack)" in err

@@ -416,3 +416,20 @@ def test_a_body_over_the_limit_is_answered_413_and_none_of_it_is_taken_for_a_req
     assert b'"input_too_large"' in answer and b"connection: close" in answer.lower()
     assert client.get(eid).status == "SLEEPING"
     assert (refused.value.code, refused.value.status) == ("input_too_large", 413)
+
+
+def test_loom_dev_prints_a_warnings_fields_so_a_failure_shows_its_cause():
+    # given: the log format `loom dev` uses, and a warning whose cause is in its fields (as the sweeper logs)
+    import logging
+
+    from loom_lite.cli import FieldsFormatter
+
+    formatter = FieldsFormatter("%(name)s %(message)s")
+    warning = logging.makeLogRecord({"name": "engine_core.sweeper", "levelno": logging.WARNING, "levelname": "WARNING",
+                                     "msg": "sweeping a shard failed; the next tick retries it", "shard": 3,
+                                     "error": "SQLite read on loom.db: the file is damaged"})
+    info = logging.makeLogRecord({"name": "loom_lite", "levelno": logging.INFO, "msg": "served", "shard": 3})
+    # when / then: the warning carries its fields; an info line stays as it was
+    assert formatter.format(warning) == ("engine_core.sweeper sweeping a shard failed; the next tick retries it "
+                                         "(shard=3, error=SQLite read on loom.db: the file is damaged)")
+    assert formatter.format(info) == "loom_lite served"

@@ -52,6 +52,78 @@ def test_sqlite_store_keeps_its_shard_count_and_refuses_another(tmp_path):
     assert SqliteStore(str(tmp_path / "loom.db"), shards=4).shards == 4
 
 
+def _digest(path) -> tuple[bytes, list[str]]:
+    """The file's bytes and what lies beside it (a -wal or -shm file is a change too)."""
+    return path.read_bytes(), sorted(p.name for p in path.parent.iterdir())
+
+
+def test_sqlite_store_refuses_another_applications_database_and_leaves_it_as_it_was(tmp_path):
+    # given: an application's database (rollback journal, one table of its own)
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO customers (name) VALUES ('ada')")
+    conn.commit()
+    conn.close()
+    before = _digest(path)
+    # when / then: refused, naming its tables and what to do; not one byte of it changed
+    with pytest.raises(ConfigurationError, match=r"app.db is an SQLite database of something else \(tables customers\), "
+                                                 r"not a Loom store: point LOOM_SQLITE_PATH \(loom dev --db\) at a new file"):
+        SqliteStore(str(path))
+    assert _digest(path) == before
+
+
+def test_sqlite_store_refuses_a_newer_looms_file_before_writing_to_it(tmp_path):
+    # given: a Loom store, then marked as written by a later schema, its log checkpointed into the file
+    path = tmp_path / "loom.db"
+    SqliteStore(str(path)).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE loom_meta SET value = '99' WHERE key = 'schema'")
+    conn.commit()
+    conn.execute("PRAGMA journal_mode=DELETE")  # as a newer Loom might keep it: no log beside it
+    conn.close()
+    before = _digest(path)
+    # when / then: refused, and left exactly as it was (still in its own journal mode)
+    with pytest.raises(ConfigurationError, match=r"written by a newer Loom \(schema 99; this one knows 1\): upgrade "
+                                                 "loom-engine-core; the file is left as it is"):
+        SqliteStore(str(path))
+    assert _digest(path) == before
+
+
+def test_sqlite_store_refuses_a_file_that_is_not_sqlite_naming_it(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes\n" * 100)
+    before = _digest(path)
+    with pytest.raises(ConfigurationError, match=r"notes.db is not an SQLite database .*point LOOM_SQLITE_PATH"):
+        SqliteStore(str(path))
+    assert _digest(path) == before
+
+
+def test_sqlite_store_on_a_read_only_file_says_what_to_make_writable(tmp_path, monkeypatch):
+    # given: a store whose open fails as a read-only file's does (tests may run as root, which writes anyway)
+    store = SqliteStore(str(tmp_path / "loom.db"))
+    error = store.db._storage_error("write", sqlite3.OperationalError("attempt to write a readonly database"))
+    assert "make the file and its directory writable by this user, or set LOOM_SQLITE_PATH" in str(error)
+    assert "loom.db-wal and loom.db-shm" in str(error)
+    error = store.db._storage_error("open", sqlite3.OperationalError("unable to open database file"))
+    assert "make its directory writable by this user, or set LOOM_SQLITE_PATH" in str(error)
+
+
+def test_sqlite_backup_taken_while_the_store_is_open_holds_the_commits_still_in_the_log(tmp_path):
+    # given: a live store whose latest record is still in loom.db-wal (not checkpointed into the file)
+    store = SqliteStore(str(tmp_path / "loom.db"))
+    eid = "00000000-0000-4000-8000-000000000001"
+    store.put_step(eid, StepRecord(step_index=0, name="a", status="SUCCEEDED", attempts=1, result_blob="{}", version=2))
+    assert (tmp_path / "loom.db-wal").stat().st_size > 0
+    # when: SQLite's backup (what `sqlite3 loom.db ".backup copy.db"` runs), as docs/lite.md says
+    source, copy = sqlite3.connect(tmp_path / "loom.db"), sqlite3.connect(tmp_path / "copy.db")
+    source.backup(copy)
+    source.close()
+    copy.close()
+    # then: the copy is a Loom store with the record
+    assert [r.name for r in SqliteStore(str(tmp_path / "copy.db")).history(eid)] == ["a"]
+
+
 # -- locks and TTLs ---------------------------------------------------------------------------------------------
 
 def test_sqlite_store_waits_for_another_writer_then_says_who_held_the_lock_and_what_to_raise(tmp_path):

@@ -78,8 +78,26 @@ def _printer(outcome: Outcome) -> None:
     log.info("%s step %s %s%s%s", outcome.execution_id, outcome.step, outcome.kind, steps, detail)
 
 
+_RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class FieldsFormatter(logging.Formatter):
+    """A warning or an error with its fields: the engine puts the cause of a failure in the record's fields
+    (``extra=``, a JSON key on Lambda), which the plain format would drop."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if record.levelno < logging.WARNING:
+            return text
+        fields = [f"{k}={v}" for k, v in vars(record).items() if k not in _RECORD_FIELDS and v is not None]
+        return f"{text} ({', '.join(fields)})" if fields else text
+
+
 def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        if type(handler) is logging.StreamHandler:  # basicConfig's (not a test's capture)
+            handler.setFormatter(FieldsFormatter("%(asctime)s %(name)s %(message)s"))
     logging.getLogger("engine_core").setLevel(logging.WARNING)
     try:
         if args.db and Path(args.db).is_dir():

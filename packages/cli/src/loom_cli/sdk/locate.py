@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .errors import CONFIGURATION, LoomError
+from .errors import CONFIGURATION, UNREACHABLE, LoomError
 
 URL_ENV = "LOOM_URL"
 STATE_ENV = "LOOM_STATE_FILE"
@@ -55,10 +55,28 @@ def resolve_url(url: str | None = None, env_dir: str | Path | None = None) -> st
         return terraform_output(Path(env_dir), "function_url")
     state = local_stack()
     if state is not None:
+        _check_lite_alive(state)
         return state["url"]
     raise LoomError(CONFIGURATION, f"no control plane URL: pass --url, set {URL_ENV}, pass --env-dir "
-                                   f"terraform/envs/<env>, or start the local stack with `make up` (it records "
-                                   f"itself in {state_file()})")
+                                   f"terraform/envs/<env>, or start Loom on this machine: `loom dev <workflows>` (one "
+                                   f"process on SQLite, no AWS) or `make up` (the local AWS stack); each records "
+                                   f"itself in {state_file()}")
+
+
+def _check_lite_alive(state: dict[str, Any]) -> None:
+    """A recorded ``loom dev`` that is gone (killed: a clean stop removes its record) is said so, not left to a
+    refused connection."""
+    pid = (state.get("pids") or {}).get("runtime") if isinstance(state.get("pids"), dict) else None
+    if state.get("kind") != "lite" or not isinstance(pid, int) or pid <= 0:
+        return
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise LoomError(UNREACHABLE, f"the `loom dev` recorded in {state_file()} (pid {pid}, on "
+                                     f"{state.get('db', 'its file')}) is not running any more: start it again "
+                                     f"(`loom dev <workflows>`; what it had in hand resumes), or pass --url") from None
+    except OSError:
+        return  # another user's process: it is there
 
 
 def terraform_outputs(env_dir: Path) -> dict[str, Any]:

@@ -83,8 +83,8 @@ class Transport:
                                 "has lambda:InvokeFunctionUrl on the control plane", status=403) from None
             raise LoomError("http_error", f"{exc.reason}", status=exc.code) from None
         except urllib.error.URLError as exc:
-            raise LoomError(UNREACHABLE, f"cannot reach {self.url}: {exc.reason}. Is the stack up (make up) and the "
-                                         "URL right?") from None
+            raise LoomError(UNREACHABLE, f"cannot reach {self.url}: {exc.reason}. Is Loom running there (`loom dev`, "
+                                         "or `make up` for the local AWS stack) and the URL right?") from None
         except TimeoutError:
             raise LoomError(UNREACHABLE, f"{method} {url} timed out after {self.timeout_s:g} s") from None
         except (ConnectionError, http.client.HTTPException) as exc:  # the server went away mid-request

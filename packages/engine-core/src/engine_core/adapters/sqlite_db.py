@@ -193,6 +193,7 @@ class Database:
         except OSError as exc:
             raise ConfigurationError(f"cannot create the directory of {self.path} ({exc.strerror}); set "
                                      f"{PATH_ENV} to a file in a writable directory") from None
+        self._refuse_a_file_not_ours()
         self.shards = self._setup(shards)
 
     # -- connections ------------------------------------------------------------------------------------
@@ -321,9 +322,53 @@ class Database:
         if "disk" in lowered and ("full" in lowered or "i/o" in lowered):
             return StorageError(f"SQLite {what} on {self.path} failed writing to disk ({text}); free space or "
                                 "fix the disk, then retry (nothing of the failed transaction was applied)")
+        if "readonly" in lowered or "read-only" in lowered:
+            return StorageError(
+                f"SQLite {what} on {self.path} failed: {text}. Loom writes to the file and, beside it, to "
+                f"{self.path.name}-wal and {self.path.name}-shm: make the file and its directory writable by this "
+                f"user, or set {PATH_ENV} (loom dev --db) to a file in a writable directory")
+        if "unable to open" in lowered:
+            return StorageError(
+                f"SQLite {what} on {self.path} failed: {text}. Loom creates the file (and {self.path.name}-wal and "
+                f"{self.path.name}-shm beside it) if it is missing: make its directory writable by this user, or "
+                f"set {PATH_ENV} (loom dev --db) to a file in a writable directory")
         return StorageError(f"SQLite {what} on {self.path} failed: {type(exc).__name__}: {text}")
 
     # -- the schema -----------------------------------------------------------------------------------------
+    def _refuse_a_file_not_ours(self) -> None:
+        """A file that is there already and is not a Loom store this Loom knows (another application's
+        database, a newer Loom's, not SQLite at all) is refused before anything is written to it: opening it
+        for use would add the tables and switch it to write-ahead logging. Read through a read-only
+        connection; a file that one cannot open is left to the open that follows, which says why."""
+        try:
+            if not self.path.is_file() or self.path.stat().st_size == 0:
+                return
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                   timeout=self.busy_timeout_ms / 1000)
+        except (OSError, sqlite3.Error):
+            return
+        try:
+            tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            stored = conn.execute("SELECT value FROM loom_meta WHERE key = 'schema'").fetchone() \
+                if "loom_meta" in tables else None
+        except sqlite3.DatabaseError as exc:
+            if "not a database" not in str(exc):
+                return  # busy, or a damaged page: the open that follows reports it
+            raise ConfigurationError(f"{self.path} is not an SQLite database ({exc}): point {PATH_ENV} (loom dev "
+                                     "--db) at a new file or at a Loom store") from None
+        finally:
+            conn.close()
+        ours = {"items", "queue", "dead_letters", "loom_meta", "sqlite_sequence"}
+        if tables and "loom_meta" not in tables:
+            others = [t for t in tables if t not in ours] or tables
+            raise ConfigurationError(
+                f"{self.path} is an SQLite database of something else (tables {', '.join(others[:5])}"
+                f"{', ...' if len(others) > 5 else ''}), not a Loom store: point {PATH_ENV} (loom dev --db) at a new "
+                "file; Loom leaves this one as it is")
+        if stored is not None and str(stored[0]).isdigit() and int(stored[0]) > SCHEMA_VERSION:
+            raise ConfigurationError(f"{self.path} was written by a newer Loom (schema {stored[0]}; this one knows "
+                                     f"{SCHEMA_VERSION}): upgrade loom-engine-core; the file is left as it is")
+
     def _setup(self, shards: int | None) -> int:
         """Create the tables once, and check the file's schema version and shard count."""
         with self.write() as conn:

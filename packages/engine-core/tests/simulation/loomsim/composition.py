@@ -277,14 +277,15 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
     def deliver(self, m) -> None:
         self.hint = self.hint_for(m.body)
         self.stat(f"deliver.{self.hint}{'' if self.faults_on else '.quiet'}")
-        before = sum(self.inner.calls.values())
+        calls = getattr(self.inner, "calls", {})  # the SQLite store counts none (nor does its ledger)
+        before = sum(calls.values())
         try:
             super().deliver(m)
         finally:
             self.hint = None
             # What the cost ledger may claim at most (composition_checks.py, ``ledger``): a copy delivered
             # while another pauses is counted in both, which only loosens the bound.
-            self.delivered_calls[m.body.execution_id] += sum(self.inner.calls.values()) - before
+            self.delivered_calls[m.body.execution_id] += sum(calls.values()) - before
             self.delivered_messages[m.body.execution_id] += 1
 
     def hint_for(self, body) -> str | None:
