@@ -565,6 +565,27 @@ def test_durable_a_wait_without_retry_waits_once_as_in_a_step_list_and_a_wake_en
     assert failed.status.value == "FAILED" and failed.started_at is not None and failed.started_at <= woke
 
 
+def test_durable_a_short_wait_woken_near_its_timeout_still_says_an_operator_ended_it(registry):
+    # given: a wait of 2 s, woken after 1.5 s: within the early tolerance (1 s) of its timeout
+    import datetime as dt
+
+    @durable("short_wait", registry=registry)
+    def flow(input):
+        return wait_for_event("go", timeout=2)
+
+    runner = make_runner(registry)
+    eid = runner.start("short_wait", {})
+    until(runner, eid, Status.WAITING)
+    runner.clock.advance(dt.timedelta(seconds=1.5))
+    # when
+    runner.engine.operator.wake(eid, "ops")
+    e = finish(runner, eid)
+    # then: the wake is named, not a timeout that never ran its course
+    assert (e.status, e.error.code) == (Status.FAILED, "event_timeout")
+    assert "an operator's wake (loom wake) ended the wait for 'go' after 1.5 s, before its 2 s timeout" in e.error.message, \
+        e.error.message
+
+
 @pytest.mark.parametrize("woken", [False, True], ids=["due", "woken"])
 def test_durable_a_sleep_that_began_goes_on_to_its_wake_time_after_a_redrive_never_over_again(registry, woken):
     # given: a deploy changes the function while it sleeps an hour; the replay at the wake (due, or an

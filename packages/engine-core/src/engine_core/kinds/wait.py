@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import faults, transitions
 from ..errors import NonSerializableResultError, ResultTooLargeError
-from ..model import EventRecord, Execution, StepRecord, StepStatus, Status, Timer
+from ..model import EventRecord, Execution, OperationRecord, StepRecord, StepStatus, Status, Timer
 from ..outcome import Outcome
 from ..protocol import ActionView, KindBase, StepOps
 from ..steps import field_problems
@@ -111,8 +111,11 @@ def _timed_out(op: StepOps) -> Outcome:
     policy = op.wf.policy_for(step.index)
     now, began = op.now(), _began(e)
     waited = (now - began).total_seconds()
-    if waited < spec.timeout_s - op.settings.early_tolerance_s:  # only an operator's wake ends it this early
-        message = (f"an operator's wake (loom wake) ended the wait for {spec.event!r} after {waited:.0f} s, before "
+    woken = waited < spec.timeout_s - op.settings.early_tolerance_s  # only an operator's wake ends it this early
+    if not woken and waited < spec.timeout_s:
+        woken = _woken(op, began)
+    if woken:
+        message = (f"an operator's wake (loom wake) ended the wait for {spec.event!r} after {round(waited, 1):g} s, before "
                    f"its {spec.timeout_s:g} s timeout, with no event (wait {e.attempt} of {policy.max_attempts})")
     else:
         message = (f"no {spec.event!r} event arrived within {spec.timeout_s:g} s "
@@ -126,6 +129,13 @@ def _timed_out(op: StepOps) -> Outcome:
     if outcome is not None:
         return outcome
     return _wait(op)
+
+
+def _woken(op: StepOps, began: dt.datetime) -> bool:
+    """An operator woke this wait: read only when it ended within the early tolerance before its timeout, where
+    the time alone cannot tell a wake from the timer's message."""
+    return any(type(o) is OperationRecord and o.op == "wake" and o.detail.get("was") == Timer.EVENT.value
+               and o.at >= began for o in op.operations())
 
 
 def _began(e: Execution) -> dt.datetime:
