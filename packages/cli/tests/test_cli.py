@@ -117,6 +117,32 @@ def test_bad_input_is_a_usage_error_and_sends_nothing(api, capsys, value, messag
     assert message in capsys.readouterr().err and api.requests == []
 
 
+@pytest.mark.parametrize("content, message", [
+    (b'\xff{"qty": 2}', "is not UTF-8 text (invalid start byte at byte 0)"),
+    (b'{"qty": NaN}', "NaN is not a JSON number"), (b'{"qty": -Infinity}', "-Infinity is not a JSON number"),
+], ids=["not-utf8", "nan", "infinity"])
+def test_input_python_reads_but_json_does_not_carry_is_a_usage_error_and_sends_nothing(api, tmp_path, capsys, content,
+                                                                                      message):
+    path = tmp_path / "in.json"
+    path.write_bytes(content)
+    assert main(["--url", api.url, "start", "order_fulfillment", "--input", f"@{path}"]) == 2
+    assert message in capsys.readouterr().err and api.requests == []
+
+
+@pytest.mark.parametrize("since", ["99999999d", "0001-01-01T00:00:00+01:00", "0001-01-01T00:00:00Z"])
+def test_list_since_before_1970_lists_since_1970(api, capsys, since):
+    api.extra_route = lambda m, p, q, b: (200, {"executions": [], "next_token": None})
+    assert main(["--url", api.url, "list", "--since", since]) == 0
+    sent = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(api.requests[0]["path"]).query))["started_after"]
+    assert sent == "1970-01-01T00:00:00.000000Z"
+
+
+def test_list_since_after_9998_is_a_usage_error(api, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--url", api.url, "list", "--since", "9999-12-31T23:59:59-01:00"])
+    assert exit_.value.code == 2 and "after the times Loom lists" in capsys.readouterr().err and api.requests == []
+
+
 def test_api_errors_show_code_and_message_with_exit_3(api, capsys):
     assert main(["--url", api.url, "start", "missing"]) == 3
     assert "unknown_workflow: no workflow named 'missing'" in capsys.readouterr().err

@@ -229,6 +229,28 @@ def test_start_watch_of_a_map_follows_it_to_completed(control_plane, capsys):
     assert _watch_lines(out)[-1].startswith("COMPLETED") and "resize_images[0]" in out
 
 
+def test_start_watch_json_prints_one_document_a_line_from_the_start(control_plane, capsys):
+    eid = control_plane.play("map", at=None)
+    control_plane.starts["batch_resize"] = eid
+    code, out, err = run(capsys, "--url", control_plane.url, "--json", "start", "batch_resize", "--input",
+                         '{"count": 4}', "--watch")
+    assert code == 0, err
+    docs = [json.loads(line) for line in out.splitlines()]  # NDJSON: every line a whole document
+    assert docs[0]["execution_id"] == eid and docs[-1]["status"] == "COMPLETED" and len(docs) >= 3
+
+
+@pytest.mark.parametrize("argv", [["list", "--limit", "0"], ["redrive", "e-1", "--to-version", "abc"], ["status"]],
+                         ids=["bad-limit", "bad-version", "missing-argument"])
+def test_usage_errors_under_json_are_one_json_object_on_stderr(capsys, argv):
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["--url", "http://127.0.0.1:9", "--json", *argv])
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and out == ""
+    doc = json.loads(err)
+    assert doc["error"] == "invalid_argument" and doc["message"].startswith("loom ")
+
+
 def test_list_shows_each_executions_real_status_and_filters_by_it(control_plane, capsys):
     ids = {name: control_plane.play(name, at=1) for name in SHAPES}
     code, out, _ = run(capsys, "--url", control_plane.url, "list")

@@ -82,6 +82,23 @@ def test_history_pages_refuses_a_page_size_outside_1_to_100_naming_it_before_any
     assert len(control_plane.requests) == seen
 
 
+@pytest.mark.parametrize(("call", "words"), [
+    (lambda c: c.start("wf", {"when": __import__("datetime").datetime(2026, 1, 1)}), "not JSON serializable"),
+    (lambda c: c.start("wf", {"tags": {"a", "b"}}), "not JSON serializable"),
+    (lambda c: c.start("wf", {"ratio": float("nan")}), "Out of range float values are not JSON compliant"),
+    (lambda c: c.send("e-1", "go", {"x": float("inf")}), "Out of range float values"),
+    (lambda c: c.list_page(started_after=5), "started_after and started_before take a datetime"),
+    (lambda c: c.get(None), "an execution id, event name or callback token is a string, got NoneType"),
+], ids=["datetime", "set", "nan", "infinity-in-an-event", "time-of-another-type", "id-none"])
+def test_an_argument_no_request_can_carry_is_an_invalid_argument_before_any_request(client, control_plane, call, words):
+    control_plane.add(execution_doc("e-1"))
+    seen = len(control_plane.requests)
+    with pytest.raises(LoomError) as refused:
+        call(client)
+    assert refused.value.code == "invalid_argument" and words in str(refused.value), str(refused.value)
+    assert len(control_plane.requests) == seen
+
+
 def test_list_page_with_check_more_drops_a_token_nothing_follows(client, control_plane):
     for i in range(20):
         control_plane.add(execution_doc(f"e-{i:02d}", created_at=f"2026-01-01T00:00:{i:02d}.000000Z"))
@@ -174,6 +191,17 @@ def test_a_server_that_drops_the_connection_mid_request_is_an_unreachable_loom_e
     # then: a LoomError saying what happened and what to do, not a raw socket error
     assert dropped.value.code == "unreachable" and "connection broke" in dropped.value.message
     assert "read the execution before retrying" in dropped.value.message
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("ftp://127.0.0.1:9", "is not an http(s) URL"),
+    ("http://127.0.0.1:9?x=1", "carries a query or a fragment; pass the control plane's URL alone (http://127.0.0.1:9)"),
+    ("http://127.0.0.1:9/#top", "carries a query or a fragment"), ("http://127.0.0.1:9?", "carries a query"),
+], ids=["scheme", "query", "fragment", "empty-query"])
+def test_a_url_that_is_not_the_control_planes_alone_is_a_configuration_error(url, words):
+    with pytest.raises(LoomError) as refused:
+        LoomClient(url)
+    assert refused.value.code == "configuration" and words in refused.value.message
 
 
 def test_without_a_url_it_finds_the_local_stack_from_the_state_file_or_says_how(control_plane, state_file):

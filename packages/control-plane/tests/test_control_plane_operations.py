@@ -139,8 +139,11 @@ def test_list_when_executions_exist_returns_them_newest_first_with_filters_and_p
     ({"started_after": "2026-11-29T14:00:00Z", "started_before": "2026-11-29T13:00:00Z"}, "earlier than"),
     ({"next_token": "not a token!"}, "not a token"), ({"next_token": "e30"}, "not a token"),
     ({"next_token": "bm90LWpzb24"}, "not a token"), ({"page": "2"}, "unknown query parameter 'page'"),
+    ({"started_after": "0001-01-01T00:00:00+01:00"}, "between 1970 and 9998"),
+    ({"started_before": "9999-12-31T23:59:59-01:00"}, "between 1970 and 9998"),
 ], ids=["limit-0", "limit-101", "limit-word", "limit-negative", "status-unknown", "workflow-bad",
-        "time-bad", "window-inverted", "token-bad-chars", "token-not-ours", "token-not-json", "unknown-param"])
+        "time-bad", "window-inverted", "token-bad-chars", "token-not-ours", "token-not-json", "unknown-param",
+        "time-before-year-1-in-utc", "time-after-year-9999-in-utc"])
 def test_list_when_query_is_invalid_answers_400_naming_the_parameter(lambdas, world, query, words):
     start(lambdas)
     got = assert_refused(lambdas, world, "GET", "/executions", query=query, status=400, code="invalid_request")

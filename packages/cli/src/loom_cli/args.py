@@ -13,24 +13,33 @@ from .sdk import PAGE_MAX, LoomError
 from .sdk.client import INVALID_ARGUMENT
 from .sdk.stream import is_interval
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _DURATION = re.compile(r"\A(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\Z")
 
 
 def since(text: str) -> str:
     """A duration back from now (2h, 30m, 1d12h) or an ISO-8601 time, as the ISO-8601 UTC time to send."""
     match = _DURATION.fullmatch(text.strip().lower())
-    if match and any(match.groups()):
-        w, d, h, m, s = (int(g or 0) for g in match.groups())
-        when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(weeks=w, days=d, hours=h, minutes=m, seconds=s)
-    else:
-        try:
-            when = dt.datetime.fromisoformat(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is neither a duration (90s, 30m, 2h, 1d, 1h30m) nor an "
-                                             "ISO-8601 time (2026-03-01T12:00:00Z)") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    when = _EPOCH
+    try:
+        if match and any(match.groups()):
+            w, d, h, m, s = (int(g or 0) for g in match.groups())
+            when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(weeks=w, days=d, hours=h, minutes=m, seconds=s)
+        else:
+            try:
+                when = dt.datetime.fromisoformat(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{text!r} is neither a duration (90s, 30m, 2h, 1d, 1h30m) nor an "
+                                                 "ISO-8601 time (2026-03-01T12:00:00Z)") from None
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=dt.timezone.utc)
+        when = when.astimezone(dt.timezone.utc)
+    except OverflowError:  # further back than the calendar goes, or an offset past either of its ends
+        when = dt.datetime.max.replace(tzinfo=dt.timezone.utc) if when.year > 1970 else _EPOCH
+    if when.year > 9998:
+        raise argparse.ArgumentTypeError(f"{text!r} is after the times Loom lists (up to 9998)")
+    when = max(when, _EPOCH)  # nothing started before 1970: since then is since ever
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def port(text: str) -> int:
@@ -67,13 +76,21 @@ def json_object(text: str, source: str) -> dict[str, Any]:
     if text.startswith("@"):
         path = Path(text[1:])
         try:
-            text, source = path.read_text(), str(path)
+            text, source = path.read_text(encoding="utf-8"), str(path)
         except OSError as exc:
             raise LoomError(INVALID_ARGUMENT, f"cannot read {path}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise LoomError(INVALID_ARGUMENT, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); JSON "
+                                              "is sent as UTF-8: save the file as UTF-8") from None
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except ValueError as exc:
         raise LoomError(INVALID_ARGUMENT, f"{source} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise LoomError(INVALID_ARGUMENT, f"{source} must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def _not_json(name: str) -> Any:
+    """NaN, Infinity and -Infinity: Python reads them, JSON has no such numbers (the API refuses them)."""
+    raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity: send null or a string)")

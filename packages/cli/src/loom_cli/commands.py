@@ -28,7 +28,9 @@ def _definition(client: LoomClient, name: str) -> Workflow | None:
 def start(client: LoomClient, args) -> int:
     started = client.start(args.workflow, json_object(args.input, "--input"), idempotency_token=args.token,
                            version=args.version)
-    if args.json:
+    if args.json and args.watch:  # one line per document, as the watch that follows prints them (NDJSON)
+        print(json.dumps(started.document(), sort_keys=True), flush=True)
+    elif args.json:
         print_json(started.document())
     else:
         verb = "started" if started.created else "already started (same token and input)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from . import commands, cost, dev, dlq, versions
 from .args import limit, port, positive, seconds, since
@@ -32,7 +32,20 @@ def exit_code(exc: LoomError) -> int:
     return USAGE if exc.code in (CONFIGURATION, INVALID_ARGUMENT) else UNREACHABLE
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are JSON on stderr (as every other error) under ``--json``."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            print(json.dumps({"error": INVALID_ARGUMENT, "message": f"{self.prog}: {message}"}), file=sys.stderr)
+            self.exit(USAGE)
+        super().error(message)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
     try:
         if getattr(args, "without_api", False):
@@ -51,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="loom", description="Start, watch, find and operate Loom executions.",
+    p = _Parser(prog="loom", description="Start, watch, find and operate Loom executions.",
                                 epilog="Exit status: 0 ok, 1 watched execution FAILED, CANCELLED or COMPENSATION_FAILED, "
                                        "2 usage, 3 API refused, 4 unreachable or failed (or watch --timeout ran out).")
     p.add_argument("--url", help=f"control plane Function URL (default: ${URL_ENV}, --env-dir, or the `make up` stack)")

@@ -97,13 +97,15 @@ def serve(connect: Callable[[], LoomClient], read_only: bool = False, tools: str
         return refuse_over_stdio(str(exc))
     try:
         import anyio
-        from mcp.server.stdio import stdio_server
+        import mcp.server.stdio  # noqa: F401 -- the SDK is there (mcp_stdio wraps its transport)
     except ImportError:
         return refuse_over_stdio("it needs the MCP SDK: pip install 'loom-cli[mcp]' (or the `mcp` package)")
+    from .mcp_stdio import checked_stdio_server
+
     server = build_server(connect, chosen)
 
     async def run() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        async with checked_stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(run)

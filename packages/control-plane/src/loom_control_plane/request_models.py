@@ -299,7 +299,11 @@ def _time(p: dict[str, str], name: str) -> dt.datetime | None:
         raise _bad(name, f"must be an ISO-8601 time such as 2026-03-01T12:00:00Z, got {_clip(text)!r}") from None
     if when.tzinfo is None:  # no offset: UTC, as every time Loom returns is
         when = when.replace(tzinfo=dt.timezone.utc)
-    if not 1970 <= when.astimezone(dt.timezone.utc).year <= 9998:
+    try:
+        year = when.astimezone(dt.timezone.utc).year
+    except OverflowError:  # an offset that takes year 1 or 9999 past the calendar's ends
+        year = when.year
+    if not 1970 <= year <= 9998:
         raise _bad(name, "must be between 1970 and 9998")
     return when
 

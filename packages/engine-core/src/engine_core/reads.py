@@ -104,7 +104,7 @@ def _history_cursor(token: str | None) -> dict:
     if token is None:
         return {"after": None}
     value = decode_token(token)
-    if isinstance(value, str):  # a token from engine-core before 0.3: the sort key after which to go on
+    if isinstance(value, str) and value.startswith("STEP#"):  # from engine-core before 0.3: the record's sort key
         return {"after": value}
     if not isinstance(value, dict) or "after" not in value or not set(value) <= {"after", "branch_of", "branch", "tail"} \
             or not isinstance(value.get("after"), (str, type(None))) or not all(

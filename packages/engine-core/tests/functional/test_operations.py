@@ -279,6 +279,23 @@ def test_list_refuses_bad_arguments():
             runner.engine.operator.list(**kwargs)
 
 
+def test_history_refuses_a_token_another_route_returned_and_takes_an_old_step_key():
+    # given: an execution with events, so the events route hands out a token of its own
+    from engine_core.reads import encode_token
+
+    runner, switch = make()
+    eid = runner.start("ops_flow", {})
+    run_to_sleep(runner, eid)
+    op = runner.engine.operator
+    # when / then: an events or operations key as a history token is not one the history returned
+    for foreign in ("EVT#approved#evt-1", "OP#00000003#wake"):
+        with pytest.raises(InvalidRequestError, match="not a token this API returned"):
+            op.history_page(eid, limit=1, next_token=encode_token(foreign))
+    # and: a step's sort key (the token engine-core before 0.3 returned) still resumes after that step
+    view = op.history_page(eid, limit=10, next_token=encode_token("STEP#000#first"))
+    assert [r.name for r in view.records][:1] == ["sleep_7200s"]
+
+
 def test_history_pages_hold_every_step_once_and_operations_on_the_first_page():
     runner, switch = make()
     switch.on = True

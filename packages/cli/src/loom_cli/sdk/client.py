@@ -35,12 +35,18 @@ EVENT_NAME = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
 
 
 def _q(value: str) -> str:
+    if not isinstance(value, str):
+        raise LoomError(INVALID_ARGUMENT, f"an execution id, event name or callback token is a string, got "
+                                          f"{type(value).__name__} {value!r}")
     return urllib.parse.quote(value, safe="")
 
 
 def _time(value: dt.datetime | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
+    if not isinstance(value, dt.datetime):
+        raise LoomError(INVALID_ARGUMENT, f"started_after and started_before take a datetime or an ISO-8601 string "
+                                          f"such as '2026-03-01T12:00:00Z', got {type(value).__name__} {value!r}")
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

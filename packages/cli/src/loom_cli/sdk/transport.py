@@ -11,7 +11,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import BAD_RESPONSE, CONFIGURATION, UNREACHABLE, LoomError
+from .errors import BAD_RESPONSE, CONFIGURATION, INVALID_ARGUMENT, UNREACHABLE, LoomError
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -33,6 +33,9 @@ class Transport:
         parsed = urllib.parse.urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise LoomError(CONFIGURATION, f"{url!r} is not an http(s) URL; pass the control plane's Function URL")
+        if parsed.query or parsed.fragment or url.rstrip().endswith(("?", "#")):
+            raise LoomError(CONFIGURATION, f"{url!r} carries a query or a fragment; pass the control plane's URL alone "
+                                           f"({parsed.scheme}://{parsed.netloc}{parsed.path})")
         if sign is None:
             sign = parsed.hostname not in LOOPBACK_HOSTS
         transport = cls(url=url.rstrip("/"), sign=sign, region=region, timeout_s=timeout_s)
@@ -63,7 +66,7 @@ class Transport:
                                            "AWS_REGION")
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else _encoded(body)
         headers = {"accept": "application/json"}
         if data is not None:
             headers["content-type"] = "application/json"
@@ -109,3 +112,13 @@ def _json(raw: bytes, status: int, strict: bool = True) -> Any:
             raise LoomError(BAD_RESPONSE, f"the server answered HTTP {status} with a body that is not JSON: "
                                           f"{raw[:200]!r}") from None
         return None
+
+
+def _encoded(body: Any) -> bytes:
+    """The request body as JSON, or an ``invalid_argument`` naming what JSON cannot carry, before any request."""
+    try:
+        return json.dumps(body, allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:  # a set, a datetime, bytes, an object; NaN or Infinity
+        raise LoomError(INVALID_ARGUMENT, f"the request cannot be sent as JSON ({exc}): send JSON types only "
+                                          "(dict, list, str, int, float, bool, None; a datetime as .isoformat(), a set "
+                                          "as a list, no NaN or Infinity)") from None

@@ -1,0 +1,113 @@
+"""``loom mcp``'s stdio: the MCP SDK's transport, with every line a client sends answered.
+
+The SDK's stdio reader drops a line it cannot read as a JSON-RPC message (not JSON, no ``method``, another
+``jsonrpc`` version, a string its validation refuses such as a lone surrogate) without a word, so a client
+waiting for the reply to its request hangs. Here each such line is answered as JSON-RPC 2.0 says: -32700
+(parse error, ``id`` null) for a line that is not JSON, -32600 (invalid request, the request's ``id`` when it
+has one) for the rest; an invalid notification (no ``id``) is not answered, as no notification is.
+
+The protocol keeps the process's stdin and stdout to itself while it serves: fd 0 reads the null device
+and fd 1 writes to stderr, so a stray ``print`` or a child process cannot corrupt the wire (as the SDK does
+for its own streams); both are restored on exit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+SKIP = object()
+"""A line to pass over without an answer: blank, or an invalid notification."""
+
+
+def problem(line: str, validate: Callable[[str], Any]) -> tuple[int, Any, str] | object | None:
+    """None when the SDK reads ``line`` (``validate``: its JSON-RPC message adapter); else the error to
+    answer with, as ``(code, id, message)``, or ``SKIP``."""
+    if not line.strip():
+        return SKIP
+    try:
+        validate(line)
+        return None
+    except Exception as exc:  # pydantic's ValidationError, whatever the SDK version raises
+        refused = exc
+    try:
+        doc = json.loads(line)
+    except ValueError as exc:
+        return PARSE_ERROR, None, f"Parse error: the line is not JSON ({exc})"
+    request_id = doc.get("id") if isinstance(doc, dict) else None
+    if isinstance(doc, dict) and "id" not in doc and isinstance(doc.get("method"), str):
+        return SKIP
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        request_id = None
+    errors = getattr(refused, "errors", None)
+    first = errors()[0].get("msg", "") if callable(errors) and errors() else str(refused)
+    return INVALID_REQUEST, request_id, (f"Invalid Request: not a JSON-RPC 2.0 request, response or notification "
+                                         f"this server reads ({str(first)[:200]})")
+
+
+class _AnsweredLines:
+    """The lines of ``source`` the SDK can read; every other one is answered through ``answer`` first."""
+
+    def __init__(self, source: Any, validate: Callable[[str], Any],
+                 answer: Callable[[int, Any, str], Awaitable[None]]):
+        self.source, self.validate, self.answer = source, validate, answer
+
+    def __aiter__(self) -> _AnsweredLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await self.source.readline()
+            if not line:
+                raise StopAsyncIteration
+            found = problem(line, self.validate)
+            if found is None:
+                return line
+            if found is not SKIP:
+                await self.answer(*found)
+
+
+@asynccontextmanager
+async def checked_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
+    """``mcp.server.stdio.stdio_server()``, every line answered (see the module docstring)."""
+    import anyio
+    import mcp.types as types
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+
+    saved = os.dup(0), os.dup(1)
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    reader = anyio.wrap_file(io.TextIOWrapper(open(wire_in, "rb", buffering=0), encoding="utf-8", errors="replace"))
+    writer = anyio.wrap_file(io.TextIOWrapper(open(wire_out, "wb", buffering=0), encoding="utf-8"))
+    ready = anyio.Event()
+    streams: dict[str, Any] = {}
+
+    async def answer(code: int, request_id: Any, message: str) -> None:
+        await ready.wait()
+        error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+        await streams["write"].send(SessionMessage(error))
+
+    lines = _AnsweredLines(reader, lambda line: types.jsonrpc_message_adapter.validate_json(line, by_name=False),
+                           answer)
+    try:
+        async with stdio_server(stdin=lines, stdout=writer) as (read_stream, write_stream):
+            streams["write"] = write_stream
+            ready.set()
+            yield read_stream, write_stream
+    finally:
+        os.dup2(saved[0], 0)
+        os.dup2(saved[1], 1)
+        for fd in saved:
+            os.close(fd)
+
+
+__all__ = ["INVALID_REQUEST", "PARSE_ERROR", "checked_stdio_server", "problem"]
