@@ -11,6 +11,7 @@ What the three Lambdas, SQS, EventBridge's schedule and the Function URL do on A
 Several processes may run on one file (more workers, or a second ``loom dev``): every store write is a
 conditional transaction under the file's write lock, and the queue hands a message to one receiver at a
 time. A process killed anywhere loses nothing committed; what it held is re-driven when its lease ends.
+They must serve the same workflows (``peers``): one that serves others is refused at start.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from engine_core import REGISTRY, Outcome, Registry, SweepReport, SystemClock
+from engine_core import REGISTRY, Outcome, Registry, StorageError, SweepReport, SystemClock
 from engine_core.adapters.bootstrap import Runtime
 from engine_core.adapters.sqlite import SqliteStore
 from engine_core.adapters.sqlite_queue import SqliteQueue
@@ -29,6 +30,7 @@ from engine_core.engine import check_fits
 from . import state
 from .api import ApiServer
 from .config import LiteConfig
+from .peers import Peers
 from .worker import Worker
 
 log = logging.getLogger("loom_lite")
@@ -51,6 +53,12 @@ class LiteRuntime:
         self.config, self.registry = config, registry
         self.store = SqliteStore(str(config.db), shards=settings.shards, synchronous=config.synchronous,
                                  busy_timeout_ms=config.busy_timeout_ms)
+        self.peers = Peers(self.store.db, registry)
+        try:
+            self.peers.join()  # a live process on the file that serves other workflows: refused, naming it
+        except BaseException:
+            self.store.close()
+            raise
         self.clock = clock or SystemClock()
         self.queue = SqliteQueue(self.store.db, self.clock, max_receives=config.max_receives)
         self.runtime = Runtime(self.store, self.queue, self.clock, settings, registry, parts=("engine", "sweeper"))
@@ -105,6 +113,10 @@ class LiteRuntime:
     def _sweep_loop(self) -> None:
         while not self.stop_event.wait(self.config.sweep_every_s):
             self.sweep_once()
+            try:
+                self.peers.beat()
+            except StorageError:  # the file is busy or failing: the sweep above says so; the next tick beats
+                pass
 
     def stop(self) -> None:
         """Stop the loops and the API, forget the state file's record, close the file. Safe to call twice."""
@@ -119,6 +131,10 @@ class LiteRuntime:
         if self._recorded:
             state.forget()
             self._recorded = False
+        try:
+            self.peers.leave()
+        except StorageError:
+            pass  # its record stops counting when its process is gone
         self.store.close()
 
     def __enter__(self) -> LiteRuntime:
