@@ -120,7 +120,8 @@ def test_bad_input_is_a_usage_error_and_sends_nothing(api, capsys, value, messag
 @pytest.mark.parametrize("content, message", [
     (b'\xff{"qty": 2}', "is not UTF-8 text (invalid start byte at byte 0)"),
     (b'{"qty": NaN}', "NaN is not a JSON number"), (b'{"qty": -Infinity}', "-Infinity is not a JSON number"),
-], ids=["not-utf8", "nan", "infinity"])
+    (b'{"qty": 1e400}', "1e400 is too large for a 64-bit float"),
+], ids=["not-utf8", "nan", "infinity", "past-a-float"])
 def test_input_python_reads_but_json_does_not_carry_is_a_usage_error_and_sends_nothing(api, tmp_path, capsys, content,
                                                                                       message):
     path = tmp_path / "in.json"

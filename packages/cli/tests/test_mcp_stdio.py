@@ -28,7 +28,9 @@ def _validate(line: str):
     ('{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "x", "arguments": {"id": "\\ud800"}}}',
      INVALID_REQUEST, 9),
     ('[1, 2]', INVALID_REQUEST, None),
-], ids=["not-json", "no-method", "another-version", "lone-surrogate", "not-an-object"])
+    ('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', INVALID_REQUEST, None),
+    ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', INVALID_REQUEST, None),
+], ids=["not-json", "no-method", "another-version", "lone-surrogate", "not-an-object", "fractional-id", "object-id"])
 def test_a_line_the_sdk_cannot_read_is_answered_with_its_json_rpc_error(line, code, request_id):
     found = problem(line, _validate)
     assert found is not None and found is not SKIP

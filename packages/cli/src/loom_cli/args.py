@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def json_object(text: str, source: str) -> dict[str, Any]:
             raise LoomError(INVALID_ARGUMENT, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); JSON "
                                               "is sent as UTF-8: save the file as UTF-8") from None
     try:
-        value = json.loads(text, parse_constant=_not_json)
+        value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
     except ValueError as exc:
         raise LoomError(INVALID_ARGUMENT, f"{source} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
@@ -94,3 +95,11 @@ def json_object(text: str, source: str) -> dict[str, Any]:
 def _not_json(name: str) -> Any:
     """NaN, Infinity and -Infinity: Python reads them, JSON has no such numbers (the API refuses them)."""
     raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity: send null or a string)")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one past a 64-bit float's range (1e400) would become Infinity."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is too large for a 64-bit float (the most is about 1.8e308): send it as a string")
+    return value

@@ -32,9 +32,10 @@ def problem(line: str, validate: Callable[[str], Any]) -> tuple[int, Any, str] |
         return SKIP
     try:
         validate(line)
-        return None
     except Exception as exc:  # pydantic's ValidationError, whatever the SDK version raises
         refused = exc
+    else:
+        return _bad_id(line)
     try:
         doc = json.loads(line)
     except ValueError as exc:
@@ -48,6 +49,22 @@ def problem(line: str, validate: Callable[[str], Any]) -> tuple[int, Any, str] |
     first = errors()[0].get("msg", "") if callable(errors) and errors() else str(refused)
     return INVALID_REQUEST, request_id, (f"Invalid Request: not a JSON-RPC 2.0 request, response or notification "
                                          f"this server reads ({str(first)[:200]})")
+
+
+def _bad_id(line: str) -> tuple[int, Any, str] | None:
+    """A line the SDK reads as a notification because its ``id`` is no string or whole number (1.5, an
+    object): JSON-RPC's invalid request, ``id`` null. None for every other line (the usual case: one look)."""
+    if '"id"' not in line:
+        return None
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    request_id = doc.get("id", 0) if isinstance(doc, dict) else 0
+    if request_id is None or (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
+        return None
+    return INVALID_REQUEST, None, (f"Invalid Request: the id must be a string or a whole number, got "
+                                   f"{json.dumps(request_id)[:100]}")
 
 
 class _AnsweredLines:

@@ -586,6 +586,22 @@ def test_durable_a_short_wait_woken_near_its_timeout_still_says_an_operator_ende
         e.error.message
 
 
+def test_durable_a_long_wait_woken_after_days_says_its_seconds_without_an_exponent(registry):
+    import datetime as dt
+
+    @durable("year_wait", registry=registry)
+    def flow(input):
+        return wait_for_event("go", timeout=366 * 86400)
+
+    runner = make_runner(registry)
+    eid = runner.start("year_wait", {})
+    until(runner, eid, Status.WAITING)
+    runner.clock.advance(dt.timedelta(days=200, seconds=0.4))
+    runner.engine.operator.wake(eid, "ops")
+    e = finish(runner, eid)
+    assert "after 17280000 s, before its 31622400 s timeout" in e.error.message, e.error.message
+
+
 @pytest.mark.parametrize("woken", [False, True], ids=["due", "woken"])
 def test_durable_a_sleep_that_began_goes_on_to_its_wake_time_after_a_redrive_never_over_again(registry, woken):
     # given: a deploy changes the function while it sleeps an hour; the replay at the wake (due, or an

@@ -3,12 +3,13 @@
 Processes on one file share its queue: a message goes to whichever process receives it first. A process
 that lacks the workflow (or the version, or the definition) an execution started on would fail it for good
 (``workflow_version_missing``), although another process serves it. So each runtime records what it serves
-in the file's ``loom_meta`` (``lite.process.<host>.<pid>``: every workflow version's fingerprint, and when it
-was last seen), and a runtime whose workflows differ from a live one's is refused at start, naming the
-difference and the other process. A record is live while its process beats (the sweeper's tick, at most
-every ``BEAT_S``) and, on this host, while its process exists: a process killed with ``kill -9`` stops
-counting at once. A clean stop removes its record; the records of one process are its own (a second
-runtime in it replaces the first's).
+in the file's ``loom_meta`` (``lite.process.<host>.<pid>``: every workflow version's fingerprint, its
+process's start time, and when it was last seen), and a runtime whose workflows differ from a live one's is
+refused at start, naming the difference and the other process. A record of this host is live while its
+process runs (``/proc``: not a zombie, and the same start time, so a reused pid does not count): a process
+killed with ``kill -9`` stops counting at once, however long its sweeper's interval. A record of another
+host is live while it is renewed (the sweeper's tick, at most every ``BEAT_S``). A clean stop removes its
+record; the records of one process are its own (a second runtime in it replaces the first's).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ PREFIX = "lite.process."
 BEAT_S = 10.0
 """How often a runtime renews its record (at its sweeper's tick)."""
 LIVE_S = 60.0
-"""A record not renewed for this long is a process gone (on another host, or one whose pid was reused)."""
+"""A record of another host not renewed for this long (or three of its renewals) is a process gone."""
 
 
 def catalogue(registry: Registry) -> list[str]:
@@ -34,17 +35,37 @@ def catalogue(registry: Registry) -> list[str]:
     return sorted(f"{w.name} v{w.version} {w.fingerprint}" for w in registry.all_versions())
 
 
+def _process(pid: int) -> tuple[str, str] | None:
+    """(state, start time) of a process on this host from ``/proc``, None when there is none; ("?", "") where
+    ``/proc`` is not (any process ``kill(pid, 0)`` finds counts then)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), fields[19].decode()  # state, starttime (clock ticks since boot)
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass  # another user's process: it is there
+    return "?", ""
+
+
 def _alive(record: dict[str, Any], now: float) -> bool:
-    if now - float(record.get("seen", 0)) > LIVE_S:
-        return False
+    """On this host: its process exists, is not a zombie (killed, not yet reaped) and is the one that wrote
+    the record (the same start time: not a reused pid). On another host (a file shared over a network file
+    system, which SQLite's locks do not make safe): renewed within ``LIVE_S``, or three of its renewals."""
     if record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int):
-        try:
-            os.kill(record["pid"], 0)
-        except ProcessLookupError:
+        found = _process(record["pid"])
+        if found is None or found[0] in ("Z", "X"):
             return False
-        except OSError:
-            return True  # another user's process: it is there
-    return True
+        return not (found[1] and record.get("started") and found[1] != record["started"])
+    renew_s = float(record.get("renew_s", BEAT_S))
+    return now - float(record.get("seen", 0)) <= max(LIVE_S, 3 * renew_s)
 
 
 def difference(mine: list[str], theirs: list[str]) -> str:
@@ -64,13 +85,18 @@ def difference(mine: list[str], theirs: list[str]) -> str:
 class Peers:
     """This runtime's record among the processes on its file."""
 
-    def __init__(self, db: Any, registry: Registry):
+    def __init__(self, db: Any, registry: Registry, renew_s: float = BEAT_S):
         self.db, self.mine = db, catalogue(registry)
         self.key = f"{PREFIX}{socket.gethostname()}.{os.getpid()}"
+        self.renew_s = max(BEAT_S, renew_s)
+        """How often this runtime renews its record: at its sweeper's tick, at most every ``BEAT_S``."""
+        found = _process(os.getpid())
+        self.started = found[1] if found else ""
         self._beaten = 0.0
 
     def _record(self, now: float) -> str:
-        return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "seen": now, "serves": self.mine})
+        return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "started": self.started, "seen": now,
+                           "renew_s": self.renew_s, "serves": self.mine})
 
     def join(self) -> None:
         """Refuse to serve beside a live process that serves other workflows; else record this one."""

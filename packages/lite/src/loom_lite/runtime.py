@@ -53,7 +53,7 @@ class LiteRuntime:
         self.config, self.registry = config, registry
         self.store = SqliteStore(str(config.db), shards=settings.shards, synchronous=config.synchronous,
                                  busy_timeout_ms=config.busy_timeout_ms)
-        self.peers = Peers(self.store.db, registry)
+        self.peers = Peers(self.store.db, registry, renew_s=config.sweep_every_s)
         try:
             self.peers.join()  # a live process on the file that serves other workflows: refused, naming it
         except BaseException:

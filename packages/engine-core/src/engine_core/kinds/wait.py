@@ -115,10 +115,11 @@ def _timed_out(op: StepOps) -> Outcome:
     if not woken and waited < spec.timeout_s:
         woken = _woken(op, began)
     if woken:
-        message = (f"an operator's wake (loom wake) ended the wait for {spec.event!r} after {round(waited, 1):g} s, before "
-                   f"its {spec.timeout_s:g} s timeout, with no event (wait {e.attempt} of {policy.max_attempts})")
+        message = (f"an operator's wake (loom wake) ended the wait for {spec.event!r} after {_seconds(waited)} s, "
+                   f"before its {_seconds(spec.timeout_s)} s timeout, with no event (wait {e.attempt} of "
+                   f"{policy.max_attempts})")
     else:
-        message = (f"no {spec.event!r} event arrived within {spec.timeout_s:g} s "
+        message = (f"no {spec.event!r} event arrived within {_seconds(spec.timeout_s)} s "
                    f"(wait {e.attempt} of {policy.max_attempts})")
     if e.attempt >= policy.max_attempts:
         return op.fail(op.error("event_timeout", message, retryable=False), started_at=began)
@@ -129,6 +130,11 @@ def _timed_out(op: StepOps) -> Outcome:
     if outcome is not None:
         return outcome
     return _wait(op)
+
+
+def _seconds(value: float) -> str:
+    """Seconds as a person reads them: a tenth below ten (1.5), whole above (31622400), never an exponent."""
+    return f"{value:.1f}".removesuffix(".0") if value < 10 else f"{value:.0f}"
 
 
 def _woken(op: StepOps, began: dt.datetime) -> bool:
