@@ -134,12 +134,14 @@ class Lifecycle:
         return first_due + self.restamp_slack + self.retention + self.grace
 
     # -- commits ----------------------------------------------------------------------------------
-    def commit(self, old: Execution, new: Execution) -> Execution:
+    def commit(self, old: Execution, new: Execution, carry: bool = True) -> Execution:
         """Apply ``old`` -> ``new`` conditionally (TransitionConflictError, ExecutionNotFoundError) and
         return what was written. A live ``new`` whose timer could outlast the earliest TTL of the
         execution's other items first re-stamps them, and carries the new ``stamped_until``; after the
         commit they are stamped once more, for any item a concurrent writer made with the earlier TTL.
-        Nothing of a live execution expires."""
+        Nothing of a live execution expires. ``carry=False``: an operator's commit, which carries no
+        delivery's cost ledger (in one process with a worker, the API's cancel must not carry the counts of
+        a delivery of the same execution whose own commit has applied and not yet been marked carried)."""
         new = self._due_key(new)
         until = new.due_at
         restamp = (not new.status.is_terminal and until is not None
@@ -148,9 +150,12 @@ class Lifecycle:
             horizon = until + self.restamp_slack + self.retention + self.grace
             self.store.stamp_items(new.execution_id, horizon)
             new = transitions.restamped(new, horizon)
-        new = self.meter.carry(new, finalizes=new.status.is_terminal and not new.finalized)
-        self.store.commit(Transition(old.current_step, old.version, new))
-        self.meter.carried()
+        if not carry:
+            self.store.commit(Transition(old.current_step, old.version, new))
+        else:
+            new = self.meter.carry(new, finalizes=new.status.is_terminal and not new.finalized)
+            self.store.commit(Transition(old.current_step, old.version, new))
+            self.meter.carried()
         if restamp:
             self.store.stamp_items(new.execution_id, new.stamped_until)
         return new

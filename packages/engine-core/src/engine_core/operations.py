@@ -367,7 +367,7 @@ class Operator(Reader):
 
     def _commit(self, old: Execution, new: Execution) -> Execution | None:
         try:
-            return self.life.commit(old, new)
+            return self.life.commit(old, new, carry=False)
         except TransitionConflictError:
             return None
 

@@ -331,3 +331,28 @@ def test_ledger_map_redriven_after_a_branch_failed_counts_the_failed_generation_
     assert e.status is Status.COMPLETED and seen["failed"] == 1
     assert e.ledger.requests == first + second
     assert e.ledger.messages == first_carried + second_carried  # each delivery that wrote was brought by one
+
+
+def test_ledger_an_operators_commit_between_a_deliverys_commit_and_its_carried_counts_nothing_twice():
+    # given: one process serving the API and a worker (the lite runtime, the simulation): an operator's
+    # cancel lands right after a delivery's commit applied, before the delivery marked its counts carried
+    runner = _runner(max_chain_steps=1)
+    eid = runner.start("chain")
+    commit, state = runner.store.commit, {"cancelled": False}
+
+    def commit_then_cancel(transition):
+        commit(transition)
+        if not state["cancelled"] and transition.new.execution_id == eid:
+            state["cancelled"] = True
+            runner.engine.operator.cancel(eid, "ops", "stop")
+
+    runner.store.commit = commit_then_cancel
+    try:
+        _run(runner, eid)
+    finally:
+        del runner.store.commit
+    e = runner.engine.get(eid)
+    # then: the delivery's message and requests once (its own commit carried them); the cancel carries none
+    committed = sum(1 for o in runner.outcomes if o.kind not in NOT_COMMITTING)
+    assert state["cancelled"] and e.status is Status.CANCELLED
+    assert e.ledger is not None and e.ledger.messages == committed == 1

@@ -56,6 +56,7 @@ def test_composition_seeds_hold_every_invariant(runs):
     (3460, "the sweeper held a lost message behind a backlog until its items' stamps ran out"),
     (1832, "a branch delivery's stale view wrote a TTL below a re-stamp its parent made meanwhile"),
     (2776, "a run went on under a compatible redeploy: the checker must follow the versions contract"),
+    (752, "an operator's cancel between a delivery's commit and its carried mark carried the ledger twice"),
 ])
 def test_composition_seed_that_found_a_defect_holds_every_invariant(seed, found):
     # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..299)
