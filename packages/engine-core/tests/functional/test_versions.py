@@ -144,6 +144,40 @@ def test_versions_an_execution_whose_whole_workflow_was_removed_fails_version_mi
     assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
 
 
+def test_versions_a_same_version_redeploy_of_what_the_digest_does_not_see_runs_the_new_code_as_documented():
+    # given: an execution asleep before a map, its charge compensable; docs/workflows.md says a step's body,
+    # its compensation and a map's branch function are not in the digest
+    from engine_core import map_
+
+    ran = []
+
+    def charge(ctx):
+        ran.append("charge")
+        return {"charged": True}
+
+    def build(r, branch, undo):
+        @workflow(NAME, registry=r)
+        class Flow:
+            steps = [step(charge, compensate=undo), sleep(seconds=60), map_(branch, over="items", name="labels")]
+
+    def label(ctx):
+        ran.append(("old", ctx.item))
+        return ctx.item
+
+    def relabel(ctx):
+        ran.append(("new", ctx.item))
+        return ctx.item
+
+    runner = LocalRunner(deployed(lambda r: build(r, label, lambda ctx: ran.append("refund"))))
+    eid = runner.start(NAME, {"items": [1, 2]})
+    runner.run_until(eid, "SLEEPING")
+    # when: the same version is redeployed with another branch function and no compensation
+    runner.deploy(deployed(lambda r: build(r, relabel, None)))
+    # then: not detected: the execution in flight runs the new branch function (ship it as a version instead)
+    assert runner.run_until_done(eid).status is Status.COMPLETED
+    assert ran == ["charge", ("new", 1), ("new", 2)]
+
+
 def test_versions_a_retuned_sleep_that_passed_and_appended_steps_do_not_break_an_execution_in_flight():
     # given: an execution past its sleep (retrying b), and one inside the sleep
     j = Journal()
