@@ -111,6 +111,13 @@ def test_start_reads_input_from_a_file(api, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["execution_id"] == EID
 
 
+def test_input_from_a_file_saved_with_a_byte_order_mark_is_read(api, tmp_path, capsys):
+    path = tmp_path / "in.json"
+    path.write_bytes(b'\xef\xbb\xbf{"qty": 2}')  # as some Windows editors save UTF-8
+    assert main(["--url", api.url, "--json", "start", "order_fulfillment", "--input", f"@{path}"]) == 0
+    assert json.loads(api.requests[0]["raw"])["input"] == {"qty": 2}
+
+
 @pytest.mark.parametrize("value, message", [("[1]", "must be a JSON object"), ("{bad", "not valid JSON"), ("@/nonexistent.json", "cannot read")])
 def test_bad_input_is_a_usage_error_and_sends_nothing(api, capsys, value, message):
     assert main(["--url", api.url, "start", "order_fulfillment", "--input", value]) == 2

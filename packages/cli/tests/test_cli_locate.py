@@ -72,3 +72,24 @@ def test_without_a_url_the_message_offers_loom_dev_beside_the_local_stack(state_
     assert main(["workflows"]) == 2
     err = capsys.readouterr().err
     assert "`loom dev <workflows>` (one process on SQLite, no AWS) or `make up` (the local AWS stack)" in err
+
+
+def test_an_env_dir_named_on_the_command_wins_over_an_ambient_loom_url(control_plane, tmp_path, monkeypatch, capsys):
+    # given: $LOOM_URL left pointing at another deployment, and an environment whose outputs name this one
+    # (a stand-in `terraform` on PATH prints them as `terraform output -json` does)
+    import os
+    import stat
+
+    bin_dir, env_dir = tmp_path / "bin", tmp_path / "envs" / "prod"
+    bin_dir.mkdir()
+    env_dir.mkdir(parents=True)
+    fake = bin_dir / "terraform"
+    fake.write_text("#!/bin/sh\necho '" + json.dumps({"function_url": {"value": control_plane.url}}) + "'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("LOOM_URL", "http://127.0.0.1:9")
+    # when
+    code = main(["--env-dir", str(env_dir), "--no-sign", "workflows"])
+    # then: the command went where --env-dir said, not where the environment pointed
+    assert code == 0, capsys.readouterr().err
+    assert control_plane.requests

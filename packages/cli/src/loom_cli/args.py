@@ -77,7 +77,7 @@ def json_object(text: str, source: str) -> dict[str, Any]:
     if text.startswith("@"):
         path = Path(text[1:])
         try:
-            text, source = path.read_text(encoding="utf-8"), str(path)
+            text, source = path.read_text(encoding="utf-8-sig"), str(path)  # a byte-order mark is no JSON
         except OSError as exc:
             raise LoomError(INVALID_ARGUMENT, f"cannot read {path}: {exc.strerror}") from None
         except UnicodeDecodeError as exc:

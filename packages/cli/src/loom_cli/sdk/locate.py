@@ -46,13 +46,15 @@ def local_stack() -> dict[str, Any] | None:
 
 
 def resolve_url(url: str | None = None, env_dir: str | Path | None = None) -> str:
-    """``url``, then ``$LOOM_URL``, then ``env_dir``'s ``terraform output function_url``, then the local stack."""
+    """``url``, then ``env_dir``'s ``terraform output function_url``, then ``$LOOM_URL``, then the local stack:
+    what a command names wins over what its environment holds (an ambient ``$LOOM_URL`` never sends a command
+    that names an environment to another deployment)."""
     if url:
         return url
-    if os.environ.get(URL_ENV):
-        return os.environ[URL_ENV]
     if env_dir:
         return terraform_output(Path(env_dir), "function_url")
+    if os.environ.get(URL_ENV):
+        return os.environ[URL_ENV]
     state = local_stack()
     if state is not None:
         _check_lite_alive(state)
