@@ -56,16 +56,16 @@ class FanOutItems:
         return self.store.get_branch(self.eid, step_index, branch)
 
     def update_branch(self, branch: Branch, expected_version: int) -> Branch:
-        meter = self.run.life.meter
-        branch = meter.carry_branch(branch, PUT_WRITE_UNITS)
-        self.store.update_branch(self.eid, branch, expected_version)
-        meter.carried()
-        return branch
+        return self._carrying(self.store.update_branch, branch, expected_version, PUT_WRITE_UNITS)
 
     def complete_branch(self, branch: Branch, expected_version: int) -> Branch:
+        return self._carrying(self.store.complete_branch, branch, expected_version, COMPLETE_WRITE_UNITS)
+
+    def _carrying(self, write: Any, branch: Branch, expected_version: int, units: float) -> Branch:
+        """``write`` the branch with its delivery's cost ledger carried on it (``Meter.carry_branch``)."""
         meter = self.run.life.meter
-        branch = meter.carry_branch(branch, COMPLETE_WRITE_UNITS)
-        self.store.complete_branch(self.eid, branch, expected_version)
+        branch = meter.carry_branch(branch, units)
+        write(self.eid, branch, expected_version)
         meter.carried()
         return branch
 

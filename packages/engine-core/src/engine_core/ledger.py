@@ -85,8 +85,7 @@ class Meter:
         writes = (2 if finalizes else 1) if self.reports_requests else 0
         base = new.ledger or Ledger()
         if self._branches is not None:
-            b = self._branches
-            base = base.plus(b.requests, b.read_units, b.write_units, b.messages, b.lambda_ms)
+            base = base.plus_ledger(self._branches)
         return new.model_copy(update={"ledger": self._take(base, writes, CARRY_WRITE_UNITS * writes)})
 
     def carry_branch(self, branch: Branch, write_units: float) -> Branch:
@@ -104,7 +103,7 @@ class Meter:
         total = Ledger()
         for b in ledgers:
             if b is not None:
-                total = total.plus(b.requests, b.read_units, b.write_units, b.messages, b.lambda_ms)
+                total = total.plus_ledger(b)
         self._branches = total
 
     def _take(self, base: Ledger, writes: int, ahead_units: float) -> Ledger:

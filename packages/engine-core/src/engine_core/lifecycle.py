@@ -150,11 +150,10 @@ class Lifecycle:
             horizon = until + self.restamp_slack + self.retention + self.grace
             self.store.stamp_items(new.execution_id, horizon)
             new = transitions.restamped(new, horizon)
-        if not carry:
-            self.store.commit(Transition(old.current_step, old.version, new))
-        else:
+        if carry:
             new = self.meter.carry(new, finalizes=new.status.is_terminal and not new.finalized)
-            self.store.commit(Transition(old.current_step, old.version, new))
+        self.store.commit(Transition(old.current_step, old.version, new))
+        if carry:
             self.meter.carried()
         if restamp:
             self.store.stamp_items(new.execution_id, new.stamped_until)

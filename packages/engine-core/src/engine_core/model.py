@@ -142,6 +142,10 @@ class Ledger:
                       round(max(0.0, self.write_units + write_units), 1), max(0, self.messages + messages),
                       max(0, self.lambda_ms + lambda_ms))
 
+    def plus_ledger(self, other: Ledger) -> Ledger:
+        """This and ``other`` together (a fan-in adding its branches' ledgers)."""
+        return self.plus(other.requests, other.read_units, other.write_units, other.messages, other.lambda_ms)
+
 
 class Execution(_Frozen):
     execution_id: str

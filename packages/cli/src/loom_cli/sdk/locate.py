@@ -68,7 +68,8 @@ def resolve_url(url: str | None = None, env_dir: str | Path | None = None) -> st
 def _check_lite_alive(state: dict[str, Any]) -> None:
     """A recorded ``loom dev`` that is gone (killed: a clean stop removes its record) is said so, not left to a
     refused connection."""
-    pid = (state.get("pids") or {}).get("runtime") if isinstance(state.get("pids"), dict) else None
+    pids = state.get("pids")
+    pid = pids.get("runtime") if isinstance(pids, dict) else None
     if state.get("kind") != "lite" or not isinstance(pid, int) or pid <= 0:
         return
     try:
