@@ -128,6 +128,47 @@ module "extra_environment_too_large" {{
 }}
 """
 
+# Schedule expressions the module's validations must take and refuse, beside what the control plane's
+# parser (engine_core.schedules.expressions) does with each: tests/terraform/test_emulator_schedules.py
+# checks the two agree. Refused: (expression, what the refusal says).
+CRON_TAKEN = [
+    "cron(0 9 ? * MON-FRI *)", "cron(0,30 9-17 ? * mon-fri *)", "cron(*/15 * L * ? *)", "cron(0 9 15W * ? *)",
+    "cron(0 9 ? * 6L 2026-2030)", "cron(0 9 ? * MON#2 *)", "cron(0 2 * * ? *)", "cron(5/10 * ? JAN-MAR,DEC SUN,SAT *)",
+    "cron(0 9 LW * ? *)", "cron(0 9 ? * L *)", "cron(59 23 31 12 ? 2199)", "cron(0 0 1 1 ? 1970)",
+    "at(2028-02-29T23:59:59)", "rate(1 minute)",
+]
+_RANGE = "schedules: a cron field is out of its range or form"
+_BACKWARDS = "schedules: a cron range runs backwards (such as FRI-MON or 22-2)"
+CRON_REFUSED = [
+    ("cron(61 9 ? * MON *)", _RANGE), ("cron(0 24 ? * MON *)", _RANGE), ("cron(0 9 32 * ? *)", _RANGE),
+    ("cron(0 9 ? * MON#6 *)", _RANGE), ("cron(*/0 9 ? * MON *)", _RANGE), ("cron(0 9 ? 13 MON *)", _RANGE),
+    ("cron(0 9 ? * MON 2300)", _RANGE), ("cron(0 9 ? * 8 *)", _RANGE), ("cron(0 9 1,L * ? *)", _RANGE),
+    ("cron(0 9 ? * FRI-MON *)", _BACKWARDS), ("cron(0 22-2 ? * MON *)", _BACKWARDS), ("cron(0 9 ? DEC-JAN MON *)", _BACKWARDS),
+    ("at(2026-02-30T00:00:00)", "schedules: at(yyyy-mm-ddThh:mm:ss) must name a real date and time"),
+]
+
+
+def _schedule_cases() -> str:
+    taken = ", ".join(f'{{{{ name = "s{i}", workflow = "report", expression = "{e}" }}}}' for i, e in enumerate(CRON_TAKEN))
+    blocks = [f"""
+module "schedule_forms_taken" {{{{
+  source      = "../../modules/loom"
+  lambda_zips = {{{{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}}}
+  schedules   = [{taken}]
+}}}}
+"""]
+    blocks += [f"""
+module "schedule_refused_{i}" {{{{
+  source      = "../../modules/loom"
+  lambda_zips = {{{{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}}}
+  schedules   = [{{{{ name = "nightly", workflow = "report", expression = "{e}" }}}}]
+}}}}
+""" for i, (e, _) in enumerate(CRON_REFUSED)]
+    return "".join(blocks)
+
+
+SINGLE_VARIABLE_CASES += _schedule_cases()
+
 # envs/local is applied with these (tests/terraform/test_emulator_schedules.py reads them back).
 LOCAL_SCHEDULES = [
     {"name": "nightly-greeting", "workflow": "flaky_greeting", "expression": "cron(0 2 * * ? *)",

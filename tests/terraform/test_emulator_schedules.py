@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from deployed_stacks import SPECS, Deployed, grants_of
-from terraform_cases import LOCAL_SCHEDULES
+from terraform_cases import CRON_REFUSED, CRON_TAKEN, LOCAL_SCHEDULES
+
+from engine_core.schedules.expressions import ExpressionError, parse
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -124,3 +126,24 @@ def test_validate_refuses_bad_schedules_with_what_to_write(lab: Any) -> None:
     assert "schedules: each name must be unique and 1-64 letters, digits, '-', '_' or '.'" in log
     assert "schedules: workflow must be a workflow name (non-empty, no whitespace)" in log
     assert "schedules: input must be a JSON object as text, e.g. input = jsonencode({ scope = \"all\" })" in log
+
+
+def test_validate_checks_each_cron_field_as_the_control_plane_parser_does(lab: Any) -> None:
+    # given: what the control plane's parser does with each expression
+    for expression in CRON_TAKEN:
+        parse(expression, "Europe/Paris")
+    for expression, _ in CRON_REFUSED:
+        with pytest.raises(ExpressionError):
+            parse(expression, "Europe/Paris")
+
+    # when
+    errors = lab.failure("single-variable").split("Error: ")
+
+    # then: each refused expression fails `terraform validate` with its message, the taken ones do not
+    def refusals(module: str) -> list[str]:
+        return [e for e in errors if f'in module "{module}":' in e]
+
+    assert refusals("schedule_forms_taken") == []
+    for i, (expression, message) in enumerate(CRON_REFUSED):
+        found = refusals(f"schedule_refused_{i}")
+        assert len(found) == 1 and message in found[0], (expression, found)

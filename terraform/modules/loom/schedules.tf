@@ -6,6 +6,30 @@
 # deliveries to the schedules' DLQ; nothing is created when var.schedules is empty.
 locals {
   schedules_enabled = var.create && length(var.schedules) > 0
+
+  # What the schedules input's validations check cron fields against (engine_core.schedules.expressions
+  # evaluates the same forms): one pattern per field, lists of values, ranges and increments.
+  cron_names = {
+    JAN = 1, FEB = 2, MAR = 3, APR = 4, MAY = 5, JUN = 6, JUL = 7, AUG = 8, SEP = 9, OCT = 10, NOV = 11, DEC = 12,
+    SUN = 1, MON = 2, TUE = 3, WED = 4, THU = 5, FRI = 6, SAT = 7,
+  }
+  cron_values = {
+    minutes = "[0-5]?[0-9]"
+    hours   = "[01]?[0-9]|2[0-3]"
+    days    = "0?[1-9]|[12][0-9]|3[01]"
+    months  = "0?[1-9]|1[0-2]|JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
+    weekday = "[1-7]|SUN|MON|TUE|WED|THU|FRI|SAT"
+    years   = "19[7-9][0-9]|2[01][0-9][0-9]"
+  }
+  cron_lists = { for k, v in local.cron_values : k => format("(\\*|(%[1]s)(-(%[1]s))?)(/[1-9][0-9]*)?", v) }
+  cron_field_patterns = [
+    format("^%[1]s(,%[1]s)*$", local.cron_lists.minutes),
+    format("^%[1]s(,%[1]s)*$", local.cron_lists.hours),
+    format("(?i)^(\\?|L|LW|(%s)W|%[2]s(,%[2]s)*)$", local.cron_values.days, local.cron_lists.days),
+    format("(?i)^%[1]s(,%[1]s)*$", local.cron_lists.months),
+    format("(?i)^(\\?|L|(%s)L|(%[1]s)#[1-5]|%[2]s(,%[2]s)*)$", local.cron_values.weekday, local.cron_lists.weekday),
+    format("^%[1]s(,%[1]s)*$", local.cron_lists.years),
+  ]
   schedules_by_name = { for s in var.schedules : s.name => s }
 
   # LOOM_SCHEDULES: what engine_core.schedules.config reads (the input decoded, so it is JSON once).

@@ -545,6 +545,30 @@ variable "schedules" {
     error_message = "schedules: in a cron expression exactly one of day-of-month (3rd field) and day-of-week (5th field) must be ?, e.g. cron(0 9 1 * ? *) (the 1st) or cron(0 9 ? * MON *) (Mondays)."
   }
 
+  # Each cron field against its own range and forms (what engine_core.schedules.expressions takes), so a
+  # typo fails at `terraform validate`, not at apply or in the control plane.
+  validation {
+    condition = alltrue([for s in var.schedules : !can(regex("^cron\\(\\S+ \\S+ \\S+ \\S+ \\S+ \\S+\\)$", s.expression)) || alltrue([
+      for i, f in split(" ", trimsuffix(trimprefix(s.expression, "cron("), ")")) : can(regex(local.cron_field_patterns[i], f))
+    ])])
+    error_message = "schedules: a cron field is out of its range or form: minutes 0-59, hours 0-23, day-of-month 1-31 (or ?, L, LW, nW), month 1-12 or JAN-DEC, day-of-week 1-7 or SUN-SAT (or ?, L, nL, n#k with k 1-5), year 1970-2199; each field a list of values, ranges a-b and increments */n or a-b/n (n at least 1), e.g. cron(0,30 9-17 ? * MON-FRI *)."
+  }
+
+  validation {
+    condition = alltrue([for s in var.schedules : !can(regex("^cron\\(", s.expression)) || alltrue([
+      for item in flatten([for f in split(" ", trimsuffix(trimprefix(s.expression, "cron("), ")")) : split(",", split("/", f)[0])]) :
+      try(length(split("-", item)) != 2 || (
+        try(tonumber(split("-", item)[0]), local.cron_names[upper(split("-", item)[0])]) <= try(tonumber(split("-", item)[1]), local.cron_names[upper(split("-", item)[1])])
+      ), true)
+    ])])
+    error_message = "schedules: a cron range runs backwards (such as FRI-MON or 22-2): Loom takes ascending ranges only; write one that wraps as two, e.g. FRI-SAT,SUN-MON or 22-23,0-2."
+  }
+
+  validation {
+    condition     = alltrue([for s in var.schedules : !can(regex("^at\\(", s.expression)) || can(timeadd("${trimsuffix(trimprefix(s.expression, "at("), ")")}Z", "0s"))])
+    error_message = "schedules: at(yyyy-mm-ddThh:mm:ss) must name a real date and time (no February 30th, no hour 24), e.g. at(2026-12-31T23:00:00)."
+  }
+
   validation {
     condition     = alltrue([for s in var.schedules : contains(["skip", "allow"], s.overlap)])
     error_message = "schedules: overlap must be skip (start nothing while the schedule's previous execution is live) or allow (start anyway)."
