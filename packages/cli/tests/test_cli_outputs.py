@@ -370,3 +370,16 @@ def test_history_says_when_a_sleep_ends_and_that_a_wait_took_its_default():
     assert "wake at 2026-03-01T14:00:00.000000Z" in text
     assert 'no event came: took its default {"approved": false}' in text
     assert text.count("no event came") == 1
+
+
+def test_status_of_a_wait_whose_definition_is_not_deployed_says_so_instead_of_none(control_plane, capsys):
+    # given: a waiting execution whose version this deployment does not have (the API cannot name the event)
+    control_plane.add(execution_doc("w-1", status="WAITING", step=1, timer="event",
+                                    waiting_for={"event": None, "timeout_at": "2026-01-08T00:00:00Z"}))
+    # when
+    code, out, err = run(capsys, "--url", control_plane.url, "status", "w-1")
+    # then
+    assert code == 0, err
+    assert "event None" not in out
+    assert re.search(r"^waiting for\s+an event this deployment cannot name: the definition it waits on is not deployed "
+                     r"here", out, re.M), out

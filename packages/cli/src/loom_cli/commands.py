@@ -7,7 +7,7 @@ from typing import Any
 
 from .args import json_object
 from .readings import step_label
-from .render import cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
+from .render import UNNAMED_WAIT, cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
 from .sdk import LoomClient, LoomError
 from .sdk.models import BranchRecord, StepRecord, Workflow
 from .watch import watch as follow
@@ -133,8 +133,9 @@ def wake(client: LoomClient, args) -> int:
         print_json(e.document())
     elif before.status == "WAITING":
         event = before.waiting_for.event if before.waiting_for else None
-        print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: the wait for event {event or '?'} at step "
-              f"{step_label(before)} timed out now (its default applies, or the step fails)")
+        what = f"the wait for event {event}" if event else f"the wait ({UNNAMED_WAIT})"
+        print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: {what} at step {step_label(before)} timed out "
+              "now (its default applies, or the step fails)")
     elif before.status == "SLEEPING" and before.timer == "sleep":  # a sleep waits at its own step
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: the sleep at step {step_label(before)} ends now; "
               f"step {step_label(before, before.current_step + 1)} runs next")

@@ -10,6 +10,8 @@ from .readings import fanout_summary, where
 from .sdk.models import BranchRecord, Cost, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
 
 CONTEXT_SHOWN = 400
+UNNAMED_WAIT = ("an event this deployment cannot name: the definition it waits on is not deployed here (`loom "
+                "workflows` says which version); its next delivery fails it, a send or `loom wake` brings that on")
 """``loom status`` shows this much of the context (``--json`` shows all); errors are always shown whole."""
 
 
@@ -53,8 +55,8 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         rows.append(["redrives", e.redrives])
     if e.waiting_for is not None:
         w = e.waiting_for
-        rows.append(["waiting for", f"event {w.event}" + (f" (times out {w.timeout_at})" if w.timeout_at
-                                                         else " (no timeout)")])
+        what = f"event {w.event}" if w.event else UNNAMED_WAIT
+        rows.append(["waiting for", what + (f" (times out {w.timeout_at})" if w.timeout_at else " (no timeout)")])
     if e.fanout is not None:
         f = e.fanout
         rows.append(["branches", f"{f.succeeded}/{f.branches} done, at most {f.max_concurrency} at once"])

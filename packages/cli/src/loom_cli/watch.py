@@ -44,7 +44,9 @@ def progress(e: Execution, wf: Workflow | None = None, change: Change | None = N
     if status == "WAITING":
         w = e.waiting_for
         left = f", {seconds_until(w.timeout_at)} left (until {w.timeout_at})" if w is not None and w.timeout_at else ""
-        return f"{label}  waiting for event {(w.event if w else None) or '?'}", left
+        event = w.event if w else None
+        return f"{label}  " + (f"waiting for event {event}" if event else "waiting (its definition is not deployed "
+                                                                          "here: `loom workflows`)"), left
     if status == "COMPENSATION_FAILED":
         err, comp = e.error, e.compensation_error
         return (f"{status} step {step_label(e)}  {err.code if err else None}: {err.message if err else None}; "

@@ -32,13 +32,14 @@ from .errors import (
 from .kinds import KindTable
 from .lifecycle import Lifecycle
 from .protocol import CancelPlan
-from .model import Branch, CorruptRecord, EventRecord, Execution, OperationRecord, Status, StepRecord
+from .model import (Branch, BranchStatus, CorruptRecord, EventRecord, Execution, OperationRecord, Status, StepRecord,
+                    Timer)
 from .rebuild import this_run
 from .registry import EVENT_NAME_RE
 from .step_reads import EVENT_READ_LIMIT
 from .steps import StepDef, WorkflowDef, field_problems, wait_model
 from .reads import Reader
-from .versions import read_pins, redrive_onto, resolve
+from .versions import is_code_first, pinned_step, read_pins, redrive_onto, resolve, step_change
 from .waiting_events import pending
 
 log = logging.getLogger("engine_core")
@@ -150,9 +151,16 @@ class Operator(Reader):
         ``to_version`` when given: its steps before the failed one must be the same there)."""
         e = self.get(execution_id)
         if e.status is not Status.FAILED:
+            hint = ""
+            if not e.status.is_terminal:
+                _, problem = resolve(self.life.registry, e, read_pins(self.life.store, e.execution_id))
+                if problem is not None:  # it cannot go on here: its next delivery fails it, then it can move
+                    hint = (f". It cannot go on here ({problem.code}: {problem.message}); its next delivery fails it "
+                            f"(`loom wake {e.execution_id}` brings that on now if it sleeps or waits), then redrive "
+                            "it with --to-version")
             raise ExecutionStateConflictError(
                 "not_failed", f"execution {e.execution_id} is {e.status.value}; only a FAILED execution can be "
-                "redriven", e.status.value)
+                f"redriven{hint}", e.status.value)
         if e.compensated is not None:
             raise ExecutionStateConflictError(
                 "compensated", f"execution {e.execution_id} undid its completed steps after the failure "
@@ -162,6 +170,8 @@ class Operator(Reader):
                 "corrupt_state", f"execution {e.execution_id} failed because its stored state is unreadable; "
                 "a redrive would run on state Loom cannot trust. Start a new execution", e.status.value)
         onto = redrive_onto(self.life.registry, e, to_version, read_pins(self.life.store, e.execution_id))
+        if onto and not is_code_first(e):
+            self._refuse_mixed_branches(e, onto["workflow_version"])
         failed = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == e.current_step
                        and r.kind != "compensation"), None)
         version = onto.get("workflow_version", e.workflow_version)
@@ -183,6 +193,32 @@ class Operator(Reader):
         self.life.metrics.add_metric("ExecutionsRedriven", "Count", 1)
         self._after(applied, "redrive", by, None, detail, send=True)
         return applied
+
+    def _refuse_mixed_branches(self, e: Execution, version: int) -> None:
+        """A redrive onto ``version`` keeps the failed step's branches that succeeded (they do not run again);
+        when that version changed the fan-out itself, they would be handed on as its results: refused."""
+        target = self.life.registry.get(e.workflow, version)
+        step = target.steps[e.current_step]
+        pin = pinned_step(self.life.registry, e, e.current_step, read_pins(self.life.store, e.execution_id))
+        if pin is None or "fanout" not in (pin.kind, step.kind.kind):
+            return
+        change = step_change(pin, step, target.step_prints[e.current_step])
+        if change is None:
+            return
+        after: int | None = None
+        while True:
+            page = self.life.store.branches_page(e.execution_id, e.current_step, 100, after)
+            branches = [b for b in page.records if isinstance(b, Branch)]
+            kept = [b for b in branches if b.status is BranchStatus.SUCCEEDED and this_run(e, [b], "updated_at")]
+            if kept:
+                raise ExecutionStateConflictError("steps_differ", (
+                    f"execution {e.execution_id} failed at step {e.current_step} {pin.name!r}, which version {version} "
+                    f"{change}, and branch {kept[0].branch} of it already succeeded on version {e.workflow_version}: a "
+                    f"redrive keeps such branches, so their results would pass for version {version}'s. Redrive it "
+                    f"on version {e.workflow_version} (deploy it again), or start a new execution"), e.status.value)
+            if page.after is None or not branches:
+                return
+            after = branches[-1].branch
 
     def wake(self, execution_id: str, by: str) -> Execution:
         """End the current sleep, retry backoff or event wait now (the operator's "skip the wait"; an
@@ -266,6 +302,10 @@ class Operator(Reader):
                               now_e)
             e = now_e
             view = _View(self, e)
+            if view.wf is None:
+                if e.cancel_requested or self._wake_unreadable_wait(e):
+                    return EventSent(e.execution_id, name, record.event_id, "buffered")
+                continue
             kind = self.kinds.current(view.wf, e)
             if e.cancel_requested or kind is None or kind.waits_for(view) != name or not self._taken_next(view, record):
                 return EventSent(e.execution_id, name, record.event_id, "buffered")
@@ -275,6 +315,22 @@ class Operator(Reader):
                 return EventSent(e.execution_id, name, record.event_id, "delivered")
         # It kept changing: the event is kept, and the wait that reads it next consumes it.
         return EventSent(e.execution_id, name, record.event_id, "buffered")
+
+    def _wake_unreadable_wait(self, e: Execution) -> bool:
+        """An event for an execution waiting on a definition not deployed here (its version removed, or changed
+        under it): which wait takes the event only a delivery can say, so the wait is woken as an event
+        wakes it. Its worker takes the event, or fails the execution at once naming the problem, instead of
+        leaving it waiting to its timeout. True once there is nothing more to do (also: no such wait, or it
+        is already due); False when it changed meanwhile."""
+        now = self.life.clock.now()
+        if e.status is not Status.WAITING or e.timer is not Timer.EVENT or (
+                e.next_wake_at is not None and e.next_wake_at <= now):
+            return True
+        applied = self._commit(e, transitions.woken(e, now, by_event=True))
+        if applied is None:
+            return False
+        self._quietly("send", lambda: self.life.send_at(applied), applied)
+        return True
 
     def complete_callback(self, token: str, data: Any, by: str) -> EventSent:
         """Complete the wait a callback token was issued for (``ctx.callback_token(event)``), once."""

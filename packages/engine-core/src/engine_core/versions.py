@@ -26,7 +26,7 @@ from .model import ErrorInfo, Execution
 
 if TYPE_CHECKING:
     from .registry import Registry
-    from .steps import WorkflowDef
+    from .steps import StepDef, WorkflowDef
 
 MISSING_VERSION = "workflow_version_missing"
 MISMATCH = "workflow_definition_mismatch"
@@ -96,10 +96,40 @@ def remaining_problem(pins: list[PinnedStep], wf: WorkflowDef, e: Execution) -> 
     for i in range(done, len(pins)):
         if i >= len(wf.steps):
             return f"it dropped step {i} {pins[i].name!r}, which this execution still has to run"
-        if wf.step_prints[i] != pins[i].digest:
-            return (f"step {i} {pins[i].name!r}, which this execution still has to run, changed (now "
-                    f"{wf.steps[i].name!r})")
+        change = step_change(pins[i], wf.steps[i], wf.step_prints[i])
+        if change is not None:
+            return f"step {i} {pins[i].name!r}, which this execution still has to run, {change}"
     return None
+
+
+_SHAPE = {"fanout": "its branches (a map's over= key, a parallel's branch functions)",
+          "event": "the event it waits for", "sleep": "its length"}
+
+
+def step_change(pin: PinnedStep, step: StepDef, digest: str) -> str | None:
+    """How ``step`` (digest ``digest``) differs from the step the execution pinned: None when it does not."""
+    if digest == pin.digest:
+        return None
+    if pin.name != step.name:
+        return f"changed (now {step.name!r})"
+    if pin.kind != step.kind.kind:
+        return f"changed from a {pin.kind} step to a {step.kind.kind} step"
+    return f"changed {_SHAPE.get(pin.kind, 'its shape')}"
+
+
+def pinned_step(registry: Registry, e: Execution, index: int, load_pins: Callable[[], str | None]) -> PinnedStep | None:
+    """Step ``index`` as the step-list execution ``e`` started with it (None when nothing says)."""
+    text = e.pinned_steps if e.pinned_steps is not None else load_pins()
+    pins = decode_pins(text, e.fingerprint)
+    if pins is None:
+        try:
+            own = registry.get(e.workflow, e.workflow_version)
+        except UnknownWorkflowError:
+            return None
+        if own.code is not None or own.fingerprint != e.fingerprint:
+            return None
+        pins = [PinnedStep(s.name, s.kind.kind, d) for s, d in zip(own.steps, own.step_prints)]
+    return pins[index] if 0 <= index < len(pins) else None
 
 
 def pinned_view(wf: WorkflowDef, e: Execution, length: int) -> WorkflowDef:
@@ -220,4 +250,5 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
 
 
 __all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "decode_pins", "is_code_first", "pinned_definition", "pinned_view",
-           "pins_of", "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve"]
+           "pinned_step", "pins_of", "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve",
+           "step_change"]

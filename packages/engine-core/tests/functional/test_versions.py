@@ -801,3 +801,141 @@ def test_versions_a_callback_for_an_execution_that_ended_while_its_version_was_g
     runner.run_until(eid, "WAITING")
     assert runner.engine.operator.complete_callback(tokens[0], {"ok": True}, "partner").outcome == "delivered"
     assert runner.run_until_done(eid).status is Status.COMPLETED
+
+
+def test_versions_redrive_onto_a_version_that_changed_the_failed_map_is_refused_once_a_branch_succeeded():
+    # given: version 1 maps over "items"; branch 1 fails for good, branches 0 and 2 succeed
+    from engine_core import map_
+
+    j = Journal()
+
+    def prep(ctx):
+        return {"items": ["x", "bad", "y"], "items2": ["p"]}
+
+    def label(ctx):
+        item = ctx.item
+        j.append((f"label:{item}", ctx.execution_id))
+        if item == "bad":
+            raise PermanentStepError("bad item")
+        return item
+
+    def over(key, version):
+        def build(r):
+            @workflow("mapped", registry=r, version=version)
+            class Mapped:
+                steps = [prep, map_(label, over=key, name="m")]
+        return build
+
+    runner = LocalRunner(deployed(over("items", 1)))
+    eid = runner.start("mapped", {})
+    failed = runner.run_until_done(eid)
+    assert failed.status is Status.FAILED and failed.current_step == 1
+
+    # when: redriven onto version 2, which maps over another key
+    runner.deploy(deployed(over("items", 1), over("items2", 2)))
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.redrive(eid, "oncall", to_version=2)
+
+    # then: refused, naming the step, what changed and a branch that would pass for version 2's; nothing written
+    message = str(refused.value)
+    assert refused.value.code == "steps_differ", message
+    assert "step 1 'm', which version 2 changed its branches" in message and "on version 1 (deploy it again)" in message
+    assert runner.engine.get(eid).version == failed.version
+    # and: onto a version whose map is unchanged (a fixed branch function), the kept branches do not run again
+    runner.deploy(deployed(over("items", 1), over("items", 3)))
+    runner.engine.operator.redrive(eid, "oncall", to_version=3)
+    done = runner.run_until_done(eid)
+    assert done.status is Status.FAILED and j.ran(eid).count("label:x") == 1, j.ran(eid)
+
+
+def test_versions_a_same_version_change_to_a_step_still_to_run_says_what_changed_in_it():
+    # given: a version-1 map waits behind a sleep; a redeploy of version 1 maps over another key
+    from engine_core import map_
+
+    def label(ctx):
+        return ctx.item
+
+    def build(key):
+        def b(r):
+            @workflow("mapped", registry=r)
+            class Mapped:
+                steps = [sleep(days=1), map_(label, over=key, name="m")]
+        return b
+
+    runner = LocalRunner(deployed(build("items")))
+    eid = runner.start("mapped", {"items": [1], "other": [2]})
+    drive_until(runner, eid, lambda e: e.status is Status.SLEEPING)
+    runner.deploy(deployed(build("other")))
+
+    # when
+    runner.engine.operator.wake(eid, "oncall")
+    e = runner.run_until_done(eid)
+
+    # then: the failure names the step and what changed in it, not a rename to its own name
+    assert e.error.code == "workflow_definition_mismatch", e.error
+    assert "step 1 'm', which this execution still has to run, changed its branches (a map's over= key" in e.error.message
+
+
+@pytest.mark.parametrize("change", ["version removed", "event renamed at the same version"])
+def test_versions_an_event_for_a_wait_no_longer_deployed_fails_the_execution_at_once_and_is_kept(change):
+    from engine_core import wait_for_event
+
+    # given: version 1 waits 7 days for "approved"; a deploy then drops version 1, or renames its event
+    j = Journal()
+
+    def waits(event, version=1):
+        def build(r):
+            @workflow(NAME, registry=r, version=version)
+            class Approval:
+                steps = [j.body("a"), wait_for_event(event, timeout=7 * 86400, name="approval"), j.body("b")]
+        return build
+
+    runner = LocalRunner(deployed(waits("approved")))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "WAITING")
+    later = waits("approved", 2) if change == "version removed" else waits("approved2")
+    runner.deploy(deployed(later))
+
+    # when: the event comes
+    sent_at = runner.clock.now()
+    sent = runner.engine.operator.send_event(eid, "approved", {"ok": True}, "partner")
+    e = runner.run_until_done(eid)
+
+    # then: kept, and the execution fails at once naming the problem (it waited to its 7-day timeout)
+    assert sent.outcome == "buffered"
+    assert (e.updated_at - sent_at).total_seconds() < 60, e.updated_at
+    expected = "workflow_version_missing" if change == "version removed" else "workflow_definition_mismatch"
+    assert e.status is Status.FAILED and e.error.code == expected, e.error
+    assert j.ran(eid) == ["a"]
+    if change == "version removed":
+        # and: redriven onto version 2, its wait takes the event that came
+        runner.engine.operator.redrive(eid, "oncall", to_version=2)
+        assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
+
+
+def test_versions_a_redrive_of_a_waiting_execution_whose_version_is_gone_says_how_to_move_it():
+    from engine_core import wait_for_event
+
+    # given: a version-1 execution waits; only version 2 is deployed now
+    j = Journal()
+
+    def waits(version):
+        def build(r):
+            @workflow(NAME, registry=r, version=version)
+            class Approval:
+                steps = [j.body("a"), wait_for_event("approved", timeout=3600), j.body("b")]
+        return build
+
+    runner = LocalRunner(deployed(waits(1)))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "WAITING")
+    runner.deploy(deployed(waits(2)))
+
+    # when
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.redrive(eid, "oncall", to_version=2)
+
+    # then: it says why it cannot go on and what to do, in that order
+    message = str(refused.value)
+    assert refused.value.code == "not_failed" and "workflow_version_missing" in message
+    assert f"`loom wake {eid}`" in message and "then redrive it with --to-version" in message
