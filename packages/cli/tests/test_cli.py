@@ -465,3 +465,17 @@ def test_a_poll_interval_of_zero_or_less_is_a_usage_error_not_a_busy_loop(api, c
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "must be a number of seconds above 0" in err, err
     assert api.requests == []
+
+
+def test_cancel_of_an_execution_undoing_a_failure_says_the_cancel_changed_nothing(api, capsys):
+    # given: the execution failed at step 2 and is undoing its completed steps (the API answers it unchanged)
+    api.extra_route = lambda m, p, q, b: (200, _operated(
+        "RUNNING", compensating=True, failed_step=2, current_step=1,
+        error={"code": "permanent_error", "message": "card declined", "step_name": "import_rows"}))
+    # when
+    assert main(["--url", api.url, "cancel", EID, "--reason", "stop it"]) == 0
+    # then: not "by -; compensating its completed steps first", as if this cancel had started the undo
+    out = capsys.readouterr().out.strip()
+    assert out == (f"{EID}  fragile_import  RUNNING  not cancelled: it is already undoing its completed steps "
+                   "because step 2/4 import_rows failed (permanent_error), and ends FAILED once they are undone; "
+                   "the cancel changes nothing (loom watch follows it)"), out

@@ -138,3 +138,26 @@ def test_callback_with_an_unknown_token_says_so_and_exits_nonzero(waiting, capsy
     code = main(["--url", waiting.url, "callback", "nope"])
     err = capsys.readouterr().err
     assert code != 0 and "callback_not_found" in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["callback", "-Xq9.tok", "--data", '{"approved": true}'],
+    ["callback", "--data", '{"approved": true}', "-Xq9.tok"],
+    ["callback", "--data={\"approved\": true}", "-Xq9.tok"],
+    ["--json", "callback", "-Xq9.tok", "--data", '{"approved": true}'],
+])
+def test_callback_takes_a_token_that_starts_with_a_dash_as_the_link_gave_it(waiting, capsys, argv):
+    # given: a base64url token can start with "-" (about one in 64), which argparse would read as an option
+    # when
+    code = main(["--url", waiting.url, *argv])
+    # then: it is the token, answered as any other (here unknown to the fake: 404, not a usage error)
+    err = capsys.readouterr().err
+    assert code == 3 and "callback_not_found" in err and "no callback -Xq9.tok" in err, err
+    assert waiting.requests[-1]["path"] == "/callbacks/-Xq9.tok"
+
+
+def test_a_workflow_named_callback_keeps_its_options():
+    from loom_cli.main import _dash_token_last, parser
+
+    argv = ["--url", "http://x", "start", "callback", "--input", "{}"]
+    assert _dash_token_last(parser(), argv) == argv

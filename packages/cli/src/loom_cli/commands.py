@@ -112,6 +112,13 @@ def cancel(client: LoomClient, args) -> int:
         if e.cancel_requested and not e.ended:
             undo = ("; requested: an attempt holds the step, and the cancel takes effect when it ends "
                     "(loom watch follows it)")
+        elif e.compensating and not e.cancelled_by and not e.cancel_requested:  # undoing after a failure
+            failed = e.failed_step if e.failed_step is not None else e.current_step
+            code = f" ({e.error.code})" if e.error is not None else ""
+            print(f"{e.execution_id}  {e.workflow}  {e.status}  not cancelled: it is already undoing its completed "
+                  f"steps because step {step_label(e, failed, e.error.step_name if e.error else None)} failed{code}, and ends FAILED once they are undone; "
+                  "the cancel changes nothing (loom watch follows it)")
+            return 0
         print(f"{e.execution_id}  {e.workflow}  {e.status}  by {e.cancelled_by or '-'}{why}{undo}")
     return 0
 

@@ -45,8 +45,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _Parser.json_errors = "--json" in argv
+    p = parser()
+    args = p.parse_args(_dash_token_last(p, argv))
     try:
         if getattr(args, "without_api", False):
             return args.func(args)
@@ -61,6 +63,35 @@ def main(argv: list[str] | None = None) -> int:
         # `loom status --json | head`: the reader left; say nothing more (and no traceback at exit)
         quiet_stdout()
         return 0
+
+
+def _dash_token_last(p: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``loom callback <token>`` with a token that starts with ``-`` (base64url: about one in 64 does), which
+    argparse would take for an option: the token moves behind ``--``, where it can only be the token."""
+    if "callback" not in argv or "--" in argv:
+        return argv
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices["callback"]
+    i = _first_positional(p, argv, 0)
+    if i is None or argv[i] != "callback":
+        return argv
+    i = _first_positional(sub, argv, i + 1, dashed=True)
+    return argv if i is None or not argv[i].startswith("-") else [*argv[:i], *argv[i + 1:], "--", argv[i]]
+
+
+def _first_positional(p: argparse.ArgumentParser, argv: list[str], i: int, dashed: bool = False) -> int | None:
+    """The index of the first argument from ``i`` on that is none of ``p``'s options nor an option's value
+    (``dashed``: one starting with ``-`` counts too)."""
+    while i < len(argv):
+        arg = argv[i]
+        action = p._option_string_actions.get(arg.split("=", 1)[0])
+        if action is not None:
+            i += 1 + (action.nargs != 0 and "=" not in arg)
+            continue
+        if arg.startswith("-") and not dashed:
+            i += 1
+            continue
+        return i
+    return None
 
 
 def parser() -> argparse.ArgumentParser:
