@@ -480,3 +480,19 @@ def test_workflows_refuse_an_unknown_query_parameter_or_live_value_as_the_other_
     _, counted, _ = call(lambdas.control_plane, "GET", "/workflows", query={"live": "1"})
     _, uncounted, _ = call(lambdas.control_plane, "GET", "/workflows", query={"live": "0"})
     assert {"live", "undeployed"} <= set(counted) and not {"live", "undeployed"} & set(uncounted)
+
+
+def test_a_wait_an_event_woke_still_shows_its_own_timeout_not_the_moment_the_event_came(lambdas, world, clock):
+    # given: an approval waiting for its event, then an event sent while nothing delivers it yet
+    eid = start(lambdas, "expense_approval", EXPENSE)
+    run_until(lambdas, world, eid, lambda m: m["status"]["S"] == "WAITING")
+    _, before, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}")
+    clock.advance(30)
+    status, sent, _ = call(lambdas.control_plane, "POST", f"/executions/{eid}/events/approved",
+                           json.dumps({"data": {"approved": True, "approver": "ana"}}))
+    assert (status, sent["outcome"]) == (202, "delivered")
+    # when
+    _, after, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}")
+    # then: still WAITING until its delivery comes, timing out when it always would (it showed the send time)
+    assert after["status"] == "WAITING" and after["next_wake_at"] != before["next_wake_at"]
+    assert after["waiting_for"] == before["waiting_for"], (before["waiting_for"], after["waiting_for"])

@@ -8,6 +8,7 @@ unset, and ``dump`` leaves unset fields out, so a reply never carries a key that
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from engine_core import codec
@@ -216,12 +217,19 @@ class ExecutionView(_Reply):
 def _waiting_for(e: Execution, wf: WorkflowDef | None) -> WaitingFor | None:
     if e.status is not Status.WAITING:
         return None
-    event = None
+    event = timeout_s = None
     if wf is not None and wf.code is not None:
-        event = None if e.code_position is None else e.code_position.event
+        if e.code_position is not None:
+            event, timeout_s = e.code_position.event, e.code_position.timeout_s
     elif wf is not None and e.current_step < len(wf.steps):
-        event = getattr(wf.steps[e.current_step].kind, "event", None)
-    return WaitingFor(event=event, timeout_at=_ts(e.next_wake_at))
+        kind = wf.steps[e.current_step].kind
+        event, timeout_s = getattr(kind, "event", None), getattr(kind, "timeout_s", None)
+    timeout_at = e.next_wake_at
+    if timeout_s is not None and e.waiting_since is not None and not e.wait_woken:
+        # An event that woke the wait made it due now (its delivery is on its way); the wait still times
+        # out when it would have, which is what to show, not the moment the event came.
+        timeout_at = e.waiting_since + dt.timedelta(seconds=timeout_s)
+    return WaitingFor(event=event, timeout_at=_ts(timeout_at))
 
 
 # -- history ----------------------------------------------------------------------------------------------
