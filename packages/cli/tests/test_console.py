@@ -413,3 +413,17 @@ def test_timeline_names_a_step_that_fanned_out_by_its_branches_when_nothing_else
     # and the branch that never ran is skipped, not waiting for an attempt that will not come
     assert re.search(r'<tr class="t-skipped"><td class="idx">1</td><td class="state">skipped</td>', html), html
     assert "next attempt" not in html
+
+
+def test_timeline_of_a_wait_whose_definition_is_not_deployed_says_so_instead_of_a_question_mark():
+    from loom_cli.console.timeline import timeline
+    from loom_cli.sdk.models import Execution, History
+
+    # given: a WAITING execution whose version this deployment does not have (the API cannot name the event)
+    e = Execution.model_validate({"execution_id": "e-1", "workflow": "approval", "status": "WAITING",
+                                  "current_step": 1, "timer": "event", "step_count": 2,
+                                  "waiting_for": {"event": None, "timeout_at": "2026-12-08T00:00:00Z"}})
+    # when
+    html = timeline(e, History.model_validate({"execution_id": "e-1", "steps": []}), None)
+    # then
+    assert "<b>?</b>" not in html and "the definition it waits on is not deployed here" in html, html

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from .args import json_object
-from .readings import step_label
-from .render import UNNAMED_WAIT, cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
+from .readings import UNNAMED_WAIT, step_label
+from .render import cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
 from .sdk import LoomClient, LoomError
 from .sdk.models import BranchRecord, StepRecord, Workflow
 from .watch import watch as follow

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 from .sdk.models import BranchRecord, Execution, History, StepRecord, Workflow
 
+UNNAMED_WAIT = ("an event this deployment cannot name: the definition it waits on is not deployed here (`loom "
+                "workflows` says which version); its next delivery fails it, a send or `loom wake` brings that on")
+"""What a WAITING execution waits for when the API cannot name the event (``waiting_for.event`` null)."""
+
 
 def step_label(e: Execution, index: int | None = None, name: str | None = None) -> str:
     """A step as every command numbers it: its index (the ``#`` of ``loom history``, counted from 0) out

@@ -6,12 +6,10 @@ import json
 from typing import Any
 
 from .prices import WORKER_MEMORY_MB, ledger_usd, usd_text
-from .readings import fanout_summary, where
+from .readings import UNNAMED_WAIT, fanout_summary, where
 from .sdk.models import BranchRecord, Cost, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
 
 CONTEXT_SHOWN = 400
-UNNAMED_WAIT = ("an event this deployment cannot name: the definition it waits on is not deployed here (`loom "
-                "workflows` says which version); its next delivery fails it, a send or `loom wake` brings that on")
 """``loom status`` shows this much of the context (``--json`` shows all); errors are always shown whole."""
 
 

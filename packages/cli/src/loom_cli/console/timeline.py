@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
-from ..readings import attempts_text, fanout_summary, sleeping_step, state_word
+from ..readings import UNNAMED_WAIT, attempts_text, fanout_summary, sleeping_step, state_word
 from ..sdk.models import BranchRecord, CorruptRecord, Execution, History, Operation, StepRecord, Workflow, WorkflowStep
 from ..sdk.stream import FailedAttempt
 from ._html import LIVE, error_block, esc, json_block, parse_ts, span, time_tag
@@ -91,7 +91,9 @@ def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecor
         state = "waiting"
         w = e.waiting_for
         timeout = f', times out {time_tag(w.timeout_at, "left", now)}' if w and w.timeout_at else ", no timeout"
-        notes.append(f'waiting for event <b>{esc((w.event if w else None) or "?")}</b>{timeout}')
+        event = w.event if w else None
+        notes.append((f'waiting for event <b>{esc(event)}</b>' if event else
+                      f'waiting: {esc(UNNAMED_WAIT)}') + timeout)
     elif is_current and status == "RUNNING" and e.timer == "retry" and e.next_wake_at:
         state = "retrying"
         notes.append(f'attempt {esc(e.attempt or (r.attempts if r else None) or "?")} failed; next attempt '
