@@ -433,3 +433,30 @@ def test_loom_dev_prints_a_warnings_fields_so_a_failure_shows_its_cause():
     assert formatter.format(warning) == ("engine_core.sweeper sweeping a shard failed; the next tick retries it "
                                          "(shard=3, error=SQLite read on loom.db: the file is damaged)")
     assert formatter.format(info) == "loom_lite served"
+
+
+def test_loom_dev_warns_at_start_of_live_executions_on_a_version_it_does_not_serve(tmp_path, state_file, capsys,
+                                                                                  monkeypatch):
+    from loom_lite.cli import main as loom_dev
+
+    # given: a greet execution sleeps on version 1 in the file
+    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02,
+                        settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
+    first = LiteRuntime(config, make_registry()).start(worker_thread=True)
+    try:
+        eid = LoomClient().start("greet", {"name": "di"}).execution_id
+        LoomClient().wait(eid, "SLEEPING", timeout_s=20)
+    finally:
+        first.stop()
+    flows = tmp_path / "greet_v2.py"
+    flows.write_text("from engine_core import Registry, workflow\nregistry = Registry()\n"
+                     "def hello(ctx):\n    return {}\n"
+                     "@workflow('greet', registry=registry, version=2)\nclass Greet:\n    steps = [hello]\n")
+    monkeypatch.setattr(LiteRuntime, "run_worker", lambda self: None)  # start, say what it says, stop
+    # when: loom dev starts on the file with version 2 only
+    code = loom_dev([str(flows), "--no-entry-points", "--db", str(config.db), "--port", "0", "--quiet"])
+    # then: it says which executions it strands and what to do, before they fail one by one
+    err = capsys.readouterr().err
+    assert code == 0
+    assert ("loom dev: warning: version 1 of workflow 'greet' is not in this build, but 1 live execution(s) run on "
+            "version 1") in err and "loom redrive ID --to-version N" in err, err

@@ -128,6 +128,10 @@ def serve(args: argparse.Namespace) -> int:
     try:
         names = ", ".join(registry.names())
         print(f"{UP_LINE} {runtime.url}  store {config.db}  workflows: {names}  (Ctrl-C stops it)", flush=True)
+        for d in runtime.stranded():
+            print(f"loom dev: warning: {d.describe()}; serve that version again beside the new one, or redrive "
+                  "each failed one onto a version this process serves (loom redrive ID --to-version N)",
+                  file=sys.stderr, flush=True)
         if os.environ.get("LOOM_SCHEDULES", "").strip() not in ("", "[]"):
             print("loom dev: LOOM_SCHEDULES is set, but nothing fires schedules here (EventBridge Scheduler fires "
                   "a deployment's): loom schedules lists none; start the workflow with loom start to try it",

@@ -26,6 +26,7 @@ from engine_core.adapters.sqlite import SqliteStore
 from engine_core.adapters.sqlite_queue import SqliteQueue
 from engine_core.clock import Clock
 from engine_core.engine import check_fits
+from engine_core.live import Dropped, dropped, live_counts
 
 from . import state
 from .api import ApiServer
@@ -94,6 +95,12 @@ class LiteRuntime:
             thread.start()
             self._threads.append(thread)
         return self
+
+    def stranded(self) -> list[Dropped]:
+        """The workflow versions live executions on this file run on that this process does not serve: each
+        such execution fails at its next delivery (``engine_core.live``; reads the due index once)."""
+        counts = live_counts(self.store, self.config.settings.shards, self.clock.now())
+        return dropped(counts, {n: self.registry.versions(n) for n in self.registry.names()})
 
     def run_worker(self) -> None:
         """The worker loop on this thread, until ``stop()`` (or KeyboardInterrupt)."""
