@@ -155,9 +155,10 @@ class Operator(Reader):
             if not e.status.is_terminal:
                 _, problem = resolve(self.life.registry, e, read_pins(self.life.store, e.execution_id))
                 if problem is not None:  # it cannot go on here: its next delivery fails it, then it can move
-                    hint = (f". It cannot go on here ({problem.code}: {problem.message}); its next delivery fails it "
-                            f"(`loom wake {e.execution_id}` brings that on now if it sleeps or waits), then redrive "
-                            "it with --to-version")
+                    hint = (f". It cannot go on here ({problem.code}: version {e.workflow_version} of workflow "
+                            f"{e.workflow!r} as it started is not deployed); its next delivery fails it (`loom wake "
+                            f"{e.execution_id}` brings that on now if it sleeps or waits), then redrive it with "
+                            "--to-version N onto a deployed version")
             raise ExecutionStateConflictError(
                 "not_failed", f"execution {e.execution_id} is {e.status.value}; only a FAILED execution can be "
                 f"redriven{hint}", e.status.value)
