@@ -394,3 +394,19 @@ def test_status_says_the_attempts_row_counts_every_step_and_gives_the_current_st
     assert code == 0 and re.search(r"^attempts\s+5 \(all steps; this step's: 2\)$", out, re.M), out
     code, out, _ = run(capsys, "--url", control_plane.url, "status", "a-2")
     assert code == 0 and re.search(r"^attempts\s+5 \(all steps\)$", out, re.M), out
+
+
+def test_status_and_wake_of_an_execution_whose_version_is_not_deployed_say_it_cannot_go_on(control_plane, capsys):
+    # given: a sleeping execution pinned to a version this deployment does not have
+    problem = {"code": "workflow_version_missing", "message": "this execution started on version 1 of workflow "
+               "'order_fulfillment' and runs to its end on it, but ..."}
+    control_plane.add(execution_doc("v-1", status="SLEEPING", step=2, timer="sleep", workflow_version=1,
+                                    next_wake_at="2999-01-01T00:00:00Z", cannot_run=problem))
+    # when / then: status says so in its own row
+    code, out, _ = run(capsys, "--url", control_plane.url, "status", "v-1")
+    assert code == 0 and re.search(r"^cannot go on\s+workflow_version_missing: this execution started on version 1",
+                                   out, re.M), out
+    # and: wake says the delivery it brings on fails it, not that the next step runs
+    code, out, _ = run(capsys, "--url", control_plane.url, "wake", "v-1")
+    assert code == 0 and "woken: its version 1 is not deployed here (workflow_version_missing)" in out, out
+    assert "runs next" not in out

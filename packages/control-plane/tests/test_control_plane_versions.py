@@ -98,6 +98,9 @@ def test_status_of_an_execution_whose_version_is_not_deployed_still_shows_its_pi
     for doc in (asleep, view):
         assert (doc["workflow_version"], doc["steps"], doc["step_count"]) == (1, ["a", "sleep_3600s", "b"], 3)
         assert doc["current_step_name"] == "sleep_3600s"
+    # and: while it sleeps, what its next delivery will fail it with (once failed, the error says it)
+    assert asleep["cannot_run"]["code"] == "workflow_version_missing", asleep.get("cannot_run")
+    assert "version 1" in asleep["cannot_run"]["message"] and "cannot_run" not in view
 
 
 def test_get_workflows_lists_each_version_with_its_live_executions_and_live_ones_on_undeployed_versions(setup):

@@ -69,6 +69,8 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         rows.append(["compensation error", _error(e.compensation_error)])
     if e.context_error:
         rows.append(["context error", e.context_error])
+    if e.cannot_run is not None:
+        rows.append(["cannot go on", f"{e.cannot_run.code}: {e.cannot_run.message}"])
     if e.cost is not None:
         rows.append(["cost", cost_text(e.cost)])
     rows.append(["context" if e.style != "code" else "input", context])

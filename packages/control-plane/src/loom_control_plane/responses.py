@@ -27,7 +27,7 @@ from engine_core.model import (
     StepRecord,
 )
 from engine_core.registry import Registry, WorkflowDef
-from engine_core.versions import decode_pins, is_code_first, pinned_definition
+from engine_core.versions import decode_pins, is_code_first, pinned_definition, resolve
 from pydantic import BaseModel, ConfigDict, Field
 
 BRANCH_RESULT_SHOWN_BYTES = 2048
@@ -158,6 +158,9 @@ class ExecutionView(_Reply):
     current_step_name: str | None = None
     style: str | None = None
     """``steps`` (a step list) or ``code`` (a code-first function), when the workflow is deployed here."""
+    cannot_run: ErrorInfo | None = None
+    """Only for a live execution whose workflow version is not deployed here: the error its next delivery
+    fails it with (``workflow_version_missing``), and what to do."""
     result: Any = None
     """Code-first only: what the function returned, once COMPLETED (None when it returned None)."""
     cost: CostView | None = None
@@ -178,6 +181,9 @@ class ExecutionView(_Reply):
             extra["fanout"] = FanOutProgress(branches=join.total, succeeded=join.done,
                                              max_concurrency=join.max_concurrency)
         wf = pinned_definition(registry, e) if registry is not None else None
+        if (registry is not None and wf is None and not e.status.is_terminal
+                and e.workflow_version not in registry.versions(e.workflow)):
+            extra["cannot_run"] = resolve(registry, e)[1]
         if wf is not None and wf.code is not None:
             extra["style"] = "code"
             position = e.code_position

@@ -134,6 +134,8 @@ class Execution(Document):
     current_step_name: str | None = None
     style: str | None = None
     """``steps`` (a step list) or ``code`` (a code-first function)."""
+    cannot_run: ErrorInfo | None = None
+    """A live execution whose workflow version is not deployed there: what its next delivery fails it with."""
     result: Any = None
     """A code-first execution's return value, once COMPLETED."""
     cost: Cost | None = None
