@@ -427,3 +427,18 @@ def test_timeline_of_a_wait_whose_definition_is_not_deployed_says_so_instead_of_
     html = timeline(e, History.model_validate({"execution_id": "e-1", "steps": []}), None)
     # then
     assert "<b>?</b>" not in html and "the definition it waits on is not deployed here" in html, html
+
+
+def test_the_execution_page_of_a_wait_whose_version_is_not_deployed_says_it_cannot_go_on(console, control_plane):
+    # given: a WAITING execution pinned to a version this deployment does not have
+    problem = {"code": "workflow_version_missing", "message": "this execution started on version 1 of workflow "
+               "'expense_approval' and runs to its end on it, but ..."}
+    control_plane.add(execution_doc(EID, "expense_approval", "WAITING", 1, timer="event", workflow_version=1,
+                                    waiting_for={"event": None, "timeout_at": "2999-01-01T00:00:00Z"},
+                                    cannot_run=problem))
+    # when
+    status, html = get(console, f"/executions/{EID}")
+    # then: no "event None", and what its next delivery fails it with
+    assert status == 200
+    assert "<b>None</b>" not in html and "the definition it waits on is not deployed here" in html
+    assert "cannot go on here" in html and "workflow_version_missing" in html

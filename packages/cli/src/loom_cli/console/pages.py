@@ -12,7 +12,7 @@ import datetime as dt
 import urllib.parse
 from collections.abc import Iterable
 
-from ..readings import compensation_note, where
+from ..readings import UNNAMED_WAIT, compensation_note, where
 from ..prices import ledger_usd, usd_text
 from ..render import cost_text, input_summary
 from ..sdk.models import Cost, Execution, History, ListPage, Workflow
@@ -174,12 +174,15 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
     waiting = e.waiting_for
     if status == "WAITING" and waiting is not None:
         timeout = f', times out {time_tag(waiting.timeout_at, "left", now)}' if waiting.timeout_at else ""
-        facts.append(("waiting for", f'event <b>{esc(waiting.event)}</b>{timeout}'))
+        what = f'event <b>{esc(waiting.event)}</b>' if waiting.event else esc(UNNAMED_WAIT)
+        facts.append(("waiting for", f'{what}{timeout}'))
     elif e.next_wake_at and e.timer in ("sleep", "retry"):
         facts.append((e.timer, time_tag(e.next_wake_at, "left", now)))
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     head = f"""<div class="head"><h1>{badge(status)} {esc(e.workflow)} {"".join(marks)}</h1>{_actions(e, wf, history)}</div>
 <dl class="facts">{dl}</dl>{error_block(e.error, "error big") if status not in LIVE else ""}"""
+    if e.cannot_run is not None:
+        head += f'<div class="errlabel">cannot go on here</div>{error_block(e.cannot_run, "error big")}'
     if e.compensating:
         head += f'<p class="hint">{esc(compensation_note(e, wf))}</p>'
     if e.compensation_error is not None:
