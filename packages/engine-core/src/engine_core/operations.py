@@ -39,7 +39,7 @@ from .registry import EVENT_NAME_RE
 from .step_reads import EVENT_READ_LIMIT
 from .steps import StepDef, WorkflowDef, field_problems, wait_model
 from .reads import Reader
-from .versions import is_code_first, pinned_step, read_pins, redrive_onto, resolve, step_change
+from .versions import MISSING_VERSION, is_code_first, pinned_step, read_pins, redrive_onto, resolve, step_change
 from .waiting_events import pending
 
 log = logging.getLogger("engine_core")
@@ -155,8 +155,9 @@ class Operator(Reader):
             if not e.status.is_terminal:
                 _, problem = resolve(self.life.registry, e, read_pins(self.life.store, e.execution_id))
                 if problem is not None:  # it cannot go on here: its next delivery fails it, then it can move
+                    why = ("is not deployed" if problem.code == MISSING_VERSION else "changed under it")
                     hint = (f". It cannot go on here ({problem.code}: version {e.workflow_version} of workflow "
-                            f"{e.workflow!r} as it started is not deployed); its next delivery fails it (`loom wake "
+                            f"{e.workflow!r} as it started {why}); its next delivery fails it (`loom wake "
                             f"{e.execution_id}` brings that on now if it sleeps or waits), then redrive it with "
                             "--to-version N onto a deployed version")
             raise ExecutionStateConflictError(

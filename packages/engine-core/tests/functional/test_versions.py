@@ -939,3 +939,25 @@ def test_versions_a_redrive_of_a_waiting_execution_whose_version_is_gone_says_ho
     message = str(refused.value)
     assert refused.value.code == "not_failed" and "workflow_version_missing" in message
     assert f"`loom wake {eid}`" in message and "then redrive it with --to-version" in message
+
+
+def test_versions_a_redrive_of_a_sleeping_execution_whose_definition_changed_says_it_changed():
+    # given: a version-1 execution sleeps; a same-version redeploy renames the step after the sleep
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j)))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "SLEEPING")
+
+    def renamed(r):
+        @workflow(NAME, registry=r)
+        class Renamed:
+            steps = [j.body("a"), sleep(days=3), j.body("b2")]
+
+    runner.deploy(deployed(renamed))
+    # when
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.redrive(eid, "oncall")
+    # then
+    message = str(refused.value)
+    assert refused.value.code == "not_failed" and "workflow_definition_mismatch" in message
+    assert "as it started changed under it" in message and "is not deployed" not in message, message
