@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from loom_cli.main import main
 
 
@@ -93,3 +95,30 @@ def test_an_env_dir_named_on_the_command_wins_over_an_ambient_loom_url(control_p
     # then: the command went where --env-dir said, not where the environment pointed
     assert code == 0, capsys.readouterr().err
     assert control_plane.requests
+
+
+@pytest.mark.parametrize("how", ["killed, not yet reaped", "its pid reused by a later process"])
+def test_a_recorded_loom_dev_whose_pid_still_answers_but_is_not_it_is_named_as_gone(state_file, capsys, how):
+    # given: the recorded pid answers kill(pid, 0), but as a zombie, or as a process started after the record
+    import subprocess
+    import sys
+    import time
+    if how == "killed, not yet reaped":
+        proc, recorded_at = subprocess.Popen([sys.executable, "-c", "pass"]), time.time()
+        deadline = time.time() + 10
+        while open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z" and time.time() < deadline:
+            time.sleep(0.02)
+    else:
+        proc, recorded_at = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]), time.time() - 60
+    try:
+        state_file.parent.mkdir(parents=True)
+        state_file.write_text(json.dumps({"kind": "lite", "url": "http://127.0.0.1:9", "db": "/srv/f.db",
+                                          "pids": {"runtime": proc.pid}, "started_at": recorded_at}))
+        # when
+        code = main(["workflows"])
+    finally:
+        proc.kill()
+        proc.wait()
+    # then
+    err = capsys.readouterr().err
+    assert code == 4 and f"(pid {proc.pid}, on /srv/f.db) is not running any more" in err, err

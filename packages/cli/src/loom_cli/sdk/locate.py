@@ -74,12 +74,33 @@ def _check_lite_alive(state: dict[str, Any]) -> None:
         return
     try:
         os.kill(pid, 0)
+        gone = not _same_process(pid, state.get("started_at"))
     except ProcessLookupError:
-        raise LoomError(UNREACHABLE, f"the `loom dev` recorded in {state_file()} (pid {pid}, on "
-                                     f"{state.get('db', 'its file')}) is not running any more: start it again "
-                                     f"(`loom dev <workflows>`; what it had in hand resumes), or pass --url") from None
+        gone = True
     except OSError:
         return  # another user's process: it is there
+    if gone:
+        raise LoomError(UNREACHABLE, f"the `loom dev` recorded in {state_file()} (pid {pid}, on "
+                                     f"{state.get('db', 'its file')}) is not running any more: start it again "
+                                     f"(`loom dev <workflows>`; what it had in hand resumes), or pass --url")
+
+
+def _same_process(pid: int, recorded_at: Any) -> bool:
+    """Whether ``pid`` is still the process that wrote the record: not a zombie (killed, not yet reaped) and
+    not started after the record was written (a reused pid). True where ``/proc`` cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        if fields[0] in (b"Z", b"X"):
+            return False
+        if not isinstance(recorded_at, (int, float)):
+            return True
+        with open("/proc/stat", "rb") as f:
+            boot = next(float(line.split()[1]) for line in f if line.startswith(b"btime "))
+        started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return started <= recorded_at + 2  # btime is whole seconds
+    except (OSError, IndexError, ValueError, StopIteration):
+        return True
 
 
 def terraform_outputs(env_dir: Path) -> dict[str, Any]:
