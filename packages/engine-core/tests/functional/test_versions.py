@@ -52,6 +52,14 @@ def drive_until(runner: LocalRunner, eid: str, done) -> None:
     raise AssertionError(f"{eid} never got there")
 
 
+def asleep_on_v1(j: Journal) -> tuple[LocalRunner, str]:
+    """A runner with version 1 deployed, and an execution of it asleep after step a."""
+    runner = LocalRunner(deployed(lambda r: v1(r, j)))
+    eid = runner.start(NAME, {})
+    runner.run_until(eid, "SLEEPING")
+    return runner, eid
+
+
 def deployed(*builders) -> Registry:
     registry = Registry()
     for build in builders:
@@ -96,9 +104,7 @@ def test_versions_a_start_naming_a_version_runs_on_it_and_an_unknown_version_is_
 def test_versions_an_execution_whose_version_was_removed_fails_naming_it_and_runs_again_once_it_is_back():
     # given: a version-1 execution asleep
     j = Journal()
-    runner = LocalRunner(deployed(lambda r: v1(r, j)))
-    eid = runner.start(NAME, {})
-    runner.run_until(eid, "SLEEPING")
+    runner, eid = asleep_on_v1(j)
     # when: a deploy keeps only version 2, and the sleep ends
     runner.deploy(deployed(lambda r: v2(r, j)))
     failed = runner.run_until_done(eid)
@@ -122,9 +128,7 @@ def test_versions_an_execution_whose_version_was_removed_fails_naming_it_and_run
 def test_versions_an_execution_whose_whole_workflow_was_removed_fails_version_missing_and_runs_again_once_it_is_back():
     # given: a version-1 execution asleep; a deploy drops the workflow altogether (another one stays)
     j = Journal()
-    runner = LocalRunner(deployed(lambda r: v1(r, j)))
-    eid = runner.start(NAME, {})
-    runner.run_until(eid, "SLEEPING")
+    runner, eid = asleep_on_v1(j)
 
     def other(r):
         @workflow("unrelated", registry=r)
@@ -332,9 +336,7 @@ def _die_inside(runner: LocalRunner, step_name: str, done=None) -> list[int]:
 def test_versions_a_worker_killed_inside_a_step_after_a_deploy_reruns_the_pinned_versions_step():
     # given: version 1 asleep; version 2 deployed; the worker dies inside b (after its side effect)
     j = Journal()
-    runner = LocalRunner(deployed(lambda r: v1(r, j)))
-    eid = runner.start(NAME, {})
-    runner.run_until(eid, "SLEEPING")
+    runner, eid = asleep_on_v1(j)
     runner.deploy(deployed(lambda r: v1(r, j), lambda r: v2(r, j)))
     assert _die_inside(runner, "b") == [1]
     # when: the claim's lease runs out and the sweeper re-drives it
@@ -944,9 +946,7 @@ def test_versions_a_redrive_of_a_waiting_execution_whose_version_is_gone_says_ho
 def test_versions_a_redrive_of_a_sleeping_execution_whose_definition_changed_says_it_changed():
     # given: a version-1 execution sleeps; a same-version redeploy renames the step after the sleep
     j = Journal()
-    runner = LocalRunner(deployed(lambda r: v1(r, j)))
-    eid = runner.start(NAME, {})
-    runner.run_until(eid, "SLEEPING")
+    runner, eid = asleep_on_v1(j)
 
     def renamed(r):
         @workflow(NAME, registry=r)
