@@ -413,6 +413,13 @@ def test_timeline_names_a_step_that_fanned_out_by_its_branches_when_nothing_else
     # and the branch that never ran is skipped, not waiting for an attempt that will not come
     assert re.search(r'<tr class="t-skipped"><td class="idx">1</td><td class="state">skipped</td>', html), html
     assert "next attempt" not in html
+    # and: branches with no row never began (max_concurrency held them back), as `loom history` says
+    assert "a branch with no row here never started (the execution ended first)" in html
+    done = e.model_copy(update={"status": "COMPLETED"})
+    finished = History.model_validate({"execution_id": "e-1", "steps": [
+        {"step_index": 1, "name": "resize", "kind": "fanout", "status": "SUCCEEDED", "attempts": 1},
+        {"step_index": 1, "branch": 0, "kind": "branch", "name": "resize", "status": "SUCCEEDED", "attempts": 1}]})
+    assert "never started" not in timeline(done, finished, None)
 
 
 def test_timeline_of_a_wait_whose_definition_is_not_deployed_says_so_instead_of_a_question_mark():

@@ -141,7 +141,7 @@ def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecor
             body += json_block(r.result)
     if is_current and status == "FAILED" and r is None:
         body += error_block(e.error)
-    body += _branches(branches, now, e.ended)
+    body += _branches(branches, now, e.ended, cut_short=e.ended and (r is None or r.status != "SUCCEEDED"))
     mark = ""
     if kind not in ("step", "sleep"):
         mark += f'<span class="kind">{esc(kind)}</span>'
@@ -157,11 +157,15 @@ BRANCHES_SHOWN_OPEN = 8
 """More branches than this are listed collapsed (a map over 1,000 items), opened when one failed."""
 
 
-def _branches(branches: list[BranchRecord], now, ended: bool = False) -> str:
+def _branches(branches: list[BranchRecord], now, ended: bool = False, cut_short: bool = False) -> str:
+    """The step's branches; ``cut_short``: the execution ended before the step did, so under
+    ``max_concurrency`` later branches may never have begun (they have no row: said so)."""
     if not branches:
         return ""
     rows = "".join(_branch_row(b, now, ended) for b in sorted(branches, key=lambda x: x.branch))
     rows = f'<table class="branches"><tbody>{rows}</tbody></table>'
+    if cut_short:
+        rows += '<p class="hint">a branch with no row here never started (the execution ended first)</p>'
     summary = fanout_summary(branches)
     text = summary.states_text()
     if len(branches) <= BRANCHES_SHOWN_OPEN:
