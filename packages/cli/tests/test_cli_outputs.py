@@ -385,15 +385,15 @@ def test_status_of_a_wait_whose_definition_is_not_deployed_says_so_instead_of_no
                      r"here", out, re.M), out
 
 
-def test_status_says_the_attempts_row_counts_every_step_and_gives_the_current_steps_own(control_plane, capsys):
+def test_status_says_the_attempts_row_is_the_executions_total_and_gives_the_current_steps_own(control_plane, capsys):
     # given: a step on its 2nd attempt after 4 attempts in all (earlier steps retried too)
     control_plane.add(execution_doc("a-1", status="RUNNING", step=2, total_attempts=5, attempt=2))
     control_plane.add(execution_doc("a-2", status="COMPLETED", step=4, total_attempts=5, attempt=1))
     # when / then
     code, out, _ = run(capsys, "--url", control_plane.url, "status", "a-1")
-    assert code == 0 and re.search(r"^attempts\s+5 \(all steps; this step's: 2\)$", out, re.M), out
+    assert code == 0 and re.search(r"^attempts\s+5 in all \(this step's: 2\)$", out, re.M), out
     code, out, _ = run(capsys, "--url", control_plane.url, "status", "a-2")
-    assert code == 0 and re.search(r"^attempts\s+5 \(all steps\)$", out, re.M), out
+    assert code == 0 and re.search(r"^attempts\s+5 in all$", out, re.M), out
 
 
 def test_status_and_wake_of_an_execution_whose_version_is_not_deployed_say_it_cannot_go_on(control_plane, capsys):

@@ -460,3 +460,57 @@ def test_loom_dev_warns_at_start_of_live_executions_on_a_version_it_does_not_ser
     assert code == 0
     assert ("loom dev: warning: version 1 of workflow 'greet' is not in this build, but 1 live execution(s) run on "
             "version 1") in err and "loom redrive ID --to-version N" in err, err
+
+
+def test_loom_dev_on_a_module_that_is_broken_or_missing_says_which(tmp_path, monkeypatch):
+    from engine_core import ConfigurationError
+
+    from loom_lite.cli import load_workflows
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken_flows.py").write_text("def hello(ctx)\n    return {}\n")
+    # when / then: a module that was found and raised on import is not sent looking for a path
+    with pytest.raises(ConfigurationError) as broken:
+        load_workflows([str(tmp_path / "broken_flows.py")], entry_points=False, registry=Registry())
+    assert "SyntaxError" in str(broken.value) and "the module was found" in str(broken.value)
+    assert "importable from" not in str(broken.value)
+    # and: a name that is nowhere says where it looked
+    with pytest.raises(ConfigurationError) as missing:
+        load_workflows(["no_such_flows_module"], entry_points=False, registry=Registry())
+    assert f"importable from {tmp_path}" in str(missing.value)
+
+
+def test_stopping_the_second_loom_dev_hands_the_state_file_back_to_the_first_still_running(tmp_path, state_file):
+    import subprocess
+    import sys
+
+    from loom_lite import state
+
+    def sleeper():
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+
+    # given: a loom dev (this process) recorded itself, then a second one (a child) replaced its record
+    second = sleeper()
+    try:
+        state.record("http://127.0.0.1:1001", tmp_path / "a.db")
+        state.record("http://127.0.0.1:1002", tmp_path / "b.db", pid=second.pid)
+        assert json.loads(state_file.read_text())["url"] == "http://127.0.0.1:1002"
+        # when: the second stops cleanly
+        state.forget(second.pid)
+        # then: the first, still running, is found again (it was reported missing: "start Loom")
+        assert json.loads(state_file.read_text())["url"] == "http://127.0.0.1:1001"
+        assert LoomClient().url.startswith("http://127.0.0.1:1001")
+    finally:
+        second.kill()
+        second.wait()
+    # and: a replaced record whose process is gone is not handed back
+    third = sleeper()
+    try:
+        state_file.write_text(json.dumps({"kind": "lite", "url": "http://127.0.0.1:1003", "pids": {"runtime": second.pid}}))
+        state.record("http://127.0.0.1:1004", tmp_path / "d.db", pid=third.pid)
+        assert "previous" not in json.loads(state_file.read_text())
+        state.forget(third.pid)
+        assert not state_file.exists()
+    finally:
+        third.kill()
+        third.wait()

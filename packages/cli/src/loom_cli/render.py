@@ -42,8 +42,8 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         ["execution_id", e.execution_id], ["workflow", e.workflow], ["status", e.status],
         ["current step", where(e, wf)],
         ["pinned to", f"version {e.workflow_version}" + (": " + " > ".join(e.steps) if e.steps else "")],
-        ["revision", f"{e.version} (the execution record's; not a workflow version)"], ["attempts", f"{e.total_attempts} (all steps; this step's: {e.attempt})" if e.attempt
-                     and e.status not in ("COMPLETED", "CANCELLED") else f"{e.total_attempts} (all steps)"],
+        ["revision", f"{e.version} (the execution record's; not a workflow version)"], ["attempts", f"{e.total_attempts} in all (this step's: {e.attempt})" if e.attempt
+                     and e.status not in ("COMPLETED", "CANCELLED") else f"{e.total_attempts} in all"],
         ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer})"],
         ["created", e.created_at], ["updated", e.updated_at], ["started by", e.started_by],
     ]

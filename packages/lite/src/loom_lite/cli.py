@@ -57,8 +57,11 @@ def load_workflows(modules: list[str], entry_points: bool = True, registry: Regi
         except RegistrationError:
             raise
         except Exception as exc:
-            raise ConfigurationError(f"cannot import workflow module {name!r}: {type(exc).__name__}: {exc} (a module "
-                                     f"importable from {here}, or a .py file)") from exc
+            missing = isinstance(exc, FileNotFoundError) or (  # not found, as opposed to found and broken
+                isinstance(exc, ModuleNotFoundError) and exc.name is not None and name.startswith(exc.name))
+            hint = f" (a module importable from {here}, or a .py file)" if missing else (
+                ": the module was found, and importing it raised this; fix it and start again")
+            raise ConfigurationError(f"cannot import workflow module {name!r}: {type(exc).__name__}: {exc}{hint}") from exc
         registry.include(module)  # ``registry = Registry()`` at its top level: served as well
         if fresh and registry.registrations == before:  # (an earlier import registered what a module has)
             raise ConfigurationError(
