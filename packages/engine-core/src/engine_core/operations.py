@@ -213,11 +213,14 @@ class Operator(Reader):
             branches = [b for b in page.records if isinstance(b, Branch)]
             kept = [b for b in branches if b.status is BranchStatus.SUCCEEDED and this_run(e, [b], "updated_at")]
             if kept:
+                own = (f"without --to-version (version {e.workflow_version} is deployed)"
+                       if e.workflow_version in self.life.registry.versions(e.workflow)
+                       else f"on version {e.workflow_version} (deploy it again)")
                 raise ExecutionStateConflictError("steps_differ", (
                     f"execution {e.execution_id} failed at step {e.current_step} {pin.name!r}, which version {version} "
                     f"{change}, and branch {kept[0].branch} of it already succeeded on version {e.workflow_version}: a "
                     f"redrive keeps such branches, so their results would pass for version {version}'s. Redrive it "
-                    f"on version {e.workflow_version} (deploy it again), or start a new execution"), e.status.value)
+                    f"{own}, or start a new execution"), e.status.value)
             if page.after is None or not branches:
                 return
             after = branches[-1].branch

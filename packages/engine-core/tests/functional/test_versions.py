@@ -841,7 +841,7 @@ def test_versions_redrive_onto_a_version_that_changed_the_failed_map_is_refused_
     # then: refused, naming the step, what changed and a branch that would pass for version 2's; nothing written
     message = str(refused.value)
     assert refused.value.code == "steps_differ", message
-    assert "step 1 'm', which version 2 changed its branches" in message and "on version 1 (deploy it again)" in message
+    assert "step 1 'm', which version 2 changed its branches" in message and "without --to-version (version 1 is deployed)" in message
     assert runner.engine.get(eid).version == failed.version
     # and: onto a version whose map is unchanged (a fixed branch function), the kept branches do not run again
     runner.deploy(deployed(over("items", 1), over("items", 3)))
