@@ -458,8 +458,9 @@ def test_loom_dev_warns_at_start_of_live_executions_on_a_version_it_does_not_ser
     # then: it says which executions it strands and what to do, before they fail one by one
     err = capsys.readouterr().err
     assert code == 0
-    assert ("loom dev: warning: version 1 of workflow 'greet' is not in this build, but 1 live execution(s) run on "
-            "version 1") in err and "loom redrive ID --to-version N" in err, err
+    assert ("loom dev: warning: 1 live execution(s) run on version 1 of workflow 'greet', which this process does not "
+            "serve: each fails at its next delivery (workflow_version_missing)") in err, err
+    assert "keep its @workflow('greet', version=1) registered" in err and "loom redrive ID --to-version N" in err
 
 
 def test_loom_dev_on_a_module_that_is_broken_or_missing_says_which(tmp_path, monkeypatch):

@@ -77,7 +77,7 @@ class Dropped:
     def describe(self) -> str:
         what = f"workflow {self.workflow!r}" if self.workflow_gone else f"version {self.version} of workflow {self.workflow!r}"
         return (f"{what} is not in this build, but {self.live} live execution(s) run on version {self.version}: "
-                f"they would fail at their next delivery ({'workflow_definition_mismatch' if self.workflow_gone else 'workflow_version_missing'})")
+                "they would fail at their next delivery (workflow_version_missing)")
 
 
 def dropped(counts: LiveCounts, deploying: dict[str, list[int]]) -> list[Dropped]:

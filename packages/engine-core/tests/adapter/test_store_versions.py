@@ -43,8 +43,11 @@ def test_store_live_counts_read_each_live_executions_version_and_leave_ended_one
     assert [d.describe() for d in dropped(counts, {"wf": [2]})] == [
         "version 1 of workflow 'wf' is not in this build, but 2 live execution(s) run on version 1: they would fail "
         "at their next delivery (workflow_version_missing)"]
-    assert [(d.workflow, d.version, d.live, d.workflow_gone) for d in dropped(counts, {})] == [
-        ("wf", 1, 2, True), ("wf", 2, 1, True)]
+    gone = dropped(counts, {})
+    assert [(d.workflow, d.version, d.live, d.workflow_gone) for d in gone] == [("wf", 1, 2, True), ("wf", 2, 1, True)]
+    # a workflow dropped altogether fails its executions as a missing version does (DESIGN.md, "A workflow removed")
+    assert gone[0].describe() == ("workflow 'wf' is not in this build, but 2 live execution(s) run on version 1: they "
+                                  "would fail at their next delivery (workflow_version_missing)")
     assert dropped(counts, {"wf": [1, 2]}) == []
     # a cap stops the count and says so
     capped = live_counts(store, getattr(store, "shards", 1), T0, cap=2)

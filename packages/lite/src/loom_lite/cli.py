@@ -132,8 +132,11 @@ def serve(args: argparse.Namespace) -> int:
         names = ", ".join(registry.names())
         print(f"{UP_LINE} {runtime.url}  store {config.db}  workflows: {names}  (Ctrl-C stops it)", flush=True)
         for d in runtime.stranded():
-            print(f"loom dev: warning: {d.describe()}; serve that version again beside the new one, or redrive "
-                  "each failed one onto a version this process serves (loom redrive ID --to-version N)",
+            what = f"workflow {d.workflow!r}, which" if d.workflow_gone else f"version {d.version} of workflow {d.workflow!r}, which"
+            print(f"loom dev: warning: {d.live} live execution(s) run on {what} this process does not serve: each fails "
+                  "at its next delivery (workflow_version_missing); "
+                  f"serve version {d.version} beside the new one (keep its @workflow({d.workflow!r}, version={d.version}) "
+                  "registered), or redrive each failed one onto a version served here (loom redrive ID --to-version N)",
                   file=sys.stderr, flush=True)
         if os.environ.get("LOOM_SCHEDULES", "").strip() not in ("", "[]"):
             print("loom dev: LOOM_SCHEDULES is set, but nothing fires schedules here (EventBridge Scheduler fires "
