@@ -177,8 +177,8 @@ class FakeControlPlane:
             if parts[2:] == ["wake"] and method == "POST":
                 if e["status"] not in LIVE:
                     return 409, ended
-                if e.get("timer") not in ("sleep", "retry"):
-                    return 409, {"error": "not_waiting", "message": "nothing to wake: no sleep or retry backoff",
+                if e.get("timer") not in ("sleep", "retry", "event"):
+                    return 409, {"error": "not_waiting", "message": "nothing to wake: no sleep, retry backoff or event wait",
                                  "execution_status": e["status"]}
                 e.update(status="RUNNING", timer="lease", version=e["version"] + 1)
                 return 200, copy.deepcopy(e)

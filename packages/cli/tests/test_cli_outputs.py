@@ -410,3 +410,20 @@ def test_status_and_wake_of_an_execution_whose_version_is_not_deployed_say_it_ca
     code, out, _ = run(capsys, "--url", control_plane.url, "wake", "v-1")
     assert code == 0 and "woken: its version 1 is not deployed here (workflow_version_missing)" in out, out
     assert "runs next" not in out
+
+
+@pytest.mark.parametrize("deployed", [True, False])
+def test_wake_of_a_wait_prints_one_line_saying_what_the_wake_does(control_plane, capsys, deployed):
+    # given: an execution waiting for "approved", its version deployed here or not
+    problem = None if deployed else {"code": "workflow_version_missing", "message": "version 1 ... not deployed"}
+    control_plane.add(execution_doc("w-9", "expense_approval", "WAITING", 1, timer="event", workflow_version=1,
+                                    waiting_for={"event": "approved" if deployed else None,
+                                                 "timeout_at": "2999-01-01T00:00:00Z"}, cannot_run=problem))
+    # when
+    code, out, _ = run(capsys, "--url", control_plane.url, "wake", "w-9")
+    # then: the timeout it brings on, or the failure, never both
+    assert code == 0 and len(out.strip().splitlines()) == 1, out
+    if deployed:
+        assert "woken: the wait for event approved at step 1/3 wait_approved timed out now" in out, out
+    else:
+        assert "woken: its version 1 is not deployed here (workflow_version_missing)" in out and "timed out" not in out

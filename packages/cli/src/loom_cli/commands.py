@@ -142,6 +142,7 @@ def wake(client: LoomClient, args) -> int:
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: its version {before.workflow_version} is not "
               f"deployed here ({before.cannot_run.code}), so the delivery that comes now fails it; then `loom redrive "
               f"{e.execution_id} --to-version N` moves it onto a deployed version (loom workflows lists them)")
+    elif before.status == "WAITING":
         event = before.waiting_for.event if before.waiting_for else None
         what = f"the wait for event {event}" if event else f"the wait ({UNNAMED_WAIT})"
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: {what} at step {step_label(before)} timed out "
