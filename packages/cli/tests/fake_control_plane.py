@@ -165,6 +165,8 @@ class FakeControlPlane:
             if parts[2:] == ["cancel"] and method == "POST":
                 if e["status"] not in LIVE:
                     return (200, copy.deepcopy(e)) if e["status"] == "CANCELLED" else (409, ended)
+                if e.get("compensating"):  # already undoing (a failure, or an earlier cancel): answered unchanged
+                    return 200, copy.deepcopy(e)
                 e.update(status="CANCELLED", cancelled_by="local", cancel_reason=(body or {}).get("reason"),
                          next_wake_at=None, timer=None, version=e["version"] + 1)
                 return 200, copy.deepcopy(e)

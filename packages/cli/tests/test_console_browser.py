@@ -170,3 +170,17 @@ def test_the_start_forms_patterns_compile_in_chromium_and_check_the_value(page, 
     refused = page.evaluate("""(ps) => ps.filter(p => { try { new RegExp('^(?:' + p + ')$', 'v'); return false; }
                                                          catch (e) { return true; } })""", list(translated.values()))
     assert refused == [], refused
+
+
+def test_a_cancel_of_an_execution_undoing_a_failure_says_it_changed_nothing(page, control_plane):
+    # given: an execution that failed at step 3 and is undoing its completed steps
+    control_plane.add(execution_doc("u-1", status="RUNNING", step=1, compensating=True, failed_step=3,
+                                    error={"code": "permanent_error", "message": "the carrier refuses"}))
+    page.goto(page.console_url + "/executions/u-1")
+    # when: the operator cancels it
+    page.click('button[data-action="cancel"]')
+    confirm(page, "Cancel this execution?")
+    # then: the API answered it unchanged, and the page says so (it said "Cancelled by -.")
+    page.wait_for_selector("#banner.ok")
+    banner = page.inner_text("#banner")
+    assert "Not cancelled: it is already undoing its completed steps" in banner and "Cancelled by" not in banner

@@ -133,7 +133,9 @@ TOOLS = [
     ToolSpec("cancel_execution", "Cancel an execution",
              "End a live execution CANCELLED: a sleeping or waiting one stops at once; a step body that is running "
              "finishes, but nothing after it runs; steps with compensations are undone first (compensating). "
-             "Cancelling a CANCELLED execution again changes nothing; another ended one is refused "
+             "Cancelling a CANCELLED execution again changes nothing, nor does cancelling one already undoing its "
+             "steps after a failure (compensating true, cancelled_by null in the answer: it ends FAILED); another "
+             "ended one is refused "
              "(execution_ended), and so is one whose version is not deployed and that completed steps with "
              "compensations (definition_changed: the version must be deployed again first). Returns the execution.",
              _obj({"execution_id": _ID, "reason": {"type": "string", "description": "Why; kept in its history."}},

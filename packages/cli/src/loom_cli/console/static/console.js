@@ -135,6 +135,7 @@
         const reason = $("#act-reason").value.trim();
         const e = await api("POST", "/executions/" + encodeURIComponent(id) + "/cancel", reason ? { reason } : undefined);
         if (e.cancel_requested) return "Cancel requested by " + esc(e.cancelled_by || "-") + ": it takes effect when the running attempt ends.";
+        if (e.compensating && !e.cancelled_by) return "Not cancelled: it is already undoing its completed steps after a failure, and ends FAILED once they are undone; the cancel changes nothing.";
         return "Cancelled by " + esc(e.cancelled_by || "-") + ".";
       }),
     wake: (id) => confirmAction("Wake it now?", "<p>The current sleep or retry backoff ends now and the step runs.</p>",
