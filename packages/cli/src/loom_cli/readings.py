@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 from .sdk.models import BranchRecord, Execution, History, StepRecord, Workflow
 
-UNNAMED_WAIT = ("an event this deployment cannot name: the definition it waits on is not deployed here (`loom "
-                "workflows` says which version); its next delivery fails it, a send or `loom wake` brings that on")
+UNNAMED_WAIT = ("an event this deployment cannot name: the definition it waits on is not deployed here, or changed "
+                "under it (`loom workflows` lists what is); its next delivery fails it, a send or `loom wake` brings "
+                "that on")
 """What a WAITING execution waits for when the API cannot name the event (``waiting_for.event`` null)."""
 
 
