@@ -31,10 +31,10 @@ def registry_of(*names: str) -> Registry:
 def record_other(db, pid: int, serves: list[str], seen: float | None = None, host: str | None = None,
                  started: str | None = None) -> None:
     """Another process's record, as its runtime writes it."""
-    from loom_lite.peers import _process
+    from loom_cli.sdk.locate import process_on_this_host
 
     host = host or socket.gethostname()
-    found = _process(pid) if host == socket.gethostname() else None
+    found = process_on_this_host(pid) if host == socket.gethostname() else None
     conn = sqlite3.connect(db)
     conn.execute("INSERT OR REPLACE INTO loom_meta (key, value) VALUES (?, ?)", (
         f"lite.process.{host}.{pid}",

@@ -14,6 +14,7 @@ failed message or notice left.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import re
 import uuid
@@ -171,9 +172,10 @@ class Operator(Reader):
             raise ExecutionStateConflictError(
                 "corrupt_state", f"execution {e.execution_id} failed because its stored state is unreadable; "
                 "a redrive would run on state Loom cannot trust. Start a new execution", e.status.value)
-        onto = redrive_onto(self.life.registry, e, to_version, read_pins(self.life.store, e.execution_id))
+        pins = functools.cache(read_pins(self.life.store, e.execution_id))  # read once, if at all
+        onto = redrive_onto(self.life.registry, e, to_version, pins)
         if onto and not is_code_first(e):
-            self._refuse_mixed_branches(e, onto["workflow_version"])
+            self._refuse_mixed_branches(e, onto["workflow_version"], pins)
         failed = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == e.current_step
                        and r.kind != "compensation"), None)
         version = onto.get("workflow_version", e.workflow_version)
@@ -196,12 +198,12 @@ class Operator(Reader):
         self._after(applied, "redrive", by, None, detail, send=True)
         return applied
 
-    def _refuse_mixed_branches(self, e: Execution, version: int) -> None:
+    def _refuse_mixed_branches(self, e: Execution, version: int, pins: Callable[[], str | None]) -> None:
         """A redrive onto ``version`` keeps the failed step's branches that succeeded (they do not run again);
         when that version changed the fan-out itself, they would be handed on as its results: refused."""
         target = self.life.registry.get(e.workflow, version)
         step = target.steps[e.current_step]
-        pin = pinned_step(self.life.registry, e, e.current_step, read_pins(self.life.store, e.execution_id))
+        pin = pinned_step(self.life.registry, e, e.current_step, pins)
         if pin is None or "fanout" not in (pin.kind, step.kind.kind):
             return
         change = step_change(pin, step, target.step_prints[e.current_step])

@@ -117,19 +117,25 @@ def step_change(pin: PinnedStep, step: StepDef, digest: str) -> str | None:
     return f"changed {_SHAPE.get(pin.kind, 'its shape')}"
 
 
+def started_with(registry: Registry, e: Execution, load_pins: Callable[[], str | None]) -> list[PinnedStep] | None:
+    """The step list the step-list execution ``e`` started with: its pinned digests, or its own version's list
+    while that is deployed unchanged (None when neither says)."""
+    pins = decode_pins(e.pinned_steps if e.pinned_steps is not None else load_pins(), e.fingerprint)
+    if pins is not None:
+        return pins
+    try:
+        own = registry.get(e.workflow, e.workflow_version)
+    except UnknownWorkflowError:
+        return None
+    if own.code is not None or own.fingerprint != e.fingerprint:
+        return None
+    return [PinnedStep(s.name, s.kind.kind, d) for s, d in zip(own.steps, own.step_prints)]
+
+
 def pinned_step(registry: Registry, e: Execution, index: int, load_pins: Callable[[], str | None]) -> PinnedStep | None:
     """Step ``index`` as the step-list execution ``e`` started with it (None when nothing says)."""
-    text = e.pinned_steps if e.pinned_steps is not None else load_pins()
-    pins = decode_pins(text, e.fingerprint)
-    if pins is None:
-        try:
-            own = registry.get(e.workflow, e.workflow_version)
-        except UnknownWorkflowError:
-            return None
-        if own.code is not None or own.fingerprint != e.fingerprint:
-            return None
-        pins = [PinnedStep(s.name, s.kind.kind, d) for s, d in zip(own.steps, own.step_prints)]
-    return pins[index] if 0 <= index < len(pins) else None
+    pins = started_with(registry, e, load_pins)
+    return pins[index] if pins is not None and 0 <= index < len(pins) else None
 
 
 def pinned_view(wf: WorkflowDef, e: Execution, length: int) -> WorkflowDef:
@@ -217,10 +223,7 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
         own: WorkflowDef | None = registry.get(e.workflow, e.workflow_version)
     except UnknownWorkflowError:
         own = None
-    text = e.pinned_steps if e.pinned_steps is not None else load_pins()
-    pins = decode_pins(text, e.fingerprint)
-    if pins is None and own is not None and own.code is None and own.fingerprint == e.fingerprint:
-        pins = [PinnedStep(s.name, s.kind.kind, d) for s, d in zip(own.steps, own.step_prints)]
+    pins = started_with(registry, e, load_pins)
     code_first = is_code_first(e)  # from its fingerprint: its own version need not be deployed here
     if not code_first and own is None and pins is None:
         raise ExecutionStateConflictError("steps_differ", (
@@ -250,5 +253,5 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
 
 
 __all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "decode_pins", "is_code_first", "pinned_definition", "pinned_view",
-           "pinned_step", "pins_of", "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve",
+           "pinned_step", "pins_of", "started_with", "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve",
            "step_change"]

@@ -22,6 +22,7 @@ from typing import Any
 
 from engine_core import Registry
 from engine_core.settings import ConfigurationError
+from loom_cli.sdk.locate import process_on_this_host
 
 PREFIX = "lite.process."
 BEAT_S = 10.0
@@ -35,32 +36,12 @@ def catalogue(registry: Registry) -> list[str]:
     return sorted(f"{w.name} v{w.version} {w.fingerprint}" for w in registry.all_versions())
 
 
-def _process(pid: int) -> tuple[str, str] | None:
-    """(state, start time) of a process on this host from ``/proc``, None when there is none; ("?", "") where
-    ``/proc`` is not (any process ``kill(pid, 0)`` finds counts then)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return fields[0].decode(), fields[19].decode()  # state, starttime (clock ticks since boot)
-    except FileNotFoundError:
-        return None
-    except (OSError, IndexError, ValueError):
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except OSError:
-        pass  # another user's process: it is there
-    return "?", ""
-
-
 def _alive(record: dict[str, Any], now: float) -> bool:
     """On this host: its process exists, is not a zombie (killed, not yet reaped) and is the one that wrote
     the record (the same start time: not a reused pid). On another host (a file shared over a network file
     system, which SQLite's locks do not make safe): renewed within ``LIVE_S``, or three of its renewals."""
     if record.get("host") == socket.gethostname() and isinstance(record.get("pid"), int):
-        found = _process(record["pid"])
+        found = process_on_this_host(record["pid"])
         if found is None or found[0] in ("Z", "X"):
             return False
         return not (found[1] and record.get("started") and found[1] != record["started"])
@@ -90,7 +71,7 @@ class Peers:
         self.key = f"{PREFIX}{socket.gethostname()}.{os.getpid()}"
         self.renew_s = max(BEAT_S, renew_s)
         """How often this runtime renews its record: at its sweeper's tick, at most every ``BEAT_S``."""
-        found = _process(os.getpid())
+        found = process_on_this_host(os.getpid())
         self.started = found[1] if found else ""
         self._beaten = 0.0
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loom_cli.sdk.locate import state_file
+from loom_cli.sdk.locate import is_running, state_file
 
 KIND = "lite"
 
@@ -69,20 +69,10 @@ def _running(found: Any) -> dict[str, Any] | None:
     """The newest record in ``found``'s chain whose process runs on this host (None: none does)."""
     while isinstance(found, dict):
         pids = found.get("pids")
-        if isinstance(pids, dict) and any(isinstance(p, int) and p > 0 and _alive(p) for p in pids.values()):
+        if isinstance(pids, dict) and any(isinstance(p, int) and p > 0 and is_running(p) for p in pids.values()):
             return found
         found = found.get("previous")
     return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another user's process: it is there
-    return True
 
 
 def _trimmed(found: dict[str, Any], depth: int) -> dict[str, Any]:

@@ -72,35 +72,52 @@ def _check_lite_alive(state: dict[str, Any]) -> None:
     pid = pids.get("runtime") if isinstance(pids, dict) else None
     if state.get("kind") != "lite" or not isinstance(pid, int) or pid <= 0:
         return
-    try:
-        os.kill(pid, 0)
-        gone = not _same_process(pid, state.get("started_at"))
-    except ProcessLookupError:
-        gone = True
-    except OSError:
-        return  # another user's process: it is there
-    if gone:
+    if not _same_process(pid, state.get("started_at")):
         raise LoomError(UNREACHABLE, f"the `loom dev` recorded in {state_file()} (pid {pid}, on "
                                      f"{state.get('db', 'its file')}) is not running any more: start it again "
                                      f"(`loom dev <workflows>`; what it had in hand resumes), or pass --url")
 
 
-def _same_process(pid: int, recorded_at: Any) -> bool:
-    """Whether ``pid`` is still the process that wrote the record: not a zombie (killed, not yet reaped) and
-    not started after the record was written (a reused pid). True where ``/proc`` cannot say."""
+def process_on_this_host(pid: int) -> tuple[str, str] | None:
+    """(state, start time) of a process on this host from ``/proc``, None when there is none; ("?", "") where
+    ``/proc`` cannot say (any process ``kill(pid, 0)`` finds counts then, another user's too)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        if fields[0] in (b"Z", b"X"):
-            return False
-        if not isinstance(recorded_at, (int, float)):
-            return True
+        return fields[0].decode(), fields[19].decode()  # state, starttime (clock ticks since boot)
+    except FileNotFoundError:
+        return None
+    except (OSError, IndexError, ValueError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass  # another user's process: it is there
+    return "?", ""
+
+
+def is_running(pid: int) -> bool:
+    """A process on this host with that pid, not a zombie (killed, not yet reaped)."""
+    found = process_on_this_host(pid)
+    return found is not None and found[0] not in ("Z", "X")
+
+
+def _same_process(pid: int, recorded_at: Any) -> bool:
+    """Whether ``pid`` is still the process that wrote the record: running (not a zombie) and not started
+    after the record was written (a reused pid). True where ``/proc`` cannot say."""
+    found = process_on_this_host(pid)
+    if found is None or found[0] in ("Z", "X"):
+        return False
+    if not found[1] or not isinstance(recorded_at, (int, float)):
+        return True
+    try:
         with open("/proc/stat", "rb") as f:
             boot = next(float(line.split()[1]) for line in f if line.startswith(b"btime "))
-        started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-        return started <= recorded_at + 2  # btime is whole seconds
     except (OSError, IndexError, ValueError, StopIteration):
         return True
+    return boot + int(found[1]) / os.sysconf("SC_CLK_TCK") <= recorded_at + 2  # btime is whole seconds
 
 
 def terraform_outputs(env_dir: Path) -> dict[str, Any]:
