@@ -346,7 +346,7 @@ def test_history_reads_every_page(api, capsys):
     assert len(api.requests) == 3
     assert main(["--url", api.url, "history", EID]) == 0
     out = capsys.readouterr().out
-    assert "s4" in out and "redrive" in out and "after import_rows failed (1 attempts): permanent_error: row 2" in out
+    assert "s4" in out and "redrive" in out and "after import_rows failed (1 attempt): permanent_error: row 2" in out
 
 
 def test_history_names_the_versions_of_a_redrive_onto_another_version(api, capsys):
@@ -360,7 +360,7 @@ def test_history_names_the_versions_of_a_redrive_onto_another_version(api, capsy
     api.extra_route = route
     assert main(["--url", api.url, "history", EID]) == 0
     out = capsys.readouterr().out
-    assert "onto version 2 from 1; after import_rows failed (1 attempts)" in out, out
+    assert "onto version 2 from 1; after import_rows failed (1 attempt)" in out, out
 
 
 class Script:
@@ -479,3 +479,24 @@ def test_cancel_of_an_execution_undoing_a_failure_says_the_cancel_changed_nothin
     assert out == (f"{EID}  fragile_import  RUNNING  not cancelled: it is already undoing its completed steps "
                    "because step 2/4 import_rows failed (permanent_error), and ends FAILED once they are undone; "
                    "the cancel changes nothing (loom watch follows it)"), out
+
+
+def test_history_of_a_redrive_after_a_failure_no_step_attempt_made_names_where_it_stood_not_unknown_attempts(api, capsys):
+    # given: a redrive of an execution failed workflow_version_missing (no step's attempts failed it: the engine's
+    # operation detail has no step name and no attempts)
+    missing = {**REDRIVE_OP, "detail": {"step_index": 1, "error": {"code": "workflow_version_missing",
+                                                                    "message": "version 1 is not deployed"},
+                                        "from_version": 1, "to_version": 2}}
+
+    def route(m, p, q, b):
+        if p.endswith("/history"):
+            return 200, {"execution_id": EID, "steps": [_record(0)], "operations": [missing], "next_token": None}
+        return None
+
+    api.extra_route = route
+    # when
+    assert main(["--url", api.url, "history", EID]) == 0
+    out = capsys.readouterr().out
+    # then: where it stood, without an attempt count it never had
+    assert "onto version 2 from 1; after it failed at step 1: workflow_version_missing: version 1 is not deployed" in out, out
+    assert "?" not in out.split("workflow_version_missing")[0].rsplit("\n", 1)[-1], out

@@ -101,6 +101,11 @@ def test_status_of_an_execution_whose_version_is_not_deployed_still_shows_its_pi
     # and: while it sleeps, what its next delivery will fail it with (once failed, the error says it)
     assert asleep["cannot_run"]["code"] == "workflow_version_missing", asleep.get("cannot_run")
     assert "version 1" in asleep["cannot_run"]["message"] and "cannot_run" not in view
+    # and: what moves it as it is (live: a wake first; a redrive is refused until it failed), and once failed,
+    # the failure's own remedy (a redrive)
+    assert "Its next delivery fails it" in asleep["cannot_run"]["message"], asleep["cannot_run"]
+    assert "fail it now (loom wake ID) and redrive it onto a deployed version" in asleep["cannot_run"]["message"]
+    assert "and redrive it, or redrive it onto" in view["error"]["message"], view["error"]
 
 
 def test_get_workflows_lists_each_version_with_its_live_executions_and_live_ones_on_undeployed_versions(setup):

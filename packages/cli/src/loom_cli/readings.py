@@ -94,6 +94,17 @@ def fanout_summary(branches: list[BranchRecord]) -> FanOutSummary:
     return FanOutSummary(len(branches), dict(states), attempts, retried)
 
 
+def redriven_after(detail: dict) -> str:
+    """What a redrive operation says of the failure it left behind, its error aside: the step and its attempts,
+    or only where it stood when no step's attempts failed it (its version not deployed, a replay that went
+    another way)."""
+    step = detail.get("step_name", detail.get("step_index"))
+    if detail.get("attempts") is None:
+        return "after it failed" + ("" if step is None else f" at step {step}")
+    n = detail["attempts"]
+    return f"after {step} failed ({n} attempt{'s' if n != 1 else ''})"
+
+
 def attempts_text(attempts: int) -> str:
     return f"{attempts} attempt{'s' if attempts != 1 else ''}" + (" (retried)" if attempts > 1 else "")
 

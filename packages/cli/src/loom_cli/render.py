@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from .prices import WORKER_MEMORY_MB, ledger_usd, usd_text
-from .readings import UNNAMED_WAIT, fanout_summary, where
+from .readings import UNNAMED_WAIT, fanout_summary, redriven_after, where
 from .sdk.models import BranchRecord, Cost, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
 
 CONTEXT_SHOWN = 400
@@ -189,8 +189,7 @@ def operations_table(h: History) -> str:
         error = detail.get("error") if isinstance(detail.get("error"), dict) else None
         what = op.reason
         if error:  # a redrive: the failure it left behind
-            what = f"after {detail.get('step_name', detail.get('step_index'))} failed " \
-                   f"({detail.get('attempts', '?')} attempts): {error.get('code')}: {error.get('message')}"
+            what = f"{redriven_after(detail)}: {error.get('code')}: {error.get('message')}"
         elif op.op == "wake":
             what = f"skipped the {detail.get('was')} due {detail.get('due')}"
         if "to_version" in detail:  # a redrive onto another version

@@ -27,7 +27,7 @@ from engine_core.model import (
     StepRecord,
 )
 from engine_core.registry import Registry, WorkflowDef
-from engine_core.versions import decode_pins, is_code_first, pinned_definition, resolve
+from engine_core.versions import cannot_go_on, decode_pins, is_code_first, pinned_definition
 from pydantic import BaseModel, ConfigDict, Field
 
 BRANCH_RESULT_SHOWN_BYTES = 2048
@@ -181,9 +181,9 @@ class ExecutionView(_Reply):
             extra["fanout"] = FanOutProgress(branches=join.total, succeeded=join.done,
                                              max_concurrency=join.max_concurrency)
         wf = pinned_definition(registry, e) if registry is not None else None
-        if (registry is not None and wf is None and not e.status.is_terminal
-                and e.workflow_version not in registry.versions(e.workflow)):
-            extra["cannot_run"] = resolve(registry, e)[1]
+        problem = cannot_go_on(registry, e) if registry is not None and wf is None else None
+        if problem is not None:
+            extra["cannot_run"] = problem
         if wf is not None and wf.code is not None:
             extra["style"] = "code"
             position = e.code_position

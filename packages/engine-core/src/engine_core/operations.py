@@ -34,7 +34,7 @@ from .kinds import KindTable
 from .lifecycle import Lifecycle
 from .protocol import CancelPlan
 from .model import (Branch, BranchStatus, CorruptRecord, EventRecord, Execution, OperationRecord, Status, StepRecord,
-                    Timer)
+                    StepStatus, Timer)
 from .rebuild import this_run
 from .registry import EVENT_NAME_RE
 from .step_reads import EVENT_READ_LIMIT
@@ -176,8 +176,9 @@ class Operator(Reader):
         onto = redrive_onto(self.life.registry, e, to_version, pins)
         if onto and not is_code_first(e):
             self._refuse_mixed_branches(e, onto["workflow_version"], pins)
+        # the step whose attempts failed it, if one did (not a sleep it stood in when its version went missing)
         failed = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == e.current_step
-                       and r.kind != "compensation"), None)
+                       and r.kind != "compensation" and r.status is StepStatus.FAILED), None)
         version = onto.get("workflow_version", e.workflow_version)
         new = transitions.redriven_after_failure(e, self.life.clock.now(), self.life.lease_s(e.workflow, e.current_step,
                                                                                              version)).model_copy(update=onto)

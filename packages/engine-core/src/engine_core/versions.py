@@ -156,19 +156,8 @@ def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None
     ``e`` came from a read that does not carry them and the deployed list differs."""
     try:
         wf = registry.get(e.workflow, e.workflow_version)
-    except UnknownWorkflowVersionError as exc:
-        decorator = "@durable" if is_code_first(e) else "@workflow"
-        return None, ErrorInfo(code=MISSING_VERSION, message=(
-            f"this execution started on version {e.workflow_version} of workflow {e.workflow!r} and runs to its "
-            f"end on it, but {exc}. Deploy version {e.workflow_version} again beside the newer ones (keep its "
-            f"{decorator}(..., version={e.workflow_version}) registered) and redrive it, or redrive it onto a "
-            "deployed version whose steps before its failed one are the same (loom redrive ID --to-version N)"))
-    except UnknownWorkflowError as exc:  # no version of it at all: its version is missing, as above
-        decorator = "@durable" if is_code_first(e) else "@workflow"
-        return None, ErrorInfo(code=MISSING_VERSION, message=(
-            f"this execution started on version {e.workflow_version} of workflow {e.workflow!r} and runs to its "
-            f"end on it, but no version of {e.workflow!r} is deployed here ({exc}). Deploy it again (keep its "
-            f"{decorator}({e.workflow!r}, version={e.workflow_version}) registered) and redrive it"))
+    except (UnknownWorkflowVersionError, UnknownWorkflowError) as exc:
+        return None, missing_version(e, exc)
     if wf.fingerprint == e.fingerprint:
         return wf, None
     text = e.pinned_steps if e.pinned_steps is not None or load_pins is None else load_pins()
@@ -186,6 +175,39 @@ def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None
         f"(fingerprint {e.fingerprint} -> {wf.fingerprint}): {why}; running on would run the wrong step. Ship "
         f"a changed step list as a new version (@workflow({e.workflow!r}, version={e.workflow_version + 1})) "
         "and keep this one registered until its executions end (loom versions check)"))
+
+
+def missing_version(e: Execution, exc: Exception, live: bool = False) -> ErrorInfo:
+    """``workflow_version_missing`` for ``e``: the failure it is (``live`` False), or, for a view of a live
+    execution, what comes and what moves it (its next delivery fails it; ``loom wake`` brings that on, and a
+    redrive moves it only once it failed)."""
+    v, name = e.workflow_version, e.workflow
+    decorator = "@durable" if is_code_first(e) else "@workflow"
+    keep = f"keep its {decorator}(..., version={v}) registered"
+    if isinstance(exc, UnknownWorkflowVersionError):
+        cause, deploy = str(exc), f"Deploy version {v} again beside the newer ones ({keep})"
+        onto = " onto a deployed version whose steps before its {} one are the same (loom redrive ID --to-version N)"
+    else:
+        keep = f"keep its {decorator}({name!r}, version={v}) registered"
+        cause, deploy, onto = f"no version of {name!r} is deployed here ({exc})", f"Deploy it again ({keep})", ""
+    head = f"this execution started on version {v} of workflow {name!r} and runs to its end on it, but {cause}."
+    if not live:
+        return ErrorInfo(code=MISSING_VERSION, message=(
+            f"{head} {deploy} and redrive it" + (f", or redrive it{onto.format('failed')}" if onto else "")))
+    return ErrorInfo(code=MISSING_VERSION, message=(
+        f"{head} Its next delivery fails it. {deploy} and it goes on; or fail it now (loom wake ID) and redrive it"
+        + (onto.format("current") if onto else " once its workflow is deployed again")))
+
+
+def cannot_go_on(registry: Registry, e: Execution) -> ErrorInfo | None:
+    """Why live ``e`` cannot go on here (its version is not deployed), or None (ended, or its version is)."""
+    if e.status.is_terminal:
+        return None
+    try:
+        registry.get(e.workflow, e.workflow_version)
+    except (UnknownWorkflowVersionError, UnknownWorkflowError) as exc:
+        return missing_version(e, exc, live=True)
+    return None
 
 
 def read_pins(store: Any, execution_id: str) -> Callable[[], str | None]:
@@ -252,6 +274,6 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
     return {"workflow_version": to_version, "fingerprint": target.fingerprint}
 
 
-__all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "decode_pins", "is_code_first", "pinned_definition", "pinned_view",
-           "pinned_step", "pins_of", "started_with", "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve",
-           "step_change"]
+__all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "cannot_go_on", "decode_pins", "is_code_first",
+           "missing_version", "pinned_definition", "pinned_view", "pinned_step", "pins_of", "started_with",
+           "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve", "step_change"]

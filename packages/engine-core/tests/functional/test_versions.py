@@ -123,6 +123,10 @@ def test_versions_an_execution_whose_version_was_removed_fails_naming_it_and_run
     runner.engine.operator.redrive(eid, "oncall")
     # then: it ends on version 1's steps
     assert runner.run_until_done(eid).status is Status.COMPLETED and j.ran(eid) == ["a", "b"]
+    # and: the redrive's record names where it stood and the failure, and no step's attempts (none failed it)
+    (op,), _ = runner.engine.operator.operations(eid)
+    assert op.detail["step_index"] == 1 and op.detail["error"]["code"] == "workflow_version_missing", op.detail
+    assert "attempts" not in op.detail and "step_name" not in op.detail, op.detail
 
 
 def test_versions_an_execution_whose_whole_workflow_was_removed_fails_version_missing_and_runs_again_once_it_is_back():

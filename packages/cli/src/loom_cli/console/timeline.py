@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
-from ..readings import UNNAMED_WAIT, attempts_text, fanout_summary, sleeping_step, state_word
+from ..readings import UNNAMED_WAIT, attempts_text, fanout_summary, redriven_after, sleeping_step, state_word
 from ..sdk.models import BranchRecord, CorruptRecord, Execution, History, Operation, StepRecord, Workflow, WorkflowStep
 from ..sdk.stream import FailedAttempt
 from ._html import LIVE, error_block, esc, json_block, parse_ts, span, time_tag
@@ -211,9 +211,7 @@ def operations_list(ops: list[Operation | CorruptRecord], now: dt.datetime | Non
         what = esc(op.reason or "")
         if op.op == "redrive" and isinstance(detail.get("error"), dict):
             err = detail["error"]
-            what = (f'after {esc(detail.get("step_name", detail.get("step_index")))} failed '
-                    f'({esc(detail.get("attempts", "?"))} attempts): <b>{esc(err.get("code"))}</b>: '
-                    f'{esc(err.get("message"))}')
+            what = f'{esc(redriven_after(detail))}: <b>{esc(err.get("code"))}</b>: {esc(err.get("message"))}'
         elif op.op == "wake":
             what = f'skipped the {esc(detail.get("was"))} due {esc(detail.get("due"))}'
         mark = icon(_OP_ICONS.get(op.op, "dot"))
