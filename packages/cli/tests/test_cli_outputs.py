@@ -14,6 +14,7 @@ import pytest
 from fake_control_plane import SCENARIOS, execution_doc, scenario
 
 from loom_cli.main import main
+from loom_cli.watch import progress_line
 
 SHAPES = ("map", "parallel", "compensated", "waiting")
 
@@ -375,7 +376,7 @@ def test_history_says_when_a_sleep_ends_and_that_a_wait_took_its_default():
 def test_status_of_a_wait_whose_definition_is_not_deployed_says_so_instead_of_none(control_plane, capsys):
     # given: a waiting execution whose version this deployment does not have (the API cannot name the event)
     control_plane.add(execution_doc("w-1", status="WAITING", step=1, timer="event",
-                                    waiting_for={"event": None, "timeout_at": "2026-01-08T00:00:00Z"}))
+                                    waiting_for={"event": None, "timeout_at": "2026-01-08T00:00:00.000000Z"}))
     # when
     code, out, err = run(capsys, "--url", control_plane.url, "status", "w-1")
     # then
@@ -427,3 +428,20 @@ def test_wake_of_a_wait_prints_one_line_saying_what_the_wake_does(control_plane,
         assert "woken: the wait for event approved at step 1/3 wait_approved timed out now" in out, out
     else:
         assert "woken: its version 1 is not deployed here (workflow_version_missing)" in out and "timed out" not in out
+
+
+def test_status_and_watch_of_a_wait_an_event_woke_say_it_came_not_that_it_still_waits(control_plane, capsys):
+    # given: an execution whose event came (arrived) and whose delivery is due: next_wake_at is when it came
+    control_plane.add(execution_doc("w-5", "expense_approval", "WAITING", 1, timer="event",
+                                    next_wake_at="2026-01-01T00:00:30.000000Z",
+                                    waiting_for={"event": "approved", "timeout_at": "2026-01-08T00:00:00.000000Z",
+                                                 "arrived": True}))
+    # when
+    code, out, _ = run(capsys, "--url", control_plane.url, "status", "w-5")
+    # then: the event came and its delivery is due; the wait's own timeout still shown
+    assert code == 0 and re.search(r"^waiting for\s+event approved: it came; its delivery resumes the execution "
+                                   r"\(times out 2026-01-08T00:00:00.000000Z\)$", out, re.M), out
+    assert re.search(r"^next wake\s+2026-01-01T00:00:30.000000Z \(event: an event came, its delivery is due\)$", out, re.M), out
+    # and: watch's line says it is resuming, with no countdown to a timeout that will not come
+    line = progress_line(control_plane.executions["w-5"])
+    assert line.endswith("event approved came; resuming") and "left" not in line, line

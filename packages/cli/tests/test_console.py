@@ -161,6 +161,14 @@ def test_timeline_shows_waits_fan_outs_undo_steps_events_and_a_failed_compensati
     assert 'class="step t-waiting k-wait_for_event" data-step="1"' in html and "times out <time" in html
     assert "undo: refund" in html and "waits for event" not in html.split('data-step="1"')[1].split("</li>")[0]
     assert "<h2>Events</h2>" in html and "mail-9" in html and "kept until a wait for it" in html
+    # once an event came (arrived), until its delivery: it came and resumes the execution, not "waiting for"
+    control_plane.add(execution_doc("a3", workflow="expense_approval", status="WAITING", step=1,
+                                    waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00.000000Z",
+                                                 "arrived": True}))
+    _, html = get(console, "/executions/a3")
+    step = html.split('data-step="1"')[1].split("</li>")[0]
+    assert "event <b>approved</b> came: its delivery resumes the execution" in step, step
+    assert "waiting for event" not in step and "it came, its delivery resumes the execution" in html
     # once the execution ended, no wait will take it
     control_plane.add(execution_doc("a2", workflow="expense_approval", status="COMPLETED", step=3))
     control_plane.events.append({"execution_id": "a2", "event": "approved", "event_id": "mail-10", "data": {}})

@@ -495,4 +495,5 @@ def test_a_wait_an_event_woke_still_shows_its_own_timeout_not_the_moment_the_eve
     _, after, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}")
     # then: still WAITING until its delivery comes, timing out when it always would (it showed the send time)
     assert after["status"] == "WAITING" and after["next_wake_at"] != before["next_wake_at"]
-    assert after["waiting_for"] == before["waiting_for"], (before["waiting_for"], after["waiting_for"])
+    assert after["waiting_for"] == {**before["waiting_for"], "arrived": True}, (before["waiting_for"], after["waiting_for"])
+    assert before["waiting_for"]["arrived"] is False and after["next_wake_at"] < after["waiting_for"]["timeout_at"]

@@ -44,7 +44,8 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         ["pinned to", f"version {e.workflow_version}" + (": " + " > ".join(e.steps) if e.steps else "")],
         ["revision", f"{e.version} (the execution record's; not a workflow version)"], ["attempts", f"{e.total_attempts} in all (this step's: {e.attempt})" if e.attempt
                      and e.status not in ("COMPLETED", "CANCELLED") else f"{e.total_attempts} in all"],
-        ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer})"],
+        ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer}"
+                      + (": an event came, its delivery is due)" if e.waiting_for and e.waiting_for.arrived else ")")],
         ["created", e.created_at], ["updated", e.updated_at], ["started by", e.started_by],
     ]
     if e.cancelled_by:
@@ -55,6 +56,8 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
     if e.waiting_for is not None:
         w = e.waiting_for
         what = f"event {w.event}" if w.event else UNNAMED_WAIT
+        if w.arrived:
+            what += ": it came; its delivery resumes the execution"
         rows.append(["waiting for", what + (f" (times out {w.timeout_at})" if w.timeout_at else " (no timeout)")])
     if e.fanout is not None:
         f = e.fanout

@@ -45,6 +45,8 @@ def progress(e: Execution, wf: Workflow | None = None, change: Change | None = N
         w = e.waiting_for
         left = f", {seconds_until(w.timeout_at)} left (until {w.timeout_at})" if w is not None and w.timeout_at else ""
         event = w.event if w else None
+        if w is not None and w.arrived:  # no countdown: its delivery is due now
+            return f"{label}  " + (f"event {event} came; resuming" if event else "an event came; resuming"), ""
         return f"{label}  " + (f"waiting for event {event}" if event else "waiting (its definition is not deployed "
                                                                           "here: `loom workflows`)"), left
     if status == "COMPENSATION_FAILED":

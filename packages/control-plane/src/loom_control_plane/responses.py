@@ -85,6 +85,8 @@ class ExecutionStarted(_Reply):
 class WaitingFor(_Reply):
     event: str | None
     timeout_at: str | None
+    arrived: bool = False
+    """An event came and woke the wait: its delivery (due now) resumes the execution with it."""
 
 
 class FanOutProgress(_Reply):
@@ -230,12 +232,13 @@ def _waiting_for(e: Execution, wf: WorkflowDef | None) -> WaitingFor | None:
     elif wf is not None and e.current_step < len(wf.steps):
         kind = wf.steps[e.current_step].kind
         event, timeout_s = getattr(kind, "event", None), getattr(kind, "timeout_s", None)
-    timeout_at = e.next_wake_at
+    timeout_at, arrived = e.next_wake_at, False
     if timeout_s is not None and e.waiting_since is not None and not e.wait_woken:
         # An event that woke the wait made it due now (its delivery is on its way); the wait still times
         # out when it would have, which is what to show, not the moment the event came.
         timeout_at = e.waiting_since + dt.timedelta(seconds=timeout_s)
-    return WaitingFor(event=event, timeout_at=_ts(timeout_at))
+        arrived = e.next_wake_at is not None and e.next_wake_at < timeout_at
+    return WaitingFor(event=event, timeout_at=_ts(timeout_at), arrived=arrived)
 
 
 # -- history ----------------------------------------------------------------------------------------------

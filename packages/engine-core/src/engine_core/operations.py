@@ -248,7 +248,8 @@ class Operator(Reader):
             if e.next_wake_at is not None and e.next_wake_at <= now:
                 raise ExecutionStateConflictError(
                     "not_waiting", f"execution {e.execution_id} is already due (since {e.next_wake_at.isoformat()}: an "
-                    f"earlier wake, or its time came) and its delivery is on its way; there is nothing to skip",
+                    f"event it waits for came, an earlier wake, or its time came) and its delivery is on its way; "
+                    "there is nothing to skip",
                     e.status.value)
             applied = self._commit(e, transitions.woken(e, now))
             if applied is not None:

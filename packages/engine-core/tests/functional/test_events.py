@@ -329,3 +329,24 @@ def test_a_wait_record_starts_when_the_wait_began_not_when_its_event_or_a_wake_c
     assert (record.started_at, record.finished_at - began) == (began, dt.timedelta(minutes=3))
     # and a stored execution carries the time only while it waits
     assert "waiting_since" not in runner.store.metas[other] and runner.store.load(other).waiting_since is None
+
+
+def test_a_wake_after_an_event_came_and_before_its_delivery_is_refused_and_the_wait_takes_the_event():
+    # given: a waiting execution (no default: a timeout fails it) whose event came; nothing delivered it yet
+    runner, runs, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    assert runner.send_event(eid, "approved", {"approver": "ana"}, event_id="evt-1") == "delivered"
+    # when: an operator wakes it before that delivery
+    runner.clock.advance(dt.timedelta(seconds=5))
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.wake(eid, "ops")
+    done = runner.run_until_done(eid)
+    # then: refused, saying why it is due (the event came): nothing to skip, nothing written
+    assert refused.value.code == "not_waiting" and "an event it waits for came" in str(refused.value), refused.value
+    assert runner.engine.operator.operations(eid)[0] == []
+    # then: the wait takes the event that came; no timeout, no failure
+    assert done.status is Status.COMPLETED and runs == {"before": 1, "after": 1}
+    assert runner.context(eid)["approved_by"] == "ana"
+    [record] = [r for r in runner.history(eid) if r.kind == "event"]
+    assert record.event_id == "evt-1" and record.status is StepStatus.SUCCEEDED

@@ -8,6 +8,7 @@ and SQS redelivers it after the visibility timeout, exactly as when a Lambda pro
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections import Counter
 
 import pytest
@@ -395,8 +396,13 @@ def test_a_permanent_error_too_long_to_record_whole_is_in_the_log_whole(registry
     registry.register(build_workflow("refused", [refuse]))
     runner = make_runner(registry)
     eid = runner.start("refused")
-    with caplog.at_level("WARNING", logger="engine_core"):
-        e = run(runner, eid)
+    engine_log = logging.getLogger("engine_core")
+    engine_log.addHandler(caplog.handler)  # read here whether or not a handler's setup stopped it propagating
+    try:
+        with caplog.at_level("WARNING", logger="engine_core"):
+            e = run(runner, eid)
+    finally:
+        engine_log.removeHandler(caplog.handler)
     # then: the record is cut and says the rest is in the log, where the whole message is
     assert e.status is Status.FAILED and e.error.code == "permanent_error"
     assert "more characters in the log]" in e.error.message and fix not in e.error.message

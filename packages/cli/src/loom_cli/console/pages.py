@@ -175,7 +175,8 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
     if status == "WAITING" and waiting is not None:
         timeout = f', times out {time_tag(waiting.timeout_at, "left", now)}' if waiting.timeout_at else ""
         what = f'event <b>{esc(waiting.event)}</b>' if waiting.event else esc(UNNAMED_WAIT)
-        facts.append(("waiting for", f'{what}{timeout}'))
+        came = ": it came, its delivery resumes the execution" if waiting.arrived else ""
+        facts.append(("waiting for", f'{what}{came}{timeout}'))
     elif e.next_wake_at and e.timer in ("sleep", "retry"):
         facts.append((e.timer, time_tag(e.next_wake_at, "left", now)))
     dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)

@@ -92,8 +92,12 @@ def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecor
         w = e.waiting_for
         timeout = f', times out {time_tag(w.timeout_at, "left", now)}' if w and w.timeout_at else ", no timeout"
         event = w.event if w else None
-        notes.append((f'waiting for event <b>{esc(event)}</b>' if event else
-                      f'waiting: {esc(UNNAMED_WAIT)}') + timeout)
+        if w is not None and w.arrived:
+            notes.append(f'event <b>{esc(event)}</b> came: its delivery resumes the execution' if event else
+                         "an event came: its delivery resumes the execution")
+        else:
+            notes.append((f'waiting for event <b>{esc(event)}</b>' if event else
+                          f'waiting: {esc(UNNAMED_WAIT)}') + timeout)
     elif is_current and status == "RUNNING" and e.timer == "retry" and e.next_wake_at:
         state = "retrying"
         notes.append(f'attempt {esc(e.attempt or (r.attempts if r else None) or "?")} failed; next attempt '

@@ -72,6 +72,8 @@ class Started(Document):
 class WaitingFor(Document):
     event: str | None = None
     timeout_at: str | None = None
+    arrived: bool = False
+    """An event came and woke the wait: its delivery (due now) resumes the execution with it."""
 
 
 class FanOutProgress(Document):
