@@ -25,6 +25,8 @@ class Outcome(NamedTuple):
 
 def log_fields(e: Execution, step: StepDef | None = None, attempt: int | None = None) -> dict[str, Any]:
     """The keys every engine log line carries (None where a key does not apply)."""
-    return {"execution_id": e.execution_id, "workflow": e.workflow, "version": e.version,
+    # revision: the execution record's (what each commit bumps); workflow_version: the version it runs on
+    return {"execution_id": e.execution_id, "workflow": e.workflow, "workflow_version": e.workflow_version,
+            "revision": e.version,
             "step": None if step is None else step.name,
             "step_index": e.current_step if step is None else step.index, "attempt": attempt}

@@ -781,3 +781,26 @@ def test_worker_dying_after_the_terminal_commit_with_no_message_left_is_finalize
     assert [d["execution_id"] for d in runner.queue.dead_letters] == [eid]
     assert runner.engine.get(eid).finalized and all(r.expires_at for r in runner.history(eid))
     assert runner.sweeper.sweep().finalized == 0
+
+
+def test_engine_log_lines_name_the_workflow_version_and_the_record_revision_apart(registry, caplog):
+    # given: a step that fails for good (logged at WARNING with the execution's keys)
+    def refuse(ctx):
+        raise PermanentStepError("no")
+
+    registry.register(build_workflow("refused", [refuse]))
+    runner = make_runner(registry)
+    eid = runner.start("refused")
+    engine_log = logging.getLogger("engine_core")
+    engine_log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level("WARNING", logger="engine_core"):
+            e = run(runner, eid)
+    finally:
+        engine_log.removeHandler(caplog.handler)
+    # then: each line says which workflow version it runs on and the record's revision, under keys that say so
+    lines = [r for r in caplog.records if getattr(r, "execution_id", None) == eid and hasattr(r, "workflow")]
+    assert {r.getMessage() for r in lines} == {"execution failed"}, caplog.records  # (twice when it propagates too)
+    for r in lines:
+        assert (r.workflow_version, r.workflow) == (e.workflow_version, "refused"), vars(r)
+        assert isinstance(r.revision, int) and 0 < r.revision <= e.version and not hasattr(r, "version"), vars(r)
