@@ -95,6 +95,14 @@ def run_body(fn: Callable[[StepContext], Any], ctx: StepContext, timeout_s: floa
         return _failed("permanent_error", exc, False, now_ms() - started)
     except StepTimeoutError as exc:
         return _failed("step_timeout", exc, True, now_ms() - started)
+    except SystemExit as exc:
+        # sys.exit() in a body (its own, a library's, a CLI's it calls) is the step's failure, retried like any:
+        # let through, it would end the worker (all of `loom dev`) with no word, and again at every retry.
+        log.warning("step body called sys.exit()", exc_info=True, extra={"execution_id": ctx.execution_id,
+                                                                      "step": ctx.step_name, "attempt": ctx.attempt})
+        return _failed("step_error", exc, True, now_ms() - started, note=(
+            "; the step body called sys.exit(): Loom records that as this attempt's failure and the worker goes on. "
+            "Raise an exception instead (PermanentStepError to fail at once)"))
     except Exception as exc:  # a step's own failure is data for the retry policy, not a crash
         log.warning("step body raised", exc_info=True, extra={"execution_id": ctx.execution_id,
                                                                "step": ctx.step_name, "attempt": ctx.attempt})
@@ -127,7 +135,7 @@ def _never_ran(result: Any, elapsed: float) -> BodyOutcome:
                        error_message=message, duration_ms=elapsed)
 
 
-def _failed(code: str, exc: BaseException, retryable: bool, duration_ms: float) -> BodyOutcome:
+def _failed(code: str, exc: BaseException, retryable: bool, duration_ms: float, note: str = "") -> BodyOutcome:
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
@@ -137,6 +145,6 @@ def _failed(code: str, exc: BaseException, retryable: bool, duration_ms: float) 
     except Exception as err:  # a broken __str__ must not crash the worker
         text = f"<unprintable {type(exc).__name__}: {type(err).__name__}>"
     kind = type(exc).__qualname__
-    message = text if code != "step_error" else f"{kind}: {text}"
+    message = (text if code != "step_error" else f"{kind}: {text}") + note
     return BodyOutcome(error_code=code, error_type=kind, error_message=truncate(message) + where, retryable=retryable,
                        duration_ms=duration_ms)

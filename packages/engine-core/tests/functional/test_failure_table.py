@@ -410,6 +410,43 @@ def test_a_permanent_error_too_long_to_record_whole_is_in_the_log_whole(registry
     assert any(fix in text for text in logged), logged
 
 
+def test_a_step_body_calling_sys_exit_fails_its_attempt_and_the_worker_goes_on(registry):
+    # given: a step whose body calls sys.exit(3) on its first attempt (a library's or a CLI's exit), then succeeds
+    import sys
+
+    calls = Counter()
+
+    def flaky_exit(ctx):
+        calls["flaky_exit"] += 1
+        if calls["flaky_exit"] == 1:
+            sys.exit(3)
+        return {"ok": True}
+
+    def after(ctx):
+        calls["after"] += 1
+        return {}
+
+    registry.register(build_workflow("exits", [flaky_exit, after], retry=RetryPolicy(max_attempts=2, base=1,
+                                                                                      jitter=False)))
+    runner = make_runner(registry)
+    eid = runner.start("exits")
+    # when: driven to the end (a SystemExit let through would end this test's process, as it ended loom dev)
+    e = run(runner, eid)
+    # then: the exit was attempt 1's failure, recorded as such and retried under the policy; nothing ran twice
+    assert e.status is Status.COMPLETED and calls == {"flaky_exit": 2, "after": 1}, (e.status, calls)
+    assert e.total_attempts == 3
+    # and: a body that always exits fails the step after its attempts, saying what happened and what to do
+    def always(ctx):
+        sys.exit("bye")
+
+    registry.register(build_workflow("always_exits", [always],
+                                     retry=RetryPolicy(max_attempts=2, base=1, jitter=False)))
+    failed = run(runner, runner.start("always_exits"))
+    assert failed.status is Status.FAILED and failed.error.code == "step_error", failed.error
+    assert failed.error.message.startswith("SystemExit: bye; the step body called sys.exit()"), failed.error.message
+    assert "Raise an exception instead" in failed.error.message and failed.total_attempts == 2
+
+
 def test_result_too_large_fails_without_a_retry_storm_and_stays_readable(registry):
     calls = Counter()
 

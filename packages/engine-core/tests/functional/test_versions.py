@@ -313,6 +313,10 @@ def test_versions_a_cancel_after_a_deploy_undoes_with_the_pinned_versions_compen
     assert j.ran(eid) == ["charge", "refund_v1"]
 
 
+class Killed(BaseException):
+    """The worker process dying (a BaseException the engine never catches: a body's SystemExit is a failure)."""
+
+
 def _die_inside(runner: LocalRunner, step_name: str, done=None) -> list[int]:
     """Step ``runner`` until ``done()`` (default: until the worker died), the worker dying once on the way out
     of ``step_name``'s body (after its side effect, before its record). Returns the attempt that died."""
@@ -321,7 +325,7 @@ def _die_inside(runner: LocalRunner, step_name: str, done=None) -> list[int]:
     def hook(name, info):
         if name == "step.return" and info.get("step_name") == step_name and not died:
             died.append(info["attempt"])
-            raise SystemExit("killed")
+            raise Killed("killed")
 
     faults.install(hook)
     try:
@@ -330,7 +334,7 @@ def _die_inside(runner: LocalRunner, step_name: str, done=None) -> list[int]:
                 break
             try:
                 runner.step_once()
-            except SystemExit:
+            except Killed:
                 pass
     finally:
         faults.install(None)
