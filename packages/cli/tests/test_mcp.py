@@ -57,6 +57,7 @@ def test_an_agent_starts_inspects_signals_and_cancels_an_execution(control_plane
         out["history"] = await client.call_tool("get_history", {"execution_id": eid})
         out["list"] = await client.call_tool("list_executions", {"workflow": "order_fulfillment", "status": "RUNNING",
                                                                  "limit": 5})
+        out["list_lower"] = await client.call_tool("list_executions", {"status": "running", "limit": 5})
         out["send"] = await client.call_tool("send_event", {"execution_id": eid, "event": "approved",
                                                             "data": {"by": "agent"}, "event_id": "e-1"})
         out["cancel"] = await client.call_tool("cancel_execution", {"execution_id": eid, "reason": "test"})
@@ -71,6 +72,8 @@ def test_an_agent_starts_inspects_signals_and_cancels_an_execution(control_plane
     assert out["history"].structured_content == {"execution_id": eid, "steps": [], "operations": [], "events": [],
                                                  "next_token": None}
     assert [x["execution_id"] for x in out["list"].structured_content["executions"]] == [eid]
+    # a status in lower case, as the API, the CLI and the SDK take it, is sent as the API reads it
+    assert [x["execution_id"] for x in out["list_lower"].structured_content["executions"]] == [eid]
     assert out["send"].structured_content == {"execution_id": eid, "event": "approved", "event_id": "e-1",
                                               "outcome": "buffered"}
     assert out["cancel"].structured_content["status"] == "CANCELLED"
@@ -80,7 +83,7 @@ def test_an_agent_starts_inspects_signals_and_cancels_an_execution(control_plane
     assert sent[("POST", f"/executions/{eid}/events/approved")] == {"data": {"by": "agent"}, "event_id": "e-1"}
     assert sent[("POST", f"/executions/{eid}/cancel")] == {"reason": "test"}
     assert [r["path"] for r in control_plane.requests if r["path"].startswith("/executions?")] == [
-        "/executions?workflow=order_fulfillment&status=RUNNING&limit=5"]
+        "/executions?workflow=order_fulfillment&status=RUNNING&limit=5", "/executions?status=RUNNING&limit=5"]
 
 
 def test_refusals_come_back_as_tool_errors_with_the_api_code_and_message(control_plane):
@@ -105,7 +108,8 @@ def test_refusals_come_back_as_tool_errors_with_the_api_code_and_message(control
     assert invalid.is_error and invalid.structured_content["problems"] == [
         {"field": "amount_cents", "problem": "Field required", "type": "missing"}]
     # arguments outside the tool's schema are refused before any request
-    assert bad_limit.is_error and "invalid_arguments" in bad_limit.content[0].text
+    assert bad_limit.is_error and bad_limit.structured_content["error"] == "invalid_argument", bad_limit.content
+    assert "nothing was sent. The tool's inputSchema lists what list_executions takes" in bad_limit.content[0].text
     assert no_event.is_error and "'event' is a required property" in no_event.content[0].text
     assert not [r for r in control_plane.requests if "limit=0" in r["path"]]
 

@@ -70,3 +70,48 @@ def test_loom_mcp_answers_every_request_in_order_and_goes_on_serving():
     assert "list_workflows" in {t["name"] for t in replies[4]["result"]["tools"]}
     server.stdout.close()
     server.stderr.close()
+
+
+def test_loom_mcp_answers_the_calls_in_flight_when_the_client_closes_stdin_right_after_them():
+    # given: an API that takes a moment to answer (the call is in flight when stdin ends), and a client that
+    # writes its requests and closes stdin at once (printf ... | loom mcp)
+    import http.server
+    import time
+
+    from fake_control_plane import execution_doc
+
+    served: list[str] = []
+
+    class SlowApi(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            time.sleep(1.5)
+            served.append(self.path)
+            body = json.dumps(execution_doc("e-1", status="RUNNING")).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowApi)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    lines = [json.dumps(INITIALIZE), json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+             json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                         "params": {"name": "get_execution", "arguments": {"execution_id": "e-1"}}}),
+             json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "no_such_tool",
+                                                                                       "arguments": {}}})]
+    try:
+        # when
+        done = subprocess.run([sys.executable, "-m", "loom_cli.main", "--url", f"http://127.0.0.1:{api.server_port}",
+                               "mcp"], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    finally:
+        api.shutdown()
+        api.server_close()
+    # then: every request answered before the server stopped, the slow call's with what the API said
+    replies = {r["id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert sorted(replies) == [1, 2, 3], (done.stdout, done.stderr)
+    assert served == ["/executions/e-1"] and "e-1" in replies[2]["result"]["content"][0]["text"], replies[2]
+    assert replies[3]["result"]["isError"] is True and done.returncode == 0, replies[3]

@@ -6,6 +6,10 @@ waiting for the reply to its request hangs. Here each such line is answered as J
 (parse error, ``id`` null) for a line that is not JSON, -32600 (invalid request, the request's ``id`` when it
 has one) for the rest; an invalid notification (no ``id``) is not answered, as no notification is.
 
+A client that closes stdin right after its requests (``printf ... | loom mcp``) still gets every answer: at
+the end of stdin the server waits for the requests in flight to be answered before it stops (a tool call
+may already have changed an execution; its answer must not be dropped). ``DRAIN_S`` bounds that wait.
+
 The protocol keeps the process's stdin and stdout to itself while it serves: fd 0 reads the null device
 and fd 1 writes to stderr, so a stray ``print`` or a child process cannot corrupt the wire (as the SDK does
 for its own streams); both are restored on exit.
@@ -21,6 +25,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+DRAIN_S = 300.0
+"""At the end of stdin, how long the requests in flight may take to be answered (a tool call's HTTP request
+ends well before: its timeout and retries are the client's)."""
 SKIP = object()
 """A line to pass over without an answer: blank, or an invalid notification."""
 
@@ -67,12 +74,64 @@ def _bad_id(line: str) -> tuple[int, Any, str] | None:
                                    f"{json.dumps(request_id)[:100]}")
 
 
+def _key(request_id: Any) -> tuple[str, Any]:
+    return type(request_id).__name__, request_id
+
+
+class InFlight:
+    """The requests read and not answered yet, by id: what the end of stdin waits for."""
+
+    def __init__(self) -> None:
+        self.ids: set[tuple[str, Any]] = set()
+        self._written: list[tuple[str, Any]] = []
+
+    def read(self, line: str) -> None:
+        """A line the SDK reads: a request is in flight until its answer; a cancel notification ends one."""
+        doc = json.loads(line)
+        if not isinstance(doc, dict) or not isinstance(doc.get("method"), str):
+            return
+        if "id" in doc:
+            self.ids.add(_key(doc["id"]))
+        elif doc["method"] == "notifications/cancelled" and isinstance(doc.get("params"), dict):
+            self.ids.discard(_key(doc["params"].get("requestId")))
+
+    def wrote(self, text: str) -> None:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            return
+        if isinstance(doc, dict) and "id" in doc and ("result" in doc or "error" in doc):
+            self._written.append(_key(doc["id"]))
+
+    def flushed(self) -> None:
+        """What was written is on the wire now: those requests are answered."""
+        self.ids.difference_update(self._written)
+        self._written.clear()
+
+
+class _TrackedWriter:
+    """The SDK's stdout: each answer written and flushed ends its request's flight."""
+
+    def __init__(self, inner: Any, flight: InFlight):
+        self.inner, self.flight = inner, flight
+
+    async def write(self, text: str) -> Any:
+        self.flight.wrote(text)
+        return await self.inner.write(text)
+
+    async def flush(self) -> None:
+        await self.inner.flush()
+        self.flight.flushed()
+
+
 class _AnsweredLines:
-    """The lines of ``source`` the SDK can read; every other one is answered through ``answer`` first."""
+    """The lines of ``source`` the SDK can read; every other one is answered through ``answer`` first. At
+    the end of ``source``, the requests in ``flight`` are answered (or ``DRAIN_S`` passed) before it ends."""
 
     def __init__(self, source: Any, validate: Callable[[str], Any],
-                 answer: Callable[[int, Any, str], Awaitable[None]]):
+                 answer: Callable[[int, Any, str], Awaitable[None]], flight: InFlight | None = None):
         self.source, self.validate, self.answer = source, validate, answer
+        self.flight = flight or InFlight()
 
     def __aiter__(self) -> _AnsweredLines:
         return self
@@ -81,12 +140,21 @@ class _AnsweredLines:
         while True:
             line = await self.source.readline()
             if not line:
+                await self._drain()
                 raise StopAsyncIteration
             found = problem(line, self.validate)
             if found is None:
+                self.flight.read(line)
                 return line
             if found is not SKIP:
                 await self.answer(*found)
+
+    async def _drain(self) -> None:
+        import anyio
+
+        with anyio.move_on_after(DRAIN_S):
+            while self.flight.ids:
+                await anyio.sleep(0.01)
 
 
 @asynccontextmanager
@@ -113,10 +181,11 @@ async def checked_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
         error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
         await streams["write"].send(SessionMessage(error))
 
+    flight = InFlight()
     lines = _AnsweredLines(reader, lambda line: types.jsonrpc_message_adapter.validate_json(line, by_name=False),
-                           answer)
+                           answer, flight)
     try:
-        async with stdio_server(stdin=lines, stdout=writer) as (read_stream, write_stream):
+        async with stdio_server(stdin=lines, stdout=_TrackedWriter(writer, flight)) as (read_stream, write_stream):
             streams["write"] = write_stream
             ready.set()
             yield read_stream, write_stream
@@ -127,4 +196,4 @@ async def checked_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
             os.close(fd)
 
 
-__all__ = ["INVALID_REQUEST", "PARSE_ERROR", "checked_stdio_server", "problem"]
+__all__ = ["DRAIN_S", "INVALID_REQUEST", "PARSE_ERROR", "InFlight", "checked_stdio_server", "problem"]

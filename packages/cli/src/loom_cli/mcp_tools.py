@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .sdk import STATUSES, LoomClient, LoomError
+from .sdk.errors import INVALID_ARGUMENT
 
 _ID = {"type": "string", "minLength": 1, "description": "The execution's id (a UUID), as start_execution or "
                                                         "list_executions returned it."}
@@ -183,6 +184,16 @@ def select(read_only: bool = False, names: str | None = None) -> list[ToolSpec]:
     return [t for t in chosen if t.name in wanted]
 
 
+def _as_the_api_reads(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
+    """A value of a choice in another case (``status: "completed"``) as the API reads it (upper case), so a
+    tool takes what the API, the CLI and the SDK take."""
+    for key, value in args.items():
+        choices = spec.schema["properties"].get(key, {}).get("enum")
+        if choices and isinstance(value, str) and value not in choices and value.upper() in choices:
+            args[key] = value.upper()
+    return args
+
+
 def call_tool(connect: Callable[[], LoomClient], tools: dict[str, ToolSpec], name: str,
               arguments: dict[str, Any] | None) -> tuple[bool, Any]:
     """Run one tool synchronously: ``(ok, document)``; a refusal's document is the API's error document."""
@@ -191,11 +202,12 @@ def call_tool(connect: Callable[[], LoomClient], tools: dict[str, ToolSpec], nam
     spec = tools.get(name)
     if spec is None:
         return False, {"error": "unknown_tool", "message": f"no tool named {name!r} here; tools: {', '.join(tools)}"}
-    args = dict(arguments or {})
+    args = _as_the_api_reads(spec, dict(arguments or {}))
     problems = sorted(jsonschema.Draft202012Validator(spec.schema).iter_errors(args), key=lambda e: list(e.path))
-    if problems:
-        return False, {"error": "invalid_arguments", "message": "; ".join(
-            f"{'/'.join(map(str, p.path)) or 'arguments'}: {p.message}" for p in problems)}
+    if problems:  # the SDK's code for what it refuses before any request, as the CLI's
+        return False, {"error": INVALID_ARGUMENT, "message": "; ".join(
+            f"{'/'.join(map(str, p.path)) or 'arguments'}: {p.message}" for p in problems)
+            + f"; nothing was sent. The tool's inputSchema lists what {name} takes"}
     # JSON Schema's "integer" takes 1.0 (a number with no fraction), which an agent's JSON may hold: sent as 1,
     # as the API wants it.
     args = {k: int(v) if type(v) is float and v.is_integer() and spec.schema["properties"].get(k, {}).get("type")
