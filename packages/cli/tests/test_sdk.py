@@ -89,7 +89,11 @@ def test_history_pages_refuses_a_page_size_outside_1_to_100_naming_it_before_any
     (lambda c: c.send("e-1", "go", {"x": float("inf")}), "Out of range float values"),
     (lambda c: c.list_page(started_after=5), "started_after and started_before take a datetime"),
     (lambda c: c.get(None), "an execution id, event name or callback token is a string, got NoneType"),
-], ids=["datetime", "set", "nan", "infinity-in-an-event", "time-of-another-type", "id-none"])
+    (lambda c: c.get(""), "the execution id is empty; pass the one its start answered with"),
+    (lambda c: c.cancel(" "), "the execution id is empty"),
+    (lambda c: c.complete_callback(""), "the callback token is empty"),
+], ids=["datetime", "set", "nan", "infinity-in-an-event", "time-of-another-type", "id-none", "id-empty",
+        "id-blank", "token-empty"])
 def test_an_argument_no_request_can_carry_is_an_invalid_argument_before_any_request(client, control_plane, call, words):
     control_plane.add(execution_doc("e-1"))
     seen = len(control_plane.requests)

@@ -269,7 +269,9 @@ class Operator(Reader):
         if not isinstance(name, str) or not EVENT_NAME_RE.fullmatch(name):
             raise InvalidRequestError(f"event name {name!r} is invalid: 1-64 characters from A-Z a-z 0-9 _ . -")
         if event_id is not None and (not isinstance(event_id, str) or not EVENT_ID_RE.fullmatch(event_id)):
-            raise InvalidRequestError(f"event_id {event_id!r} is invalid: 1-128 characters from A-Z a-z 0-9 _ . : -")
+            shown = repr(event_id) if not isinstance(event_id, str) or len(event_id) <= 140 else \
+                f"{event_id[:100]!r}... ({len(event_id):,} characters)"
+            raise InvalidRequestError(f"event_id {shown} is invalid: 1-128 characters from A-Z a-z 0-9 _ . : -")
         if event_id is not None and callbacks.is_reserved(event_id) and not _callback:
             raise InvalidRequestError(f"event_id {event_id!r} is reserved for callback tokens (ids starting with "
                                       f"{callbacks.CALLBACK_PREFIX!r}); choose another id, or complete the wait with "
@@ -379,7 +381,7 @@ class Operator(Reader):
         answered = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == step_index
                          and r.kind == "event" and r.status.value == "SUCCEEDED"), None)
         if answered is not None:
-            how = f"event {answered.event_id!r}" if answered.event_id else "its default, after the timeout"
+            how = f"event {answered.event_id!r}" if answered.event_id else "its default: its timeout passed or an operator woke it"
             raise ExecutionStateConflictError(
                 "callback_used", f"the wait this token was issued for already ended (answered by {how}); a token "
                 "completes only its own wait", e.status.value)

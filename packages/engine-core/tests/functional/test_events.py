@@ -350,3 +350,28 @@ def test_a_wake_after_an_event_came_and_before_its_delivery_is_refused_and_the_w
     assert runner.context(eid)["approved_by"] == "ana"
     [record] = [r for r in runner.history(eid) if r.kind == "event"]
     assert record.event_id == "evt-1" and record.status is StepStatus.SUCCEEDED
+
+
+def test_a_token_for_a_wait_an_operator_woke_into_its_default_says_the_wake_may_have_ended_it():
+    # given: a wait with a default whose token went out, woken by an operator long before its timeout
+    runner, _, tokens = make(timeout=3600, default={"approver": "nobody"})
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    runner.engine.operator.wake(eid, "ops")
+    assert runner.run_until_done(eid).status is Status.COMPLETED
+    # when: the token comes after
+    with pytest.raises(ExecutionStateConflictError) as used:
+        runner.engine.operator.complete_callback(tokens[0], {"approver": "late"}, "partner")
+    # then: used, naming both ways a default ends a wait (the timeout had not passed)
+    assert used.value.code == "callback_used" and "operator woke it" in str(used.value), used.value
+
+
+def test_an_event_id_too_long_is_refused_naming_its_length_not_echoing_it_whole():
+    runner, _, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    with pytest.raises(InvalidRequestError) as refused:
+        runner.send_event(eid, "approved", {"approver": "ana"}, event_id="x" * 2000)
+    message = str(refused.value)
+    assert "(2,000 characters)" in message and "1-128 characters" in message and len(message) < 300, message
+    assert runner.engine.operator.operations(eid)[0] == [] and runner.engine.get(eid).status is Status.WAITING

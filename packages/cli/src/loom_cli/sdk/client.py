@@ -34,10 +34,17 @@ EVENT_NAME = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
 """The API's rule for event names (checked here too, so a bad name is refused before anything is sent)."""
 
 
-def _q(value: str) -> str:
+_WHERE_FROM = {"execution id": "the one its start answered with (or `loom list` shows)",
+               "callback token": "the token the wait handed your system",
+               "event name": "the name the workflow's wait_for_event step waits for"}
+
+
+def _q(value: str, what: str = "execution id") -> str:
     if not isinstance(value, str):
         raise LoomError(INVALID_ARGUMENT, f"an execution id, event name or callback token is a string, got "
                                           f"{type(value).__name__} {value!r}")
+    if not value.strip():
+        raise LoomError(INVALID_ARGUMENT, f"the {what} is empty; pass {_WHERE_FROM.get(what, 'one')}; nothing was sent")
     return urllib.parse.quote(value, safe="")
 
 
@@ -217,12 +224,12 @@ class LoomClient:
         body: dict[str, Any] = {"data": {} if data is None else data}
         if event_id is not None:
             body["event_id"] = event_id
-        doc = self.request("POST", f"/executions/{_q(execution_id)}/events/{_q(event)}", body)[1]
+        doc = self.request("POST", f"/executions/{_q(execution_id)}/events/{_q(event, 'event name')}", body)[1]
         return EventSent.model_validate(doc)
 
     def complete_callback(self, token: str, data: dict[str, Any] | None = None) -> EventSent:
         """Answer a callback token a step issued (``ctx.callback_token(event)``): its wait completes, once."""
-        doc = self.request("POST", f"/callbacks/{_q(token)}", {"data": {} if data is None else data})[1]
+        doc = self.request("POST", f"/callbacks/{_q(token, 'callback token')}", {"data": {} if data is None else data})[1]
         return EventSent.model_validate(doc)
 
     def workflows(self, *, live: bool = True) -> list[Workflow]:
