@@ -500,3 +500,32 @@ def test_history_of_a_redrive_after_a_failure_no_step_attempt_made_names_where_i
     # then: where it stood, without an attempt count it never had
     assert "onto version 2 from 1; after it failed at step 1: workflow_version_missing: version 1 is not deployed" in out, out
     assert "?" not in out.split("workflow_version_missing")[0].rsplit("\n", 1)[-1], out
+
+
+@pytest.mark.parametrize("how", ["cancelled", "woken", "ran"])
+def test_history_of_a_sleep_says_when_a_cancel_cut_it_short_or_a_wake_ended_it_early(api, capsys, how):
+    # given: a sleep recorded when it began (SUCCEEDED, due at 01:00), then cancelled or woken at 00:10, or neither
+    sleep_row = {"step_index": 1, "name": "nap", "kind": "sleep", "status": "SUCCEEDED", "attempts": 1,
+                 "started_at": "2026-01-01T00:00:00.000000Z", "finished_at": "2026-01-01T00:00:00.000000Z",
+                 "result": {"wake_at": "2026-01-01T01:00:00.000000Z"}, "error": None, "final": False}
+    at = "2026-01-01T00:10:00.000000Z"
+    ops = {"cancelled": [{"op": "cancel", "by": "ops", "at": at, "version": 4, "reason": None, "detail": {}}],
+           "woken": [{"op": "wake", "by": "ops", "at": at, "version": 4, "reason": None,
+                      "detail": {"was": "sleep", "due": "2026-01-01T01:00:00+00:00"}}],
+           "ran": []}[how]
+    steps = [_record(0), sleep_row] + ([_record(2)] if how != "cancelled" else [])
+
+    def route(m, p, q, b):
+        if p.endswith("/history"):
+            return 200, {"execution_id": EID, "steps": steps, "operations": ops, "next_token": None}
+        return None
+
+    api.extra_route = route
+    # when
+    assert main(["--url", api.url, "history", EID]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if " nap " in line)
+    # then: the row says how the sleep ended when it did not sleep its time
+    expected = {"cancelled": "cancelled while sleeping (due 2026-01-01T01:00:00.000000Z)",
+                "woken": "woken early (due 2026-01-01T01:00:00.000000Z)",
+                "ran": "wake at 2026-01-01T01:00:00.000000Z"}[how]
+    assert row.endswith(expected), row

@@ -457,3 +457,19 @@ def test_the_execution_page_of_a_wait_whose_version_is_not_deployed_says_it_cann
     assert status == 200
     assert "<b>None</b>" not in html and "the definition it waits on is not deployed here" in html
     assert "cannot go on here" in html and "workflow_version_missing" in html
+
+
+def test_timeline_of_a_sleep_a_cancel_cut_short_shows_it_stopped_not_done(console, control_plane):
+    # given: an order cancelled while it slept at step 2 (its sleep's record says SUCCEEDED, written as it began)
+    sleep_row = {"step_index": 2, "name": "wait_for_carrier_pickup", "kind": "sleep", "status": "SUCCEEDED",
+                 "attempts": 1, "started_at": "2026-01-01T00:00:00.000000Z",
+                 "finished_at": "2026-01-01T00:00:00.000000Z", "result": {"wake_at": "2026-01-01T00:00:20.000000Z"},
+                 "error": None, "final": False}
+    control_plane.add(execution_doc("c-1", status="CANCELLED", step=2, cancelled_by="ops"), steps=[sleep_row],
+                      operations=[{"op": "cancel", "by": "ops", "at": "2026-01-01T00:00:05.000000Z", "version": 5,
+                                   "reason": None, "detail": {}}])
+    # when
+    _, html = get(console, "/executions/c-1")
+    # then: the sleep is stopped, and says the cancel cut it short
+    item = html.split('data-step="2"')[0].rsplit("<li", 1)[1] + html.split('data-step="2"')[1].split("</li>")[0]
+    assert "t-stopped" in item and "cancelled while sleeping" in item, item

@@ -4,10 +4,11 @@ SDK models, no I/O."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
 
-from .sdk.models import BranchRecord, Execution, History, StepRecord, Workflow
+from .sdk.models import BranchRecord, Execution, History, Operation, StepRecord, Workflow
 
 UNNAMED_WAIT = ("an event this deployment cannot name: the definition it waits on is not deployed here, or changed "
                 "under it (`loom workflows` lists what is); its next delivery fails it, a send or `loom wake` brings "
@@ -92,6 +93,45 @@ def fanout_summary(branches: list[BranchRecord]) -> FanOutSummary:
     attempts = sum(b.attempts for b in branches)
     retried = sum(max(0, b.attempts - 1) for b in branches)
     return FanOutSummary(len(branches), dict(states), attempts, retried)
+
+
+def wake_at(r: StepRecord) -> str | None:
+    """When a sleep's record says it was due to end (written when the sleep began), or None: not a sleep."""
+    result = r.result if isinstance(r.result, dict) else None
+    if result is None or not isinstance(result.get("wake_at"), str) or r.kind not in ("sleep", "task"):
+        return None
+    return result["wake_at"]
+
+
+def _when(text: object) -> dt.datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+
+
+def sleep_ended_early(r: StepRecord, h: History) -> str | None:
+    """How a sleep that did not sleep its time ended, from the operations: woken early (``loom wake``), or cut
+    short by a cancel while it slept; None when it ran its time (or sleeps still). Its record, written when
+    it began, says SUCCEEDED and when it was due whatever came after. Who and when: the operations."""
+    due = _when(wake_at(r))
+    if due is None:
+        return None
+    ops = [op for op in h.operations if isinstance(op, Operation)]
+    for op in ops:
+        if op.op == "wake" and op.detail.get("was") == "sleep" and _when(op.detail.get("due")) == due:
+            return "woken early"
+    later = any(isinstance(x, StepRecord) and x.kind != "compensation" and x.step_index > r.step_index
+                for x in h.steps)
+    began = _when(r.started_at)
+    for op in ops:
+        at = _when(op.at)
+        if op.op == "cancel" and not later and at is not None and at < due and (began is None or at >= began):
+            return "cancelled while sleeping"
+    return None
 
 
 def redriven_after(detail: dict) -> str:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from .prices import WORKER_MEMORY_MB, ledger_usd, usd_text
-from .readings import UNNAMED_WAIT, fanout_summary, redriven_after, where
+from .readings import UNNAMED_WAIT, fanout_summary, redriven_after, sleep_ended_early, wake_at, where
 from .sdk.models import BranchRecord, Cost, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
 
 CONTEXT_SHOWN = 400
@@ -139,9 +139,11 @@ def history_table(h: History | dict, ended: bool = False) -> str:
                          r.finished_at, detail])
             continue
         kind, attempts = r.kind, r.attempts
-        if kind == "task" and isinstance(r.result, dict) and "wake_at" in r.result:
+        due = wake_at(r)
+        if due is not None and not r.corrupt:
             kind = "sleep"  # recorded when it began: its row's finish is then, its end is wake_at
-            detail = f"wake at {r.result['wake_at']}" if not r.corrupt else detail
+            early = sleep_ended_early(r, h)
+            detail = f"{early} (due {due})" if early else f"wake at {due}"
         elif kind == "event" and r.status == "SUCCEEDED" and not r.event_id and not r.corrupt:
             detail = f"no event came: took its default {_cell(r.result, None)}"
         if kind == "fanout":

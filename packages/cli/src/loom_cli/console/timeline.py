@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
-from ..readings import UNNAMED_WAIT, attempts_text, fanout_summary, redriven_after, sleeping_step, state_word
+from ..readings import (UNNAMED_WAIT, attempts_text, fanout_summary, redriven_after, sleep_ended_early, sleeping_step,
+                        state_word)
 from ..sdk.models import BranchRecord, CorruptRecord, Execution, History, Operation, StepRecord, Workflow, WorkflowStep
 from ..sdk.stream import FailedAttempt
 from ._html import LIVE, error_block, esc, json_block, parse_ts, span, time_tag
@@ -36,7 +37,9 @@ def timeline(e: Execution, history: History, wf: Workflow | None, now: dt.dateti
         spec = planned[index] if index < len(planned) else None
         seen = [(f.attempt if f.branch is None else f"{f.attempt} of branch {f.branch}", f.error)
                 for f in failures if f.step_index == index]
-        items.append(_step_item(e, index, spec, main.get(index), history.branches(index), sleeping, now, seen))
+        r = main.get(index)
+        early = sleep_ended_early(r, history) if r is not None else None
+        items.append(_step_item(e, index, spec, r, history.branches(index), sleeping, now, seen, early))
     for r in corrupt:
         items.append(f'<li class="step t-failed"><div class="row"><span class="name">corrupt record '
                      f'{esc(r.sort_key)}</span></div><pre class="error">{esc(r.detail)}</pre></li>')
@@ -69,7 +72,7 @@ def _state(e: Execution, index: int, r: StepRecord | None, is_current: bool) -> 
 
 
 def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecord | None,
-               branches: list[BranchRecord], sleeping: int | None, now, seen: list) -> str:
+               branches: list[BranchRecord], sleeping: int | None, now, seen: list, early: str | None = None) -> str:
     status, current = e.status, e.current_step
     if status in ("FAILED", "COMPENSATION_FAILED") and e.failed_step is not None:
         current = e.failed_step  # compensation moves on from the step that failed; show where it failed
@@ -120,6 +123,10 @@ def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecor
         notes.append(f'got event id <code>{esc(r.event_id)}</code>')
     if kind == "sleep" and spec is not None and spec.sleep_s is not None:
         notes.append(f'sleep {span(float(spec.sleep_s))}')
+    if early is not None:  # its record says SUCCEEDED, written when it began
+        notes.append(esc(early))
+        if early.startswith("cancelled"):
+            state = "stopped"
     if branches:
         notes.append(esc(fanout_summary(branches).attempts_text()))
     elif r is not None and r.attempts and r.kind != "fanout":
