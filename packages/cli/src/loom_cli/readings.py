@@ -103,8 +103,9 @@ def wake_at(r: StepRecord) -> str | None:
     return result["wake_at"]
 
 
-def _when(text: object) -> dt.datetime | None:
-    if not isinstance(text, str):
+def parse_ts(text: object) -> dt.datetime | None:
+    """An API time (ISO-8601, ``Z`` or an offset; a naive one is UTC), or None when there is none or it is no time."""
+    if not text or not isinstance(text, str):
         return None
     try:
         when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -117,18 +118,18 @@ def sleep_ended_early(r: StepRecord, h: History) -> str | None:
     """How a sleep that did not sleep its time ended, from the operations: woken early (``loom wake``), or cut
     short by a cancel while it slept; None when it ran its time (or sleeps still). Its record, written when
     it began, says SUCCEEDED and when it was due whatever came after. Who and when: the operations."""
-    due = _when(wake_at(r))
+    due = parse_ts(wake_at(r))
     if due is None:
         return None
     ops = [op for op in h.operations if isinstance(op, Operation)]
     for op in ops:
-        if op.op == "wake" and op.detail.get("was") == "sleep" and _when(op.detail.get("due")) == due:
+        if op.op == "wake" and op.detail.get("was") == "sleep" and parse_ts(op.detail.get("due")) == due:
             return "woken early"
     later = any(isinstance(x, StepRecord) and x.kind != "compensation" and x.step_index > r.step_index
                 for x in h.steps)
-    began = _when(r.started_at)
+    began = parse_ts(r.started_at)
     for op in ops:
-        at = _when(op.at)
+        at = parse_ts(op.at)
         if op.op == "cancel" and not later and at is not None and at < due and (began is None or at >= began):
             return "cancelled while sleeping"
     return None

@@ -7,6 +7,7 @@ import html
 import json
 from typing import Any
 
+from ..readings import parse_ts
 from ..sdk.models import ENDED_STATUSES, LIVE_STATUSES, STATUSES
 
 LIVE = LIVE_STATUSES
@@ -18,16 +19,6 @@ RESULT_INLINE_MAX = 160
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
-
-
-def parse_ts(text: str | None) -> dt.datetime | None:
-    if not text:
-        return None
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
 
 
 def span(seconds: float) -> str:
