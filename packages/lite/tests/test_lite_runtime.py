@@ -4,6 +4,7 @@ and the MCP tools work against it unchanged, found through the per-user state fi
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import urllib.error
@@ -250,6 +251,23 @@ def test_lite_lists_no_schedules_even_with_loom_schedules_in_its_environment(tmp
         status, _, body = http(f"{runtime.url}/schedules")
     assert status == 200, body
     assert body["schedules"] == [], body
+
+
+@pytest.mark.parametrize("schedules", ["not json", json.dumps([{"name": "d", "workflow": "greet",
+                                                                "expression": "cron(0 \u00b2 ? * SUN *)"}])])
+def test_lite_does_not_read_a_deployments_schedules_so_a_bad_one_neither_stops_it_nor_logs_a_deployments_error(
+        tmp_path, state_file, monkeypatch, caplog, schedules):
+    # given: a LOOM_SCHEDULES a deployment would refuse (not JSON; a digit EventBridge does not read)
+    monkeypatch.setenv("LOOM_SCHEDULES", schedules)
+    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02,
+                        settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
+    # when
+    with caplog.at_level("ERROR"), LiteRuntime(config, make_registry()).start(worker_thread=True) as runtime:
+        status, _, body = http(f"{runtime.url}/schedules")
+    # then: it serves, lists none, and logs no "every firing fails" (nothing fires here); the variable is kept
+    assert (status, body["schedules"]) == (200, []), body
+    assert not [r for r in caplog.records if "LOOM_SCHEDULES" in r.getMessage()], caplog.records
+    assert os.environ["LOOM_SCHEDULES"] == schedules
 
 
 def test_loom_dev_serves_a_module_with_its_own_registry_and_refuses_one_with_no_workflows(tmp_path):

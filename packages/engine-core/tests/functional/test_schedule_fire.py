@@ -184,6 +184,15 @@ def test_fire_skip_counts_a_firing_being_started_as_live(store):
 
     # then
     assert (result.outcome, result.execution_id) == ("skipped", eid)
+    # and: the firing after that skip, the claim still running, is skipped too (the skip's write replaced the
+    # claim on the record; it started a second execution)
+    runner.clock.set(T9 + DAY + dt.timedelta(seconds=30))
+    after = fire(runner.engine, schedules, "daily", T9 + DAY + dt.timedelta(seconds=30))
+    assert (after.outcome, after.execution_id) == ("skipped", eid), after
+    assert runner.engine.operator.list().executions == []
+    # and: once the claim ran out with nothing started (its delivery died), the next firing starts
+    runner.clock.set(T9 + 2 * DAY)
+    assert fire(runner.engine, schedules, "daily", T9 + 2 * DAY).outcome == "started"
 
 
 @pytest.mark.parametrize(("workflow_name", "input", "code"), [

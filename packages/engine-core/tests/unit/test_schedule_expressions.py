@@ -152,7 +152,9 @@ def test_at_fires_once_at_its_wall_clock_time():
     ("cron(0 9 * 13 ? *)", "UTC", "13 is outside the month field's range 1-12"),
     ("cron(0 9 ? * 8 *)", "UTC", "8 is outside the day-of-week field's range 1-7"),
     ("cron(0 9 * * ? 2200)", "UTC", "2200 is outside the year field's range 1970-2199"),
-    ("cron(0 9 ? * FRI-MON *)", "UTC", "the range 'FRI-MON' in the day-of-week field runs backwards"),
+    ("cron(0 9 ? * FRI-MON *)", "UTC", "the range 'FRI-MON' in the day-of-week field runs backwards; Loom takes "
+                                     "ascending ranges only: write FRI-SAT,SUN-MON"),
+    ("cron(0 22-2 * * ? *)", "UTC", "write 22-23,0-2 for one that wraps"),
     ("cron(0 9 L-3 * ? *)", "UTC", "L-n offsets are not taken"),
     ("cron(0 9 1,L * ? *)", "UTC", "alone in the field"),
     ("cron(0 9 ? * 2#6 *)", "UTC", "the week of the month must be 1-5"),
@@ -169,6 +171,14 @@ def test_at_fires_once_at_its_wall_clock_time():
     ("every day", "UTC", "is not a schedule expression: write cron(...), rate(...) or at(...)"),
     ("cron(0 9 * * ? *)", "Mars/Olympus", "time zone 'Mars/Olympus' is not an IANA time zone name"),
     ("cron(0 9 * * ? *)", "/etc/localtime", "is not an IANA time zone name"),
+    # digits EventBridge does not read: str.isdigit takes them, int() refuses one and reads the other as 3
+    ("cron(0 \u00b2 ? * SUN *)", "UTC", "'\u00b2' in the hours field is not a number"),
+    ("cron(0/\u00b2 9 * * ? *)", "UTC", "must be a whole number of at least 1"),
+    ("cron(0 9 ? * \u00b2#1 *)", "UTC", "or n#k (the k-th weekday n) alone in the field"),
+    ("cron(0 9 ? * \u00b2L *)", "UTC", "nL (the last weekday n of the month)"),
+    ("cron(0 \u0663 * * ? *)", "UTC", "'\u0663' in the hours field is not a number"),
+    ("rate(\u0663 minutes)", "UTC", "with a whole N and a unit"),
+    ("at(\u0662\u0660\u0662\u0666-03-08T02:30:00)", "UTC", "at(yyyy-mm-ddThh:mm:ss)"),
 ])
 def test_parse_when_unsupported_or_invalid_raises_saying_what_to_write(expression, tz, says):
     # when

@@ -16,6 +16,7 @@ import datetime as dt
 import gc
 import importlib
 import json
+import os
 import sys
 import threading
 import urllib.parse
@@ -27,6 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from engine_core.adapters.bootstrap import Runtime
+from engine_core.schedules.config import ENV as SCHEDULES_ENV
 from engine_core.schedules.config import Schedules
 
 HANDLER = "loom_control_plane.handler"
@@ -64,14 +66,18 @@ def load_handler(runtime: Runtime) -> ModuleType:
 
     original = lambda_runtime.lambda_setup
     lambda_runtime.lambda_setup = lite_setup
+    # No scheduler fires here (EventBridge Scheduler fires a deployment's): a LOOM_SCHEDULES in the environment
+    # is not read (its errors would be a deployment's: "every firing fails"), and lists nothing, rather than a
+    # next firing that never comes. `loom dev` says so at start.
+    deployment_schedules = os.environ.pop(SCHEDULES_ENV, None)
     try:
         sys.modules.pop(HANDLER, None)
         module = importlib.import_module(HANDLER)
-        # No scheduler fires here (EventBridge Scheduler fires a deployment's): a LOOM_SCHEDULES in the
-        # environment lists nothing, rather than a next firing that never comes.
         module.schedules, module.schedules_problem = Schedules(), None
         return module
     finally:
+        if deployment_schedules is not None:
+            os.environ[SCHEDULES_ENV] = deployment_schedules
         lambda_runtime.lambda_setup = original
         gc.enable()  # the handler's init turns it off until its last line; a failed import must not leave it off
 

@@ -70,6 +70,9 @@ class Schedules:
                 expressions[d.name] = parse(d.expression, d.timezone)
             except ExpressionError as exc:
                 raise ConfigurationError(f"schedule {d.name!r}: {exc}") from None
+            except (ValueError, OverflowError) as exc:  # a form the parser did not foresee: refused, not a crash
+                raise ConfigurationError(f"schedule {d.name!r}: {d.expression!r} cannot be read ({exc}); write it as "
+                                         "docs/schedules.md shows (ASCII digits, the forms EventBridge takes)") from None
             defs[d.name] = d
         return cls(defs, expressions)
 

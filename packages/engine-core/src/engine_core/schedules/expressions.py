@@ -38,8 +38,8 @@ FIELDS = ("minutes", "hours", "day-of-month", "month", "day-of-week", "year")
 _BOUNDS = {"minutes": (0, 59), "hours": (0, 23), "day-of-month": (1, 31), "month": (1, 12), "day-of-week": (1, 7),
            "year": (1970, 2199)}
 _NAMES = {"month": MONTHS, "day-of-week": WEEKDAYS}
-_RATE = re.compile(r"\Arate\((\d+) (minute|minutes|hour|hours|day|days)\)\Z")
-_AT = re.compile(r"\Aat\((\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\)\Z")
+_RATE = re.compile(r"\Arate\((\d+) (minute|minutes|hour|hours|day|days)\)\Z", re.ASCII)
+_AT = re.compile(r"\Aat\((\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\)\Z", re.ASCII)
 _UNIT_S = {"minute": 60, "hour": 3600, "day": 86400}
 
 
@@ -67,11 +67,17 @@ def _wall_to_utc(local: dt.datetime, tz: ZoneInfo) -> dt.datetime | None:
 
 
 # -- cron ---------------------------------------------------------------------------------------------------
+def _digits(text: str) -> bool:
+    """ASCII digits only, as EventBridge reads a field (``str.isdigit`` takes ``²`` and ``٣``, which ``int``
+    refuses or reads as 3)."""
+    return text.isascii() and text.isdigit()
+
+
 def _number(text: str, field: str, expr: str) -> int:
     names = _NAMES.get(field, {})
     if text.upper() in names:
         return names[text.upper()]
-    if not text.isdigit():
+    if not _digits(text):
         hint = f" or a name ({'-'.join((next(iter(names)), list(names)[-1]))})" if names else ""
         raise ExpressionError(f"{expr}: {text!r} in the {field} field is not a number{hint}")
     value = int(text)
@@ -91,7 +97,7 @@ def _values(text: str, field: str, expr: str) -> frozenset[int]:
         base, slash, step_text = part.partition("/")
         step = 1
         if slash:
-            if not step_text.isdigit() or int(step_text) < 1:
+            if not _digits(step_text) or int(step_text) < 1:
                 raise ExpressionError(f"{expr}: the increment in {part!r} ({field}) must be a whole number of at least 1")
             step = int(step_text)
         if base == "*":
@@ -100,8 +106,12 @@ def _values(text: str, field: str, expr: str) -> frozenset[int]:
             a, _, b = base.partition("-")
             first, last = _number(a, field, expr), _number(b, field, expr)
             if first > last:
+                names = _NAMES.get(field, {})
+                by_number = {v: k for k, v in names.items()}
+                named = a.upper() in names or b.upper() in names  # said with names: the fix too
+                end, start = (by_number.get(high, high), by_number.get(low, low)) if named else (high, low)
                 raise ExpressionError(f"{expr}: the range {base!r} in the {field} field runs backwards; Loom takes "
-                                      f"ascending ranges only: write {a}-{high},{low}-{b} for one that wraps")
+                                      f"ascending ranges only: write {a}-{end},{start}-{b} for one that wraps")
         else:
             first = _number(base, field, expr)
             last = high if slash else first
@@ -130,7 +140,7 @@ def _day_of_month(text: str, expr: str) -> _Days:
         return _Days(last=True)
     if upper == "LW":
         return _Days(last=True, weekday_near=0)
-    if re.fullmatch(r"\d+W", upper):
+    if re.fullmatch(r"\d+W", upper, re.ASCII):
         return _Days(weekday_near=_number(upper[:-1], "day-of-month", expr))
     if "L" in upper or "W" in upper:
         raise ExpressionError(f"{expr}: day-of-month {text!r} is not supported: use L (last day), LW (last weekday) "
@@ -142,12 +152,12 @@ def _day_of_week(text: str, expr: str) -> _Days:
     upper = text.upper()
     if upper == "L":
         return _Days(values=frozenset({7}))
-    if m := re.fullmatch(r"(\w+)#(\d+)", upper):
+    if m := re.fullmatch(r"(\w+)#(\d+)", upper, re.ASCII):
         k = int(m[2])
         if not 1 <= k <= 5:
             raise ExpressionError(f"{expr}: in {text!r} the week of the month must be 1-5")
         return _Days(nth=(_number(m[1], "day-of-week", expr), k))
-    if m := re.fullmatch(r"(\w+?)L", upper):
+    if m := re.fullmatch(r"(\w+?)L", upper, re.ASCII):
         return _Days(last_weekday_of=_number(m[1], "day-of-week", expr))
     if "L" in upper or "#" in upper:
         raise ExpressionError(f"{expr}: day-of-week {text!r} is not supported: use L (Saturday), nL (the last "

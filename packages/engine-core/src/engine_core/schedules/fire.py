@@ -106,7 +106,10 @@ class _Firing:
         prev = self.store.load(rec.started_id)
         if prev is not None and not prev.status.is_terminal and not prev.is_expired(self.now):
             return prev.execution_id
-        claimed = rec.outcome is FiringOutcome.STARTING and rec.claim_until is not None and rec.claim_until > self.now
+        # A claim still running, on the record or carried over it by a skip (the skip's write replaces the claim:
+        # without it, the firing after the skip would find nothing live and start a second one)
+        claimed = rec.outcome in (FiringOutcome.STARTING, FiringOutcome.SKIPPED) and rec.claim_until is not None \
+            and rec.claim_until > self.now
         return rec.started_id if prev is None and claimed else None
 
     def run(self) -> FireResult:
@@ -138,7 +141,9 @@ class _Firing:
                 return self.result("skipped", None, "the schedule is disabled (enabled = false): a delivery "
                                    "Scheduler made or retried after that starts nothing")
             if self.sched.overlap == "skip" and (live := self.live(rec)) is not None:
-                if self.store.put_schedule(self.record(rec, outcome=FiringOutcome.SKIPPED, execution_id=live)):
+                carried = rec.claim_until if rec is not None and rec.started_id == live else None
+                if self.store.put_schedule(self.record(rec, outcome=FiringOutcome.SKIPPED, execution_id=live,
+                                                       claim_until=carried)):
                     return self.result("skipped", live, f"the previous execution {live} is still live (overlap skip)")
                 continue
             claim = self.record(rec, outcome=FiringOutcome.STARTING, execution_id=self.eid, started_id=self.eid,

@@ -46,7 +46,8 @@ class ScheduleRecord(BaseModel):
     started_for: dt.datetime | None = None
     """The scheduled time of the firing that started ``started_id``."""
     claim_until: dt.datetime | None = None
-    """``starting`` only: the claiming invocation's deadline; after it, the claim is over either way."""
+    """``starting``: the claiming invocation's deadline; after it, the claim is over either way. ``skipped``: the
+    same deadline carried over from the claim of ``started_id`` it skipped for (that start may still be running)."""
     error: ErrorInfo | None = None
     duplicates: int = 0
     """Repeated deliveries of ``scheduled_at`` that started nothing new."""
