@@ -141,7 +141,7 @@ def _failed(code: str, exc: BaseException, retryable: bool, duration_ms: float, 
         tb = tb.tb_next
     where = f" (at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})" if tb is not None and code == "step_error" else ""
     try:
-        text = str(exc)
+        text = str(exc) if not isinstance(exc, SystemExit) else str(exc.code)  # sys.exit(): "None", not ""
     except Exception as err:  # a broken __str__ must not crash the worker
         text = f"<unprintable {type(exc).__name__}: {type(err).__name__}>"
     kind = type(exc).__qualname__

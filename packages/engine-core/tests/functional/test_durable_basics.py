@@ -596,3 +596,25 @@ def test_durable_check_fits_refuses_a_step_timeout_or_a_compensation_timeout_tha
                                                        compensate=list_step(lambda ctx: {}, timeout_s=40))]))
     with pytest.raises(ConfigurationError, match="'slow_undo' the compensation of step 'book' has a 40 s budget"):
         check_fits(registry, EngineSettings(function_timeout_s=30))
+
+
+def test_durable_a_workflow_function_calling_sys_exit_fails_the_execution_and_the_worker_goes_on(registry):
+    # given: a function that calls sys.exit(4) after a compensable step (outside any step)
+    import sys
+
+    undone = []
+
+    @durable("exits", registry=registry)
+    def exits(order):
+        step("charge", lambda: "ch-1", compensate=lambda result: undone.append(result))
+        sys.exit(4)
+
+    runner = make_runner(registry)
+    eid = runner.start("exits", {})
+    # when: driven to the end (a SystemExit let through would end this test's process, as it ended loom dev)
+    e = run(runner, eid)
+    # then: the execution failed with what happened and where, its charge undone; nothing else ended
+    assert e.status is Status.FAILED and e.compensated and undone == ["ch-1"], (e.status, undone)
+    assert e.error.code == "workflow_error" and e.error.message.startswith(
+        "SystemExit: 4; the workflow function called sys.exit() (at "), e.error.message
+    assert "test_durable_basics.py" in e.error.message and "Raise an exception instead" in e.error.message

@@ -344,3 +344,17 @@ def test_every_exported_name_resolves_to_its_module_object_and_an_unknown_one_is
     assert set(engine_core.__all__) <= set(dir(engine_core))
     with pytest.raises(AttributeError, match="'engine_core' has no attribute 'Engin'"):
         engine_core.Engin  # noqa: B018
+
+
+@pytest.mark.parametrize(("code", "says"), [(None, "SystemExit: None;"), (0, "SystemExit: 0;"), ("bye", "SystemExit: bye;")])
+def test_a_body_calling_sys_exit_is_a_retryable_step_error_naming_its_code(code, says):
+    import sys
+    import time as _time
+
+    from engine_core._runner import run_body
+    from engine_core.context import StepContext
+
+    ctx = StepContext(execution_id="e", workflow="w", step_index=0, step_name="s", attempt=1, data={})
+    out = run_body(lambda c: sys.exit(code), ctx, 5, lambda: _time.monotonic() * 1000)
+    assert (out.error_code, out.error_type, out.retryable) == ("step_error", "SystemExit", True), out
+    assert out.error_message.startswith(f"{says} the step body called sys.exit()"), out.error_message

@@ -150,6 +150,11 @@ class CodeRun(StepRun):
             raise raised.error from None
         except NondeterministicReplay as exc:
             outcome = self._code_failed("nondeterministic_replay", str(exc))
+        except SystemExit as exc:  # sys.exit() in the function: its failure, not the worker's end (as in a step)
+            log.warning("workflow function called sys.exit()", exc_info=True, extra=log_fields(self.execution))
+            outcome = self._code_failed("workflow_error", f"SystemExit: {exc.code}; the workflow function called "
+                                        f"sys.exit(){_where(exc)}: Loom fails the execution and the worker goes on. "
+                                        "Raise an exception instead")
         except Exception as exc:
             if replay.broken is not None:  # the function swallowed the mismatch and failed otherwise
                 outcome = self._code_failed("nondeterministic_replay", str(replay.broken))
@@ -186,7 +191,7 @@ class CodeRun(StepRun):
         except Stop:
             pass
         except BaseException as exc:  # noqa: BLE001 - a replay that does not reach it, for any reason
-            if not isinstance(exc, (Exception, NondeterministicReplay, Suspend, EngineRaised)):
+            if not isinstance(exc, (Exception, SystemExit, NondeterministicReplay, Suspend, EngineRaised)):
                 raise
             log.warning("replay did not reach the position", extra={**log_fields(self.execution),
                                                                     "error": f"{type(exc).__name__}: {exc}"})
@@ -431,7 +436,7 @@ class CodeRun(StepRun):
             problem = str(exc)
         except (Suspend, EngineRaised) as exc:  # pragma: no cover - a replay to a recorded position runs nothing
             problem = f"the replay to position {failed_at} did not get there: {exc}"
-        except Exception:
+        except (Exception, SystemExit):
             pass  # the function failed after its last call (workflow_error): every call was replayed
         finally:
             _current.RUN.reset(bound)

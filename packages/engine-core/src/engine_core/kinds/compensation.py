@@ -25,7 +25,7 @@ from ..code_step import CodeStep
 from ..context import StepContext
 from ..errors import ExecutionStateConflictError
 from ..model import ErrorInfo, Execution, Status, StepRecord, StepStatus, Timer
-from ..outcome import Outcome
+from ..outcome import Outcome, log_fields
 from ..protocol import ActionView, KindBase, StepOps
 from ..steps import WorkflowDef
 
@@ -102,8 +102,7 @@ class CompensationKind(KindBase):
             return outcome
         op.metric("ExecutionsCompensating", "Count", 1)
         log.warning("step failed for good; compensating the completed steps", extra={
-            "execution_id": e.execution_id, "workflow": e.workflow, "step": op.wf.steps[e.current_step].name
-            if e.current_step < len(op.wf.steps) else None, "step_index": e.current_step, "attempt": None,
+            **log_fields(e), "step": op.wf.steps[e.current_step].name if e.current_step < len(op.wf.steps) else None,
             "error_code": error.code, "compensate_from": first})
         op.send()
         return Outcome("compensating", e.execution_id, e.current_step, f"undoing step {first}")
@@ -193,8 +192,8 @@ def _end(op: StepOps, error: ErrorInfo | None) -> Outcome:
     new = transitions.compensation_ended(e, op.now(), op.retention, op.finalize_grace_s(), error)
     if new.status is Status.COMPENSATION_FAILED:
         log.error("compensation failed; execution ended COMPENSATION_FAILED", extra={
-            "execution_id": e.execution_id, "workflow": e.workflow, "step": error.step_name if error else None,
-            "step_index": e.current_step, "attempt": e.attempt or None, "error": error.message if error else None})
+            **log_fields(e, attempt=e.attempt or None), "step": error.step_name if error else None,
+            "error": error.message if error else None})
         metric, kind = "ExecutionsFailed", "compensation_failed"
     else:
         metric = "ExecutionsFailed" if new.status is Status.FAILED else "ExecutionsCancelled"
