@@ -316,3 +316,29 @@ def test_a_poll_interval_of_zero_or_less_is_refused_at_the_call_before_any_reque
         call(client)
     assert refused.value.code == "invalid_argument" and "must be a number of seconds above 0" in str(refused.value)
     assert len(control_plane.requests) == seen
+
+
+def test_an_answer_cut_off_after_its_status_line_is_a_loom_error_not_a_raw_http_exception():
+    # given: a server that sends a 409's head with a body length, then closes (killed mid-answer)
+    import socket
+    import threading
+
+    from loom_cli.sdk import LoomClient
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 409 Conflict\r\ncontent-type: application/json\r\ncontent-length: 164\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        # when
+        with pytest.raises(LoomError) as broke:
+            LoomClient(f"http://127.0.0.1:{listener.getsockname()[1]}").cancel("e-1")
+    finally:
+        listener.close()
+    # then: the SDK's one exception, saying the write may or may not have been applied
+    assert broke.value.code == "unreachable" and "may or may not have been applied" in broke.value.message, broke.value

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from engine_core import PermanentStepError, Registry, map_, sleep, step, wait_for_event, workflow
+from engine_core import PermanentStepError, Registry, StepMessage, map_, sleep, step, wait_for_event, workflow
 from loom_cli.console.server import Console
 from loom_cli.main import main as loom
 from loom_cli.mcp_tools import call_tool, select
@@ -376,17 +376,24 @@ def test_a_store_held_busy_by_another_connection_is_a_503_that_names_the_file_an
     db = tmp_path / "held.db"
     runtime = LiteRuntime(LiteConfig(db=db, sweep_every_s=60, poll_s=0.05), make_registry()).start(worker_thread=True)
     shell = sqlite3.connect(db, isolation_level=None)
+    # a message that becomes visible while the lock is held: the worker's receive then needs the write lock
+    runtime.queue.send(StepMessage(execution_id="00000000-0000-4000-8000-000000000000", step=0, version=1), delay_s=1)
     try:
         shell.execute("BEGIN IMMEDIATE")
         # when: a start through the SDK, then through the command line
         with pytest.raises(Exception) as refused:
             LoomClient(runtime.url).start("greet", {"name": "ada"})
         code = loom(["--url", runtime.url, "start", "greet", "--input", '{"name": "bo"}'])
+        time.sleep(1.5)  # the message comes visible: each receive of it waits out the lock and fails
         shell.execute("ROLLBACK")
         later = LoomClient(runtime.url).start("greet", {"name": "cy"})
+        # and: the worker outlived the lock (it died of it: the API served, nothing ran)
+        asleep = LoomClient(runtime.url).wait(later.execution_id, "SLEEPING", timeout_s=20)
+        failed_polls = runtime.worker.counts["store_unavailable"]
     finally:
         shell.close()
         runtime.stop()
+    assert asleep.status == "SLEEPING" and failed_polls >= 1, (asleep.status, failed_polls)
     # then: the API failed on its side (not a refusal), saying which file, why, and what to change
     exc = refused.value
     assert (exc.code, exc.status, exc.is_refusal) == ("store_unavailable", 503, False)
@@ -533,3 +540,27 @@ def test_stopping_the_second_loom_dev_hands_the_state_file_back_to_the_first_sti
     finally:
         third.kill()
         third.wait()
+
+
+def test_lite_answers_sixty_clients_calling_at_once(tmp_path, state_file):
+    # given: one runtime, and sixty clients starting executions at the same moment
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=60, poll_s=0.05)
+    gate = Barrier(60)
+    with LiteRuntime(config, make_registry()).start(worker_thread=True) as runtime:
+        def start(i: int) -> str:
+            gate.wait()
+            try:
+                return "created" if LoomClient(runtime.url).start("greet", {"name": f"n{i}"}).created else "again"
+            except Exception as exc:  # noqa: BLE001 - counted, not raised: the test compares what happened
+                return f"{type(exc).__name__}: {exc}"
+
+        # when
+        with ThreadPoolExecutor(60) as pool:
+            answers = list(pool.map(start, range(60)))
+        listed = LoomClient(runtime.url).list_page(workflow="greet", limit=100).executions
+    # then: every call answered and every execution there (a short listen backlog reset connections)
+    assert answers == ["created"] * 60, [a for a in answers if a != "created"][:3]
+    assert len(listed) == 60

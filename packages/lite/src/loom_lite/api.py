@@ -53,6 +53,11 @@ class _Context:
         return 30_000
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128
+    """The listen backlog: the standard library's 5 reset connections when a few dozen clients called at once."""
+
+
 def load_handler(runtime: Runtime) -> ModuleType:
     """A fresh import of the control plane's handler module, serving ``runtime``."""
     from aws_lambda_powertools import Logger, Metrics
@@ -184,7 +189,7 @@ class ApiServer:
             def log_message(self, fmt: str, *args: Any) -> None:  # the runtime's own log says what happened
                 pass
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server = _Server((host, port), Handler)
         self.server.daemon_threads = True
         self.host, self.port = host, self.server.server_address[1]
         self._thread: threading.Thread | None = None

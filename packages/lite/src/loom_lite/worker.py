@@ -26,9 +26,12 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from engine_core import Engine, InsufficientTimeError, Outcome, StepMessage
+from engine_core.errors import StorageError
 from engine_core.adapters.sqlite_queue import Received, SqliteQueue
 
 log = logging.getLogger("loom_lite")
+STORE_RETRY_S = 1.0
+"""How long the worker waits before it reads the queue again after the store failed it."""
 
 
 class Worker:
@@ -44,9 +47,17 @@ class Worker:
         delayed message, or the poll interval (another process's sends), whichever comes first."""
         while not self.stop.is_set():
             self.queue.sent.clear()
-            if self.once():
+            try:
+                if self.once():
+                    continue
+                upcoming = self.queue.next_visible_in()
+            except StorageError as exc:
+                # The file is busy past its timeout (a backup, a sqlite3 shell in a transaction) or failing: what
+                # was received and not acked comes back after its visibility timeout; try again shortly.
+                self.counts["store_unavailable"] += 1
+                log.warning("the store is unavailable (%s); the worker tries again in %g s", exc, STORE_RETRY_S)
+                self.stop.wait(STORE_RETRY_S)
                 continue
-            upcoming = self.queue.next_visible_in()
             self.queue.sent.wait(self.poll_s if upcoming is None else min(upcoming, self.poll_s))
 
     def once(self) -> bool:

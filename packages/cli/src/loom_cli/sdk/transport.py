@@ -78,7 +78,14 @@ class Transport:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 return resp.status, _json(resp.read(), resp.status)
         except urllib.error.HTTPError as exc:
-            payload = _json(exc.read(), exc.code, strict=False)
+            try:
+                body = exc.read()
+            except (ConnectionError, http.client.HTTPException, TimeoutError) as broken:  # the answer cut off
+                raise LoomError(UNREACHABLE, f"{method} {url}: HTTP {exc.code} came, then the connection broke before "
+                                             f"its body ({type(broken).__name__}: {broken}); the request may or may not "
+                                             "have been applied: read the execution before retrying a write",
+                                status=exc.code) from None
+            payload = _json(body, exc.code, strict=False)
             if isinstance(payload, dict) and "error" in payload:
                 raise LoomError.from_document(exc.code, payload) from None
             if exc.code == 403 and self.sign:
