@@ -318,7 +318,9 @@ class Operator(Reader):
                     return EventSent(e.execution_id, name, record.event_id, "buffered")
                 continue
             kind = self.kinds.current(view.wf, e)
-            if e.cancel_requested or kind is None or kind.waits_for(view) != name or not self._taken_next(view, record):
+            # An operator's wake of this wait came first: it times out, and the event is kept for a later wait.
+            if e.cancel_requested or e.wait_woken or kind is None or kind.waits_for(view) != name \
+                    or not self._taken_next(view, record):
                 return EventSent(e.execution_id, name, record.event_id, "buffered")
             applied = self._commit(e, transitions.woken(e, self.life.clock.now(), by_event=True))
             if applied is not None:

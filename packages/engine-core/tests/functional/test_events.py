@@ -375,3 +375,31 @@ def test_an_event_id_too_long_is_refused_naming_its_length_not_echoing_it_whole(
     message = str(refused.value)
     assert "(2,000 characters)" in message and "1-128 characters" in message and len(message) < 300, message
     assert runner.engine.operator.operations(eid)[0] == [] and runner.engine.get(eid).status is Status.WAITING
+
+
+@pytest.mark.parametrize("order", ["wake_then_send", "send_recorded_before_the_wake_commit"])
+def test_a_send_racing_an_operators_wake_is_kept_and_the_wait_times_out_as_the_wake_said(order):
+    # given: a waiting execution (no default: a timeout fails it)
+    runner, runs, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    # when: an operator's wake and a send race: the send after the wake's commit, or the send's event written
+    # before the wake committed and its own wake lost to it
+    if order == "wake_then_send":
+        runner.engine.operator.wake(eid, "ops")
+        sent = runner.send_event(eid, "approved", {"approver": "ana"}, event_id="evt-1")
+        assert sent == "buffered", sent  # it did not wake the wait: the wake had
+    else:
+        from engine_core.model import EventRecord
+
+        e = runner.engine.get(eid)
+        now = runner.clock.now()
+        runner.store.put_event(eid, EventRecord(name="approved", event_id="evt-1", data={"approver": "ana"},
+                                                sent_at=now, by="x", run=e.run, expires_at=e.expires_at))
+        runner.engine.operator.wake(eid, "ops")
+    done = runner.run_until_done(eid)
+    # then: the wake is what was answered: the wait timed out (no default: failed), the event kept, not taken
+    assert done.status is Status.FAILED and done.error.code == "event_timeout", done.error
+    assert runs == {"before": 1, "after": 0}
+    events, consumed, _ = runner.engine.operator.events(eid)
+    assert [ev.event_id for ev in events] == ["evt-1"] and consumed == {}, (events, consumed)

@@ -33,7 +33,9 @@ class WaitKind(KindBase):
 
     def run(self, op: StepOps) -> Outcome:
         spec = op.step.kind
-        event = _fitting(op)
+        # An operator's wake ends this wait period as a timeout: an event sent meanwhile (a send racing the wake)
+        # is kept for a later wait of its name, not taken here, so the wake is what was answered.
+        event = None if op.execution.wait_woken else _fitting(op)
         if event is not None:
             return _settle(op, event.data, event.event_id)
         if op.execution.attempt > 0:

@@ -221,7 +221,10 @@ class Observing:
 
     def _check_timeout(self, eid: str, record: StepRecord, op: Op | None) -> None:
         """A wait times out only if no event of its name was kept, unconsumed by another step, from
-        before the delivery that decided the timeout began."""
+        before the delivery that decided the timeout began; or an operator woke it (its wake is what was
+        answered: an event sent meanwhile stays kept for a later wait, not lost)."""
+        if self.inner.metas.get(eid, {}).get("wait_woken"):
+            return
         info = self.runs.info(eid, record.run)
         wf = self.all_specs.get(info.fingerprint) if info is not None else None
         if wf is None:
