@@ -156,7 +156,7 @@ def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None
     ``e`` came from a read that does not carry them and the deployed list differs."""
     try:
         wf = registry.get(e.workflow, e.workflow_version)
-    except (UnknownWorkflowVersionError, UnknownWorkflowError) as exc:
+    except UnknownWorkflowError as exc:  # its version, or the whole workflow (UnknownWorkflowVersionError is one)
         return None, missing_version(e, exc)
     if wf.fingerprint == e.fingerprint:
         return wf, None
@@ -205,7 +205,7 @@ def cannot_go_on(registry: Registry, e: Execution) -> ErrorInfo | None:
         return None
     try:
         registry.get(e.workflow, e.workflow_version)
-    except (UnknownWorkflowVersionError, UnknownWorkflowError) as exc:
+    except UnknownWorkflowError as exc:
         return missing_version(e, exc, live=True)
     return None
 
