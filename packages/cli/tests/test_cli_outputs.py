@@ -407,6 +407,9 @@ def test_status_and_wake_of_an_execution_whose_version_is_not_deployed_say_it_ca
     code, out, _ = run(capsys, "--url", control_plane.url, "status", "v-1")
     assert code == 0 and re.search(r"^cannot go on\s+workflow_version_missing: this execution started on version 1",
                                    out, re.M), out
+    # and: watch's line says it too, with no countdown to a wake that only fails it
+    line = progress_line(control_plane.executions["v-1"])
+    assert "cannot go on: its version 1 is not deployed here" in line and "left" not in line, line
     # and: wake says the delivery it brings on fails it, not that the next step runs
     code, out, _ = run(capsys, "--url", control_plane.url, "wake", "v-1")
     assert code == 0 and "woken: its version 1 is not deployed here (workflow_version_missing)" in out, out

@@ -41,6 +41,9 @@ def progress(e: Execution, wf: Workflow | None = None, change: Change | None = N
     left on a sleep, backoff or wait (``countdown``) as it was then."""
     status = e.status
     label = f"{status:<9} step {where(e, wf, change.history if change else None)}"
+    if e.cannot_run is not None:  # its version is not deployed here: what it waits for never comes
+        return (f"{label}  cannot go on: its version {e.workflow_version} is not deployed here; its next delivery "
+                f"fails it ({e.cannot_run.code}): `loom status {e.execution_id}` says how to move it"), ""
     if status == "WAITING":
         w = e.waiting_for
         left = f", {seconds_until(w.timeout_at)} left (until {w.timeout_at})" if w is not None and w.timeout_at else ""
