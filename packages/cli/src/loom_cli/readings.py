@@ -30,7 +30,7 @@ def step_label(e: Execution, index: int | None = None, name: str | None = None) 
 
 
 def _is_sleep_record(r: StepRecord | None) -> bool:
-    return r is not None and isinstance(r.result, dict) and "wake_at" in r.result
+    return r is not None and wake_at(r) is not None
 
 
 def sleeping_step(e: Execution, wf: Workflow | None, history: History | None = None) -> int | None:

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Iterable
 
 from ..readings import (UNNAMED_WAIT, attempts_text, fanout_summary, redriven_after, sleep_ended_early, sleeping_step,
-                        state_word)
+                        state_word, wake_at)
 from ..sdk.models import BranchRecord, CorruptRecord, Execution, History, Operation, StepRecord, Workflow, WorkflowStep
 from ..sdk.stream import FailedAttempt
 from ._html import LIVE, error_block, esc, json_block, parse_ts, span, time_tag
@@ -76,8 +76,7 @@ def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecor
     status, current = e.status, e.current_step
     if status in ("FAILED", "COMPENSATION_FAILED") and e.failed_step is not None:
         current = e.failed_step  # compensation moves on from the step that failed; show where it failed
-    is_sleep = (spec is not None and spec.kind == "sleep") or bool(r and isinstance(r.result, dict)
-                                                                   and "wake_at" in r.result)
+    is_sleep = (spec is not None and spec.kind == "sleep") or (r is not None and wake_at(r) is not None)
     kind = spec.kind if spec is not None else ("sleep" if is_sleep else "step")
     name = ((r.name if r else None) or (spec.name if spec else None) or (branches[0].name if branches else None)
             or (e.current_step_name if index == e.current_step else None) or f"step {index}")

@@ -35,8 +35,8 @@ EVENT_NAME = re.compile(r"\A[A-Za-z0-9_.-]{1,64}\Z")
 
 
 _WHERE_FROM = {"execution id": "the one its start answered with (or `loom list` shows)",
-               "callback token": "the token the wait handed your system",
-               "event name": "the name the workflow's wait_for_event step waits for"}
+               "callback token": "the token the wait handed your system"}
+"""Where each argument ``_q`` takes comes from (an event name is checked against ``EVENT_NAME`` first)."""
 
 
 def _q(value: str, what: str = "execution id") -> str:
@@ -44,7 +44,7 @@ def _q(value: str, what: str = "execution id") -> str:
         raise LoomError(INVALID_ARGUMENT, f"an execution id, event name or callback token is a string, got "
                                           f"{type(value).__name__} {value!r}")
     if not value.strip():
-        raise LoomError(INVALID_ARGUMENT, f"the {what} is empty; pass {_WHERE_FROM.get(what, 'one')}; nothing was sent")
+        raise LoomError(INVALID_ARGUMENT, f"the {what} is empty; pass {_WHERE_FROM[what]}; nothing was sent")
     return urllib.parse.quote(value, safe="")
 
 
@@ -224,7 +224,7 @@ class LoomClient:
         body: dict[str, Any] = {"data": {} if data is None else data}
         if event_id is not None:
             body["event_id"] = event_id
-        doc = self.request("POST", f"/executions/{_q(execution_id)}/events/{_q(event, 'event name')}", body)[1]
+        doc = self.request("POST", f"/executions/{_q(execution_id)}/events/{_q(event)}", body)[1]
         return EventSent.model_validate(doc)
 
     def complete_callback(self, token: str, data: dict[str, Any] | None = None) -> EventSent:
