@@ -177,7 +177,9 @@ def test_watch_of_a_map_shows_the_branches_done_and_ends_with_attempts_not_attem
     lines = _watch_lines(out)
     assert code == 0
     assert "RUNNING   step 1/3 resize_images  attempts so far: 1  branches done: 2/4" in lines
-    assert lines[-1] == "COMPLETED step 3/3 (done)  attempts: 2"
+    # the execution's 2 attempts are its task steps': the line says the branches' are not among them
+    assert lines[-1] == "COMPLETED step 3/3 (done)  attempts: 2 (not counting map or parallel branches: loom history " \
+                        "shows theirs)"
     assert "resize_images[3]" in out
 
 
@@ -395,6 +397,17 @@ def test_status_says_the_attempts_row_is_the_executions_total_and_gives_the_curr
     assert code == 0 and re.search(r"^attempts\s+5 in all \(this step's: 2\)$", out, re.M), out
     code, out, _ = run(capsys, "--url", control_plane.url, "status", "a-2")
     assert code == 0 and re.search(r"^attempts\s+5 in all$", out, re.M), out
+
+
+def test_status_of_a_map_says_its_attempts_do_not_count_the_branches(control_plane, capsys):
+    # given: a map's execution, done: 2 task-step attempts, its 4 branches' attempts on their own records
+    eid = control_plane.play("map")
+    # when
+    code, out, err = run(capsys, "--url", control_plane.url, "status", eid)
+    # then
+    assert code == 0, err
+    assert re.search(r"^attempts\s+2 in all \(not counting map or parallel branches: loom history shows theirs\)$",
+                     out, re.M), out
 
 
 def test_status_and_wake_of_an_execution_whose_version_is_not_deployed_say_it_cannot_go_on(control_plane, capsys):

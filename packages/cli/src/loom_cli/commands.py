@@ -18,7 +18,8 @@ def print_json(body: Any) -> None:
 
 
 def _definition(client: LoomClient, name: str) -> Workflow | None:
-    """The workflow's step list, for naming the step a sleep sleeps in; a table still prints without it."""
+    """The workflow's step list, for naming the step a sleep sleeps in and knowing its fan-outs; a table still
+    prints without it."""
     try:
         return client.workflow(name)
     except LoomError:
@@ -45,7 +46,7 @@ def status(client: LoomClient, args) -> int:
     if args.json:
         print_json(e.document())
     else:
-        wf = _definition(client, e.workflow) if e.status == "SLEEPING" else None
+        wf = _definition(client, e.workflow)  # names a sleep's step; says what the attempts leave out
         print(execution_table(e, wf if wf is not None and wf.version == e.workflow_version else None))
     return 0
 

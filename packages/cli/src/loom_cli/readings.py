@@ -146,6 +146,15 @@ def redriven_after(detail: dict) -> str:
     return f"after {step} failed ({n} attempt{'s' if n != 1 else ''})"
 
 
+def branches_not_counted(e: Execution, wf: Workflow | None = None) -> str:
+    """What an execution's ``total_attempts`` leaves out, where it can: the step attempts it counts are its
+    task steps' (and undos'); a map's or parallel's branches count their own (``loom history`` shows them), so a
+    batch of 100 images reads ``2 in all``. Empty when the execution has no fan-out step to leave out."""
+    fans = e.fanout is not None or e.style == "code" or (
+        wf is not None and any(s.kind in ("map", "parallel") for s in wf.steps))
+    return " (not counting map or parallel branches: loom history shows theirs)" if fans else ""
+
+
 def attempts_text(attempts: int) -> str:
     return f"{attempts} attempt{'s' if attempts != 1 else ''}" + (" (retried)" if attempts > 1 else "")
 

@@ -10,7 +10,7 @@ import sys
 import threading
 from typing import Any
 
-from .readings import compensation_note, step_label, where
+from .readings import branches_not_counted, compensation_note, step_label, where
 from .render import history_table
 from .sdk import LoomClient, LoomError
 from .sdk.errors import WAIT_TIMEOUT
@@ -71,7 +71,7 @@ def progress(e: Execution, wf: Workflow | None = None, change: Change | None = N
             f"by {e.cancelled_by or '-'}" + (f": {e.cancel_reason}" if e.cancel_reason else "")
         return f"{label}  {why}" + ("  (compensated)" if e.compensated else ""), ""
     if status == "COMPLETED":
-        return f"{label}  attempts: {e.total_attempts}", ""
+        return f"{label}  attempts: {e.total_attempts}{branches_not_counted(e, wf)}", ""
     attempts = f"  attempts so far: {e.total_attempts}" if e.total_attempts else ""
     fanout = f"  branches done: {e.fanout.succeeded}/{e.fanout.branches}" if e.fanout else ""
     return f"{label}{attempts}{fanout}", ""
@@ -117,7 +117,7 @@ def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, tim
                 if as_json:
                     print(json.dumps(e.document(), sort_keys=True), flush=True)
                 else:
-                    wf = definition(e) if e.status == "SLEEPING" or e.compensating else None
+                    wf = definition(e) if e.status in ("SLEEPING", "COMPLETED") or e.compensating else None
                     what, countdown = progress(e, wf, change)
                     if what != last_printed:
                         print(what + countdown, flush=True)

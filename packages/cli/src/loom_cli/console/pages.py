@@ -12,7 +12,7 @@ import datetime as dt
 import urllib.parse
 from collections.abc import Iterable
 
-from ..readings import UNNAMED_WAIT, compensation_note, where
+from ..readings import UNNAMED_WAIT, branches_not_counted, compensation_note, where
 from ..prices import ledger_usd, usd_text
 from ..render import cost_text, input_summary
 from ..sdk.models import Cost, Execution, History, ListPage, Workflow
@@ -164,7 +164,7 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
     attempts = e.total_attempts if e.total_attempts is not None else "-"
     facts = [("step", esc(where(e, wf, history))), ("started", time_tag(e.created_at, now=now)),
              ("updated", time_tag(e.updated_at, now=now)), ("started by", esc(e.started_by or "-")),
-             ("attempts" if e.ended else "attempts so far", esc(attempts)),
+             ("attempts" if e.ended else "attempts so far", esc(f"{attempts}{branches_not_counted(e, wf)}")),
              ("version", esc(e.workflow_version) + (f' (pinned: {esc(" → ".join(e.steps))})' if e.steps else ""))]
     if e.cancelled_by:
         why = f' ({esc(e.cancel_reason)})' if e.cancel_reason else ""

@@ -243,8 +243,10 @@ class LoomClient:
         versions this deployment lacks) and whether the count is ``complete``."""
         return self.request("GET", "/workflows")[1]
 
-    def workflow(self, name: str) -> Workflow | None:
-        return next((w for w in self.workflows() if w.name == name), None)
+    def workflow(self, name: str, *, live: bool = False) -> Workflow | None:
+        """One deployed workflow's definition (None: no workflow of that name); ``live=True`` also counts the
+        executions live on each version (a scan of the due index: ``workflows`` says more)."""
+        return next((w for w in self.workflows(live=live) if w.name == name), None)
 
     def schedules(self) -> ScheduleList:
         """The deployed schedules, each with its next firing and its last one (outcome, execution)."""
