@@ -529,3 +529,5 @@ def test_history_of_a_sleep_says_when_a_cancel_cut_it_short_or_a_wake_ended_it_e
                 "woken": "woken early (due 2026-01-01T01:00:00.000000Z)",
                 "ran": "wake at 2026-01-01T01:00:00.000000Z"}[how]
     assert row.endswith(expected), row
+    # and its status column: a sleep a cancel cut short did not succeed (its record, written as it began, says so)
+    assert row.split()[3] == ("CANCELLED" if how == "cancelled" else "SUCCEEDED"), row

@@ -139,12 +139,14 @@ def history_table(h: History | dict, ended: bool = False) -> str:
             rows.append([r.step_index, _step_name(r, names), "branch", r.status, r.attempts, r.started_at,
                          r.finished_at, detail])
             continue
-        kind, attempts = r.kind, r.attempts
+        kind, attempts, status = r.kind, r.attempts, r.status
         due = wake_at(r)
         if due is not None and not r.corrupt:
             kind = "sleep"  # recorded when it began: its row's finish is then, its end is wake_at
             early = sleep_ended_early(r, h)
             detail = f"{early} (due {due})" if early else f"wake at {due}"
+            if early == "cancelled while sleeping":  # its record says SUCCEEDED: it was written as it began
+                status = "CANCELLED"
         elif kind == "event" and r.status == "SUCCEEDED" and not r.event_id and not r.corrupt:
             detail = f"no event came: took its default {_cell(r.result, None)}"
         if kind == "fanout":
@@ -155,7 +157,7 @@ def history_table(h: History | dict, ended: bool = False) -> str:
                 detail = err if err is not None else summary.text()
             if ended and r.status != "SUCCEEDED":  # under max_concurrency, later branches may never have begun
                 notes.append(f"{r.name}: a branch with no row here never started (the execution ended first)")
-        rows.append([r.step_index, r.name, kind, r.status, attempts, r.started_at, r.finished_at, detail])
+        rows.append([r.step_index, r.name, kind, status, attempts, r.started_at, r.finished_at, detail])
     if ended:  # a fan-out cancelled before its step ended has its branches' rows and none of its own
         steps = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind != "compensation"}
         for i, name in {r.step_index: _step_name(r, names).split("[")[0] for r in h.steps
