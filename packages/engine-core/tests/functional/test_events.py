@@ -379,6 +379,7 @@ def test_an_event_id_too_long_is_refused_naming_its_length_not_echoing_it_whole(
 
 @pytest.mark.parametrize("order", ["wake_then_send", "send_recorded_before_the_wake_commit"])
 def test_a_send_racing_an_operators_wake_is_kept_and_the_wait_times_out_as_the_wake_said(order):
+    # (then a redrive of that timeout waits again and takes the kept event)
     # given: a waiting execution (no default: a timeout fails it)
     runner, runs, _ = make(timeout=3600)
     eid = runner.start("approval_flow", {})
@@ -403,3 +404,10 @@ def test_a_send_racing_an_operators_wake_is_kept_and_the_wait_times_out_as_the_w
     assert runs == {"before": 1, "after": 0}
     events, consumed, _ = runner.engine.operator.events(eid)
     assert [ev.event_id for ev in events] == ["evt-1"] and consumed == {}, (events, consumed)
+    # and when the failure is redriven: the wait waits again (a new period, not woken) and takes the kept event
+    runner.engine.operator.redrive(eid, "ops")
+    again = runner.run_until_done(eid)
+    assert again.status is Status.COMPLETED, again.error
+    assert runner.context(eid)["approved_by"] == "ana" and runs == {"before": 1, "after": 1}, runs
+    events, consumed, _ = runner.engine.operator.events(eid)
+    assert consumed == {"evt-1": 1}, consumed  # taken by the wait (step 1), once
