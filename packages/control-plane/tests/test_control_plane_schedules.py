@@ -180,3 +180,26 @@ def test_get_schedules_document_has_the_fields_the_cli_reads(deployed):
     assert set(real) == set(shown)
     assert set(real["last_firing"]) == set(shown["last_firing"])
     assert set(real["last_firing"]["error"]) == set(shown["last_firing"]["error"])
+
+
+def test_get_schedules_says_a_one_time_schedule_whose_time_passed_unfired_will_not_fire(monkeypatch, lambdas, clock):
+    # given: it is 13:00 UTC on 29 November 2026; one at() passed with no firing recorded, one passed and fired,
+    # one is still to come
+    monkeypatch.setenv("LOOM_SCHEDULES", json.dumps([
+        {"name": "missed", "workflow": "flaky_greeting", "expression": "at(2026-11-01T09:00:00)"},
+        {"name": "fired", "workflow": "flaky_greeting", "expression": "at(2026-11-29T12:00:00)",
+         "input": {"name": "Ada", "failures": 0}},
+        {"name": "coming", "workflow": "flaky_greeting", "expression": "at(2026-12-24T18:00:00)"}]))
+    lambdas.control_plane.handler(firing("fired", "2026-11-29T12:00:00Z"), FakeContext())
+
+    # when
+    status, body = get_schedules(lambdas.control_plane)
+
+    # then: the missed one says so and what to do; the others have no problem
+    by_name = {s["name"]: s for s in body["schedules"]}
+    assert status == 200 and by_name["missed"]["next_firing"] is None
+    assert by_name["missed"]["problem"] == (
+        "its one firing, 2026-11-01T09:00:00.000000Z, has passed and none is recorded: a one-time schedule fires "
+        "once, at its time, so it will not fire now; set a future at() to run it"), by_name["missed"]
+    assert (by_name["fired"]["problem"], by_name["fired"]["last_firing"]["outcome"]) == (None, "started")
+    assert (by_name["coming"]["problem"], by_name["coming"]["next_firing"]) == (None, "2026-12-24T18:00:00.000000Z")
