@@ -171,6 +171,9 @@ def test_at_fires_once_at_its_wall_clock_time():
     ("every day", "UTC", "is not a schedule expression: write cron(...), rate(...) or at(...)"),
     ("cron(0 9 * * ? *)", "Mars/Olympus", "time zone 'Mars/Olympus' is not an IANA time zone name"),
     ("cron(0 9 * * ? *)", "/etc/localtime", "is not an IANA time zone name"),
+    # files of the zone directory ZoneInfo opens: this machine's own zone, a copy of New York's
+    ("cron(0 9 * * ? *)", "localtime", "time zone 'localtime' is not an IANA time zone name"),
+    ("cron(0 9 * * ? *)", "posixrules", "time zone 'posixrules' is not an IANA time zone name"),
     # digits EventBridge does not read: str.isdigit takes them, int() refuses one and reads the other as 3
     ("cron(0 \u00b2 ? * SUN *)", "UTC", "'\u00b2' in the hours field is not a number"),
     ("cron(0/\u00b2 9 * * ? *)", "UTC", "must be a whole number of at least 1"),

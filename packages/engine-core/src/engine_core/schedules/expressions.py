@@ -47,11 +47,18 @@ class ExpressionError(ValueError):
     """A schedule expression or time zone Loom cannot evaluate; the message says what to write instead."""
 
 
+NOT_ZONES = frozenset({"localtime", "posixrules"})
+"""Files a time zone directory holds beside the zones: ZoneInfo may open them (``localtime`` is this machine's own
+zone, whatever that is), EventBridge Scheduler takes none of them."""
+
+
 def zone(name: str) -> ZoneInfo:
     """The IANA time zone ``name`` (``UTC``, ``Europe/Paris``), or ExpressionError."""
     try:
+        if name in NOT_ZONES:
+            raise ValueError(name)
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise ExpressionError(f"time zone {name!r} is not an IANA time zone name: write one such as UTC, "
                               "Europe/Paris or America/New_York (the list EventBridge Scheduler takes)") from None
 
