@@ -342,3 +342,21 @@ def test_an_answer_cut_off_after_its_status_line_is_a_loom_error_not_a_raw_http_
         listener.close()
     # then: the SDK's one exception, saying the write may or may not have been applied
     assert broke.value.code == "unreachable" and "may or may not have been applied" in broke.value.message, broke.value
+
+
+def test_a_request_body_is_sent_as_utf_8_so_the_apis_size_limit_counts_the_text_not_escapes(client, control_plane):
+    # given: 100,000 characters of non-ASCII text: 230,000 bytes in UTF-8, 660,000 as \uXXXX escapes
+    text = "é" * 80_000 + "😀" * 10_000 + "日" * 10_000
+    # when
+    client.start("free_form", {"note": text})
+    # then: the body the API measured against its 256 KB limit is the UTF-8 text, and it reads back the same
+    sent = next(r for r in control_plane.requests if r["method"] == "POST")
+    size = int(sent["headers"]["Content-Length"])
+    assert size == len(text.encode()) + len('{"workflow": "free_form", "input": {"note": ""}}'), size
+    assert size < 256 * 1024 and sent["body"]["input"]["note"] == text
+
+
+def test_a_lone_surrogate_which_utf_8_cannot_carry_is_sent_escaped(client, control_plane):
+    client.start("free_form", {"note": "a\ud800b"})
+    sent = next(r for r in control_plane.requests if r["method"] == "POST")
+    assert sent["body"]["input"]["note"] == "a\ud800b"

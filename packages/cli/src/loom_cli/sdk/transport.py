@@ -124,8 +124,13 @@ def _json(raw: bytes, status: int, strict: bool = True) -> Any:
 def _encoded(body: Any) -> bytes:
     """The request body as JSON, or an ``invalid_argument`` naming what JSON cannot carry, before any request."""
     try:
-        return json.dumps(body, allow_nan=False).encode()
+        text = json.dumps(body, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:  # a set, a datetime, bytes, an object; NaN or Infinity
         raise LoomError(INVALID_ARGUMENT, f"the request cannot be sent as JSON ({exc}): send JSON types only "
                                           "(dict, list, str, int, float, bool, None; a datetime as .isoformat(), a set "
                                           "as a list, no NaN or Infinity)") from None
+    try:
+        # UTF-8 as it is: the API's 256 KB limit counts these bytes, and an escaped é (\u00e9) is six of them
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate has no UTF-8: escaped, as JSON allows, for the API to judge
+        return json.dumps(body, allow_nan=False).encode()
