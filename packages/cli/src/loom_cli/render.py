@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from .prices import WORKER_MEMORY_MB, ledger_usd, usd_text
-from .readings import UNNAMED_WAIT, branches_not_counted, fanout_summary, redriven_after, sleep_ended_early, wake_at, where
+from .readings import (UNNAMED_WAIT, branches_not_counted, fanout_summary, redriven_after, sleep_ended_early, wake_at,
+                       where)
 from .sdk.models import BranchRecord, Cost, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
 
 CONTEXT_SHOWN = 400
@@ -42,8 +43,9 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         ["execution_id", e.execution_id], ["workflow", e.workflow], ["status", e.status],
         ["current step", where(e, wf)],
         ["pinned to", f"version {e.workflow_version}" + (": " + " > ".join(e.steps) if e.steps else "")],
-        ["revision", f"{e.version} (the execution record's; not a workflow version)"], ["attempts", (f"{e.total_attempts} in all (this step's: {e.attempt})" if e.attempt
-                     and e.status not in ("COMPLETED", "CANCELLED") else f"{e.total_attempts} in all")
+        ["revision", f"{e.version} (the execution record's; not a workflow version)"],
+        ["attempts", f"{e.total_attempts} in all"
+                     + (f" (this step's: {e.attempt})" if e.attempt and e.status not in ("COMPLETED", "CANCELLED") else "")
                      + branches_not_counted(e, wf)],
         ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer}"
                       + (": an event came, its delivery is due)" if e.waiting_for and e.waiting_for.arrived else ")")],

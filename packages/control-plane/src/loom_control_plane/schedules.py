@@ -86,9 +86,9 @@ def _view(rt: Runtime, schedules: Schedules, name: str, now: dt.datetime) -> dic
     except CorruptStateError as exc:
         rec, problem = None, f"the schedule's record is unreadable: {exc.detail}"
     nxt = schedules.next_firing(name, now, None if rec is None else rec.scheduled_at) if d.enabled else None
-    when = getattr(schedules.expressions[name], "when", None)  # a one-time at()'s instant
-    if problem is None and d.enabled and rec is None and when is not None and when <= now:
-        problem = (f"its one firing, {format_ts(when)}, has passed and none is recorded: a one-time schedule "
+    expression = schedules.expressions[name]
+    if problem is None and d.enabled and rec is None and expression.kind == "at" and expression.when <= now:
+        problem = (f"its one firing, {format_ts(expression.when)}, has passed and none is recorded: a one-time schedule "
                    "fires once, at its time, so it will not fire now; set a future at() to run it")
     last = None if rec is None else {
         "scheduled_at": format_ts(rec.scheduled_at), "outcome": rec.outcome.value, "execution_id": rec.execution_id,

@@ -48,8 +48,8 @@ class ExpressionError(ValueError):
 
 
 NOT_ZONES = frozenset({"localtime", "posixrules"})
-"""Files a time zone directory holds beside the zones: ZoneInfo may open them (``localtime`` is this machine's own
-zone, whatever that is), EventBridge Scheduler takes none of them."""
+"""Files a time zone directory holds beside the zones, which ZoneInfo opens though they name no IANA zone:
+``localtime`` is this machine's own zone, whatever that is; ``posixrules`` a copy of New York's."""
 
 
 def zone(name: str) -> ZoneInfo:
