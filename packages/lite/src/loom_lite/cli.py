@@ -109,6 +109,7 @@ def serve(args: argparse.Namespace) -> int:
         registry = load_workflows(args.modules, entry_points=not args.no_entry_points)
         config = LiteConfig.from_env(db=Path(args.db) if args.db else None, port=args.port,
                                      sweep_every_s=args.sweep_every, record=not args.no_record)
+        made = not config.db.exists()
         runtime = LiteRuntime(config, registry, on_outcome=None if args.quiet else _printer)
     except (ConfigurationError, RegistrationError, StorageError) as exc:  # StorageError: the file cannot be opened
         print(f"loom dev: error: {exc}", file=sys.stderr)
@@ -122,6 +123,9 @@ def serve(args: argparse.Namespace) -> int:
         runtime.start()
     except OSError as exc:
         runtime.stop()
+        if made:  # the store file this start created for nothing: the next start, on a free port, makes it
+            for path in (config.db, config.db.with_name(config.db.name + "-wal"), config.db.with_name(config.db.name + "-shm")):
+                path.unlink(missing_ok=True)
         if exc.errno != errno.EADDRINUSE:
             raise
         print(f"loom dev: error: port {config.port} on 127.0.0.1 is already in use (another loom dev, or another "
