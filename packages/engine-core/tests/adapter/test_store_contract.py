@@ -628,6 +628,65 @@ def test_history_and_branch_pages_stop_at_a_megabyte_whatever_their_limit(store)
     assert 3 <= len(branches.records) <= 4 and branches.after is not None
 
 
+def test_list_with_a_cursor_below_its_window_is_an_empty_last_page(store):
+    # given: a cursor from an unfiltered page, below a later window (a page token reused with created_after)
+    made = [new_execution(n, created_at=T0 + dt.timedelta(minutes=n), updated_at=T0 + dt.timedelta(minutes=n))
+            for n in range(1, 4)]
+    for e in made:
+        store.create(e, INPUT)
+    oldest = store.query_list(limit=10).entries[-1]
+    client = getattr(store, "client", None)
+    if client is not None:  # DynamoDB refuses BETWEEN bounds that run backwards (moto answers nothing)
+        query = client.query
+
+        def strict(**args):
+            values = args.get("ExpressionAttributeValues", {})
+            if "BETWEEN" in args.get("KeyConditionExpression", "") and values[":low"]["S"] > values[":high"]["S"]:
+                raise AssertionError(f"DynamoDB would refuse this Query (ValidationException): {args}")
+            return query(**args)
+
+        client.query = strict
+    try:
+        # when
+        page = store.query_list(limit=10, cursor=store.list_cursor(oldest), created_after=T0 + dt.timedelta(minutes=2))
+    finally:
+        if client is not None:
+            client.query = query
+    # then
+    assert (page.entries, page.cursor) == ([], None)
+
+
+def test_a_history_page_after_a_key_of_another_listing_reads_it_as_a_position_among_the_keys(store):
+    # given: three step records; positions that are no step record's key (a token of the operations
+    # listing, or made up), below and above every step key
+    e = new_execution()
+    store.create(e, INPUT)
+    for i in range(3):
+        store.put_step(e.execution_id, record(i, f"s{i}", version=2 + i))
+    client = getattr(store, "client", None)
+    if client is not None:  # DynamoDB refuses a start key outside the key condition (moto answers rows)
+        query = client.query
+
+        def strict(**args):
+            start = args.get("ExclusiveStartKey", {}).get("SK", {}).get("S")
+            prefix = args.get("ExpressionAttributeValues", {}).get(":prefix", {}).get("S")
+            if start is not None and prefix is not None and not start.startswith(prefix):
+                raise AssertionError(f"DynamoDB would refuse this Query (ValidationException): {args}")
+            return query(**args)
+
+        client.query = strict
+    try:
+        # when
+        below = [store.history_page(e.execution_id, 10, after) for after in ("A", "OP#2026")]
+        above = store.history_page(e.execution_id, 10, "ZZZ")
+    finally:
+        if client is not None:
+            client.query = query
+    # then: below every key reads them all, above them none
+    assert [[r.name for r in page.records] for page in below] == [["s0", "s1", "s2"]] * 2
+    assert (above.records, above.after) == ([], None)
+
+
 def test_list_cursors_the_store_makes_are_valid_and_others_are_not(store):
     import json
 

@@ -1,13 +1,21 @@
 """Batched reads of a few attributes of many execution items (``BatchGetItem``, 100 keys a call, keys
-DynamoDB leaves unprocessed asked again): the list's live statuses and the live executions' versions."""
+DynamoDB leaves unprocessed asked again after a backoff): the list's live statuses and the live executions'
+versions."""
 
 from __future__ import annotations
 
+import random
+import time
 from typing import Any
 
+from ..errors import StorageError
 from ._dynamo_wire import _from_item, _translated
 
 META_SK = "#META"
+TRIES = 6
+BACKOFF_S = 0.05
+"""The first wait before unprocessed keys are asked again (then doubled, with jitter: about 1.6 s in all), as
+DynamoDB asks: unprocessed keys mean the table was throttled, and asking again at once is throttled again."""
 
 
 def project(store: Any, execution_ids: list[str], names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -18,7 +26,9 @@ def project(store: Any, execution_ids: list[str], names: tuple[str, ...]) -> dic
         keys = [store._key(eid, META_SK) for eid in execution_ids[start:start + 100]]
         request: dict[str, Any] = {store.table: {"Keys": keys, "ProjectionExpression": ", ".join(["PK", *aliases]),
                                                  "ExpressionAttributeNames": aliases}}
-        for _ in range(5):
+        for attempt in range(TRIES):
+            if attempt:
+                time.sleep(random.uniform(0.5, 1.0) * BACKOFF_S * 2 ** attempt)
             with _translated("BatchGetItem"):
                 resp = store.client.batch_get_item(RequestItems=request, **store._capacity)
             for item in map(_from_item, resp.get("Responses", {}).get(store.table, [])):
@@ -26,6 +36,10 @@ def project(store: Any, execution_ids: list[str], names: tuple[str, ...]) -> dic
             request = resp.get("UnprocessedKeys") or {}
             if not request:
                 break
+        else:  # what it could not read would be shown wrong (a list's entry as LIVE): a retryable failure instead
+            left = len(request.get(store.table, {}).get("Keys", []))
+            raise StorageError(f"DynamoDB BatchGetItem left {left} of {len(keys)} keys unprocessed after {TRIES} tries "
+                               "(the table is throttled: raise its read capacity, or retry later)")
     return out
 
 

@@ -23,6 +23,8 @@ def query_list(store, limit: int, cursor: Any | None = None, created_after: dt.d
     high = "9" if created_before is None else format_ts(created_before) + "#~"
     if cursor is not None:
         high = min(high, cursor)  # inclusive: the cursor's own entry is dropped below
+    if high < low:  # a cursor from below the window (a token reused with a later created_after): nothing in it,
+        return ListPage([], None, 0)  # and DynamoDB refuses a BETWEEN whose bounds run backwards
     found: list[tuple[str, dict[str, Any]]] = []
     more, scanned = False, 0
     for pk in store.list_partitions():

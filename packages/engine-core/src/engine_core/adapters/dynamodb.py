@@ -356,6 +356,12 @@ class DynamoStore:
             "KeyConditionExpression": "PK = :pk AND begins_with(SK, :prefix)",
             "ExpressionAttributeValues": _to_item({":pk": pk, ":prefix": prefix}), **self._capacity,
         }
+        if after is not None and not after.startswith(prefix):
+            # Not a key of this listing (a token from another, or made up): DynamoDB refuses a start key outside
+            # the key condition, so it is read as the memory and SQLite stores read it, as a position among keys.
+            if after > prefix:
+                return HistoryPage([], None, keys=[])
+            after = None
         if after is not None:
             args["ExclusiveStartKey"] = _to_item({"PK": pk, "SK": after})
         with _translated("Query"):
