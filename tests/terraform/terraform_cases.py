@@ -214,7 +214,7 @@ module "environment_over_4kb" {{
   name                  = "f3"
   handler               = "loom_worker.handler.handler"
   zip_path              = "{dist}/local/worker.zip"
-  environment_variables = {{ LOOM_TABLE_NAME = "t", CATALOG = format("%4100s", "x") }}
+  environment_variables = {{ LOOM_TABLE_NAME = "t", CATALOG = format("%4072s", "x") }}
 }}
 """
 

@@ -3,6 +3,11 @@
 # Function URL. IAM lives in iam.tf.
 locals {
   log_group_name = "/aws/lambda/${var.name}"
+  # The environment's size as Lambda measures it against its 4 KB: the JSON of the variables, in UTF-8 bytes
+  # (base64 carries the bytes: three for every four characters, less its padding). Terraform's jsonencode
+  # writes < > & as \u escapes, which can only count a little more than Lambda does.
+  environment_json  = jsonencode(var.environment_variables)
+  environment_bytes = length(base64encode(local.environment_json)) * 3 / 4 - length(regexall("=", base64encode(local.environment_json)))
 }
 
 resource "aws_cloudwatch_log_group" "this" {
@@ -63,9 +68,10 @@ resource "aws_lambda_function" "this" {
 
   lifecycle {
     precondition {
-      # Lambda refuses a function whose environment (every key and value) exceeds 4 KB; say so here, naming it.
-      condition     = sum(concat([0], [for k, v in var.environment_variables : length(k) + length(v)])) <= 4096
-      error_message = "${var.name}: its environment variables are ${sum(concat([0], [for k, v in var.environment_variables : length(k) + length(v)]))} characters (keys and values), over Lambda's 4 KB: shorten extra_environment_variables, schedule inputs or workflow_access."
+      # Lambda refuses a function whose environment exceeds 4 KB, measured as the variables written out as JSON
+      # (quotes, colons, commas and the escapes of a value's own quotes count; bytes, in UTF-8); say so here.
+      condition     = local.environment_bytes <= 4096
+      error_message = "${var.name}: its environment variables are ${local.environment_bytes} bytes as Lambda measures them (written out as JSON), over Lambda's 4 KB: shorten extra_environment_variables, schedule inputs or workflow_access."
     }
   }
 
