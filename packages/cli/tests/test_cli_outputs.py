@@ -429,6 +429,19 @@ def test_status_and_wake_of_an_execution_whose_version_is_not_deployed_say_it_ca
     assert "runs next" not in out
 
 
+def test_wake_of_an_undo_in_its_retry_backoff_says_the_undo_runs_not_the_step(control_plane, capsys):
+    # given: a failed order undoing charge_payment (step 1), its undo waiting for its next attempt
+    control_plane.add(execution_doc("c-1", status="RUNNING", step=1, timer="retry", compensating=True,
+                                    failed_step=3, next_wake_at="2999-01-01T00:00:00.000000Z",
+                                    error={"code": "permanent_error", "message": "no carrier"}))
+    # when
+    code, out, _ = run(capsys, "--url", control_plane.url, "wake", "c-1")
+    # then
+    assert code == 0 and "woken: the undo of step 1/5 charge_payment runs now (its retry backoff ended); the step " \
+                         "itself does not run again" in out, out
+    assert "woken: step 1/5 charge_payment runs now" not in out, out
+
+
 @pytest.mark.parametrize("deployed", [True, False])
 def test_wake_of_a_wait_prints_one_line_saying_what_the_wake_does(control_plane, capsys, deployed):
     # given: an execution waiting for "approved", its version deployed here or not

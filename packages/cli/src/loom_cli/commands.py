@@ -148,6 +148,9 @@ def wake(client: LoomClient, args) -> int:
         what = f"the wait for event {event}" if event else f"the wait ({UNNAMED_WAIT})"
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: {what} at step {step_label(before)} timed out "
               "now (its default applies, or the step fails)")
+    elif before.compensating:  # its backoff was an undo's: the undo runs, never the step it undoes
+        print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: the undo of step {step_label(before)} runs now "
+              "(its retry backoff ended); the step itself does not run again")
     elif before.status == "SLEEPING" and before.timer == "sleep":  # a sleep waits at its own step
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: the sleep at step {step_label(before)} ends now; "
               f"step {step_label(before, before.current_step + 1)} runs next")
