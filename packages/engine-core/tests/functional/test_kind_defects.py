@@ -413,6 +413,48 @@ def test_a_branch_held_through_a_redrive_keeps_its_success_and_its_body_runs_onc
     assert (branch0.status.value, branch0.attempt) == ("SUCCEEDED", 1), branch0
 
 
+def test_a_branch_held_through_a_redrive_that_finishes_last_fans_in_at_once():
+    # (the held attempt's delivery read the execution before the failure: its fan-in's record, written at
+    # that version, met the failure's record of the same version and stopped, and the fan-in waited a lease)
+    registry = Registry()
+    starts: list = []
+    fixed = {"on": False}
+    queue_during: list = []
+
+    def item(ctx):
+        b = ctx.branch
+        starts.append(b)
+        if b == 1 and not fixed["on"]:
+            raise PermanentStepError("item 1 is broken")
+        if b == 0 and starts.count(0) == 1:  # every other branch ends while this attempt holds branch 0
+            _fail_fix_and_redrive_meanwhile(runner, eid, queue_during.pop(0), fixed)
+        return f"done-{b}"
+
+    @workflow("held_last", registry=registry)
+    class HeldLast:
+        steps = [map_(item, over="items", max_concurrency=2, name="items_done")]
+        retry = RetryPolicy(max_attempts=1)
+
+    runner = LocalRunner(registry)
+    eid = runner.start("held_last", {"items": [0, 1]})
+    deliver_all(runner, rounds=1)
+    batch = runner.queue.receive()
+    by_branch = {m.body.branch: m for m in batch}
+    queue_during.append(by_branch[1])
+    began = runner.clock.now()
+    # when: branch 0's first attempt returns last, after the redrive's generation counted branch 1
+    outcome = runner.engine.process(by_branch[0].body)
+    for m in batch:
+        runner.queue.ack(m)
+    # then: that delivery fans in and completes the execution itself, its body having run once
+    assert outcome.kind not in ("superseded", "branch_succeeded"), outcome
+    assert runner.engine.get(eid).status is Status.COMPLETED, runner.engine.get(eid).error
+    done = runner.run_until_done(eid)
+    assert sorted(starts) == [0, 1, 1], starts
+    assert runner.context(eid)["items_done"] == ["done-0", "done-1"] and done.status is Status.COMPLETED
+    assert (runner.clock.now() - began).total_seconds() < 5, runner.clock.now() - began
+
+
 # -- 6. time deletes no live data ----------------------------------------------------------------------------
 
 def test_defect19_6_a_fan_out_that_outlives_retention_keeps_every_earlier_item():

@@ -189,9 +189,11 @@ def after_completion(fan: FanOut, join: Join, done: Branch) -> Outcome:
         outcome = fan.fan_in(known, counted)
         if outcome.kind == "chained":
             return op.resume()
-        if outcome.kind != "conflict":
+        if outcome.kind not in ("conflict", "superseded"):
             return outcome
-        # A reconcile moved the execution's version since this delivery read it: read it again.
+        # The execution moved on since this delivery read it: a reconcile changed its version (conflict), or,
+        # for an attempt held through a redrive, the failure this delivery never saw wrote the step's record at
+        # the version it read (superseded). Read it again: the fan-in is this delivery's to make.
         if not op.reload():
             return Outcome("duplicate", fan.eid, fan.index, "the step already ended")
         fan = FanOut(op)
