@@ -145,3 +145,33 @@ def test_workflows_table_summarises_each_input_schema():
               "required": ["order_id"]}
     assert input_summary(schema) == "order_id*: string, email: string|null"
     assert input_summary(None) == "any JSON object"
+
+
+class _Sampling:
+    """An SQS client whose short polls (WaitTimeSeconds=0) sample no server holding a message, as SQS's short
+    polling may while messages remain; a long poll asks them all."""
+
+    def __init__(self, messages):
+        self.messages, self.receives = messages, []
+
+    def receive_message(self, **kw):
+        self.receives.append(kw["WaitTimeSeconds"])
+        if kw["WaitTimeSeconds"] == 0 or not self.messages:
+            return {}
+        got, self.messages = self.messages[:kw["MaxNumberOfMessages"]], self.messages[kw["MaxNumberOfMessages"]:]
+        return {"Messages": got}
+
+    def change_message_visibility(self, **kw):
+        pass
+
+
+def test_dlq_list_long_polls_so_an_empty_short_poll_does_not_end_it_early():
+    from loom_cli.dlq import peek
+
+    messages = [{"MessageId": f"m-{i}", "ReceiptHandle": f"r-{i}", "Body": "{}", "Attributes": {}} for i in range(3)]
+    client = _Sampling(messages)
+    # when
+    rows = peek(client, "https://sqs.example/dlq", 10)
+    # then: every message, and each receive waited
+    assert [r["message_id"] for r in rows] == ["m-0", "m-1", "m-2"], rows
+    assert client.receives and 0 not in client.receives, client.receives

@@ -30,6 +30,9 @@ from .sdk.transport import LOOPBACK_HOSTS
 NOTICE_KIND = "loom.execution_failed"
 LOOK_S = 30
 """How long ``list`` keeps a message hidden while it looks (so one listing receives each message once)."""
+POLL_S = 1
+"""Each receive waits up to this long (long polling): a short poll samples only some of SQS's servers and may
+answer empty while messages remain, which would end a listing or a redrive early."""
 LOCAL_CREDENTIALS = {"aws_access_key_id": "loom-local", "aws_secret_access_key": "loom-local"}
 
 
@@ -113,7 +116,7 @@ def peek(client: Any, dlq_url: str, limit: int) -> list[dict[str, Any]]:
     try:
         while len(seen) < limit:
             got = client.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=min(10, limit - len(seen)),
-                                         VisibilityTimeout=LOOK_S, WaitTimeSeconds=0,
+                                         VisibilityTimeout=LOOK_S, WaitTimeSeconds=POLL_S,
                                          AttributeNames=["All"]).get("Messages", [])
             if not got:
                 break
@@ -139,7 +142,7 @@ def redrive(client: Any, q: Queues, limit: int) -> dict[str, int]:
     try:
         while moved + kept < limit:
             got = client.receive_message(QueueUrl=q.dlq_url, MaxNumberOfMessages=min(10, limit - moved - kept),
-                                         VisibilityTimeout=60, WaitTimeSeconds=0,
+                                         VisibilityTimeout=60, WaitTimeSeconds=POLL_S,
                                          AttributeNames=["All"]).get("Messages", [])
             if not got:
                 break
