@@ -370,7 +370,11 @@ def test_defect19_5_a_redrive_never_runs_a_branch_body_while_an_attempt_of_it_st
     assert runner.context(eid)["items_done"] == [0, 1]
 
 
-def test_a_branch_held_through_a_redrive_keeps_its_success_and_its_body_runs_once():
+def _held_through_a_redrive(items: list[int]):
+    """A map (two at once, one attempt each) whose branch 1 fails the step for good while an attempt holds
+    branch 0; meanwhile the operator fixes the cause and redrives, and the new generation's deliveries go on.
+    Then branch 0's attempt returns. Returns the runner, the execution, that delivery's outcome, the branch
+    bodies started and when branch 0's attempt began."""
     registry = Registry()
     starts: list = []
     fixed = {"on": False}
@@ -391,16 +395,21 @@ def test_a_branch_held_through_a_redrive_keeps_its_success_and_its_body_runs_onc
         retry = RetryPolicy(max_attempts=1)
 
     runner = LocalRunner(registry)
-    eid = runner.start("held_redrive", {"items": [0, 1, 2]})
+    eid = runner.start("held_redrive", {"items": items})
     deliver_all(runner, rounds=1)
     batch = runner.queue.receive()
     by_branch = {m.body.branch: m for m in batch}
     queue_during.append(by_branch[1])
     began = runner.clock.now()
-    # when: branch 0's first attempt returns after the redrive began a new generation
     outcome = runner.engine.process(by_branch[0].body)
     for m in batch:
         runner.queue.ack(m)
+    return runner, eid, outcome, starts, began
+
+
+def test_a_branch_held_through_a_redrive_keeps_its_success_and_its_body_runs_once():
+    # when: branch 0's first attempt returns after the redrive began a new generation
+    runner, eid, outcome, starts, began = _held_through_a_redrive([0, 1, 2])
     done = runner.run_until_done(eid)
     # then: its success counts in the new generation and launches its lane's next branch; its body ran once,
     # and nothing waited for a lease (the manual clock did not move past one)
@@ -416,36 +425,8 @@ def test_a_branch_held_through_a_redrive_keeps_its_success_and_its_body_runs_onc
 def test_a_branch_held_through_a_redrive_that_finishes_last_fans_in_at_once():
     # (the held attempt's delivery read the execution before the failure: its fan-in's record, written at
     # that version, met the failure's record of the same version and stopped, and the fan-in waited a lease)
-    registry = Registry()
-    starts: list = []
-    fixed = {"on": False}
-    queue_during: list = []
-
-    def item(ctx):
-        b = ctx.branch
-        starts.append(b)
-        if b == 1 and not fixed["on"]:
-            raise PermanentStepError("item 1 is broken")
-        if b == 0 and starts.count(0) == 1:  # every other branch ends while this attempt holds branch 0
-            _fail_fix_and_redrive_meanwhile(runner, eid, queue_during.pop(0), fixed)
-        return f"done-{b}"
-
-    @workflow("held_last", registry=registry)
-    class HeldLast:
-        steps = [map_(item, over="items", max_concurrency=2, name="items_done")]
-        retry = RetryPolicy(max_attempts=1)
-
-    runner = LocalRunner(registry)
-    eid = runner.start("held_last", {"items": [0, 1]})
-    deliver_all(runner, rounds=1)
-    batch = runner.queue.receive()
-    by_branch = {m.body.branch: m for m in batch}
-    queue_during.append(by_branch[1])
-    began = runner.clock.now()
     # when: branch 0's first attempt returns last, after the redrive's generation counted branch 1
-    outcome = runner.engine.process(by_branch[0].body)
-    for m in batch:
-        runner.queue.ack(m)
+    runner, eid, outcome, starts, began = _held_through_a_redrive([0, 1])
     # then: that delivery fans in and completes the execution itself, its body having run once
     assert outcome.kind not in ("superseded", "branch_succeeded"), outcome
     assert runner.engine.get(eid).status is Status.COMPLETED, runner.engine.get(eid).error
