@@ -50,3 +50,33 @@ def test_keys_still_unprocessed_after_every_try_fail_the_read_retryably_instead_
     # then
     assert state["calls"] == _dynamo_batch.TRIES and raised.value.retryable
     assert "left 3 of 3 keys unprocessed" in str(raised.value) and "read capacity" in str(raised.value)
+
+
+def test_an_execution_named_twice_is_read_once(throttled):
+    # given: a list page that named one execution twice (seen in two partitions of the list index)
+    store, state = throttled
+    eid = new_execution(1).execution_id
+    # when: DynamoDB refuses a BatchGetItem whose keys repeat one ("Provided list of item keys contains duplicates")
+    found = _dynamo_batch.statuses(store, [eid, new_execution(2).execution_id, eid])
+    # then
+    assert set(found) == {eid, new_execution(2).execution_id} and state["calls"] == 1
+
+
+def test_a_list_page_shows_an_execution_seen_in_two_partitions_once(dynamo_client_factory, monkeypatch):
+    # given: the list index's partitions are read one after another; an execution whose partition changed
+    # between two of those reads is in both answers
+    store = dynamo_client_factory()
+    store.create(new_execution(1), INPUT)
+    real = store.client.query
+    seen: list = []
+
+    def query(**args):
+        resp = real(**args)
+        seen.extend(resp.get("Items", []))
+        return resp if resp.get("Items") or not seen else {**resp, "Items": seen[:1]}
+
+    monkeypatch.setattr(store.client, "query", query)
+    # when
+    page = store.query_list(limit=10)
+    # then
+    assert [e.execution_id for e in page.entries] == [new_execution(1).execution_id], page.entries

@@ -21,6 +21,7 @@ DynamoDB asks: unprocessed keys mean the table was throttled, and asking again a
 def project(store: Any, execution_ids: list[str], names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """``names`` of each execution item found (eventually consistent: a list is), by execution id."""
     aliases = {f"#a{i}": name for i, name in enumerate(names)}
+    execution_ids = list(dict.fromkeys(execution_ids))  # DynamoDB refuses a request that names a key twice
     out: dict[str, dict[str, Any]] = {}
     for start in range(0, len(execution_ids), 100):
         keys = [store._key(eid, META_SK) for eid in execution_ids[start:start + 100]]

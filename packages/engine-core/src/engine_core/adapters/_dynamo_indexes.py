@@ -39,7 +39,8 @@ def query_list(store, limit: int, cursor: Any | None = None, created_after: dt.d
         more = more or "LastEvaluatedKey" in resp
         found.extend((item["GSI2SK"], item) for item in map(_from_item, resp.get("Items", []))
                      if item["GSI2SK"] != cursor)
-    found.sort(key=lambda pair: pair[0], reverse=True)
+    # An item seen in two partitions (its shard changed between their reads): one entry.
+    found = sorted(dict(found).items(), key=lambda pair: pair[0], reverse=True)
     page = found[:limit]
     entries = []
     for key, item in page:
