@@ -6,8 +6,8 @@ locals {
   # The environment's size as Lambda measures it against its 4 KB: the JSON of the variables, in UTF-8 bytes
   # (base64 carries the bytes: three for every four characters, less its padding). Terraform's jsonencode
   # writes < > & as \u escapes, which can only count a little more than Lambda does.
-  environment_json  = jsonencode(var.environment_variables)
-  environment_bytes = length(base64encode(local.environment_json)) * 3 / 4 - length(regexall("=", base64encode(local.environment_json)))
+  environment_b64   = base64encode(jsonencode(var.environment_variables))
+  environment_bytes = length(local.environment_b64) * 3 / 4 - length(regexall("=", local.environment_b64))
 }
 
 resource "aws_cloudwatch_log_group" "this" {

@@ -124,8 +124,8 @@ def serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         runtime.stop()
         if made:  # the store file this start created for nothing: the next start, on a free port, makes it
-            for path in (config.db, config.db.with_name(config.db.name + "-wal"), config.db.with_name(config.db.name + "-shm")):
-                path.unlink(missing_ok=True)
+            for suffix in ("", "-wal", "-shm"):
+                config.db.with_name(config.db.name + suffix).unlink(missing_ok=True)
         if exc.errno != errno.EADDRINUSE:
             raise
         print(f"loom dev: error: port {config.port} on 127.0.0.1 is already in use (another loom dev, or another "
