@@ -132,6 +132,18 @@ def test_status_of_a_cancel_being_undone_says_where_it_was_cancelled_not_that_a_
     assert re.search(r"^failed step\s+2$", failed, re.M) and "cancelled at step" not in failed, failed
 
 
+def test_status_of_an_undo_a_deploy_stopped_names_the_failure_it_was_undoing(control_plane, capsys):
+    # given: a failure's undo met a removed version: FAILED, still compensating, the failure kept aside
+    control_plane.add(execution_doc("s-1", status="FAILED", step=0, compensating=True, failed_step=1, error={
+        "code": "workflow_version_missing", "message": "version 1 is not deployed", "retryable": False},
+        compensating_for={"code": "permanent_error", "message": "address rejected", "retryable": False}))
+    # when
+    _, out, _ = run(capsys, "--url", control_plane.url, "status", "s-1")
+    # then: both, and what a redrive does
+    assert re.search(r"^error\s+workflow_version_missing: version 1 is not deployed$", out, re.M), out
+    assert re.search(r"^undoing after\s+permanent_error: address rejected \(a redrive goes on undoing", out, re.M), out
+
+
 def test_status_of_a_failed_compensation_prints_both_errors_in_full(control_plane, capsys):
     eid = control_plane.play("compensation_failed")
     code, out, _ = run(capsys, "--url", control_plane.url, "status", eid)

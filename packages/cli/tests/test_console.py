@@ -194,6 +194,14 @@ def test_timeline_shows_waits_fan_outs_undo_steps_events_and_a_failed_compensati
     assert 'class="badge s-compensation_failed"' in html and "compensation failed" in html
     assert "refund API down" in html and 'class="step t-stopped k-step" data-step="2"' in html
     assert 'data-action="redrive"' not in html  # the API refuses to redrive COMPENSATION_FAILED
+    # an undo a deploy stopped: the deploy's error, the failure it was undoing, and the redrive offered
+    control_plane.add(execution_doc("c3", workflow="expense_approval", status="FAILED", step=0, failed_step=2,
+                                    compensating=True,
+                                    error={"code": "workflow_version_missing", "message": "version 1 is gone"},
+                                    compensating_for={"code": "permanent_error", "message": "card declined"}))
+    _, html = get(console, "/executions/c3")
+    assert "version 1 is gone" in html and "undoing its completed steps after this failure" in html
+    assert "card declined" in html and 'data-action="redrive"' in html
 
 
 def test_start_form_is_generated_from_the_input_schema(console, control_plane):

@@ -71,6 +71,9 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
     if e.compensating or e.compensated:
         rows.append(["compensation", "running" if e.compensating else "done: the completed steps were undone"])
     rows.append(["error", _error(e.error)])
+    if e.compensating_for is not None:
+        rows.append(["undoing after", f"{_error(e.compensating_for)} (a redrive goes on undoing; it ends with this "
+                                      "failure)"])
     if e.compensation_error is not None:
         rows.append(["compensation error", _error(e.compensation_error)])
     if e.context_error:

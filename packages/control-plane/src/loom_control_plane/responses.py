@@ -143,6 +143,9 @@ class ExecutionView(_Reply):
     compensated: bool | None
     failed_step: int | None
     compensation_error: ErrorInfo | None
+    compensating_for: ErrorInfo | None = None
+    """FAILED while still undoing its completed steps (``error`` says why the undo stopped): the failure the
+    undo answers. A redrive goes on undoing, and the execution ends with this failure."""
     created_at: str | None
     updated_at: str | None
     expires_at: str | None
@@ -218,7 +221,7 @@ class ExecutionView(_Reply):
             cancel_reason=e.cancel_reason, cancel_requested=e.cancel_requested, redrives=e.redrives,
             waiting_for=_waiting_for(e, wf),
             compensating=e.compensating, compensated=e.compensated, failed_step=e.failed_step,
-            compensation_error=e.compensation_error, created_at=_ts(e.created_at), updated_at=_ts(e.updated_at),
+            compensation_error=e.compensation_error, compensating_for=e.compensating_for, created_at=_ts(e.created_at), updated_at=_ts(e.updated_at),
             expires_at=_ts(e.expires_at), **extra)
 
 

@@ -207,6 +207,10 @@ class Execution(_Frozen):
     """Set when the execution ends after compensation: True once every compensation finished."""
     compensation_error: ErrorInfo | None = None
     """COMPENSATION_FAILED: the compensation that failed for good, naming the step it could not undo."""
+    compensating_for: ErrorInfo | None = None
+    """FAILED while still compensating (its undo met a definition that is not deployed, or changed):
+    the failure the undo answers, which ``error`` no longer holds. A redrive puts it back as ``error``, so
+    the execution ends with the failure it was undoing."""
     callback_secret: str | None = None
     """Signs the execution's callback tokens (kept beside the input, never shown)."""
     finalize_by: dt.datetime | None = None

@@ -123,9 +123,11 @@ def retry_scheduled(e: Execution, now: dt.datetime, retry_at: dt.datetime) -> Ex
 def failed(e: Execution, now: dt.datetime, error: ErrorInfo, retention: dt.timedelta,
            finalize_grace_s: float = 0.0, *, keep_cancel: bool = False) -> Execution:
     """FAILED. ``keep_cancel``: a requested cancel stays requested, for a redrive to finish (the failure
-    left the request undone: its definition is not deployed)."""
+    left the request undone: its definition is not deployed). Failing while compensating keeps the failure
+    the undo answers in ``compensating_for``, for the redrive that goes on undoing."""
     return _ended(e, now, Status.FAILED, error, retention, False, finalize_grace_s,
-                  cancel_requested=keep_cancel and e.cancel_requested)
+                  cancel_requested=keep_cancel and e.cancel_requested,
+                  compensating_for=e.error if e.compensating else None)
 
 
 def _ended(e: Execution, now: dt.datetime, status: Status, error: ErrorInfo | None, retention: dt.timedelta,
@@ -156,9 +158,10 @@ def cancel_requested(e: Execution, now: dt.datetime, by: str, reason: str | None
 
 def redriven_after_failure(e: Execution, now: dt.datetime, lease_s: float) -> Execution:
     """A FAILED execution resumes at its failed step with fresh attempts, under the same id. A cancel it
-    still has requested is finished instead (its lost attempts kept: they say what may have run)."""
+    still has requested is finished instead (its lost attempts kept: they say what may have run); an undo
+    it stopped in goes on, answering the failure it was undoing."""
     lost = e.lost_attempts if e.cancel_requested else 0
-    return _next(e, now, status=Status.RUNNING, error=None, attempt=0, **_NO_CLAIM, expires_at=None, lost_attempts=lost,
+    return _next(e, now, status=Status.RUNNING, error=e.compensating_for, compensating_for=None, attempt=0, **_NO_CLAIM, expires_at=None, lost_attempts=lost,
                  finalized=False, finalize_by=None, redrives=e.redrives + 1,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 

@@ -969,3 +969,62 @@ def test_versions_a_redrive_of_a_sleeping_execution_whose_definition_changed_say
     message = str(refused.value)
     assert refused.value.code == "not_failed" and "workflow_definition_mismatch" in message
     assert "as it started changed under it" in message and "is not deployed" not in message, message
+
+
+def _undo_backs_off(registry: Registry, undone: list, style: str, versions=(1, 2)) -> None:
+    """Version 1 charges (its refund fails once, then backs off before the retry), then ships, which fails
+    for good; version 2 only ships."""
+    def refund(charged):
+        undone.append(charged)
+        if len(undone) == 1:
+            raise RuntimeError("refund service unavailable")
+
+    def ship():
+        raise PermanentStepError("address rejected")
+
+    if style == "steps":
+        if 1 in versions:
+            @workflow("pay", registry=registry)
+            class One:
+                steps = [step(lambda ctx: {"charge": "ch-1"}, name="charge",
+                              compensate=lambda ctx: refund(ctx.result["charge"])),
+                         step(lambda ctx: ship(), name="ship")]
+        if 2 in versions:
+            @workflow("pay", registry=registry, version=2)
+            class Two:
+                steps = [step(lambda ctx: {"shipped": True}, name="ship")]
+        return
+    if 1 in versions:
+        @durable("pay", registry=registry)
+        def one(input):
+            dstep("charge", lambda: "ch-1", compensate=refund)
+            return dstep("ship", ship)
+    if 2 in versions:
+        @durable("pay", registry=registry, version=2)
+        def two(input):
+            return dstep("ship", lambda: True)
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_versions_a_failure_whose_undo_a_deploy_interrupted_keeps_its_error_through_the_redrive(style):
+    # given: ship failed for good (permanent_error); the charge's refund failed once and backs off
+    undone: list = []
+    runner = LocalRunner(deployed(lambda r: _undo_backs_off(r, undone, style)))
+    eid = runner.start("pay", {}, version=1)
+    drive_until(runner, eid, lambda e: e.compensating and e.timer is not None and e.timer.value == "retry")
+    assert runner.engine.get(eid).error.code == "permanent_error" and undone == ["ch-1"]
+    # when: a deploy drops version 1 while the undo backs off; the retry's delivery cannot run it
+    runner.deploy(deployed(lambda r: _undo_backs_off(r, undone, style, (2,))))
+    stopped = runner.run_until_done(eid)
+    assert (stopped.status, stopped.error.code) == (Status.FAILED, "workflow_version_missing"), stopped.error
+    assert stopped.compensating and stopped.compensating_for.code == "permanent_error"  # kept, and shown
+    # and: version 1 is deployed again and the operator redrives it
+    runner.deploy(deployed(lambda r: _undo_backs_off(r, undone, style)))
+    runner.engine.operator.redrive(eid, "oncall")
+    e = runner.run_until_done(eid)
+    # then: the refund ran again and the execution ends FAILED, compensated, with the failure the undo
+    # answered (not the deploy's, and not none)
+    assert (e.status, e.compensated, undone) == (Status.FAILED, True, ["ch-1", "ch-1"])
+    assert e.error is not None and e.error.code == "permanent_error", e.error
+    assert "address rejected" in e.error.message
+    assert e.compensating_for is None

@@ -186,6 +186,9 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
         head += f'<div class="errlabel">cannot go on here</div>{error_block(e.cannot_run, "error big")}'
     if e.compensating:
         head += f'<p class="hint">{esc(compensation_note(e, wf))}</p>'
+    if e.compensating_for is not None:
+        head += ('<div class="errlabel">it was undoing its completed steps after this failure: a redrive goes on '
+                 f'undoing, and it ends with it</div>{error_block(e.compensating_for, "error big")}')
     if e.compensation_error is not None:
         head += f'<div class="errlabel">compensation failed</div>{error_block(e.compensation_error, "error big")}'
     context = json_block(e.context, "context") if e.context is not None else ""

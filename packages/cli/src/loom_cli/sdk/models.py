@@ -123,6 +123,9 @@ class Execution(Document):
     compensated: bool | None = None
     failed_step: int | None = None
     compensation_error: ErrorInfo | None = None
+    compensating_for: ErrorInfo | None = None
+    """FAILED while still undoing its completed steps (``error`` says why the undo stopped): the failure the
+    undo answers; a redrive goes on undoing, and the execution ends with it."""
     created_at: str | None = None
     updated_at: str | None = None
     expires_at: str | None = None

@@ -172,6 +172,7 @@ def execution_to_attrs(e: Execution) -> dict[str, Any]:
         "failed_step": e.failed_step,
         "compensated": e.compensated,
         "compensation_error": _error_text(e.compensation_error),
+        "compensating_for": _error_text(e.compensating_for),
         "stamped_until": None if e.stamped_until is None else _epoch(e.stamped_until),
     }
     attrs.update({k: v for k, v in optional.items() if v is not None})
@@ -221,6 +222,8 @@ def execution_from_attrs(execution_id: str, attrs: dict[str, Any]) -> Execution:
             compensated=bool(attrs["compensated"]) if "compensated" in attrs else None,
             compensation_error=(ErrorInfo.model_validate_json(attrs["compensation_error"])
                                 if "compensation_error" in attrs else None),
+            compensating_for=(ErrorInfo.model_validate_json(attrs["compensating_for"])
+                              if "compensating_for" in attrs else None),
             cancel_requested=bool(attrs.get("cancel_requested", False)),
             wait_woken=bool(attrs.get("wait_woken", False)),
             undo_failed_step=bool(attrs.get("undo_failed_step", False)),
