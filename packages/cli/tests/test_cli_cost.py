@@ -29,6 +29,7 @@ FANNED_IN = {"e1"}
 class FakeApi:
     def __init__(self):
         self.gets: list[str] = []
+        self.status = {"e2": "RUNNING"}  # the others ended COMPLETED
 
     def route(self, path: str, query: dict) -> tuple[int, dict]:
         ids = [i for i in LEDGERS if query.get("workflow") in (None, LEDGERS[i][0])]
@@ -48,7 +49,8 @@ class FakeApi:
             steps = [branch] if eid in MAPPED else [fan_in, branch] if eid in FANNED_IN else []
             return 200, {"execution_id": eid, "steps": steps, "operations": [], "events": [], "cost": LEDGERS[eid][1]}
         self.gets.append(eid)
-        doc = {"execution_id": eid, "workflow": LEDGERS[eid][0], "status": "COMPLETED", "total_attempts": 2}
+        doc = {"execution_id": eid, "workflow": LEDGERS[eid][0], "status": self.status.get(eid, "COMPLETED"),
+               "total_attempts": 2}
         if LEDGERS[eid][1] is not None:
             doc["cost"] = LEDGERS[eid][1]
         return 200, doc
@@ -134,3 +136,13 @@ def test_history_of_a_fan_out_that_has_not_fanned_in_says_its_branch_deliveries_
     assert main(["--url", api.url, "history", "e2"]) == 0
     assert ("; the branch deliveries of a parallel or map step that has not fanned in are not in it (its fan-in "
             "adds them)") in capsys.readouterr().out
+
+
+def test_history_of_an_execution_that_ended_before_its_fan_in_does_not_promise_the_fan_in(api, capsys):
+    # given: cancelled while its map's branches ran: no fan-in will come
+    api.status["e2"] = "CANCELLED"
+    # when
+    assert main(["--url", api.url, "history", "e2"]) == 0
+    out = capsys.readouterr().out
+    # then
+    assert "never fanned in are not in it (the execution ended before its fan-in)" in out and "fan-in adds" not in out

@@ -409,6 +409,14 @@ def test_status_says_the_attempts_row_is_the_executions_total_and_gives_the_curr
     assert code == 0 and re.search(r"^attempts\s+5 in all \(this step's: 2\)$", out, re.M), out
     code, out, _ = run(capsys, "--url", control_plane.url, "status", "a-2")
     assert code == 0 and re.search(r"^attempts\s+5 in all$", out, re.M), out
+    # and: where ``attempt`` only marks that a sleep began or branches went out, it is not called attempts
+    control_plane.add(execution_doc("a-3", status="RUNNING", step=0, total_attempts=0, attempt=1,
+                                    fanout={"branches": 3, "succeeded": 1, "max_concurrency": 10}))
+    control_plane.add(execution_doc("a-4", status="SLEEPING", step=1, total_attempts=1, attempt=1, timer="sleep",
+                                    next_wake_at="2999-01-01T00:00:00.000000Z"))
+    for eid in ("a-3", "a-4"):
+        code, out, _ = run(capsys, "--url", control_plane.url, "status", eid)
+        assert code == 0 and "this step's" not in out and re.search(r"^attempts\s+[01] in all", out, re.M), out
 
 
 def test_status_of_a_map_says_its_attempts_do_not_count_the_branches(control_plane, capsys):

@@ -58,16 +58,20 @@ def history(client: LoomClient, args) -> int:
         return 0
     # An unfinished branch, or an event no wait consumed, waits while the execution lives; after its end it
     # never will (read only when one is there).
-    ended = says_more_once_ended(h) and client.get(args.execution_id).ended
+    # A fan-in adds its branches' ledgers: a parallel or map step that has not fanned in lacks them.
+    fanned_in = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind == "fanout"
+                 and r.status == "SUCCEEDED"}
+    open_fan_out = h.cost is not None and any(isinstance(r, BranchRecord) and r.step_index not in fanned_in
+                                              for r in h.steps)
+    ended = (says_more_once_ended(h) or open_fan_out) and client.get(args.execution_id).ended
     print(history_table(h, ended=ended))
     if h.cost is not None:
-        # A fan-in adds its branches' ledgers: a parallel or map step that has not fanned in lacks them.
-        fanned_in = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind == "fanout"
-                     and r.status == "SUCCEEDED"}
-        open_fan_out = any(isinstance(r, BranchRecord) and r.step_index not in fanned_in for r in h.steps)
-        print(f"\ncost so far: {cost_text(h.cost)}" + ("; the branch deliveries of a parallel or map step that has "
-                                                      "not fanned in are not in it (its fan-in adds them)"
-                                                      if open_fan_out else ""))
+        left_out = ""
+        if open_fan_out:
+            left_out = ("; the branch deliveries of a parallel or map step that never fanned in are not in it (the "
+                        "execution ended before its fan-in)" if ended else "; the branch deliveries of a parallel "
+                        "or map step that has not fanned in are not in it (its fan-in adds them)")
+        print(f"\ncost so far: {cost_text(h.cost)}{left_out}")
     if h.events:
         print()
         print(events_table(h, ended=ended))

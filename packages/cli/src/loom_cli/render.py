@@ -33,6 +33,12 @@ def _error(err: Any) -> str | None:
     return None if err is None else f"{err.code}: {err.message}"
 
 
+def _step_attempts_shown(e: Execution) -> bool:
+    """Whether ``attempt`` counts the current step's attempts: not once it ended COMPLETED or CANCELLED, nor
+    while it sleeps or fans out (there it only marks that the sleep began, or the branches went out)."""
+    return bool(e.attempt) and e.status not in ("COMPLETED", "CANCELLED", "SLEEPING") and e.fanout is None
+
+
 def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
     """``loom status``: every field a person needs, errors in full (their fix hint is at the end)."""
     e = Execution.model_validate(e) if isinstance(e, dict) else e
@@ -45,7 +51,7 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         ["pinned to", f"version {e.workflow_version}" + (": " + " > ".join(e.steps) if e.steps else "")],
         ["revision", f"{e.version} (the execution record's; not a workflow version)"],
         ["attempts", f"{e.total_attempts} in all"
-                     + (f" (this step's: {e.attempt})" if e.attempt and e.status not in ("COMPLETED", "CANCELLED") else "")
+                     + (f" (this step's: {e.attempt})" if _step_attempts_shown(e) else "")
                      + branches_not_counted(e, wf)],
         ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer}"
                       + (": an event came, its delivery is due)" if e.waiting_for and e.waiting_for.arrived else ")")],
