@@ -138,6 +138,9 @@ def test_function_environment_names_table_queue_and_shard_count(deployed: Deploy
     # from the stack's name: two stacks in one account and region keep their metrics and alarms apart
     assert env["POWERTOOLS_SERVICE_NAME"] == out["function_names"][role] == f"{deployed.spec.name}-{ROLE_SUFFIX[role]}"
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == f"Loom/{deployed.spec.name}"
+    # each function's own timeout, which its AWS clients' read timeout is cut from; the step budget is the worker's
+    assert float(env["LOOM_INVOCATION_TIMEOUT_S"]) == deployed.config(role)["Timeout"]
+    assert float(env["LOOM_FUNCTION_TIMEOUT_S"]) == deployed.config("worker")["Timeout"]
     # the allow-list is the control plane's alone: workflow_access as JSON (a missing send list is null: the
     # operate list) where it is set (local), empty (open) where it is not (dev)
     assert ("LOOM_WORKFLOW_ACCESS" in env) is (role == "control_plane")

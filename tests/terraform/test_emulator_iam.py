@@ -67,21 +67,26 @@ _IAM_FOR = {
     "query": {"dynamodb:Query"}, "transact_write_items": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
     "batch_get_item": {"dynamodb:BatchGetItem"},
     "send_message": {"sqs:SendMessage"}, "change_message_visibility": {"sqs:ChangeMessageVisibility"},
+    "put_events": {"events:PutEvents"},
 }
 _LIST_ONLY = {"batch_get_item"}
 """Calls only a list page makes (the control plane's GET /executions): the worker never lists."""
+_STATUS_EVENTS = {"put_events"}
+"""Calls made only with ``status_events`` on (events.tf grants them then)."""
 
 
 def test_roles_cover_every_aws_call_engine_core_makes(deployed: Deployed) -> None:
-    # given: the boto3 operations engine-core's adapters call (the worker runs every path but listing)
-    sources = [_ENGINE / "adapters" / name for name in ("dynamodb.py", "_dynamo_branches.py", "sqs.py",
-                                                        "_dynamo_batch.py")]
-    calls = {op for src in sources for op in re.findall(r"(?:self|store)\.client\.([a-z_]+)\(", src.read_text("utf-8"))}
+    # given: the boto3 operations every adapter module calls (the worker runs every path but listing)
+    sources = sorted((_ENGINE / "adapters").glob("*.py"))
+    texts = [src.read_text("utf-8") for src in sources]
+    calls = {op for text in texts for op in re.findall(r"(?:self|store)\.client\.([a-z_]+)\(", text)}
+    assert {"transact_write_items", "send_message", "put_events"} <= calls, "the scan no longer finds the calls"
     unknown = calls - set(_IAM_FOR)
     assert not unknown, (f"engine-core now calls {sorted(unknown)}: grant it in terraform/modules/loom/iam.tf "
                          "(least privilege, per function) and add it to _IAM_FOR here")
-    transact_kinds = {kind for src in sources[:2]
-                      for kind in re.findall(r'\{"(Put|Update|Delete|ConditionCheck)":', src.read_text("utf-8"))}
+    other_clients = {m for text in texts for m in re.findall(r"\b(?!self\b|store\b)(\w+)\.client\.[a-z_]+\(", text)}
+    assert not other_clients, f"AWS calls through {other_clients}: scan them here too"
+    transact_kinds = {kind for text in texts for kind in re.findall(r'\{"(Put|Update|Delete|ConditionCheck)":', text)}
     assert transact_kinds <= {"Put", "Update"}, f"transactions now hold {transact_kinds}: grant the item actions"
 
     # when
@@ -89,6 +94,8 @@ def test_roles_cover_every_aws_call_engine_core_makes(deployed: Deployed) -> Non
     control_plane = {a for a, _ in grants_of(role_statements(deployed, "control_plane"))}
 
     # then
-    assert set().union(*(_IAM_FOR[op] for op in calls - _LIST_ONLY)) <= worker
+    assert set().union(*(_IAM_FOR[op] for op in calls - _LIST_ONLY - _STATUS_EVENTS)) <= worker
+    events = set().union(*(_IAM_FOR[op] for op in _STATUS_EVENTS))
+    assert (events <= worker and events <= control_plane) is deployed.spec.status_events, (worker, control_plane)
     assert set().union(*(_IAM_FOR[op] for op in _LIST_ONLY)) <= control_plane
     assert _LIST_ONLY <= calls, "a list-only call is gone: drop it from _LIST_ONLY and its grant"

@@ -489,6 +489,24 @@ def test_loom_dev_warns_at_start_of_live_executions_on_a_version_it_does_not_ser
     assert "keep its @workflow('greet', version=1) registered" in err and "loom redrive ID --to-version N" in err
 
 
+def test_loom_dev_names_the_decorator_of_the_style_a_stranded_workflow_is_served_in():
+    from engine_core.durable import durable
+    from engine_core.durable import step as dstep
+    from loom_lite.cli import _decorator
+
+    # given: a code-first workflow served at version 2, a step list, and nothing served for a third
+    registry = make_registry()
+
+    @durable("batch", registry=registry, version=2)
+    def batch(input):
+        return dstep("one", lambda: 1)
+
+    # when / then: the stranded version 1 of each is kept registered the way its served versions are declared
+    assert _decorator(registry, "batch") == "@durable"
+    assert _decorator(registry, "greet") == "@workflow"
+    assert _decorator(registry, "gone") == "@workflow or @durable"
+
+
 def test_loom_dev_on_a_module_that_is_broken_or_missing_says_which(tmp_path, monkeypatch):
     from engine_core import ConfigurationError
 

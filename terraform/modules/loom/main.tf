@@ -116,7 +116,12 @@ module "worker" {
   log_retention_days   = var.log_retention_days
   log_kms_key_id       = var.log_kms_key_arn
 
-  environment_variables   = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = local.service_name.worker })
+  environment_variables = merge(local.common_environment, {
+    POWERTOOLS_SERVICE_NAME = local.service_name.worker
+    # Its own timeout: the AWS clients' read timeout is a sixth of it (bootstrap.py), so a hung call fails
+    # inside the invocation instead of timing it out.
+    LOOM_INVOCATION_TIMEOUT_S = tostring(var.worker_timeout_s)
+  })
   policy_statements       = var.create ? local.worker_statements : []
   extra_policy_statements = var.worker_policy_statements
   vpc_config              = var.worker_vpc_config
@@ -159,8 +164,11 @@ module "sweeper" {
   log_retention_days   = var.log_retention_days
   log_kms_key_id       = var.log_kms_key_arn
 
-  environment_variables = merge(local.common_environment, { POWERTOOLS_SERVICE_NAME = local.service_name.sweeper })
-  policy_statements     = var.create ? local.sweeper_statements : []
+  environment_variables = merge(local.common_environment, {
+    POWERTOOLS_SERVICE_NAME   = local.service_name.sweeper
+    LOOM_INVOCATION_TIMEOUT_S = tostring(var.sweeper_timeout_s)
+  })
+  policy_statements = var.create ? local.sweeper_statements : []
 
   schedule = {
     expression = "rate(1 minute)"
@@ -194,7 +202,8 @@ module "control_plane" {
   log_kms_key_id       = var.log_kms_key_arn
 
   environment_variables = merge(local.common_environment, {
-    POWERTOOLS_SERVICE_NAME = local.service_name.control_plane
+    POWERTOOLS_SERVICE_NAME   = local.service_name.control_plane
+    LOOM_INVOCATION_TIMEOUT_S = tostring(var.control_plane_timeout_s)
     # Who may start and operate which workflow (loom_control_plane/access.py); empty: everyone the
     # Function URL lets in.
     LOOM_WORKFLOW_ACCESS = length(var.workflow_access) == 0 ? "" : jsonencode(var.workflow_access)

@@ -87,13 +87,21 @@ class _View:
         return self.operator.life.store.branches(self.execution.execution_id, step_index)
 
 
-def _undeployed_cancel(e: Execution, now: dt.datetime) -> CancelPlan:
+def _undeployed_cancel(view: _View, now: dt.datetime) -> CancelPlan:
     """What a cancel means where no deployed definition says what the current step is: a request while an
-    attempt's claim holds it (that attempt, running the definition it started on, finishes the cancel, or
-    the delivery after its lease does), else now, undoing the current step too if an attempt of it may
-    have run (what can be undone without the definition is the compensation kind's to say)."""
+    attempt's claim holds it, or holds a branch of it (a fan-out's; that attempt, running the definition it
+    started on, finishes the cancel, or the delivery after its lease does), else now, undoing the current
+    step too if an attempt of it may have run (what can be undone without the definition is the
+    compensation kind's to say)."""
+    e = view.execution
     if e.is_claimed and e.next_wake_at is not None and e.next_wake_at > now:
         return CancelPlan(now=False, until=e.next_wake_at)
+    if not e.is_claimed and e.attempt > 0 and e.status is Status.RUNNING:  # it may have fanned out
+        held = [b.next_wake_at for b in this_run(e, view.branches(e.current_step), "updated_at")
+                if isinstance(b, Branch) and b.status is BranchStatus.RUNNING and b.next_wake_at is not None
+                and b.next_wake_at > now]
+        if held:
+            return CancelPlan(now=False, until=max(held))
     return CancelPlan(now=True, undo_current=e.is_claimed or e.lost_attempts > 0)
 
 
@@ -124,7 +132,7 @@ class Operator(Reader):
             view = _View(self, e)
             kind = self.kinds.current(view.wf, e)
             now = self.life.clock.now()
-            plan = kind.on_cancel(view) if kind is not None else _undeployed_cancel(e, now)
+            plan = kind.on_cancel(view) if kind is not None else _undeployed_cancel(view, now)
             if plan is not None and not plan.now:
                 new = transitions.cancel_requested(e, now, by, reason, plan.until)
                 if self._commit(e, new) is not None:

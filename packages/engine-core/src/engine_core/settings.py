@@ -26,6 +26,7 @@ ENV_VARS = {
     "max_total_attempts": "LOOM_MAX_TOTAL_ATTEMPTS",
     "sweep_max_items": "LOOM_SWEEP_MAX_ITEMS",
     "function_timeout_s": "LOOM_FUNCTION_TIMEOUT_S",
+    "invocation_timeout_s": "LOOM_INVOCATION_TIMEOUT_S",
     "max_chain_steps": "LOOM_MAX_CHAIN_STEPS",
     "index_slack_s": "LOOM_INDEX_SLACK_S",
     "max_resend_doublings": "LOOM_MAX_RESEND_DOUBLINGS",
@@ -66,6 +67,10 @@ class EngineSettings(BaseModel):
     """The worker Lambda's timeout (Terraform passes it). Steps without a timeout of their own get
     ``function_timeout_s - time_margin`` as their budget, and a workflow whose budget cannot fit is
     refused when the worker starts."""
+    invocation_timeout_s: float | None = Field(default=None, gt=0, le=900)
+    """This function's own timeout (Terraform passes each function its own; unset: ``function_timeout_s``).
+    Its AWS clients' read timeout is a sixth of it (2-10 s), so a hung call fails inside the invocation,
+    with an error that says so, rather than timing the whole invocation out."""
     max_chain_steps: int = Field(default=100, ge=1, le=10000)
     """Most steps one delivery runs back to back before handing the execution on through the queue.
     1 means one step per delivery."""
@@ -84,11 +89,11 @@ class EngineSettings(BaseModel):
     each time (``resends``), at most 2**this times the lease: under a backlog, copies per execution
     grow with the logarithm of the backlog's age, not linearly."""
     ledger: bool = True
+    """Count each execution's requests, units, messages and worker time on its item (``LOOM_LEDGER=0``: off)."""
     backlog_marks: bool = True
     """Workers mark a queue backlog (a record that waited half a lease) and the sweeper leaves a queued
     message that may still be behind it alone (``backlog.py``); ``LOOM_BACKLOG_MARKS=0``: the lease alone
     decides."""
-    """Count each execution's requests, units, messages and worker time on its item (``LOOM_LEDGER=0``: off)."""
     replay_cache_mb: float = Field(default=32.0, ge=0, le=4096)
     """Code-first: how much of the histories it has read a worker process keeps (least recently used
     dropped first), so the next delivery of an execution reads only the records after them

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from engine_core import PermanentStepError, Registry, RetryPolicy, Status, faults, sleep, step, workflow
+from engine_core import map as map_
 from engine_core.durable import durable
+from engine_core.durable import map as dmap
 from engine_core.durable import sleep as dsleep
 from engine_core.durable import step as dstep
 from engine_core.errors import ExecutionStateConflictError, IdempotencyConflictError, UnknownWorkflowVersionError
@@ -495,6 +497,11 @@ def test_versions_code_first_redrive_onto_another_version_replays_its_recorded_c
         assert runner.result(eid) == {"version": 2}
     else:
         assert e.error.code == "nondeterministic_replay" and "b_renamed" in e.error.message
+        # and the remedy it names works: moved back, it replays its own calls again (and b fails as before)
+        assert "redrive it --to-version back onto the version it came from" in e.error.message, e.error.message
+        runner.engine.operator.redrive(eid, "oncall", to_version=1)
+        back = runner.run_until_done(eid)
+        assert (back.workflow_version, back.error.code) == (1, "permanent_error"), back.error
 
 
 def _compensable(registry: Registry, undone: list, style: str, versions=(1, 2)) -> None:
@@ -1028,3 +1035,59 @@ def test_versions_a_failure_whose_undo_a_deploy_interrupted_keeps_its_error_thro
     assert e.error is not None and e.error.code == "permanent_error", e.error
     assert "address rejected" in e.error.message
     assert e.compensating_for is None
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_versions_a_cancel_while_a_branch_of_a_removed_version_runs_waits_for_it_and_undoes_after_the_redrive(style):
+    # given: a version-1 execution charged (with a refund), fanned out over two items; while a branch's body
+    # runs a deploy drops version 1 and an operator cancels (the branch's invocation finishes on its old code)
+    undone: list = []
+    answers: list = []
+    box: dict = {}
+
+    def each(item):
+        if not answers:
+            runner = box["runner"]
+            runner.deploy(deployed(lambda r: build(r, (2,))))
+            answers.append(runner.engine.operator.cancel(box["eid"], "oncall"))
+        return item
+
+    def build(registry, versions=(1, 2)):
+        if style == "steps":
+            if 1 in versions:
+                @workflow("pay", registry=registry)
+                class One:
+                    steps = [step(lambda ctx: {"charge": "ch-1", "items": [1, 2]}, name="charge",
+                                  compensate=lambda ctx: undone.append(ctx.result["charge"])),
+                             map_(lambda ctx: each(ctx.item), over="items", name="ship"),
+                             step(lambda ctx: {"done": True}, name="close")]
+            if 2 in versions:
+                @workflow("pay", registry=registry, version=2)
+                class Two:
+                    steps = [step(lambda ctx: {"shipped": True}, name="close")]
+            return
+        if 1 in versions:
+            @durable("pay", registry=registry)
+            def one(input):
+                dstep("charge", lambda: "ch-1", compensate=lambda charged: undone.append(charged))
+                dmap("ship", each, [1, 2])
+                return dstep("close", lambda: 1)
+        if 2 in versions:
+            @durable("pay", registry=registry, version=2)
+            def two(input):
+                return dstep("close", lambda: 2)
+
+    runner = box["runner"] = LocalRunner(deployed(build))
+    eid = box["eid"] = runner.start("pay", {}, version=1)
+    e = runner.run_until_done(eid)
+    # then: the cancel was a request, as for a task step's attempt (before: refused definition_changed, as if
+    # nothing held the step); nothing after the map ran, and nothing was undone without version 1
+    assert answers and answers[0].cancel_requested and answers[0].status is not Status.CANCELLED, answers
+    assert e.status is Status.FAILED and e.error.code == "workflow_version_missing" and undone == [], e.error
+    # when: version 1 is deployed again and the operator redrives it
+    runner.deploy(deployed(build))
+    runner.engine.operator.redrive(eid, "oncall")
+    e = runner.run_until_done(eid)
+    # then: the cancel is finished: the charge refunded once, close never ran
+    assert (e.status, e.compensated, undone) == (Status.CANCELLED, True, ["ch-1"]), (e.status, e.error)
+    assert "close" not in [r.name for r in runner.engine.history(eid) if getattr(r, "kind", None) == "task"]

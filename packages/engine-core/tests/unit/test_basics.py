@@ -168,6 +168,19 @@ def test_version_matches_the_package_metadata():
         assert engine_core.__version__ == dist.version
 
 
+def test_aws_read_timeouts_are_cut_from_each_functions_own_timeout_not_the_workers():
+    from engine_core.adapters.bootstrap import client_config
+
+    # given: a control plane of 10 s beside a worker of 60 s (every function is told the worker's timeout)
+    env = {"LOOM_FUNCTION_TIMEOUT_S": "60", "LOOM_INVOCATION_TIMEOUT_S": "10"}
+    # when / then: a sixth of its own (at least 2 s), not the worker's 10 s, so a hung call fails in time
+    assert client_config(EngineSettings.from_env(env)).read_timeout == 2
+    assert client_config(EngineSettings.from_env({**env, "LOOM_INVOCATION_TIMEOUT_S": "24"})).read_timeout == 4
+    # unset (an older deploy): the worker's, as before; neither: 10 s
+    assert client_config(EngineSettings.from_env({"LOOM_FUNCTION_TIMEOUT_S": "30"})).read_timeout == 5
+    assert client_config(EngineSettings()).read_timeout == 10
+
+
 def test_default_step_budget_is_derived_from_the_function_timeout():
     # unknown function timeout (in-process tests): 60 s
     assert EngineSettings().default_step_timeout_s == 60

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from engine_core import REGISTRY, Outcome, Registry
+from engine_core.code_step import code_fingerprint
 from engine_core.errors import RegistrationError, StorageError
 from engine_core.settings import ConfigurationError
 from loom_cli.dev import DESCRIPTION, add_arguments
@@ -27,6 +28,15 @@ from .runtime import LiteRuntime
 log = logging.getLogger("loom_lite")
 UP_LINE = "Loom is up on SQLite:"
 """How a started runtime announces itself (``make demo-lite`` reads the URL after it)."""
+
+
+def _decorator(registry: Registry, name: str) -> str:
+    """How the versions of ``name`` served here are declared (``@durable`` for a function, ``@workflow`` for a
+    step list); a workflow this process serves no version of could be either (the due index does not say)."""
+    styles = {registry.get(name, v).fingerprint == code_fingerprint(name) for v in registry.versions(name)}
+    if styles == {True}:
+        return "@durable"
+    return "@workflow" if styles == {False} else "@workflow or @durable"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,8 +149,9 @@ def serve(args: argparse.Namespace) -> int:
             what = f"workflow {d.workflow!r}, which" if d.workflow_gone else f"version {d.version} of workflow {d.workflow!r}, which"
             print(f"loom dev: warning: {d.live} live execution(s) run on {what} this process does not serve: each fails "
                   "at its next delivery (workflow_version_missing); "
-                  f"serve version {d.version} beside the new one (keep its @workflow({d.workflow!r}, version={d.version}) "
-                  "registered), or redrive each failed one onto a version served here (loom redrive ID --to-version N)",
+                  f"serve version {d.version} beside the new one (keep its {_decorator(registry, d.workflow)}"
+                  f"({d.workflow!r}, version={d.version}) registered), or redrive each failed one onto a version served "
+                  "here (loom redrive ID --to-version N)",
                   file=sys.stderr, flush=True)
         if os.environ.get("LOOM_SCHEDULES", "").strip() not in ("", "[]"):
             print("loom dev: LOOM_SCHEDULES is set, but nothing fires schedules here (EventBridge Scheduler fires "

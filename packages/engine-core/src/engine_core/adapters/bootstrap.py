@@ -39,8 +39,10 @@ log = logging.getLogger("engine_core")
 
 def client_config(settings: EngineSettings) -> Config:
     """Every boto3 client explicitly: the standard retry mode (with its retry quota) and connect and
-    read timeouts well under the function's, so a hung connection fails a call, not the invocation."""
-    read_s = 10.0 if settings.function_timeout_s is None else max(2.0, min(10.0, settings.function_timeout_s / 6))
+    read timeouts well under the function's own (the control plane's and the sweeper's, not only the
+    worker's), so a hung connection fails a call, not the invocation."""
+    own_s = settings.invocation_timeout_s or settings.function_timeout_s
+    read_s = 10.0 if own_s is None else max(2.0, min(10.0, own_s / 6))
     return Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=2, read_timeout=read_s,
                   tcp_keepalive=True)
 
