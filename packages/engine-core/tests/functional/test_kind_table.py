@@ -250,7 +250,7 @@ POINTS = {
     "compensation": ["worker.after_claim", "step.enter", "step.return", "worker.after_record"],
 }
 """The points each kind passes (a compensation's after_checkpoint comes only between two undos:
-``test_compensation.py::test_crash_after_a_compensation_record_reruns_nothing_and_goes_on``)."""
+``test_compensation.py::test_crash_after_a_compensation_record_runs_it_again_after_its_lease_recorded_once_and_goes_on``)."""
 
 
 def _at_subject(kind: str, info: dict) -> bool:
