@@ -122,3 +122,31 @@ def test_a_recorded_loom_dev_whose_pid_still_answers_but_is_not_it_is_named_as_g
     # then
     err = capsys.readouterr().err
     assert code == 4 and f"(pid {proc.pid}, on /srv/f.db) is not running any more" in err, err
+
+
+def test_a_killed_loom_dev_started_beside_another_hands_the_commands_to_the_one_still_serving(state_file, control_plane,
+                                                                                            capsys):
+    # given: a second loom dev recorded over the first (kept under "previous"), then killed (no clean stop to
+    # hand the file back); the first still serves
+    import os
+    import subprocess
+    import sys
+    import time
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    state_file.parent.mkdir(parents=True)
+    first = {"kind": "lite", "url": control_plane.url, "db": "/srv/f.db", "pids": {"runtime": os.getpid()},
+             "started_at": time.time()}
+    state_file.write_text(json.dumps({"kind": "lite", "url": "http://127.0.0.1:9", "db": "/srv/f.db",
+                                      "pids": {"runtime": gone.pid}, "started_at": time.time(), "previous": first}))
+    # when
+    code = main(["workflows"])
+    # then: the command reached the first one
+    assert code == 0, capsys.readouterr().err
+    assert control_plane.requests
+    # and when that one is gone too, the newest record's process is named as gone
+    first["pids"]["runtime"] = gone.pid
+    state_file.write_text(json.dumps({"kind": "lite", "url": "http://127.0.0.1:9", "db": "/srv/f.db",
+                                      "pids": {"runtime": gone.pid}, "started_at": time.time(), "previous": first}))
+    assert main(["workflows"]) == 4 and f"(pid {gone.pid}, on /srv/f.db) is not running any more" in \
+        capsys.readouterr().err

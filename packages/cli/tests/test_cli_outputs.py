@@ -417,6 +417,31 @@ def test_status_says_the_attempts_row_is_the_executions_total_and_gives_the_curr
     for eid in ("a-3", "a-4"):
         code, out, _ = run(capsys, "--url", control_plane.url, "status", eid)
         assert code == 0 and "this step's" not in out and re.search(r"^attempts\s+[01] in all", out, re.M), out
+    # and: an undo's attempts are the undo's (the step shown is where it was cancelled), a wait's are its periods
+    control_plane.add(execution_doc("a-5", status="COMPENSATION_FAILED", step=1, total_attempts=4, attempt=3,
+                                    failed_step=1, compensated=False, cancelled_by="oncall",
+                                    compensation_error={"code": "step_error", "message": "refund API down"}))
+    control_plane.add(execution_doc("a-6", status="RUNNING", step=0, total_attempts=3, attempt=2, compensating=True,
+                                    failed_step=1, cancelled_by="oncall"))
+    control_plane.add(execution_doc("a-7", "expense_approval", "WAITING", 1, total_attempts=1, attempt=2,
+                                    timer="event", waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00Z"}))
+    shown = {eid: run(capsys, "--url", control_plane.url, "status", eid)[1] for eid in ("a-5", "a-6", "a-7")}
+    assert re.search(r"^attempts\s+4 in all \(the undo that failed: 3\)$", shown["a-5"], re.M), shown["a-5"]
+    assert re.search(r"^attempts\s+3 in all \(the running undo's: 2\)$", shown["a-6"], re.M), shown["a-6"]
+    assert re.search(r"^attempts\s+1 in all \(this is wait period 2 of the step; wait periods are not attempts\)$",
+                     shown["a-7"], re.M), shown["a-7"]
+
+
+def test_watch_of_a_cancel_whose_undo_failed_says_who_cancelled_not_none(control_plane):
+    # given: cancelled (no error of its own), then its undo failed for good
+    control_plane.add(execution_doc("x-1", status="COMPENSATION_FAILED", step=1, failed_step=1, compensated=False,
+                                    cancelled_by="oncall", cancel_reason="customer left",
+                                    compensation_error={"code": "step_error", "message": "refund API down"}))
+    # when
+    line = progress_line(control_plane.executions["x-1"])
+    # then
+    assert "None" not in line and "cancelled by oncall: customer left; compensation failed: step_error: refund API " \
+                                  "down" in line, line
 
 
 def test_status_of_a_map_says_its_attempts_do_not_count_the_branches(control_plane, capsys):
@@ -475,8 +500,23 @@ def test_wake_of_a_wait_prints_one_line_saying_what_the_wake_does(control_plane,
     assert code == 0 and len(out.strip().splitlines()) == 1, out
     if deployed:
         assert "woken: the wait for event approved at step 1/3 wait_approved timed out now" in out, out
+        # its definition says what comes: no default, and a retry policy of 5 wait periods (this was the 1st)
+        assert "it has no default, so it waits again (wait period 2 of 5, its retry policy's)" in out, out
     else:
         assert "woken: its version 1 is not deployed here (workflow_version_missing)" in out and "timed out" not in out
+
+
+def test_wake_of_a_wait_in_its_last_period_or_with_a_default_says_which(control_plane, capsys):
+    # given: the wait in its 5th and last period; then the same wait with a default
+    for eid in ("w-7", "w-8"):
+        control_plane.add(execution_doc(eid, "expense_approval", "WAITING", 1, timer="event", attempt=5,
+                                        waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00Z"}))
+    _, last, _ = run(capsys, "--url", control_plane.url, "wake", "w-7")
+    control_plane.workflows["workflows"][1]["steps"][1]["default"] = {"approved": False}
+    _, default, _ = run(capsys, "--url", control_plane.url, "wake", "w-8")
+    # then
+    assert "this was its last wait period (5 of 5): the step fails (event_timeout)" in last, last
+    assert "timed out now: it takes its default" in default, default
 
 
 def test_status_and_watch_of_a_wait_an_event_woke_say_it_came_not_that_it_still_waits(control_plane, capsys):

@@ -9,7 +9,7 @@ from .args import json_object
 from .readings import UNNAMED_WAIT, step_label
 from .render import cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
 from .sdk import LoomClient, LoomError
-from .sdk.models import BranchRecord, StepRecord, Workflow
+from .sdk.models import BranchRecord, Execution, RetryPolicy, StepRecord, Workflow
 from .watch import watch as follow
 
 
@@ -128,6 +128,22 @@ def cancel(client: LoomClient, args) -> int:
     return 0
 
 
+def _after_timeout(client: LoomClient, e: Execution) -> str:
+    """What a wait's timeout does next, from its step's definition when the API serves the version it runs:
+    its default, another wait period under its retry policy, or the step's failure (``event_timeout``)."""
+    wf = _definition(client, e.workflow)
+    step = wf.step(e.current_step) if wf is not None and wf.version == e.workflow_version else None
+    if step is None or step.kind != "wait_for_event":
+        return (f"it takes its default if it has one, else waits again if its retry policy allows another wait "
+                f"period (this was period {e.attempt}), else the step fails (event_timeout)")
+    if step.default is not None:
+        return "it takes its default"
+    most = (step.retry or wf.retry or RetryPolicy()).max_attempts
+    if e.attempt < most:
+        return f"it has no default, so it waits again (wait period {e.attempt + 1} of {most}, its retry policy's)"
+    return f"it has no default and this was its last wait period ({e.attempt} of {most}): the step fails (event_timeout)"
+
+
 def redrive(client: LoomClient, args) -> int:
     e = client.redrive(args.execution_id, to_version=args.to_version)
     if args.json:
@@ -151,7 +167,7 @@ def wake(client: LoomClient, args) -> int:
         event = before.waiting_for.event if before.waiting_for else None
         what = f"the wait for event {event}" if event else f"the wait ({UNNAMED_WAIT})"
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: {what} at step {step_label(before)} timed out "
-              "now (its default applies, or the step fails)")
+              f"now: {_after_timeout(client, before)}")
     elif before.compensating:  # its backoff was an undo's: the undo runs, never the step it undoes
         print(f"{e.execution_id}  {e.workflow}  {e.status}  woken: the undo of step {step_label(before)} runs now "
               "(its retry backoff ended); the step itself does not run again")

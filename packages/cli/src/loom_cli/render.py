@@ -33,10 +33,22 @@ def _error(err: Any) -> str | None:
     return None if err is None else f"{err.code}: {err.message}"
 
 
-def _step_attempts_shown(e: Execution) -> bool:
-    """Whether ``attempt`` counts the current step's attempts: not once it ended COMPLETED or CANCELLED, nor
-    while it sleeps or fans out (there it only marks that the sleep began, or the branches went out)."""
-    return bool(e.attempt) and e.status not in ("COMPLETED", "CANCELLED", "SLEEPING") and e.fanout is None
+def _step_attempts(e: Execution) -> str:
+    """What ``attempt`` counts, beside the total: the current step's attempts, an undo's (while compensating
+    and after: the step shown is where it failed or was cancelled), or a wait's periods (which the total leaves
+    out). Nothing once it ended COMPLETED or CANCELLED, nor while it sleeps or fans out (there it only marks
+    that the sleep began, or the branches went out)."""
+    if not e.attempt or e.status in ("COMPLETED", "CANCELLED", "SLEEPING") or e.fanout is not None:
+        return ""
+    if e.compensating:
+        return f" (the running undo's: {e.attempt})"
+    if e.status == "COMPENSATION_FAILED":
+        return f" (the undo that failed: {e.attempt})"
+    if e.compensated is not None:
+        return ""
+    if e.status == "WAITING":
+        return f" (this is wait period {e.attempt} of the step; wait periods are not attempts)"
+    return f" (this step's: {e.attempt})"
 
 
 def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
@@ -51,7 +63,7 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         ["pinned to", f"version {e.workflow_version}" + (": " + " > ".join(e.steps) if e.steps else "")],
         ["revision", f"{e.version} (the execution record's; not a workflow version)"],
         ["attempts", f"{e.total_attempts} in all"
-                     + (f" (this step's: {e.attempt})" if _step_attempts_shown(e) else "")
+                     + _step_attempts(e)
                      + branches_not_counted(e, wf)],
         ["next wake", e.next_wake_at and f"{e.next_wake_at} ({e.timer}"
                       + (": an event came, its delivery is due)" if e.waiting_for and e.waiting_for.arrived else ")")],

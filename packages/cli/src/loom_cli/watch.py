@@ -54,8 +54,10 @@ def progress(e: Execution, wf: Workflow | None = None, change: Change | None = N
                                                                           "here: `loom workflows`)"), left
     if status == "COMPENSATION_FAILED":
         err, comp = e.error, e.compensation_error
-        return (f"{status} step {step_label(e)}  {err.code if err else None}: {err.message if err else None}; "
-                f"compensation failed: {comp.code if comp else None}: {comp.message if comp else None}"), ""
+        why = f"{err.code}: {err.message}" if err else \
+            f"cancelled by {e.cancelled_by or '-'}" + (f": {e.cancel_reason}" if e.cancel_reason else "")
+        undo = f"{comp.code}: {comp.message}" if comp else "an undo did not finish"
+        return f"{status} step {step_label(e)}  {why}; compensation failed: {undo}", ""
     if e.compensating:
         return f"{label}  {compensation_note(e, wf)}{_undo_failure(e, change.history if change else None)}", ""
     if status == "SLEEPING":

@@ -395,8 +395,8 @@ def parse_event_request(body: str | None, is_base64_encoded: bool, route: str, a
     try:
         return EventRequest.model_validate(data)
     except ValidationError as exc:
-        raise _refused_body(exc, allowed, {"data": "'data' must be a JSON object (it is merged into the context)"}) \
-            from None
+        raise _refused_body(exc, allowed, {"data": "'data' must be a JSON object (the wait that takes it puts it in "
+                                                   "the context under the wait step's name)"}) from None
 
 
 def no_body(body: str | None, route: str) -> None:

@@ -51,17 +51,22 @@ def failure_notice(e: Execution) -> dict[str, Any]:
     if e.compensated is not None:
         notice.update(status=e.status.value, compensated=e.compensated,
                       compensation_error=None if e.compensation_error is None else e.compensation_error.model_dump())
+    if e.compensating_for is not None:  # its undo stopped: a redrive goes on undoing, for this failure
+        notice["compensating_for"] = e.compensating_for.model_dump()
     return notice
 
 
 def status_event(e: Execution, step_count: int | None) -> dict[str, Any]:
     """The ``Detail`` of a status-change event (documented in terraform/README.md)."""
-    error = None
-    if e.error is not None:
-        error = {k: getattr(e.error, k) for k in ("code", "message", "step_index", "step_name")}
-    return {"execution_id": e.execution_id, "workflow": e.workflow, "status": e.status.value, "error": error,
-            "current_step": e.current_step, "step_count": step_count, "started_at": format_ts(e.created_at),
-            "ended_at": format_ts(e.updated_at), "by": e.cancelled_by, "compensated": e.compensated}
+    def brief(error: ErrorInfo | None) -> dict[str, Any] | None:
+        return None if error is None else {k: getattr(error, k) for k in ("code", "message", "step_index", "step_name")}
+
+    detail = {"execution_id": e.execution_id, "workflow": e.workflow, "status": e.status.value, "error": brief(e.error),
+              "current_step": e.current_step, "step_count": step_count, "started_at": format_ts(e.created_at),
+              "ended_at": format_ts(e.updated_at), "by": e.cancelled_by, "compensated": e.compensated}
+    if e.compensating_for is not None:
+        detail["compensating_for"] = brief(e.compensating_for)
+    return detail
 
 
 class Lifecycle:

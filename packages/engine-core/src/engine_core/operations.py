@@ -297,7 +297,9 @@ class Operator(Reader):
                 return EventSent(e.execution_id, name, event_id, "duplicate")
             raise ExecutionStateConflictError(
                 "execution_ended", f"execution {e.execution_id} already ended {e.status.value}; it waits for no "
-                "event", e.status.value)
+                "event" + ("" if e.status is not Status.FAILED or e.compensated else
+                           " (loom redrive resumes it at its failed step; send the event once it waits again)"),
+                e.status.value)
         wf = self.definition(e)
         waits = None if wf is None else wf.waits()
         if wf is not None and waits is not None:

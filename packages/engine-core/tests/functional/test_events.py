@@ -221,7 +221,24 @@ def test_send_event_refusals_write_nothing():
     runner.engine.operator.cancel(eid, "ops")
     with pytest.raises(ExecutionStateConflictError) as ended:
         runner.send_event(eid, "approved", {})
-    assert ended.value.code == "execution_ended"
+    assert ended.value.code == "execution_ended" and "redrive" not in str(ended.value)
+
+
+def test_an_event_for_a_failed_execution_is_refused_naming_the_redrive_that_brings_its_wait_back():
+    # given: the wait timed out with no default, its one wait period spent: FAILED event_timeout
+    runner, _, _ = make(timeout=60, retry=RetryPolicy(max_attempts=1))
+    eid = runner.start("approval_flow", {})
+    assert runner.run_until_done(eid).error.code == "event_timeout"
+    # when
+    with pytest.raises(ExecutionStateConflictError) as ended:
+        runner.send_event(eid, "approved", {})
+    # then: refused, saying how the wait comes back
+    assert ended.value.code == "execution_ended" and "loom redrive resumes it" in str(ended.value), ended.value
+    # and the redrive does bring it back: the event sent then is taken
+    runner.engine.operator.redrive(eid, "ops")
+    runner.run_until(eid, "WAITING")
+    assert runner.send_event(eid, "approved", {"approver": "ana"}) == "delivered"
+    assert runner.run_until_done(eid).status is Status.COMPLETED
 
 
 def test_wake_of_a_waiting_execution_times_its_wait_out_now():

@@ -13,6 +13,7 @@ from engine_core.durable import map as dmap
 from engine_core.durable import sleep as dsleep
 from engine_core.durable import step as dstep
 from engine_core.errors import ExecutionStateConflictError, IdempotencyConflictError, UnknownWorkflowVersionError
+from engine_core.lifecycle import failure_notice, status_event
 from engine_core.testing import LocalRunner
 
 NAME = "orders"
@@ -1025,6 +1026,8 @@ def test_versions_a_failure_whose_undo_a_deploy_interrupted_keeps_its_error_thro
     stopped = runner.run_until_done(eid)
     assert (stopped.status, stopped.error.code) == (Status.FAILED, "workflow_version_missing"), stopped.error
     assert stopped.compensating and stopped.compensating_for.code == "permanent_error"  # kept, and shown
+    assert status_event(stopped, None)["compensating_for"]["code"] == "permanent_error"  # in its status event
+    assert failure_notice(stopped)["compensating_for"]["message"].endswith("address rejected")  # or DLQ notice
     # and: version 1 is deployed again and the operator redrives it
     runner.deploy(deployed(lambda r: _undo_backs_off(r, undone, style)))
     runner.engine.operator.redrive(eid, "oncall")

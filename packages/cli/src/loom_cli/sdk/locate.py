@@ -57,25 +57,38 @@ def resolve_url(url: str | None = None, env_dir: str | Path | None = None) -> st
         return os.environ[URL_ENV]
     state = local_stack()
     if state is not None:
-        _check_lite_alive(state)
-        return state["url"]
+        return _alive(state)["url"]
     raise LoomError(CONFIGURATION, f"no control plane URL: pass --url, set {URL_ENV}, pass --env-dir "
                                    f"terraform/envs/<env>, or start Loom on this machine: `loom dev <workflows>` (one "
                                    f"process on SQLite, no AWS) or `make up` (the local AWS stack); each records "
                                    f"itself in {state_file()}")
 
 
-def _check_lite_alive(state: dict[str, Any]) -> None:
-    """A recorded ``loom dev`` that is gone (killed: a clean stop removes its record) is said so, not left to a
-    refused connection."""
-    pids = state.get("pids")
+def _alive(state: dict[str, Any]) -> dict[str, Any]:
+    """The record to use: the newest whose process runs. A ``loom dev`` started beside another keeps the older
+    one's record under ``previous``; killed (a clean stop hands the file back itself), the older one, still
+    serving, is used. When none runs, that is said, not left to a refused connection."""
+    found: Any = state
+    while isinstance(found, dict):
+        if _lite_alive(found):
+            return found
+        found = found.get("previous")
+    pid = _lite_pid(state)
+    raise LoomError(UNREACHABLE, f"the `loom dev` recorded in {state_file()} (pid {pid}, on "
+                                 f"{state.get('db', 'its file')}) is not running any more: start it again "
+                                 f"(`loom dev <workflows>`; what it had in hand resumes), or pass --url")
+
+
+def _lite_pid(record: dict[str, Any]) -> int | None:
+    pids = record.get("pids")
     pid = pids.get("runtime") if isinstance(pids, dict) else None
-    if state.get("kind") != "lite" or not isinstance(pid, int) or pid <= 0:
-        return
-    if not _same_process(pid, state.get("started_at")):
-        raise LoomError(UNREACHABLE, f"the `loom dev` recorded in {state_file()} (pid {pid}, on "
-                                     f"{state.get('db', 'its file')}) is not running any more: start it again "
-                                     f"(`loom dev <workflows>`; what it had in hand resumes), or pass --url")
+    return pid if record.get("kind") == "lite" and isinstance(pid, int) and pid > 0 else None
+
+
+def _lite_alive(record: dict[str, Any]) -> bool:
+    """Whether the record's process serves (any record other than a ``loom dev``'s counts as serving)."""
+    pid = _lite_pid(record)
+    return isinstance(record.get("url"), str) and (pid is None or _same_process(pid, record.get("started_at")))
 
 
 def process_on_this_host(pid: int) -> tuple[str, str] | None:
