@@ -4,6 +4,8 @@ cancelled or failed, and checks which definition's steps really ran (a journal t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from engine_core import PermanentStepError, Registry, RetryPolicy, Status, faults, sleep, step, workflow
@@ -693,56 +695,76 @@ def test_versions_a_cancel_of_a_code_first_step_that_may_have_run_with_its_versi
     assert e.status is Status.CANCELLED and e.compensated is True and undone == [None] and ran == ["charge"]
 
 
-@pytest.mark.parametrize("style", ["steps", "code"])
-def test_versions_a_cancel_while_an_attempt_of_a_removed_version_runs_waits_for_it_and_undoes_it(style):
-    # given: a version-1 execution whose charge (with a refund) is running when a deploy drops version 1
-    # and an operator cancels it (a Lambda deploy lets the running invocation finish on its old code)
+def _cancelled_inside(style: str, where: str) -> tuple[LocalRunner, str, list, list, Callable]:
+    """Version 1 charges (with a refund), ships (a task, or a map over two items), then closes; version 2 only
+    closes. Inside the body ``where`` says ("charge", or the map's first branch) a deploy drops version 1 and
+    an operator cancels (a Lambda deploy lets the running invocation finish on its old code). Runs it to its
+    end: (runner, eid, the cancel's answers, what was undone, the builder of both versions)."""
     undone: list = []
     answers: list = []
     box: dict = {}
 
-    def charge_body():
-        runner = box["runner"]
-        runner.deploy(deployed(lambda r: build(r, (2,))))
-        answers.append(runner.engine.operator.cancel(box["eid"], "oncall"))
-        return "ch-1"
+    def body(here: str, value):
+        if here == where and not answers:
+            runner = box["runner"]
+            runner.deploy(deployed(lambda r: build(r, (2,))))
+            answers.append(runner.engine.operator.cancel(box["eid"], "oncall"))
+        return value
 
     def build(registry, versions=(1, 2)):
         if style == "steps":
             if 1 in versions:
+                ship = (map_(lambda ctx: body("map", ctx.item), over="items", name="ship") if where == "map" else
+                        step(lambda ctx: {"shipped": True}, name="ship"))
+
                 @workflow("pay", registry=registry)
                 class One:
-                    steps = [step(lambda ctx: {"charge": charge_body()}, name="charge",
+                    steps = [step(lambda ctx: {"charge": body("charge", "ch-1"), "items": [1, 2]}, name="charge",
                                   compensate=lambda ctx: undone.append(ctx.result["charge"])),
-                             step(lambda ctx: {"shipped": True}, name="ship")]
+                             ship, step(lambda ctx: {"closed": True}, name="close")]
             if 2 in versions:
                 @workflow("pay", registry=registry, version=2)
                 class Two:
-                    steps = [step(lambda ctx: {"shipped": True}, name="ship")]
+                    steps = [step(lambda ctx: {"closed": True}, name="close")]
             return
         if 1 in versions:
             @durable("pay", registry=registry)
             def one(input):
-                dstep("charge", charge_body, compensate=lambda charged: undone.append(charged))
-                return dstep("ship", lambda: 1)
+                dstep("charge", lambda: body("charge", "ch-1"), compensate=lambda charged: undone.append(charged))
+                if where == "map":
+                    dmap("ship", lambda item: body("map", item), [1, 2])
+                else:
+                    dstep("ship", lambda: 1)
+                return dstep("close", lambda: 1)
         if 2 in versions:
             @durable("pay", registry=registry, version=2)
             def two(input):
-                return dstep("ship", lambda: 2)
+                return dstep("close", lambda: 2)
 
     runner = box["runner"] = LocalRunner(deployed(build))
     eid = box["eid"] = runner.start("pay", {}, version=1)
-    e = runner.run_until_done(eid)
-    # then: the cancel was a request (the attempt held the step); the attempt, on the code it started on,
-    # finished it: it starts undoing the charge, which needs version 1: FAILED, saying so
-    assert answers[0].cancel_requested and answers[0].status is not Status.CANCELLED
+    runner.run_until_done(eid)
+    return runner, eid, answers, undone, build
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+@pytest.mark.parametrize("where", ["charge", "map"])
+def test_versions_a_cancel_while_an_attempt_of_a_removed_version_runs_waits_for_it_and_undoes_it(style, where):
+    # given / when: a cancel while the charge's attempt runs, or a branch of the map after it, when a deploy
+    # drops version 1
+    runner, eid, answers, undone, build = _cancelled_inside(style, where)
+    e = runner.engine.get(eid)
+    # then: the cancel was a request (the attempt held the step, or a branch of it: before, a branch was not
+    # seen without the definition, and the cancel was refused definition_changed); the attempt, on the code it
+    # started on, finished it: undoing the charge needs version 1: FAILED, saying so
+    assert answers and answers[0].cancel_requested and answers[0].status is not Status.CANCELLED, answers
     assert e.status is Status.FAILED and e.error.code == "workflow_version_missing" and undone == [], e.error
     # when: version 1 is deployed again and the operator redrives it
     runner.deploy(deployed(build))
     runner.engine.operator.redrive(eid, "oncall")
     e = runner.run_until_done(eid)
-    # then: the charge is refunded once; ship never ran
-    assert e.status is Status.CANCELLED and e.compensated is True and undone == ["ch-1"]
+    # then: the cancel is finished: the charge refunded once; nothing after the cancelled step ran
+    assert (e.status, e.compensated, undone) == (Status.CANCELLED, True, ["ch-1"]), (e.status, e.error)
     assert [r.name for r in runner.engine.history(eid) if getattr(r, "kind", None) == "task"] == ["charge"]
 
 
@@ -1038,59 +1060,3 @@ def test_versions_a_failure_whose_undo_a_deploy_interrupted_keeps_its_error_thro
     assert e.error is not None and e.error.code == "permanent_error", e.error
     assert "address rejected" in e.error.message
     assert e.compensating_for is None
-
-
-@pytest.mark.parametrize("style", ["steps", "code"])
-def test_versions_a_cancel_while_a_branch_of_a_removed_version_runs_waits_for_it_and_undoes_after_the_redrive(style):
-    # given: a version-1 execution charged (with a refund), fanned out over two items; while a branch's body
-    # runs a deploy drops version 1 and an operator cancels (the branch's invocation finishes on its old code)
-    undone: list = []
-    answers: list = []
-    box: dict = {}
-
-    def each(item):
-        if not answers:
-            runner = box["runner"]
-            runner.deploy(deployed(lambda r: build(r, (2,))))
-            answers.append(runner.engine.operator.cancel(box["eid"], "oncall"))
-        return item
-
-    def build(registry, versions=(1, 2)):
-        if style == "steps":
-            if 1 in versions:
-                @workflow("pay", registry=registry)
-                class One:
-                    steps = [step(lambda ctx: {"charge": "ch-1", "items": [1, 2]}, name="charge",
-                                  compensate=lambda ctx: undone.append(ctx.result["charge"])),
-                             map_(lambda ctx: each(ctx.item), over="items", name="ship"),
-                             step(lambda ctx: {"done": True}, name="close")]
-            if 2 in versions:
-                @workflow("pay", registry=registry, version=2)
-                class Two:
-                    steps = [step(lambda ctx: {"shipped": True}, name="close")]
-            return
-        if 1 in versions:
-            @durable("pay", registry=registry)
-            def one(input):
-                dstep("charge", lambda: "ch-1", compensate=lambda charged: undone.append(charged))
-                dmap("ship", each, [1, 2])
-                return dstep("close", lambda: 1)
-        if 2 in versions:
-            @durable("pay", registry=registry, version=2)
-            def two(input):
-                return dstep("close", lambda: 2)
-
-    runner = box["runner"] = LocalRunner(deployed(build))
-    eid = box["eid"] = runner.start("pay", {}, version=1)
-    e = runner.run_until_done(eid)
-    # then: the cancel was a request, as for a task step's attempt (before: refused definition_changed, as if
-    # nothing held the step); nothing after the map ran, and nothing was undone without version 1
-    assert answers and answers[0].cancel_requested and answers[0].status is not Status.CANCELLED, answers
-    assert e.status is Status.FAILED and e.error.code == "workflow_version_missing" and undone == [], e.error
-    # when: version 1 is deployed again and the operator redrives it
-    runner.deploy(deployed(build))
-    runner.engine.operator.redrive(eid, "oncall")
-    e = runner.run_until_done(eid)
-    # then: the cancel is finished: the charge refunded once, close never ran
-    assert (e.status, e.compensated, undone) == (Status.CANCELLED, True, ["ch-1"]), (e.status, e.error)
-    assert "close" not in [r.name for r in runner.engine.history(eid) if getattr(r, "kind", None) == "task"]
