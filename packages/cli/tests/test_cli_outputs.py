@@ -142,6 +142,12 @@ def test_status_of_an_undo_a_deploy_stopped_names_the_failure_it_was_undoing(con
     # then: both, and what a redrive does
     assert re.search(r"^error\s+workflow_version_missing: version 1 is not deployed$", out, re.M), out
     assert re.search(r"^undoing after\s+permanent_error: address rejected \(a redrive goes on undoing", out, re.M), out
+    # and: its undo is not called running, in status or in watch
+    assert re.search(r"^compensation\s+stopped at this step's undo \(the error says why\): a redrive goes on undoing$",
+                     out, re.M) and "running" not in out, out
+    line = progress_line(control_plane.executions["s-1"])
+    assert line.endswith("version 1 is not deployed; its undo stopped here, a redrive goes on undoing (it was undoing "
+                         "after permanent_error: address rejected)") and "compensating after" not in line, line
 
 
 def test_status_of_a_failed_compensation_prints_both_errors_in_full(control_plane, capsys):

@@ -202,6 +202,7 @@ def test_timeline_shows_waits_fan_outs_undo_steps_events_and_a_failed_compensati
     _, html = get(console, "/executions/c3")
     assert "version 1 is gone" in html and "undoing its completed steps after this failure" in html
     assert "card declined" in html and 'data-action="redrive"' in html
+    assert "its undo stopped at this step" in html and "compensating after" not in html
 
 
 def test_start_form_is_generated_from_the_input_schema(console, control_plane):

@@ -41,7 +41,7 @@ def _step_attempts(e: Execution) -> str:
     if not e.attempt or e.status in ("COMPLETED", "CANCELLED", "SLEEPING") or e.fanout is not None:
         return ""
     if e.compensating:
-        return f" (the running undo's: {e.attempt})"
+        return f" (the {'stopped' if e.ended else 'running'} undo's: {e.attempt})"
     if e.status == "COMPENSATION_FAILED":
         return f" (the undo that failed: {e.attempt})"
     if e.compensated is not None:
@@ -87,7 +87,9 @@ def execution_table(e: Execution | dict, wf: Workflow | None = None) -> str:
         # A cancel's undo starts from where it was cancelled: no step failed there.
         rows.append(["cancelled at step" if e.cancelled_by and e.error is None else "failed step", e.failed_step])
     if e.compensating or e.compensated:
-        rows.append(["compensation", "running" if e.compensating else "done: the completed steps were undone"])
+        rows.append(["compensation", "done: the completed steps were undone" if not e.compensating else
+                     "running" if not e.ended else "stopped at this step's undo (the error says why): a redrive goes "
+                     "on undoing"])
     rows.append(["error", _error(e.error)])
     if e.compensating_for is not None:
         rows.append(["undoing after", f"{_error(e.compensating_for)} (a redrive goes on undoing; it ends with this "

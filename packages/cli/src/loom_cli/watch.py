@@ -58,7 +58,7 @@ def progress(e: Execution, wf: Workflow | None = None, change: Change | None = N
             f"cancelled by {e.cancelled_by or '-'}" + (f": {e.cancel_reason}" if e.cancel_reason else "")
         undo = f"{comp.code}: {comp.message}" if comp else "an undo did not finish"
         return f"{status} step {step_label(e)}  {why}; compensation failed: {undo}", ""
-    if e.compensating:
+    if e.compensating and not e.ended:
         return f"{label}  {compensation_note(e, wf)}{_undo_failure(e, change.history if change else None)}", ""
     if status == "SLEEPING":
         return f"{label}  sleeping", f", {seconds_until(e.next_wake_at)} left (until {e.next_wake_at})"
@@ -71,7 +71,12 @@ def progress(e: Execution, wf: Workflow | None = None, change: Change | None = N
         err = e.error
         why = f"{err.code}: {err.message}" if status == "FAILED" and err else \
             f"by {e.cancelled_by or '-'}" + (f": {e.cancel_reason}" if e.cancel_reason else "")
-        return f"{label}  {why}" + ("  (compensated)" if e.compensated else ""), ""
+        stopped = ""
+        if e.compensating:  # its undo stopped half way (the error says why): a redrive goes on undoing
+            after = e.compensating_for
+            stopped = ("; its undo stopped here, a redrive goes on undoing" +
+                       (f" (it was undoing after {after.code}: {after.message})" if after else ""))
+        return f"{label}  {why}{stopped}" + ("  (compensated)" if e.compensated else ""), ""
     if status == "COMPLETED":
         return f"{label}  attempts: {e.total_attempts}{branches_not_counted(e, wf)}", ""
     attempts = f"  attempts so far: {e.total_attempts}" if e.total_attempts else ""

@@ -156,9 +156,12 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
     marks = []
     if e.redrives:
         marks.append(f'<span class="mark redrive" title="redriven">{icon("redrive")} redriven ×{esc(e.redrives)}</span>')
-    if e.compensating:
+    if e.compensating and not e.ended:
         marks.append(f'<span class="mark compensated" title="{esc(compensation_note(e, wf))}">{icon("undo")} '
                      'compensating…</span>')
+    elif e.compensating:
+        marks.append(f'<span class="mark compensated" title="its undo stopped half way: a redrive goes on undoing">'
+                     f'{icon("undo")} undo stopped</span>')
     if e.compensated:
         marks.append(f'<span class="mark compensated" title="its compensations ran">{icon("undo")} compensated</span>')
     attempts = e.total_attempts if e.total_attempts is not None else "-"
@@ -184,8 +187,10 @@ def execution_fragment(e: Execution, history: History, wf: Workflow | None, now:
 <dl class="facts">{dl}</dl>{error_block(e.error, "error big") if status not in LIVE else ""}"""
     if e.cannot_run is not None:
         head += f'<div class="errlabel">cannot go on here</div>{error_block(e.cannot_run, "error big")}'
-    if e.compensating:
+    if e.compensating and not e.ended:
         head += f'<p class="hint">{esc(compensation_note(e, wf))}</p>'
+    elif e.compensating:
+        head += '<p class="hint">its undo stopped at this step (the error says why): a redrive goes on undoing</p>'
     if e.compensating_for is not None:
         head += ('<div class="errlabel">it was undoing its completed steps after this failure: a redrive goes on '
                  f'undoing, and it ends with it</div>{error_block(e.compensating_for, "error big")}')
