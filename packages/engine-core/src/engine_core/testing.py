@@ -2,7 +2,8 @@
 
 The runner drives the same ``Engine.process`` and ``Sweeper.sweep`` the Lambdas call, so a test of a
 workflow here exercises the real transitions. Time only moves when nothing is ready, straight to the
-next message or sweeper tick, so a two-hour sleep takes microseconds.
+next message or sweeper tick (``run_until_done`` and ``run_until`` skip the ticks that would find nothing),
+so a two-hour sleep takes microseconds, and a year's few steps.
 
 Example:
     >>> runner = LocalRunner()
@@ -56,8 +57,11 @@ class LocalRunner:
         self.engine.registry = self.engine.life.registry = registry
         self.sweeper.registry = self.sweeper.life.registry = registry
 
-    def step_once(self) -> bool:
-        """Deliver one batch of ready messages, or move time to the next event. False if idle."""
+    def step_once(self, skip_idle_ticks: bool = False) -> bool:
+        """Deliver one batch of ready messages, or move time to the next event: a message coming visible, or the
+        next sweeper tick. False if idle. ``skip_idle_ticks``: with no message on its way, straight to the first
+        tick that finds something due (``run_until_done`` and ``run_until`` do: a 90-day sleep is a few steps,
+        not 130,000 empty sweeps); without it each call moves one tick at most, for a test that acts between."""
         batch = self.queue.receive()
         if batch:
             for m in batch:
@@ -69,14 +73,31 @@ class LocalRunner:
                     continue
                 self.queue.ack(m)
             return True
-        upcoming = [t for t in (self.queue.next_visible_at(), self.next_sweep_at) if t is not None]
-        target = min(upcoming)
+        visible = self.queue.next_visible_at()
+        if visible is None and skip_idle_ticks:  # only the sweeper can move anything: skip the empty ticks
+            self.next_sweep_at = self._first_useful_sweep()
+        target = self.next_sweep_at if visible is None else min(visible, self.next_sweep_at)
         if target > self.clock.now():
             self.clock.set(target)
         if self.clock.now() >= self.next_sweep_at:
             self.sweeper.sweep()
             self.next_sweep_at = self.clock.now() + self.sweep_interval
         return bool(self.queue.messages) or self._anything_due()
+
+    def _first_useful_sweep(self) -> dt.datetime:
+        """The first sweeper tick (on the ``sweep_interval`` grid) that finds something: an execution due, as its
+        look-ahead sees it, or housekeeping owed. The ticks before it would find nothing, so a 90-day sleep is
+        a few steps, not 130,000 sweeps."""
+        far = self.clock.now() + dt.timedelta(days=400)
+        firsts = [page.items[0].next_wake_at - dt.timedelta(seconds=self.settings.slack_s)
+                  for shard in range(self.settings.shards) for page in (self.store.query_due(shard, far, 1),)
+                  if page.items]
+        firsts += [page.items[0].next_wake_at for shard in range(self.settings.shards)
+                   for page in (self.store.query_unfinalized(shard, far, 1),) if page.items]
+        if not firsts or min(firsts) <= self.next_sweep_at:
+            return self.next_sweep_at
+        ticks = -(-(min(firsts) - self.next_sweep_at) // self.sweep_interval)  # rounded up
+        return self.next_sweep_at + ticks * self.sweep_interval
 
     def _anything_due(self) -> bool:
         """Any live execution in the due index (whenever it is due): the store's own index, so the runner
@@ -89,7 +110,7 @@ class LocalRunner:
             e = self.engine.get(execution_id)
             if e.status.is_terminal:
                 return e
-            self.step_once()
+            self.step_once(skip_idle_ticks=True)
         raise RuntimeError(f"execution {execution_id} did not finish within {max_iterations} iterations")
 
     def history(self, execution_id: str):
@@ -109,7 +130,7 @@ class LocalRunner:
                 return e
             if e.status.is_terminal:
                 raise RuntimeError(f"execution {execution_id} ended {e.status.value} before reaching {status}")
-            self.step_once()
+            self.step_once(skip_idle_ticks=True)
         raise RuntimeError(f"execution {execution_id} did not reach {status} within {max_iterations} iterations")
 
     def context(self, execution_id: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from engine_core import ManualClock, RetryPolicy, Status, StepRecord, sleep, workflow
+from engine_core import ManualClock, RetryPolicy, Status, StepRecord, sleep, step, workflow
 from engine_core.testing import FakeQueue, LocalRunner
 
 
@@ -45,6 +45,28 @@ def test_five_steps_with_two_hour_sleep_and_flaky_step_complete_in_well_under_a_
     assert [r.attempts for r in history] == [1, 3, 1, 1, 1]
     assert all(isinstance(r, StepRecord) for r in history)
     assert runner.clock.now() - dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) >= dt.timedelta(hours=2)
+
+
+def test_a_sleep_of_months_runs_in_a_few_steps_waking_at_its_time_and_step_once_still_moves_one_tick(registry):
+    # given: a 90-day sleep between two steps (longer than a queue delay: only the sweeper wakes it)
+    @workflow("quarterly", registry=registry)
+    class Quarterly:
+        steps = [step(lambda ctx: {"billed": True}, name="bill"), sleep(days=90),
+                 step(lambda ctx: {"renewed": True}, name="renew")]
+
+    runner = LocalRunner(registry)
+    t0 = runner.clock.now()
+    eid = runner.start("quarterly", {})
+    # when / then: run_until_done skips the sweeper ticks that find nothing (before: one 60 s tick a step,
+    # 129,600 of them, over its 100,000)
+    assert runner.run_until_done(eid, max_iterations=20).status is Status.COMPLETED
+    assert dt.timedelta(days=90) <= runner.clock.now() - t0 <= dt.timedelta(days=90, minutes=2)
+    # and: step_once alone still moves at most one tick, for a test that acts between ticks
+    again = runner.start("quarterly", {})
+    runner.run_until(again, "SLEEPING")
+    before = runner.clock.now()
+    runner.step_once()
+    assert runner.clock.now() - before <= runner.sweep_interval
 
 
 def test_runner_survives_a_queue_that_duplicates_reorders_delays_and_drops(registry):
