@@ -135,7 +135,7 @@ CRON_TAKEN = [
     "cron(0 9 ? * MON-FRI *)", "cron(0,30 9-17 ? * mon-fri *)", "cron(*/15 * L * ? *)", "cron(0 9 15W * ? *)",
     "cron(0 9 ? * 6L 2026-2030)", "cron(0 9 ? * MON#2 *)", "cron(0 2 * * ? *)", "cron(5/10 * ? JAN-MAR,DEC SUN,SAT *)",
     "cron(0 9 LW * ? *)", "cron(0 9 ? * L *)", "cron(59 23 31 12 ? 2199)", "cron(0 0 1 1 ? 1970)",
-    "at(2028-02-29T23:59:59)", "rate(1 minute)",
+    "at(2028-02-29T23:59:59)", "rate(1 minute)", "rate(36500 days)", "rate(52560000 minutes)",
 ]
 _RANGE = "schedules: a cron field is out of its range or form"
 _BACKWARDS = "schedules: a cron range runs backwards (such as FRI-MON or 22-2)"
@@ -145,6 +145,8 @@ CRON_REFUSED = [
     ("cron(0 9 ? * MON 2300)", _RANGE), ("cron(0 9 ? * 8 *)", _RANGE), ("cron(0 9 1,L * ? *)", _RANGE),
     ("cron(0 9 ? * FRI-MON *)", _BACKWARDS), ("cron(0 22-2 ? * MON *)", _BACKWARDS), ("cron(0 9 ? DEC-JAN MON *)", _BACKWARDS),
     ("at(2026-02-30T00:00:00)", "schedules: at(yyyy-mm-ddThh:mm:ss) must name a real date and time"),
+    ("rate(3000000 days)", "schedules: a rate's period is at most 36,500 days"),
+    ("rate(876001 hours)", "schedules: a rate's period is at most 36,500 days"),
 ]
 
 

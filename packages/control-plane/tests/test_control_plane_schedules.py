@@ -189,7 +189,8 @@ def test_get_schedules_says_a_one_time_schedule_whose_time_passed_unfired_will_n
         {"name": "missed", "workflow": "flaky_greeting", "expression": "at(2026-11-01T09:00:00)"},
         {"name": "fired", "workflow": "flaky_greeting", "expression": "at(2026-11-29T12:00:00)",
          "input": {"name": "Ada", "failures": 0}},
-        {"name": "coming", "workflow": "flaky_greeting", "expression": "at(2026-12-24T18:00:00)"}]))
+        {"name": "coming", "workflow": "flaky_greeting", "expression": "at(2026-12-24T18:00:00)"},
+        {"name": "long_ago", "workflow": "flaky_greeting", "expression": "at(2026-09-01T09:00:00)"}]))
     lambdas.control_plane.handler(firing("fired", "2026-11-29T12:00:00Z"), FakeContext())
 
     # when
@@ -203,3 +204,8 @@ def test_get_schedules_says_a_one_time_schedule_whose_time_passed_unfired_will_n
         "once, at its time, so it will not fire now; set a future at() to run it"), by_name["missed"]
     assert (by_name["fired"]["problem"], by_name["fired"]["last_firing"]["outcome"]) == (None, "started")
     assert (by_name["coming"]["problem"], by_name["coming"]["next_firing"]) == (None, "2026-12-24T18:00:00.000000Z")
+    # and: one whose time passed longer ago than a firing's record is kept is not said to have been missed
+    # (before: a schedule that fired, once its record expired, read "none is recorded ... set a future at()")
+    long_ago = by_name["long_ago"]["problem"]
+    assert "passed over 31 days ago (longer than a firing's record is kept)" in long_ago, long_ago
+    assert "none is recorded" not in long_ago and "remove it" in long_ago

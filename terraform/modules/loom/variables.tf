@@ -538,6 +538,14 @@ variable "schedules" {
     error_message = "schedules: expression must be cron(minutes hours day-of-month month day-of-week year) with six fields, e.g. cron(0 9 ? * MON-FRI *); rate(1 minute|hour|day) or rate(N minutes|hours|days), e.g. rate(15 minutes); or at(yyyy-mm-ddThh:mm:ss), e.g. at(2026-12-31T23:00:00)."
   }
 
+  # A rate's period at most 100 years (36,500 days), as the control plane takes it.
+  validation {
+    condition = alltrue([for s in var.schedules : !can(regex("^rate\\([0-9]+ (minute|hour|day)s?\\)$", s.expression)) || try(
+      tonumber(regex("^rate\\(([0-9]+) ", s.expression)[0]) * lookup({ minute = 1, hour = 60, day = 1440 }, regex(" (minute|hour|day)", s.expression)[0]) <= 52560000, false
+    )])
+    error_message = "schedules: a rate's period is at most 36,500 days (100 years), e.g. rate(36500 days) or rate(876000 hours); for a rarer firing use cron(...) with a year, or at(...)."
+  }
+
   validation {
     condition = alltrue([for s in var.schedules : !can(regex("^cron\\(", s.expression)) || try(
       (split(" ", trimsuffix(trimprefix(s.expression, "cron("), ")"))[2] == "?") != (split(" ", trimsuffix(trimprefix(s.expression, "cron("), ")"))[4] == "?"), false

@@ -88,8 +88,14 @@ def _view(rt: Runtime, schedules: Schedules, name: str, now: dt.datetime) -> dic
     nxt = schedules.next_firing(name, now, None if rec is None else rec.scheduled_at) if d.enabled else None
     expression = schedules.expressions[name]
     if problem is None and d.enabled and rec is None and expression.kind == "at" and expression.when <= now:
-        problem = (f"its one firing, {format_ts(expression.when)}, has passed and none is recorded: a one-time schedule "
-                   "fires once, at its time, so it will not fire now; set a future at() to run it")
+        kept = rt.engine.life.retention + rt.engine.life.grace  # how long a firing's record outlives its firing
+        if now - expression.when < kept:
+            problem = (f"its one firing, {format_ts(expression.when)}, has passed and none is recorded: a one-time "
+                       "schedule fires once, at its time, so it will not fire now; set a future at() to run it")
+        else:  # the record of a firing it made has expired by now: whether it fired, nothing here says
+            problem = (f"its one firing, {format_ts(expression.when)}, passed over {kept.days} days ago (longer than "
+                       "a firing's record is kept): it will not fire again; remove it, or set a future at() to run "
+                       "it again")
     last = None if rec is None else {
         "scheduled_at": format_ts(rec.scheduled_at), "outcome": rec.outcome.value, "execution_id": rec.execution_id,
         "fired_at": format_ts(rec.fired_at), "duplicates": rec.duplicates,

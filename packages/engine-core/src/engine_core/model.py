@@ -87,6 +87,11 @@ class _FrozenDeferred(_Frozen):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
+MAX_BACKOFF_S = 366 * 24 * 3600.0
+"""The longest backoff a retry policy may ask for: the longest sleep (a later time is past any date the clock
+can add it to, for a large enough multiplier)."""
+
+
 class RetryPolicy(_Frozen):
     """Exponential backoff: attempt n waits ``min(max_delay, base * multiplier**(n-1))`` seconds, jittered."""
 
@@ -104,6 +109,9 @@ class RetryPolicy(_Frozen):
     def _ceiling_above_base(self) -> RetryPolicy:
         if self.max_delay < self.base:
             raise ValueError(f"max_delay ({self.max_delay}) must be >= base ({self.base})")
+        if self.max_delay > MAX_BACKOFF_S:
+            raise ValueError(f"max_delay ({self.max_delay:g} s) must be at most {MAX_BACKOFF_S:,.0f} s (366 days, the "
+                             "longest sleep); for a longer pause, fail the step and redrive it later")
         return self
 
 

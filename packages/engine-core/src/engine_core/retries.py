@@ -18,7 +18,10 @@ def backoff_s(policy: RetryPolicy, attempt: int, seed: str = "") -> float:
         raise ValueError("attempt numbers start at 1")
     # Cap the exponent first: multiplier ** 1000 overflows a float long before max_delay matters.
     exponent = min(attempt - 1, 64)
-    delay = min(policy.max_delay, policy.base * policy.multiplier**exponent)
+    try:
+        delay = min(policy.max_delay, policy.base * policy.multiplier**exponent)
+    except OverflowError:  # a multiplier large enough overflows even so: the ceiling it would pass
+        delay = policy.max_delay
     if not policy.jitter:
         return delay
     # "Equal jitter": keep half the delay, spread the other half. Deterministic per (seed, attempt).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import subprocess
 import sys
@@ -34,6 +35,17 @@ def test_backoff_jitter_stays_in_the_upper_half_and_is_deterministic():
 
 def test_backoff_with_huge_attempt_numbers_does_not_overflow():
     assert backoff_s(RetryPolicy(base=1, max_delay=60, multiplier=10, jitter=False), 100_000) == 60
+    # a multiplier whose 64th power is past a float: the ceiling, not an OverflowError after the body ran
+    assert backoff_s(RetryPolicy(base=1, max_delay=60, multiplier=1e10, jitter=False), 40) == 60
+
+
+@pytest.mark.parametrize("ceiling", [math.inf, 367 * 86400.0])
+def test_a_retry_policy_whose_ceiling_is_past_the_longest_sleep_is_refused_saying_the_limit(ceiling):
+    # before: accepted, and a backoff past the last date the clock can add ended every delivery of the step in an
+    # error after its body ran (the message redelivered at once, the body run again, no backoff at all)
+    with pytest.raises(ValueError, match=r"max_delay .* must be at most 31,622,400 s \(366 days"):
+        RetryPolicy(max_attempts=60, base=1, max_delay=ceiling)
+    assert RetryPolicy(base=1, max_delay=366 * 86400.0).max_delay == 366 * 86400
 
 
 def test_shard_is_stable_and_spreads():

@@ -132,6 +132,11 @@ def test_rate_counts_fixed_durations_from_its_anchor_across_dst():
     assert got == ["2026-03-08T10:00:00-04:00", "2026-03-09T10:00:00-04:00"]
 
 
+def test_rate_of_a_hundred_years_is_taken_and_its_next_firing_is_dated():
+    rate = parse("rate(36500 days)")
+    assert rate.next_after(utc(2026, 1, 1, 0, 1), anchor=utc(2026, 1, 1)) == utc(2026, 1, 1) + dt.timedelta(days=36500)
+
+
 def test_rate_without_an_anchor_has_no_known_next_firing():
     assert parse("rate(5 minutes)").next_after(utc(2026, 1, 1)) is None
     assert parse("rate(5 minutes)").next_after(utc(2026, 1, 1, 0, 12), anchor=utc(2026, 1, 1)) == utc(2026, 1, 1, 0, 15)
@@ -165,6 +170,10 @@ def test_at_fires_once_at_its_wall_clock_time():
     ("rate(5 minute)", "UTC", "rate(N minutes) for N > 1"),
     ("rate(0 hours)", "UTC", "N at least 1"),
     ("rate(2 weeks)", "UTC", "a unit of minute(s), hour(s) or day(s)"),
+    # a period of millennia: its firing's record would be dated past what a clock can hold (every firing
+    # failed with OverflowError, the schedule starting nothing); the longest taken is 100 years
+    ("rate(3000000 days)", "UTC", "a rate's period is at most 36,500 days (100 years"),
+    ("rate(52560001 minutes)", "UTC", "a rate's period is at most 36,500 days"),
     ("at(2026-02-30T10:00:00)", "UTC", "not a date and time"),
     ("at(2026-03-08T02:30:00)", "America/New_York", "does not exist in America/New_York"),
     ("at(2026-03-08 02:30)", "UTC", "at(yyyy-mm-ddThh:mm:ss)"),

@@ -38,6 +38,9 @@ FIELDS = ("minutes", "hours", "day-of-month", "month", "day-of-week", "year")
 _BOUNDS = {"minutes": (0, 59), "hours": (0, 23), "day-of-month": (1, 31), "month": (1, 12), "day-of-week": (1, 7),
            "year": (1970, 2199)}
 _NAMES = {"month": MONTHS, "day-of-week": WEEKDAYS}
+MAX_RATE_S = 36_500 * 86_400
+"""The longest rate period taken (100 years): a firing's record is dated from the next firing after it, which
+for periods of millennia lies past the last date Python can hold."""
 _RATE = re.compile(r"\Arate\((\d+) (minute|minutes|hour|hours|day|days)\)\Z", re.ASCII)
 _AT = re.compile(r"\Aat\((\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\)\Z", re.ASCII)
 _UNIT_S = {"minute": 60, "hour": 3600, "day": 86400}
@@ -306,7 +309,12 @@ def parse(expression: str, timezone: str = "UTC") -> Expression:
         if value < 1 or (value == 1) != (not unit.endswith("s")):
             raise ExpressionError(f"{expression}: write rate(1 {unit.rstrip('s')}) for one, rate(N {unit.rstrip('s')}s) "
                                   "for N > 1 (N at least 1)")
-        return Rate(expression, tz, dt.timedelta(seconds=value * _UNIT_S[unit.rstrip("s")]))
+        seconds = value * _UNIT_S[unit.rstrip("s")]
+        if seconds > MAX_RATE_S:
+            raise ExpressionError(f"{expression}: a rate's period is at most {MAX_RATE_S // 86400:,} days (100 years; "
+                                  "its firings are dated past what a clock can hold beyond that); for a rarer one "
+                                  "use cron(...) with a year, or at(...)")
+        return Rate(expression, tz, dt.timedelta(seconds=seconds))
     if text.startswith("at("):
         m = _AT.match(text)
         if not m:
