@@ -91,6 +91,8 @@ class FakeControlPlane:
         self.scripts: dict[str, list[dict]] = {}
         """Per execution: what each next GET answers (a captured sequence), the last one repeated."""
         self.starts: dict[str, str] = {}
+        self.tokens: dict[str, str] = {}
+        """Idempotency token -> the execution it started (as typed: the API compares tokens whole)."""
         """Per workflow: the (played) execution the next POST /executions of it answers with."""
         self.events: list[dict] = []
         self.url = ""
@@ -219,6 +221,12 @@ class FakeControlPlane:
         wf = next((w for w in self.workflows["workflows"] if w["name"] == (body or {}).get("workflow")), None)
         if wf is None:
             return 404, {"error": "unknown_workflow", "message": f"no workflow named {(body or {}).get('workflow')!r}"}
+        token = (body or {}).get("idempotency_token")
+        if token is not None and token in self.tokens:  # the same token (and input) again: the execution it started
+            eid = self.tokens[token]
+            return 200, {"execution_id": eid, "workflow": wf["name"], "status": self.executions[eid]["status"],
+                         "current_step": self.executions[eid]["current_step"], "created": False,
+                         "links": {"self": f"/executions/{eid}", "history": f"/executions/{eid}/history"}}
         if wf["name"] in self.starts:
             eid = self.starts.pop(wf["name"])
             return 202, {"execution_id": eid, "workflow": wf["name"], "status": "RUNNING", "current_step": 0,
@@ -234,6 +242,8 @@ class FakeControlPlane:
                             context=body.get("input", {}))
         self.executions[eid] = doc
         self.histories[eid] = {"steps": [], "operations": []}
+        if token is not None:
+            self.tokens[token] = eid
         return 202, {"execution_id": eid, "workflow": wf["name"], "status": "RUNNING", "current_step": 0, "created": True,
                      "links": {"self": f"/executions/{eid}", "history": f"/executions/{eid}/history"}}
 

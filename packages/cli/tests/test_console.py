@@ -482,3 +482,24 @@ def test_timeline_of_a_sleep_a_cancel_cut_short_shows_it_stopped_not_done(consol
     # then: the sleep is stopped, and says the cancel cut it short
     item = html.split('data-step="2"')[0].rsplit("<li", 1)[1] + html.split('data-step="2"')[1].split("</li>")[0]
     assert "t-stopped" in item and "cancelled while sleeping" in item, item
+
+
+def test_the_api_passthrough_refuses_nan_as_the_caller_s_error_and_says_what_an_oversized_body_needs(console,
+                                                                                                    control_plane):
+    # given: a body with NaN (Python's json reads it; JSON has none), and one over what the console forwards
+    def raw(data: bytes) -> tuple[int, dict]:
+        req = urllib.request.Request(console.url + "api/executions", data=data, method="POST",
+                                     headers={"content-type": "application/json", "x-loom-console-token": console.token})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    # when
+    nan_status, nan = raw(b'{"workflow": "free_form", "input": {"x": NaN}}')
+    big_status, big = raw(b'{"workflow": "free_form", "input": {"x": "' + b"a" * (2 * 1024 * 1024) + b'"}}')
+    # then: 400 invalid_json (before: 502, as if the API had failed), nothing sent on; 413 saying the limits
+    assert (nan_status, nan["error"]) == (400, "invalid_json") and "NaN" in nan["message"], nan
+    assert not any(r["method"] == "POST" for r in control_plane.requests)
+    assert big_status == 413 and "the API takes request bodies of at most 256 KB" in big["message"], big

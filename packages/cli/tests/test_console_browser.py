@@ -184,3 +184,50 @@ def test_a_cancel_of_an_execution_undoing_a_failure_says_it_changed_nothing(page
     page.wait_for_selector("#banner.ok")
     banner = page.inner_text("#banner")
     assert "Not cancelled: it is already undoing its completed steps" in banner and "Cancelled by" not in banner
+
+
+def test_a_start_sends_the_token_as_typed_and_a_repeat_says_it_started_nothing_new(page, control_plane):
+    # given: the form, with a token typed with a space at its end
+    def start_once() -> None:
+        page.goto(page.console_url + "/workflows/free_form/start")
+        page.fill("#in-raw", '{"n": 1}')
+        page.fill("#in-token", "tok-x ")
+        page.click("#start-submit")
+        assert '"tok-x "' in page.inner_text("#confirm-body")  # the token shown as it goes, space and all
+        confirm(page, "Start free_form?")
+
+    # when: started, then started again with the same token and input
+    start_once()
+    page.wait_for_url(re.compile(r"/executions/00000000-0000-4000-8000-000000000001$"))
+    start_once()
+    # then: the token went as typed (the CLI and the SDK send it so: one token, one execution on every
+    # surface), and the repeat says nothing new started, linking the execution it names
+    page.wait_for_selector("#banner.ok")
+    banner = page.inner_text("#banner")
+    assert "Already started with this token and input: nothing new started" in banner, banner
+    assert "00000000-0000-4000-8000-000000000001" in banner and page.url.endswith("/workflows/free_form/start")
+    starts = [r for r in control_plane.requests if r["method"] == "POST" and r["path"] == "/executions"]
+    assert [s["body"]["idempotency_token"] for s in starts] == ["tok-x ", "tok-x "]
+
+
+def test_a_wait_offers_a_wake_that_says_it_times_the_wait_out_and_a_form_refusal_names_no_http_status(page,
+                                                                                                    control_plane):
+    # given: an execution waiting for an event
+    control_plane.add(execution_doc("w-2", workflow="expense_approval", status="WAITING", step=1, timer="event",
+                                    waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00Z"}))
+    page.goto(page.console_url + "/executions/w-2")
+    # when: woken (the API takes a wake of a wait: it times the wait out)
+    page.click('button[data-action="wake"]')
+    assert "The wait times out now" in page.inner_text("#confirm-body")
+    confirm(page, "Wake it now?")
+    page.wait_for_selector("#banner.ok")
+    assert any(r["method"] == "POST" and r["path"] == "/executions/w-2/wake" for r in control_plane.requests)
+    # and: an event whose data is an array is refused in the page, before any request: no HTTP status named
+    control_plane.update("w-2", status="WAITING", timer="event")
+    page.goto(page.console_url + "/executions/w-2")
+    page.click('button[data-action="send"]')
+    page.fill("#act-data", "[1, 2]")
+    page.click("#confirm-yes")
+    page.wait_for_selector("#confirm-error:not([hidden])")
+    text = page.inner_text("#confirm-error")
+    assert "invalid_request: the data must be a JSON object, not an array" in text and "HTTP 0" not in text, text

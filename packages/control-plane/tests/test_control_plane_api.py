@@ -328,6 +328,18 @@ ERROR_ROWS = [
 ]
 
 
+def test_an_execution_id_pasted_with_a_space_is_refused_showing_it_quoted_and_saying_so(lambdas, world):
+    # given: a real execution, asked for with a space after its id (as a copy-paste brings)
+    _, started, _ = call(lambdas.control_plane, "POST", "/executions", start_body())
+    eid = started["execution_id"]
+    # when
+    status, got, _ = call(lambdas.control_plane, "GET", f"/executions/{eid}%20")
+    # then: the id is shown quoted, the space visible, and what to do named (before: `execution <id>  does not
+    # exist`, which reads like the right id)
+    assert (status, got["error"]) == (404, "execution_not_found"), got
+    assert f"execution '{eid} ' does not exist" in got["message"] and "copy it again" in got["message"], got
+
+
 @pytest.mark.parametrize(("method", "path", "body", "status", "code"), [r[1:] for r in ERROR_ROWS],
                          ids=[r[0] for r in ERROR_ROWS])
 def test_error_row_when_request_is_rejected_returns_json_error_and_changes_nothing(lambdas, world, method, path,

@@ -44,7 +44,12 @@ class StorageError(EngineError):
 
 class ExecutionNotFoundError(EngineError):
     def __init__(self, execution_id: str):
-        super().__init__(f"execution {execution_id} does not exist (or has expired)")
+        if execution_id and execution_id.isprintable() and execution_id == execution_id.strip():
+            text = f"execution {execution_id} does not exist (or has expired)"
+        else:  # a pasted id with a space or a line break: shown quoted, or the message looks like the right id
+            text = (f"execution {execution_id!r} does not exist (or has expired): the id has blank or unprintable "
+                    "characters in it; copy it again without them")
+        super().__init__(text)
         self.execution_id = execution_id
 
 

@@ -122,12 +122,32 @@ def execution_page(e: Execution, history: History, wf: Workflow | None, token: s
     return page(f"{e.workflow} {eid[:8]}", body, token)
 
 
+def _wake_says(e: Execution) -> str | None:
+    """What a wake does to ``e`` now (the API takes it for a sleep, a retry backoff or an event wait), or None."""
+    wakeable = e.timer in ("sleep", "retry") or e.status == "SLEEPING" or (
+        e.status == "WAITING" and not (e.waiting_for and e.waiting_for.arrived))
+    if wakeable and e.cannot_run is not None:
+        return (f"Its version {e.workflow_version} is not deployed here: the delivery that comes now fails it "
+                "(then redrive it onto a deployed version).")
+    if e.compensating and e.timer == "retry":
+        return "The undo's retry backoff ends now and the undo runs (the step it undoes does not run again)."
+    if e.timer == "sleep" or e.status == "SLEEPING":
+        return "The sleep ends now and the step after it runs."
+    if e.timer == "retry":
+        return "The retry backoff ends now and the step runs again."
+    if e.status == "WAITING" and not (e.waiting_for and e.waiting_for.arrived):
+        return ("The wait times out now, with no event: it takes its default if it has one, else waits again if its "
+                "retry policy allows another wait period, else the step fails (event_timeout).")
+    return None
+
+
 def _actions(e: Execution, wf: Workflow | None, history: History) -> str:
     status, buttons = e.status, []
     if status in LIVE:
         buttons.append('<button data-action="cancel" class="danger">Cancel…</button>')
-        if e.timer in ("sleep", "retry") or status == "SLEEPING":
-            buttons.append('<button data-action="wake">Wake now…</button>')
+        say = _wake_says(e)
+        if say is not None:
+            buttons.append(f'<button data-action="wake" data-say="{esc(say)}">Wake now…</button>')
         waits = wf.waits_for() if wf is not None else None
         if waits is None or waits:  # a workflow that never waits takes no event (unknown here: offer it)
             event = (e.waiting_for.event if e.waiting_for else None) or (waits[0] if waits else "")

@@ -26,6 +26,7 @@ from importlib import resources
 from typing import Any
 
 from ..sdk import LoomClient, LoomError
+from ..sdk.errors import INVALID_ARGUMENT
 from ..sdk.models import History, ListPage, Workflow
 from . import forms, pages
 from .schedules_page import schedules_body
@@ -39,13 +40,21 @@ HEARTBEAT_S = 15.0
 ENDED_SLOWER = 5
 """An ended execution changes only by an operator's redrive: poll it this many times less often."""
 TOKEN_HEADER = "x-loom-console-token"
+DRAIN_BYTES = 16 * 1024 * 1024
+"""An oversized body up to this is read off before the 413, so the caller (still sending) reads the answer."""
 _ACTION = re.compile(r"\A/executions/([^/]+)/(cancel|redrive|wake|events/[^/]+)\Z")
 
 
 def _problem(exc: LoomError) -> tuple[int, dict[str, Any]]:
     if exc.status is not None:  # the API's own answer: a refusal, or its failure
         return exc.status, exc.document
+    if exc.code == INVALID_ARGUMENT:  # what the page sent, refused before any request: the caller's to mend
+        return 400, {"error": exc.code, "message": exc.message}
     return 502, {"error": exc.code, "message": exc.message}
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity): send a number, or null")
 
 
 class Console:
@@ -227,10 +236,15 @@ class _Handler(BaseHTTPRequestHandler):
         body = None
         length = int(self.headers.get("content-length") or 0)
         if length > MAX_BODY_BYTES:
-            return self._send_json(413, {"error": "input_too_large", "message": f"over {MAX_BODY_BYTES} bytes"})
+            if length <= DRAIN_BYTES:  # read it off first, so the caller still sending it gets this answer
+                for start in range(0, length, 65536):
+                    self.rfile.read(min(65536, length - start))
+            return self._send_json(413, {"error": "input_too_large", "message": (
+                f"the request body is {length:,} bytes, over the {MAX_BODY_BYTES:,} the console forwards (the API "
+                "takes request bodies of at most 256 KB: keep large data elsewhere, such as S3, and pass its key)")})
         if length:
             try:
-                body = json.loads(self.rfile.read(length))
+                body = json.loads(self.rfile.read(length), parse_constant=_no_constant)
             except ValueError as exc:
                 return self._send_json(400, {"error": "invalid_json", "message": f"the body is not JSON: {exc}"})
         target = api_path + (f"?{raw_query}" if raw_query else "")

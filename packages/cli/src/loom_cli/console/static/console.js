@@ -41,7 +41,9 @@
   }
   function describeError(err) {
     const d = err.doc || {};
-    let text = "<b>" + esc(d.error || "error") + "</b> (HTTP " + esc(err.status) + "): " + esc(d.message || err.message);
+    // status 0: refused here before any request (or no answer): no HTTP status to name
+    const http = err.status ? " (HTTP " + esc(err.status) + ")" : "";
+    let text = "<b>" + esc(d.error || "error") + "</b>" + http + ": " + esc(d.message || err.message);
     if (d.execution_status) text += " · the execution is " + esc(d.execution_status);
     if (Array.isArray(d.problems) && d.problems.length) {
       // invalid_input: {"field", "problem", "type"} per field
@@ -123,7 +125,7 @@
     let value;
     try { value = JSON.parse(text); } catch (e) { throw Object.assign(new Error(e.message), { status: 0, doc: { error: "invalid_json", message: "the data is not JSON: " + e.message } }); }
     if (value === null || typeof value !== "object" || Array.isArray(value)) {
-      throw Object.assign(new Error("not an object"), { status: 0, doc: { error: "invalid_json", message: "the data must be a JSON object" } });
+      throw Object.assign(new Error("not an object"), { status: 0, doc: { error: "invalid_request", message: "the data must be a JSON object, not " + (Array.isArray(value) ? "an array" : value === null ? "null" : "a " + typeof value) } });
     }
     return value;
   }
@@ -138,10 +140,10 @@
         if (e.compensating && !e.cancelled_by) return "Not cancelled: it is already undoing its completed steps after a failure, and ends FAILED once they are undone; the cancel changes nothing.";
         return "Cancelled by " + esc(e.cancelled_by || "-") + ".";
       }),
-    wake: (id) => confirmAction("Wake it now?", "<p>The current sleep or retry backoff ends now and the step runs.</p>",
+    wake: (id, button) => confirmAction("Wake it now?", "<p>" + esc(button.dataset.say) + "</p>",
       async () => {
         await api("POST", "/executions/" + encodeURIComponent(id) + "/wake");
-        return "Woken: the step runs now.";
+        return "Woken: " + esc(button.dataset.say);
       }),
     redrive: (id, button) => confirmAction("Redrive from the failed step?",
       "<p>It resumes from its failed step (" + esc(button.dataset.step || "?") + ") with fresh attempts, under the same id. " +
@@ -199,13 +201,20 @@
         return;
       }
       const workflow = form.dataset.workflow;
-      const token = $("[data-token]", form).value.trim();
+      // the token as typed, as the CLI and the SDK send it: one token starts one execution on every surface
+      const token = $("[data-token]", form).value;
       const body = { workflow, input };
       if (token) body.idempotency_token = token;
-      confirmAction("Start " + workflow + "?", "<pre>" + esc(JSON.stringify(input, null, 2)) + "</pre>", async () => {
+      const shown = token ? "<p>idempotency token: <code>" + esc(JSON.stringify(token)) + "</code></p>" : "";
+      confirmAction("Start " + workflow + "?", "<pre>" + esc(JSON.stringify(input, null, 2)) + "</pre>" + shown, async () => {
         const e = await api("POST", "/executions", body);
-        window.location.href = "/executions/" + encodeURIComponent(e.execution_id);
-        return "Started " + esc(e.execution_id) + ".";
+        const href = "/executions/" + encodeURIComponent(e.execution_id);
+        if (e.created !== false) {
+          window.location.href = href;
+          return "Started " + esc(e.execution_id) + ".";
+        }
+        return "Already started with this token and input: nothing new started. It is <a href=\"" + esc(href) + "\">" +
+          esc(e.execution_id) + "</a> (" + esc(e.status) + ").";
       });
     });
   }
