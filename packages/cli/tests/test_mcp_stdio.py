@@ -30,7 +30,13 @@ def _validate(line: str):
     ('[1, 2]', INVALID_REQUEST, None),
     ('{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}', INVALID_REQUEST, None),
     ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}', INVALID_REQUEST, None),
-], ids=["not-json", "no-method", "another-version", "lone-surrogate", "not-an-object", "fractional-id", "object-id"])
+    # the SDK's parser takes NaN and Infinity; JSON has neither (before: passed on as a tool's argument)
+    ('{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x", "arguments": {"n": NaN}}}',
+     PARSE_ERROR, None),
+    ('{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "x", "arguments": {"n": -Infinity}}}',
+     PARSE_ERROR, None),
+], ids=["not-json", "no-method", "another-version", "lone-surrogate", "not-an-object", "fractional-id", "object-id",
+        "nan", "infinity"])
 def test_a_line_the_sdk_cannot_read_is_answered_with_its_json_rpc_error(line, code, request_id):
     found = problem(line, _validate)
     assert found is not None and found is not SKIP
@@ -40,6 +46,8 @@ def test_a_line_the_sdk_cannot_read_is_answered_with_its_json_rpc_error(line, co
 def test_a_readable_line_a_blank_line_and_an_invalid_notification_are_not_answered_here():
     assert problem(json.dumps(INITIALIZE), _validate) is None
     assert problem("\n", _validate) is SKIP
+    assert problem(json.dumps({**INITIALIZE, "params": {**INITIALIZE["params"], "clientInfo": {
+        "name": "NaN Infinity", "version": "1"}}}), _validate) is None  # the words inside a string are fine
     assert problem('{"jsonrpc": "1.0", "method": "notifications/initialized"}', _validate) is SKIP
 
 

@@ -37,6 +37,11 @@ def problem(line: str, validate: Callable[[str], Any]) -> tuple[int, Any, str] |
     answer with, as ``(code, id, message)``, or ``SKIP``."""
     if not line.strip():
         return SKIP
+    if "NaN" in line or "Infinity" in line:  # the SDK's parser takes them; JSON has neither (one look otherwise)
+        try:
+            json.loads(line, parse_constant=_no_constant)
+        except ValueError as exc:
+            return PARSE_ERROR, None, f"Parse error: the line is not JSON ({exc})"
     try:
         validate(line)
     except Exception as exc:  # pydantic's ValidationError, whatever the SDK version raises
@@ -56,6 +61,10 @@ def problem(line: str, validate: Callable[[str], Any]) -> tuple[int, Any, str] |
     first = errors()[0].get("msg", "") if callable(errors) and errors() else str(refused)
     return INVALID_REQUEST, request_id, (f"Invalid Request: not a JSON-RPC 2.0 request, response or notification "
                                          f"this server reads ({str(first)[:200]})")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON: send a number, or null")
 
 
 def _bad_id(line: str) -> tuple[int, Any, str] | None:
