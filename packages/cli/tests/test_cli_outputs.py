@@ -506,14 +506,18 @@ def test_wake_of_a_wait_prints_one_line_saying_what_the_wake_does(control_plane,
     assert code == 0 and len(out.strip().splitlines()) == 1, out
     if deployed:
         assert "woken: the wait for event approved at step 1/3 wait_approved timed out now" in out, out
-        # its definition says what comes: no default, and a retry policy of 5 wait periods (this was the 1st)
-        assert "it has no default, so it waits again (wait period 2 of 5, its retry policy's)" in out, out
+        # its definition says what comes: no default, and no retry policy of its own (a wait waits once)
+        assert "it has no default and this was its last wait period (1 of 1): the step fails (event_timeout)" in out, out
     else:
         assert "woken: its version 1 is not deployed here (workflow_version_missing)" in out and "timed out" not in out
 
 
 def test_wake_of_a_wait_in_its_last_period_or_with_a_default_says_which(control_plane, capsys):
-    # given: the wait in its 5th and last period; then the same wait with a default
+    # given: a wait of 5 periods in its 4th, then in its 5th and last; then the same wait with a default
+    control_plane.workflows["workflows"][1]["steps"][1]["retry"] = {"max_attempts": 5}
+    control_plane.add(execution_doc("w-6", "expense_approval", "WAITING", 1, timer="event", attempt=4,
+                                    waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00Z"}))
+    _, again, _ = run(capsys, "--url", control_plane.url, "wake", "w-6")
     for eid in ("w-7", "w-8"):
         control_plane.add(execution_doc(eid, "expense_approval", "WAITING", 1, timer="event", attempt=5,
                                         waiting_for={"event": "approved", "timeout_at": "2999-01-01T00:00:00Z"}))
@@ -521,6 +525,7 @@ def test_wake_of_a_wait_in_its_last_period_or_with_a_default_says_which(control_
     control_plane.workflows["workflows"][1]["steps"][1]["default"] = {"approved": False}
     _, default, _ = run(capsys, "--url", control_plane.url, "wake", "w-8")
     # then
+    assert "it has no default, so it waits again (wait period 5 of 5, its retry policy's)" in again, again
     assert "this was its last wait period (5 of 5): the step fails (event_timeout)" in last, last
     assert "timed out now: it takes its default" in default, default
 

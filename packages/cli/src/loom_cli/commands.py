@@ -138,7 +138,7 @@ def _after_timeout(client: LoomClient, e: Execution) -> str:
                 f"period (this was period {e.attempt}), else the step fails (event_timeout)")
     if step.default is not None:
         return "it takes its default"
-    most = (step.retry or wf.retry or RetryPolicy()).max_attempts
+    most = (step.retry or RetryPolicy(max_attempts=1)).max_attempts  # a wait waits once unless it says more
     if e.attempt < most:
         return f"it has no default, so it waits again (wait period {e.attempt + 1} of {most}, its retry policy's)"
     return f"it has no default and this was its last wait period ({e.attempt} of {most}): the step fails (event_timeout)"

@@ -382,6 +382,8 @@ def _wait_def(index: int, item: WaitForEvent, where: str) -> StepDef:
     if item.has_default and not isinstance(item.default, dict):
         raise RegistrationError(f"{where}: wait_for_event({item.event!r}) default must be a dict (an event's data "
                                 "is a JSON object), got " + type(item.default).__name__)
+    if item.has_default and isinstance(item.retry, RetryPolicy) and item.retry.max_attempts > 1:
+        raise RegistrationError(f"{where}: {default_with_retry(item.event, item.retry.max_attempts)}")
     if item.model is not None:
         from pydantic import BaseModel
 
@@ -403,6 +405,13 @@ def _wait_def(index: int, item: WaitForEvent, where: str) -> StepDef:
     return StepDef(index=index, name=name, retry=item.retry or RetryPolicy(max_attempts=1),
                    kind=WaitSpec(event=item.event, timeout_s=item.timeout_s, default=item.default,
                                  has_default=item.has_default, model=item.model))
+
+
+def default_with_retry(event: str, attempts: int) -> str:
+    """Why a wait may not have both a default and a retry policy of several wait periods."""
+    return (f"wait_for_event({event!r}) has a default and retry=RetryPolicy(max_attempts={attempts}): a timeout takes "
+            f"the default at once, so it would never wait again; drop retry, or drop the default to wait {attempts} "
+            "times and then fail")
 
 
 def _check_step_name(name: str, index: int, where: str) -> None:

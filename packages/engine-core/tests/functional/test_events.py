@@ -428,3 +428,27 @@ def test_a_send_racing_an_operators_wake_is_kept_and_the_wait_times_out_as_the_w
     assert runner.context(eid)["approved_by"] == "ana" and runs == {"before": 1, "after": 1}, runs
     events, consumed, _ = runner.engine.operator.events(eid)
     assert consumed == {"evt-1": 1}, consumed  # taken by the wait (step 1), once
+
+
+def test_a_wait_with_both_a_default_and_several_wait_periods_is_refused_saying_which_to_drop(registry):
+    from engine_core.durable import durable
+    from engine_core.durable import wait_for_event as dwait
+
+    # given / when: a step list's wait with both (before: taken, and the retry never applied)
+    with pytest.raises(RegistrationError, match=r"has a default and retry=RetryPolicy\(max_attempts=3\): a timeout "
+                                                r"takes the default at once.*drop retry, or drop the default"):
+        @workflow("both", registry=registry)
+        class Both:
+            steps = [wait_for_event("approved", timeout=60, default={"approved": False},
+                                    retry=RetryPolicy(max_attempts=3))]
+
+    # and: a code-first one fails where it is called, saying the same
+    @durable("both_code", registry=registry)
+    def flow(input):
+        return dwait("approved", timeout=60, default={"approved": False}, retry=RetryPolicy(max_attempts=3))
+
+    runner = LocalRunner(registry)
+    e = runner.run_until_done(runner.start("both_code", {}))
+    assert e.status is Status.FAILED and "drop retry, or drop the default" in e.error.message, e.error
+    # a default with one wait period (or none said) is taken, as before
+    wait_for_event("approved", timeout=60, default={"approved": False}, retry=RetryPolicy(max_attempts=1))

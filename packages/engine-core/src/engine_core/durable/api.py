@@ -49,6 +49,7 @@ from ..registry import (
     WORKFLOW_NAME_RE,
     Registry,
     check_version,
+    default_with_retry,
     not_plain,
 )
 from ..steps import MAX_BRANCHES, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
@@ -328,6 +329,8 @@ def wait_for_event(event: str, *, timeout: float = DEFAULT_EVENT_TIMEOUT_S, defa
         raise DurableCallError(f"{call} inside a step body would block the step; wait between steps instead")
     run = _run(call)
     _check_retry(retry, call)
+    if default is not _NO_DEFAULT and retry is not None and retry.max_attempts > 1:
+        raise ValueError(default_with_retry(event, retry.max_attempts))
     if model is None:  # the model the decorator's ``events=`` declares for it, as a step list's wait coerces
         model = run.declared_model(event)
     spec = _wait_spec(event, timeout, default, model, call)

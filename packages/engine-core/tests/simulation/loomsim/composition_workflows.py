@@ -156,6 +156,8 @@ def generate(rng: random.Random, index: int, reliable: bool = False, long_s: flo
             wait_names += 1
             wretry = None if rng.random() < 0.6 else RetryPolicy(max_attempts=rng.randint(2, 3), base=1.0, jitter=False)
             default = None if reliable or rng.random() < 0.7 else {f"got_{name}": "default"}
+            if default is not None:  # a timeout takes the default at once: a retry would never apply (refused)
+                wretry = None
             specs.append(CSpec(i, f"w{i}", "wait", retry=wretry, event=name,
                                wait_timeout=rng.choice([30.0, 300.0, 3600.0]) * (4 if reliable else 1), default=default))
         else:
