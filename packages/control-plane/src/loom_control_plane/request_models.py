@@ -365,7 +365,7 @@ class EventRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
     data: dict[str, Any] = Field(default_factory=dict)
-    """A JSON object, merged into the execution's context by the wait that consumes it."""
+    """A JSON object: the wait that consumes it keeps it in the context under the wait step's name."""
     event_id: StrictStr | None = None
     """Makes a repeated send a no-op (the same id is applied once). Default: a fresh id per send."""
 
