@@ -503,3 +503,11 @@ def test_the_api_passthrough_refuses_nan_as_the_caller_s_error_and_says_what_an_
     assert (nan_status, nan["error"]) == (400, "invalid_json") and "NaN" in nan["message"], nan
     assert not any(r["method"] == "POST" for r in control_plane.requests)
     assert big_status == 413 and "the API takes request bodies of at most 256 KB" in big["message"], big
+
+
+@pytest.mark.parametrize("limit", ["0", "-5", "abc", "101"])
+def test_a_list_page_with_a_bad_limit_says_so_instead_of_showing_twenty(console, control_plane, limit):
+    # when (before: -5 and abc showed 20 rows as if no limit was asked; 0 and 101 were the API's refusal)
+    status, html = get(console, f"/?limit={limit}")
+    # then
+    assert status == 400 and "limit must be" in html, (status, html[:500])

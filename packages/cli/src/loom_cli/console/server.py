@@ -196,7 +196,11 @@ class _Handler(BaseHTTPRequestHandler):
             if not parts:
                 workflow, status = query.get("workflow") or None, (query.get("status") or "").upper() or None
                 next_token = query.get("next_token") or None
-                limit = int(query["limit"]) if (query.get("limit") or "").isdigit() else 20
+                raw_limit = query.get("limit") or "20"
+                if not (raw_limit.isascii() and raw_limit.isdigit()):
+                    return self._error_page(400, "invalid_request", f"limit must be a whole number from 1 to 100, got "
+                                                                    f"{raw_limit!r}")
+                limit = int(raw_limit)
                 listing = c.listing(workflow, status, next_token, limit)
                 names = [w.name for w in c.workflows()]
                 return self._send_html(200, pages.list_page(listing, names, workflow, status, next_token, token))
