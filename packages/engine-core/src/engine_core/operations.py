@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from . import callbacks, codec, transitions
+from .clock import format_ts
 from .errors import (
     CallbackNotFoundError,
     ExecutionNotFoundError,
@@ -262,7 +263,7 @@ class Operator(Reader):
             applied = self._commit(e, transitions.woken(e, now))
             if applied is not None:
                 assert e.timer is not None and e.next_wake_at is not None
-                self._after(applied, "wake", by, None, {"was": e.timer.value, "due": e.next_wake_at.isoformat()},
+                self._after(applied, "wake", by, None, {"was": e.timer.value, "due": format_ts(e.next_wake_at)},
                             send=True)
                 return applied
         raise ExecutionStateConflictError("concurrent_change", f"execution {execution_id} kept changing; try again")

@@ -5,6 +5,7 @@ compensations of a failure. Memory store, manual clock; the operator is the engi
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from pydantic import BaseModel
@@ -172,6 +173,9 @@ def test_durable_wake_ends_a_sleep_now(registry):
 
     # then: done long before thirty days
     assert e.status is Status.COMPLETED and runner.clock.now() - t0 < dt.timedelta(hours=1)
+    # and: the wake's record says when the sleep was due, in the API's one time format (before: +00:00)
+    (op,), _ = runner.engine.operator.operations(eid)
+    assert op.op == "wake" and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", op.detail["due"]), op.detail
 
 
 def test_durable_an_event_sent_before_the_wait_is_kept_for_it(registry):
@@ -599,7 +603,7 @@ def test_durable_a_long_wait_woken_after_days_says_its_seconds_without_an_expone
     runner.clock.advance(dt.timedelta(days=200, seconds=0.4))
     runner.engine.operator.wake(eid, "ops")
     e = finish(runner, eid)
-    assert "after 17280000 s, before its 31622400 s timeout" in e.error.message, e.error.message
+    assert "after 17280000 s (200 d), before its 31622400 s (366 d) timeout" in e.error.message, e.error.message
 
 
 @pytest.mark.parametrize("woken", [False, True], ids=["due", "woken"])

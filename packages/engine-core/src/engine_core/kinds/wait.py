@@ -117,11 +117,11 @@ def _timed_out(op: StepOps) -> Outcome:
     if not woken and waited < spec.timeout_s:
         woken = _woken(op, began)
     if woken:
-        message = (f"an operator's wake (loom wake) ended the wait for {spec.event!r} after {_seconds(waited)} s, "
-                   f"before its {_seconds(spec.timeout_s)} s timeout, with no event (wait {e.attempt} of "
+        message = (f"an operator's wake (loom wake) ended the wait for {spec.event!r} after {_seconds(waited)}, "
+                   f"before its {_seconds(spec.timeout_s)} timeout, with no event (wait {e.attempt} of "
                    f"{policy.max_attempts})")
     else:
-        message = (f"no {spec.event!r} event arrived within {_seconds(spec.timeout_s)} s "
+        message = (f"no {spec.event!r} event arrived within {_seconds(spec.timeout_s)} "
                    f"(wait {e.attempt} of {policy.max_attempts})")
     if e.attempt >= policy.max_attempts:
         return op.fail(op.error("event_timeout", message, retryable=False), started_at=began)
@@ -135,8 +135,13 @@ def _timed_out(op: StepOps) -> Outcome:
 
 
 def _seconds(value: float) -> str:
-    """Seconds as a person reads them: a tenth below ten (1.5), whole above (31622400), never an exponent."""
-    return f"{value:.1f}".removesuffix(".0") if value < 10 else f"{value:.0f}"
+    """Seconds as a person reads them: a tenth below ten (1.5 s), whole above, never an exponent; past an hour,
+    in hours or days too (``172800 s (2 d)``)."""
+    text = (f"{value:.1f}".removesuffix(".0") if value < 10 else f"{value:.0f}") + " s"
+    for unit, size in (("d", 86400), ("h", 3600)):
+        if value >= size:
+            return f"{text} ({f'{value / size:.1f}'.removesuffix('.0')} {unit})"
+    return text
 
 
 def _woken(op: StepOps, began: dt.datetime) -> bool:
