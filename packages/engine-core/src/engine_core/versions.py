@@ -263,6 +263,17 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
             f"the steps execution {e.execution_id} completed cannot be compared with version {to_version}: "
             f"neither its per-step digests nor version {e.workflow_version} as it started are here. Deploy "
             f"version {e.workflow_version} again and redrive without --to-version"), status)
+    if e.compensating and e.failed_step is not None:  # its undo stopped: what it still undoes, and the context
+        # they see (the steps up to where it failed, that step too when it is undone), must be version N's
+        upto = e.failed_step + (1 if e.undo_failed_step else 0)
+        problem = prefix_problem(pins, target, upto)
+        if problem is not None:
+            raise ExecutionStateConflictError("steps_differ", (
+                f"execution {e.execution_id} stopped while undoing its completed steps (it failed or was cancelled "
+                f"at step {e.failed_step}); the steps it undoes must be the same in version {to_version} (compared "
+                f"by digest), but {problem}. Redrive it onto a version that keeps them (its own, deployed again), "
+                "or start a new execution"), status)
+        return {"workflow_version": to_version, "fingerprint": target.fingerprint}
     problem = prefix_problem(pins, target, e.current_step)
     if problem is None and e.current_step >= len(target.steps):
         problem = f"it has {len(target.steps)} steps, so no step {e.current_step} to resume at"

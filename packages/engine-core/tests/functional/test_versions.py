@@ -1060,3 +1060,27 @@ def test_versions_a_failure_whose_undo_a_deploy_interrupted_keeps_its_error_thro
     assert e.error is not None and e.error.code == "permanent_error", e.error
     assert "address rejected" in e.error.message
     assert e.compensating_for is None
+
+
+def test_versions_a_stopped_undo_is_redriven_onto_another_version_only_if_the_steps_it_undoes_stand_there():
+    # given: a step list's failure whose undo a deploy of version 2 alone stopped (its step 0 is not the charge)
+    undone: list = []
+    runner = LocalRunner(deployed(lambda r: _undo_backs_off(r, undone, "steps")))
+    eid = runner.start("pay", {}, version=1)
+    drive_until(runner, eid, lambda e: e.compensating and e.timer is not None and e.timer.value == "retry")
+    runner.deploy(deployed(lambda r: _undo_backs_off(r, undone, "steps", (2,))))
+    assert runner.run_until_done(eid).compensating
+    # when: redriven onto version 2
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.redrive(eid, "oncall", to_version=2)
+    # then: refused, naming the step it undoes and what to do (before: taken, as its undo stood at step 0 and
+    # nothing before it was compared; version 2's step 0 has no undo: COMPENSATION_FAILED, the charge never
+    # refunded)
+    assert refused.value.code == "steps_differ", refused.value
+    assert "step 0 was 'charge' (task) and is now 'ship' (task)" in str(refused.value)
+    assert runner.engine.get(eid).status is Status.FAILED and undone == ["ch-1"]
+    # and: onto version 1 deployed again, it finishes its undo and ends with the failure it answered
+    runner.deploy(deployed(lambda r: _undo_backs_off(r, undone, "steps")))
+    runner.engine.operator.redrive(eid, "oncall", to_version=1)
+    e = runner.run_until_done(eid)
+    assert (e.status, e.compensated, e.error.code, undone) == (Status.FAILED, True, "permanent_error", ["ch-1", "ch-1"])
