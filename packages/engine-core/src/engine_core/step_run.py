@@ -105,7 +105,7 @@ class StepRun(StepReads):
             e = self.execution
             cap = None if e.compensating else self._cap_exceeded(e)
             if cap is not None:
-                return self._finished(self.fail(cap))
+                return self._finished(self.fail(cap, compensate=False))
             kind = self.kinds.current(self.wf, e)
             if kind is None:  # the engine checked the definition; a reload cannot change it
                 return Outcome("stale", e.execution_id, e.current_step, "no kind for this step")
@@ -130,12 +130,12 @@ class StepRun(StepReads):
             return ErrorInfo(code="step_cap_exceeded", message=(
                 f"execution reached step {e.current_step}, the cap is {settings.max_steps} (LOOM_MAX_STEPS): a loop "
                 "that never ends, or a workflow that needs more: raise LOOM_MAX_STEPS in the functions' environment "
-                "and redrive it"))
+                "and redrive it (nothing was undone: it goes on where it stopped)"))
         if e.total_attempts >= settings.max_total_attempts:
             return ErrorInfo(code="attempt_cap_exceeded", message=(
                 f"execution used {e.total_attempts} step attempts, the cap is {settings.max_total_attempts} "
                 "(LOOM_MAX_TOTAL_ATTEMPTS): raise it in the functions' environment and redrive it, if the retries "
-                "are expected"))
+                "are expected (nothing was undone: it goes on where it stopped)"))
         return None
 
     def _may_chain(self, next_index: int, settling: int = 0) -> bool:
@@ -360,10 +360,11 @@ class StepRun(StepReads):
         faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
         return Outcome("retry_scheduled", e.execution_id, step.index, f"retry in {delay:.1f} s")
 
-    def fail(self, error: ErrorInfo, started_at: dt.datetime | None = None) -> Outcome:
+    def fail(self, error: ErrorInfo, started_at: dt.datetime | None = None, compensate: bool = True) -> Outcome:
         """The current step failed for good: its record says why (and when it began: the attempt's claim, or
         ``started_at`` for a step no attempt holds, such as a fan-out), then the execution compensates what
-        it completed, or ends FAILED (COMPENSATION_FAILED while compensating)."""
+        it completed, or ends FAILED (COMPENSATION_FAILED while compensating). ``compensate`` False: FAILED with
+        nothing undone (a safety cap: raised, a redrive goes on where it stopped)."""
         e = self.execution
         if e.is_claimed or error.step_index is not None:
             now = self.clock.now()
@@ -378,7 +379,7 @@ class StepRun(StepReads):
             if outcome is not None:
                 return outcome
             self.metric("StepsFailed", "Count", 1)
-        outcome = self.kinds.ending.on_failure(self, error)
+        outcome = self.kinds.ending.on_failure(self, error) if compensate else None
         if outcome is not None:
             return outcome
         new = transitions.failed(e, self.clock.now(), error, self.retention, self.finalize_grace_s())

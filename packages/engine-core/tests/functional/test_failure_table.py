@@ -372,6 +372,44 @@ def test_safety_caps_end_the_execution_failed(registry, settings, code):
     assert runner.queue.messages == [] and eid not in runner.store.due_ids()
 
 
+@pytest.mark.parametrize("style", ["steps", "code"])
+@pytest.mark.parametrize("settings, code", [({"max_steps": 3}, "step_cap_exceeded"),
+                                            ({"max_total_attempts": 4}, "attempt_cap_exceeded")])
+def test_a_safety_cap_undoes_nothing_and_the_redrive_its_message_advises_goes_on_once_it_is_raised(
+        registry, settings, code, style):
+    # given: five steps that each have an undo
+    from engine_core.durable import durable
+    from engine_core.durable import step as dstep
+
+    undone: list = []
+    ran: list = []
+    if style == "steps":
+        registry.register(build_workflow("long", [
+            step(lambda c, i=i: ran.append(i) or {}, name=f"s{i}", compensate=lambda c, i=i: undone.append(i))
+            for i in range(5)]))
+    else:
+        @durable("long", registry=registry)
+        def flow(input):
+            for i in range(5):
+                dstep(f"s{i}", lambda i=i: ran.append(i), compensate=lambda _, i=i: undone.append(i))
+
+    runner = make_runner(registry, **settings)
+    eid = runner.start("long")
+    # when: a cap ends it
+    e = run(runner, eid)
+    # then: FAILED with nothing undone (before: every completed step was undone, and the redrive the message
+    # advised was refused as compensated)
+    assert (e.status, e.error.code, e.compensated, undone) == (Status.FAILED, code, None, []), e.error
+    assert "redrive it" in e.error.message and "nothing was undone" in e.error.message
+    # when: the cap is raised (a deploy of the functions' environment) and the operator redrives it
+    raised = LocalRunner(registry, clock=runner.clock, store=runner.store, queue=runner.queue,
+                         settings=EngineSettings(lease_s=120))
+    raised.engine.operator.redrive(eid, "ops")
+    done = run(raised, eid)
+    # then: it goes on where it stopped, each step run once, nothing undone
+    assert (done.status, undone, ran) == (Status.COMPLETED, [], [0, 1, 2, 3, 4]), done.error
+
+
 def test_non_serializable_result_fails_at_once_without_retries(registry):
     calls = Counter()
 

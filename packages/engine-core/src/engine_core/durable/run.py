@@ -213,10 +213,13 @@ class CodeRun(StepRun):
                 f"the function reached position {d.index} {d.name!r} with every earlier call recorded, but the "
                 f"execution is at position {e.current_step}: its history is missing records"))))
         cap = self._cap_exceeded(e)
-        if cap is None and (d.timeout_s is not None or self.wf.step_timeout_s) and not e.cancel_requested:
-            cap = self._unfit(d)  # the default budget is derived from the worker's timeout: it always fits
-        if cap is not None:
-            raise Suspend(self.fail(cap))
+        if cap is not None:  # a safety cap: nothing undone, a redrive (once it is raised) goes on from here
+            raise Suspend(self.fail(cap, compensate=False))
+        unfit = None
+        if (d.timeout_s is not None or self.wf.step_timeout_s) and not e.cancel_requested:
+            unfit = self._unfit(d)  # the default budget is derived from the worker's timeout: it always fits
+        if unfit is not None:
+            raise Suspend(self.fail(unfit))
         kind = self.kinds.kinds[d.kind.kind]
         self.settled, self.settled_value = None, _NOTHING
         outcome = kind.finish_cancel(self) if e.cancel_requested else kind.run(self)
