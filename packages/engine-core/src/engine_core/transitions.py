@@ -161,7 +161,8 @@ def redriven_after_failure(e: Execution, now: dt.datetime, lease_s: float) -> Ex
     still has requested is finished instead (its lost attempts kept: they say what may have run); an undo
     it stopped in goes on, answering the failure it was undoing."""
     lost = e.lost_attempts if e.cancel_requested else 0
-    return _next(e, now, status=Status.RUNNING, error=e.compensating_for, compensating_for=None, attempt=0, **_NO_CLAIM, expires_at=None, lost_attempts=lost,
+    return _next(e, now, status=Status.RUNNING, error=e.compensating_for, compensating_for=None, attempt=0, **_NO_CLAIM,
+                 expires_at=None, lost_attempts=lost,
                  finalized=False, finalize_by=None, redrives=e.redrives + 1,
                  **_timer(e, Timer.LEASE, now + dt.timedelta(seconds=lease_s), 0.0))
 
