@@ -531,3 +531,25 @@ def test_history_of_a_sleep_says_when_a_cancel_cut_it_short_or_a_wake_ended_it_e
     assert row.endswith(expected), row
     # and its status column: a sleep a cancel cut short did not succeed (its record, written as it began, says so)
     assert row.split()[3] == ("CANCELLED" if how == "cancelled" else "SUCCEEDED"), row
+
+
+def test_watch_goes_on_through_a_poll_that_failed_and_gives_up_when_the_api_stays_down(api, capsys):
+    # given: the control plane answers 502 to two polls in a row (a function timed out under load)
+    gets = {"n": 0, "down": {2, 3}}
+
+    def flaky(method, path, query, body):
+        if method == "GET" and path == f"/executions/{EID}":
+            gets["n"] += 1
+            if gets["n"] in gets["down"]:
+                return 502, {"message": "Internal Server Error"}
+        return None
+
+    api.extra_route = flaky
+    # when / then: it follows the execution to its end, saying what failed (before: it ended at the first 502)
+    assert main(["--url", api.url, "watch", EID, "--interval", "0.01"]) == 0
+    captured = capsys.readouterr()
+    assert "COMPLETED" in captured.out and "loom watch: a poll failed" in captured.err and "(1 of 5)" in captured.err
+    # and: when it stays down, it gives up after five polls in a row, exit 4
+    gets.update(n=0, down=set(range(1, 100)))
+    assert main(["--url", api.url, "watch", EID, "--interval", "0.01"]) == 4
+    assert "(4 of 5)" in capsys.readouterr().err

@@ -175,3 +175,24 @@ def test_dlq_list_long_polls_so_an_empty_short_poll_does_not_end_it_early():
     # then: every message, and each receive waited
     assert [r["message_id"] for r in rows] == ["m-0", "m-1", "m-2"], rows
     assert client.receives and 0 not in client.receives, client.receives
+
+
+def test_dlq_redrive_returns_step_messages_behind_more_notices_than_its_limit_and_list_says_when_there_may_be_more(
+        queues, capsys):
+    # given: 105 failure notices ahead of 3 step messages
+    sqs, queue, dlq = queues
+    for _ in range(105):
+        sqs.send_message(QueueUrl=dlq, MessageBody=json.dumps(NOTICE))
+    for _ in range(3):
+        sqs.send_message(QueueUrl=dlq, MessageBody=json.dumps(STEP))
+    # when: listed with the default limit
+    assert main(["dlq", "list"]) == 0
+    # then: it says the listing stopped at its limit
+    assert "20 shown, the --limit: there may be more" in capsys.readouterr().out
+    # when: redriven with the default limit (100)
+    assert main(["dlq", "redrive"]) == 0
+    # then: the 3 step messages are back on the step queue (before: none, the notices used up the limit), each
+    # notice counted once and left
+    out = capsys.readouterr().out
+    assert "returned 3 step message(s)" in out and "105 other message(s)" in out, out
+    assert _visible(sqs, queue) == 3 and _visible(sqs, dlq) == 105

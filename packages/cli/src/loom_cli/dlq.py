@@ -33,6 +33,8 @@ LOOK_S = 30
 POLL_S = 1
 """Each receive waits up to this long (long polling): a short poll samples only some of SQS's servers and may
 answer empty while messages remain, which would end a listing or a redrive early."""
+HOLD_S = 300
+"""How long ``redrive`` keeps a message it leaves hidden while it reads on (each is read once per redrive)."""
 LOCAL_CREDENTIALS = {"aws_access_key_id": "loom-local", "aws_secret_access_key": "loom-local"}
 
 
@@ -136,28 +138,30 @@ def peek(client: Any, dlq_url: str, limit: int) -> list[dict[str, Any]]:
 
 
 def redrive(client: Any, q: Queues, limit: int) -> dict[str, int]:
-    """Move up to ``limit`` step messages back to the step queue; notices and unknown bodies stay."""
-    moved = kept = 0
-    held: list[str] = []
+    """Move up to ``limit`` step messages back to the step queue; notices and unknown bodies stay. ``limit``
+    counts the step messages: the notices ahead of them are passed over (each held hidden while the queue is
+    read, so each is read once), however many there are."""
+    moved = 0
+    held: dict[str, str] = {}
     try:
-        while moved + kept < limit:
-            got = client.receive_message(QueueUrl=q.dlq_url, MaxNumberOfMessages=min(10, limit - moved - kept),
-                                         VisibilityTimeout=60, WaitTimeSeconds=POLL_S,
-                                         AttributeNames=["All"]).get("Messages", [])
-            if not got:
+        while moved < limit:
+            got = client.receive_message(QueueUrl=q.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=HOLD_S,
+                                         WaitTimeSeconds=POLL_S, AttributeNames=["All"]).get("Messages", [])
+            if not got or all(m["MessageId"] in held for m in got):  # read through (or what it held came back)
                 break
             for m in got:
-                if describe(m)["kind"] == "step_message":
+                if m["MessageId"] in held:
+                    continue
+                if describe(m)["kind"] == "step_message" and moved < limit:
                     client.send_message(QueueUrl=q.queue_url, MessageBody=m["Body"])
                     client.delete_message(QueueUrl=q.dlq_url, ReceiptHandle=m["ReceiptHandle"])
                     moved += 1
-                else:
-                    held.append(m["ReceiptHandle"])
-                    kept += 1
+                else:  # a notice, or a step message past the limit: left where it is
+                    held[m["MessageId"]] = m["ReceiptHandle"]
     finally:
-        for handle in held:  # visible again for the next `dlq list`
+        for handle in held.values():  # visible again for the next `dlq list`
             client.change_message_visibility(QueueUrl=q.dlq_url, ReceiptHandle=handle, VisibilityTimeout=0)
-    return {"returned": moved, "left": kept}
+    return {"returned": moved, "left": len(held)}
 
 
 # -- the commands -------------------------------------------------------------------------------------------
@@ -196,6 +200,9 @@ def cmd_list(args) -> int:
     for r in rows:
         print(f"{r['message_id']:36}  {r['kind']:14}  {str(r['sent_at'] or '-'):27}  "
               f"{str(r['execution_id'] or '-'):36}  {r['detail']}")
+    if len(rows) >= args.limit:
+        print(f"\n{len(rows)} shown, the --limit: there may be more (--limit up to 100; `loom dlq redrive` returns "
+              "every step message, however many notices are ahead of them)")
     return 0
 
 
@@ -206,5 +213,5 @@ def cmd_redrive(args) -> int:
         print(json.dumps(counts, indent=2, sort_keys=True))
     else:
         print(f"returned {counts['returned']} step message(s) to {q.queue_url}; {counts['left']} other message(s) "
-              "(failure notices) left on the dead-letter queue")
+              "(failure notices, and step messages past --limit) left on the dead-letter queue")
     return 0

@@ -200,7 +200,8 @@ def parser() -> argparse.ArgumentParser:
     dl.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     dl.set_defaults(func=dlq.cmd_list, without_api=True)
     dr = dsub.add_parser("redrive", help="return dead-lettered step messages to the step queue (notices stay)")
-    dr.add_argument("--limit", type=limit, default=100, help="at most this many messages, 1-100 (default 100)")
+    dr.add_argument("--limit", type=limit, default=100, help="at most this many step messages (the notices ahead of "
+                    "them do not count), 1-100 (default 100)")
     dr.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
     dr.set_defaults(func=dlq.cmd_redrive, without_api=True)
     dev.add_parser(sub)

@@ -93,6 +93,11 @@ def _needs_history(e: Execution) -> bool:
     return (e.timer == "retry" and e.status == "RUNNING") or e.compensating or e.fanout is not None
 
 
+FAILED_POLLS = 5
+"""Polls in a row that may fail on the way or on the API's side (a 5xx, a timeout) before ``watch`` gives up: a
+control plane busy for a moment does not end a long watch. A refusal (4xx) ends it at once."""
+
+
 def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, timeout_s: float | None = None,
           as_json: bool = False) -> int:
     """Print a line per change until the execution ends; 0 if it COMPLETED, 1 otherwise."""
@@ -113,10 +118,19 @@ def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, tim
     if timer is not None:
         timer.daemon = True
         timer.start()
+    failed_polls = 0
     try:
         for change in client.stream(execution_id, interval_s=interval_s, with_history=_needs_history, stop=stop):
             if change.problem is not None:
-                raise change.problem
+                problem = change.problem
+                failed_polls += 1
+                if problem.is_refusal or failed_polls >= FAILED_POLLS:  # the API said no, or it stays down
+                    raise problem
+                http = f" (HTTP {problem.status})" if problem.status else ""
+                print(f"loom watch: a poll failed, {problem.code}{http}: {problem.message}; trying again "
+                      f"({failed_polls} of {FAILED_POLLS})", file=sys.stderr, flush=True)
+                continue
+            failed_polls = 0
             e = change.execution
             assert e is not None
             status = e.status
