@@ -84,7 +84,7 @@ def json_object(text: str, source: str) -> dict[str, Any]:
             raise LoomError(INVALID_ARGUMENT, f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); JSON "
                                               "is sent as UTF-8: save the file as UTF-8") from None
     try:
-        value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
+        value = json.loads(text, parse_constant=not_json_constant, parse_float=_finite)
     except ValueError as exc:
         raise LoomError(INVALID_ARGUMENT, f"{source} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
@@ -92,7 +92,7 @@ def json_object(text: str, source: str) -> dict[str, Any]:
     return value
 
 
-def _not_json(name: str) -> Any:
+def not_json_constant(name: str) -> Any:
     """NaN, Infinity and -Infinity: Python reads them, JSON has no such numbers (the API refuses them)."""
     raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity: send null or a string)")
 

@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from .args import not_json_constant
+
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 DRAIN_S = 300.0
 """At the end of stdin, how long the requests in flight may take to be answered (a tool call's HTTP request
@@ -39,7 +41,7 @@ def problem(line: str, validate: Callable[[str], Any]) -> tuple[int, Any, str] |
         return SKIP
     if "NaN" in line or "Infinity" in line:  # the SDK's parser takes them; JSON has neither (one look otherwise)
         try:
-            json.loads(line, parse_constant=_no_constant)
+            json.loads(line, parse_constant=not_json_constant)
         except ValueError as exc:
             return PARSE_ERROR, None, f"Parse error: the line is not JSON ({exc})"
     try:
@@ -61,10 +63,6 @@ def problem(line: str, validate: Callable[[str], Any]) -> tuple[int, Any, str] |
     first = errors()[0].get("msg", "") if callable(errors) and errors() else str(refused)
     return INVALID_REQUEST, request_id, (f"Invalid Request: not a JSON-RPC 2.0 request, response or notification "
                                          f"this server reads ({str(first)[:200]})")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON: send a number, or null")
 
 
 def _bad_id(line: str) -> tuple[int, Any, str] | None:

@@ -39,10 +39,10 @@ from .model import (Branch, BranchStatus, CorruptRecord, EventRecord, Execution,
 from .rebuild import this_run
 from .registry import EVENT_NAME_RE
 from .step_reads import EVENT_READ_LIMIT
-from .steps import StepDef, WorkflowDef, field_problems, wait_model
+from .steps import StepDef, WorkflowDef, field_problems
 from .reads import Reader
 from .versions import MISSING_VERSION, is_code_first, pinned_step, read_pins, redrive_onto, resolve, step_change
-from .waiting_events import pending
+from .waiting_events import fits_wait, pending, wait_model_for
 
 log = logging.getLogger("engine_core")
 EVENT_ID_RE = re.compile(r"\A[A-Za-z0-9_.:-]{1,128}\Z")
@@ -409,8 +409,8 @@ class Operator(Reader):
         return any(getattr(ev, "event_id", None) == event_id for ev in this_run(e, found, "sent_at"))
 
     def _check_model(self, wf: WorkflowDef, e: Execution, name: str, data: dict[str, Any]) -> None:
-        """Refuse data that the model of the wait it is for (``_model_for``) refuses."""
-        model = _model_for(wf, e, name)
+        """Refuse data that the model of the wait it is for (``wait_model_for``) refuses."""
+        model = wait_model_for(wf, e, name)
         if model is None:
             return
         from pydantic import ValidationError
@@ -431,8 +431,8 @@ class Operator(Reader):
         earlier, which already woke it, or this step's callback answer). Otherwise the send is ``buffered``:
         kept, and not taken by this wait now, which a ``delivered`` would claim."""
         e = view.execution
-        model = None if view.wf is None else _model_for(view.wf, e, record.name)
-        if model is not None and not _fits(model, record.data):
+        model = None if view.wf is None else wait_model_for(view.wf, e, record.name)
+        if model is not None and not fits_wait(model, record.data):
             return False  # the execution got to its wait after the send was checked: the wait passes it over
         at = e.code_position if view.wf is not None and view.wf.code is not None else None
         if model is None and at is not None and at.model:
@@ -441,7 +441,7 @@ class Operator(Reader):
         for event in pending(view.history(), this_run(e, found, "sent_at"), record.name, e.current_step):
             if event.event_id == record.event_id:
                 return True
-            if model is None or _fits(model, event.data):
+            if model is None or fits_wait(model, event.data):
                 return False
         return False
 
@@ -468,30 +468,6 @@ class Operator(Reader):
             log.warning(f"{what} after a committed operator action failed; the action stands", extra={
                 "execution_id": e.execution_id, "workflow": e.workflow, "step": None, "step_index": e.current_step,
                 "attempt": None, "error": f"{type(exc).__name__}: {exc}"})
-
-
-def _model_for(wf: WorkflowDef, e: Execution, name: str) -> Any:
-    """The model of the wait an event of ``name`` is for (the next wait of that name), or None. A code-first
-    workflow's: the declared one, else that of the wait it is at now (the position's description names it)."""
-    if wf.code is not None:
-        model = (wf.code.events or {}).get(name)
-        at = e.code_position
-        if model is None and at is not None and at.kind == "event" and at.event == name:
-            model = wait_model(at.model)
-        return model
-    waits = [s for s in wf.steps if s.kind.kind == "event" and s.kind.event == name]
-    ahead = [s for s in waits if s.index >= e.current_step] or waits
-    return next((s.kind.model for s in ahead if s.kind.model is not None), None)
-
-
-def _fits(model: Any, data: Any) -> bool:
-    from pydantic import ValidationError
-
-    try:
-        model.model_validate(data)
-    except ValidationError:
-        return False
-    return True
 
 
 def _after_the_end(e: Execution) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import callbacks
-from .model import EventRecord, StepRecord
+from .model import EventRecord, Execution, StepRecord
+from .steps import WorkflowDef, wait_model
 
 
 def pending(records: list[Any], events: list[Any], name: str, step: int) -> list[EventRecord]:
@@ -29,3 +30,28 @@ def pending(records: list[Any], events: list[Any], name: str, step: int) -> list
              and callbacks.is_for_step(ev.event_id, step)]
     return sorted(found, key=lambda ev: (ev.event_id != mine, not callbacks.is_reserved(ev.event_id), ev.sent_at,
                                          ev.event_id))
+
+
+def wait_model_for(wf: WorkflowDef, e: Execution, name: str) -> Any:
+    """The model of the wait an event of ``name`` is for (the next wait of that name), or None. A code-first
+    workflow's: the declared one, else that of the wait it is at now (the position's description names it)."""
+    if wf.code is not None:
+        model = (wf.code.events or {}).get(name)
+        at = e.code_position
+        if model is None and at is not None and at.kind == "event" and at.event == name:
+            model = wait_model(at.model)
+        return model
+    waits = [s for s in wf.steps if s.kind.kind == "event" and s.kind.event == name]
+    ahead = [s for s in waits if s.index >= e.current_step] or waits
+    return next((s.kind.model for s in ahead if s.kind.model is not None), None)
+
+
+def fits_wait(model: Any, data: Any) -> bool:
+    """Whether ``data`` fits a wait's ``model``."""
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate(data)
+    except ValidationError:
+        return False
+    return True

@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 
+from ..args import not_json_constant
 from ..sdk import LoomClient, LoomError
 from ..sdk.errors import INVALID_ARGUMENT
 from ..sdk.models import History, ListPage, Workflow
@@ -52,9 +53,6 @@ def _problem(exc: LoomError) -> tuple[int, dict[str, Any]]:
         return 400, {"error": exc.code, "message": exc.message}
     return 502, {"error": exc.code, "message": exc.message}
 
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity): send a number, or null")
 
 
 class Console:
@@ -248,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "takes request bodies of at most 256 KB: keep large data elsewhere, such as S3, and pass its key)")})
         if length:
             try:
-                body = json.loads(self.rfile.read(length), parse_constant=_no_constant)
+                body = json.loads(self.rfile.read(length), parse_constant=not_json_constant)
             except ValueError as exc:
                 return self._send_json(400, {"error": "invalid_json", "message": f"the body is not JSON: {exc}"})
         target = api_path + (f"?{raw_query}" if raw_query else "")
