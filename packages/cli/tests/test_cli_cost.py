@@ -146,3 +146,11 @@ def test_history_of_an_execution_that_ended_before_its_fan_in_does_not_promise_t
     out = capsys.readouterr().out
     # then
     assert "never fanned in are not in it (the execution ended before its fan-in)" in out and "fan-in adds" not in out
+
+
+def test_watch_ends_with_the_history_as_loom_history_prints_it_with_its_cost(api, capsys):
+    assert main(["--url", api.url, "watch", "e1", "--interval", "0.001"]) == 0
+    out = capsys.readouterr().out
+    assert main(["--url", api.url, "history", "e1"]) == 0
+    assert out.endswith(capsys.readouterr().out)  # the closing history is the whole of what history prints
+    assert "cost so far: 10 DynamoDB requests" in out

@@ -7,9 +7,10 @@ from typing import Any
 
 from .args import json_object
 from .readings import UNNAMED_WAIT, step_label
-from .render import cost_text, events_table, execution_table, executions_table, history_table, operations_table, says_more_once_ended, schedules_table, workflows_table
+from .render import (execution_table, executions_table, history_report, reads_otherwise_once_ended,
+                     schedules_table, workflows_table)
 from .sdk import LoomClient, LoomError
-from .sdk.models import BranchRecord, Execution, RetryPolicy, StepRecord, Workflow
+from .sdk.models import Execution, RetryPolicy, Workflow
 from .watch import watch as follow
 
 
@@ -56,28 +57,8 @@ def history(client: LoomClient, args) -> int:
     if args.json:
         print_json(h.document())
         return 0
-    # An unfinished branch, or an event no wait consumed, waits while the execution lives; after its end it
-    # never will (read only when one is there).
-    # A fan-in adds its branches' ledgers: a parallel or map step that has not fanned in lacks them.
-    fanned_in = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind == "fanout"
-                 and r.status == "SUCCEEDED"}
-    open_fan_out = h.cost is not None and any(isinstance(r, BranchRecord) and r.step_index not in fanned_in
-                                              for r in h.steps)
-    ended = (says_more_once_ended(h) or open_fan_out) and client.get(args.execution_id).ended
-    print(history_table(h, ended=ended))
-    if h.cost is not None:
-        left_out = ""
-        if open_fan_out:
-            left_out = ("; the branch deliveries of a parallel or map step that never fanned in are not in it (the "
-                        "execution ended before its fan-in)" if ended else "; the branch deliveries of a parallel "
-                        "or map step that has not fanned in are not in it (its fan-in adds them)")
-        print(f"\ncost so far: {cost_text(h.cost)}{left_out}")
-    if h.events:
-        print()
-        print(events_table(h, ended=ended))
-    if h.operations:
-        print()
-        print(operations_table(h))
+    ended = reads_otherwise_once_ended(h) and client.get(args.execution_id).ended
+    print(history_report(h, ended=ended))
     return 0
 
 

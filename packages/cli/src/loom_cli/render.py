@@ -192,6 +192,37 @@ def history_table(h: History | dict, ended: bool = False) -> str:
     return "\n".join([out, "", *notes]) if notes else out
 
 
+def _open_fan_out(h: History) -> bool:
+    """A parallel or map step that has not fanned in (its branches' ledgers are not in the cost yet)."""
+    fanned_in = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind == "fanout"
+                 and r.status == "SUCCEEDED"}
+    return h.cost is not None and any(isinstance(r, BranchRecord) and r.step_index not in fanned_in for r in h.steps)
+
+
+def reads_otherwise_once_ended(h: History) -> bool:
+    """Whether ``history_report(h, ended)`` depends on ``ended``: an unfinished branch, or an event no wait
+    consumed, waits while the execution lives; after its end it never will (asked only then)."""
+    return says_more_once_ended(h) or _open_fan_out(h)
+
+
+def history_report(h: History, ended: bool) -> str:
+    """What ``loom history`` prints, and ``loom watch`` once the execution ends: the steps, what it cost so
+    far, the events and the operator actions."""
+    parts = [history_table(h, ended=ended)]
+    if h.cost is not None:
+        left_out = ""
+        if _open_fan_out(h):
+            left_out = ("; the branch deliveries of a parallel or map step that never fanned in are not in it (the "
+                        "execution ended before its fan-in)" if ended else "; the branch deliveries of a parallel "
+                        "or map step that has not fanned in are not in it (its fan-in adds them)")
+        parts.append(f"cost so far: {cost_text(h.cost)}{left_out}")
+    if h.events:
+        parts.append(events_table(h, ended=ended))
+    if h.operations:
+        parts.append(operations_table(h))
+    return "\n\n".join(parts)
+
+
 def events_table(h: History, ended: bool = False) -> str:
     """The events sent to the execution; one no wait consumed is ``kept for a wait``, or, once the execution
     ``ended``, ``not consumed``."""

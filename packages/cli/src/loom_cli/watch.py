@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from .readings import branches_not_counted, compensation_note, step_label, where
-from .render import history_table
+from .render import history_report
 from .sdk import LoomClient, LoomError
 from .sdk.errors import WAIT_TIMEOUT
 from .sdk.models import Execution, History, Workflow
@@ -149,7 +149,7 @@ def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, tim
                             print(f"          step {f.step_index} branch {f.branch}: attempt {f.attempt} failed: "
                                   f"{f.error.code}: {f.error.message}", flush=True)
                 if e.ended and not as_json:
-                    print(history_table(client.history(execution_id)), flush=True)
+                    print(history_report(client.history(execution_id), ended=True), flush=True)
             except BrokenPipeError:
                 if not e.ended:
                     raise  # the reader left before the end: nothing to say of it
