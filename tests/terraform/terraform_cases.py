@@ -70,6 +70,12 @@ module "star_resource_worker_statement" {{
   worker_policy_statements = [{{ sid = "Metrics", actions = ["cloudwatch:PutMetricData"], resources = ["*"] }}]
 }}
 
+module "max_steps_over_the_engines_cap" {{
+  source      = "../../modules/loom"
+  lambda_zips = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}
+  max_steps   = 100001
+}}
+
 module "bad_architecture" {{
   source       = "../../modules/loom"
   lambda_zips  = {{ worker = "w.zip", sweeper = "s.zip", control_plane = "c.zip" }}

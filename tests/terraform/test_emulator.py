@@ -141,6 +141,12 @@ def test_function_environment_names_table_queue_and_shard_count(deployed: Deploy
     # each function's own timeout, which its AWS clients' read timeout is cut from; the step budget is the worker's
     assert float(env["LOOM_INVOCATION_TIMEOUT_S"]) == deployed.config(role)["Timeout"]
     assert float(env["LOOM_FUNCTION_TIMEOUT_S"]) == deployed.config("worker")["Timeout"]
+    # the module's safety caps are the engine's defaults (the attempts cap derived from the steps cap alike)
+    from engine_core import EngineSettings
+
+    engine = EngineSettings()
+    assert (env["LOOM_MAX_STEPS"], env["LOOM_MAX_TOTAL_ATTEMPTS"]) == (str(engine.max_steps),
+                                                                     str(engine.max_total_attempts))
     # the allow-list is the control plane's alone: workflow_access as JSON (a missing send list is null: the
     # operate list) where it is set (local), empty (open) where it is not (dev)
     assert ("LOOM_WORKFLOW_ACCESS" in env) is (role == "control_plane")

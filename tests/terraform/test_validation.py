@@ -25,6 +25,7 @@ def test_validate_rejects_low_receive_count_wildcard_action_bad_shard_count_and_
     assert 'An IAM action contains "*"' in log
     assert "shard_count must be a whole number between 1 and 256" in log
     assert "status_events.event_bus_name must be null (create <name>-events), an event bus name" in log
+    assert "max_steps must be a whole number between 1 and 100000." in log
 
 
 def test_validate_rejects_wildcard_worker_statements_an_unknown_architecture_and_bad_access_and_boundary(lab: Any) -> None:

@@ -21,6 +21,9 @@ locals {
   # SQS itself waits before redelivering an unanswered message.
   lease_s = coalesce(var.lease_s, module.queue.visibility_timeout_s, 0)
 
+  # The attempts cap grows with the steps cap (engine_core.settings derives it the same way).
+  max_total_attempts = coalesce(var.max_total_attempts, max(5000, 5 * var.max_steps))
+
   # What extra_environment_variables take of Lambda's 4 KB per function (keys and values).
   extra_environment_size = sum(concat([0], [for k, v in var.extra_environment_variables : length(k) + length(v)]))
 
@@ -34,7 +37,7 @@ locals {
     LOOM_LEASE_S            = tostring(local.lease_s)
     LOOM_RETENTION_DAYS     = tostring(var.retention_days)
     LOOM_MAX_STEPS          = tostring(var.max_steps)
-    LOOM_MAX_TOTAL_ATTEMPTS = tostring(var.max_total_attempts)
+    LOOM_MAX_TOTAL_ATTEMPTS = tostring(local.max_total_attempts)
     LOOM_SWEEP_MAX_ITEMS    = tostring(var.sweep_max_items)
     LOOM_FUNCTION_TIMEOUT_S = tostring(var.worker_timeout_s)
     LOOM_MAX_CHAIN_STEPS    = tostring(var.max_chain_steps)

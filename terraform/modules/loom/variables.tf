@@ -124,24 +124,24 @@ variable "retention_days" {
 }
 
 variable "max_steps" {
-  description = "Safety cap on steps per execution (LOOM_MAX_STEPS); Loom's replacement for Lambda's recursive-loop stop. At most 1000."
+  description = "Safety cap on steps per execution (LOOM_MAX_STEPS); Loom's replacement for Lambda's recursive-loop stop. At most 100000."
   type        = number
   default     = 1000
 
   validation {
-    condition     = var.max_steps >= 1 && var.max_steps <= 1000 && floor(var.max_steps) == var.max_steps
-    error_message = "max_steps must be a whole number between 1 and 1000 (the width of the STEP#<nnn> history key)."
+    condition     = var.max_steps >= 1 && var.max_steps <= 100000 && floor(var.max_steps) == var.max_steps
+    error_message = "max_steps must be a whole number between 1 and 100000."
   }
 }
 
 variable "max_total_attempts" {
-  description = "Safety cap on step attempts over an execution's life (LOOM_MAX_TOTAL_ATTEMPTS)."
+  description = "Safety cap on step attempts over an execution's life (LOOM_MAX_TOTAL_ATTEMPTS). Default (null): five per step of max_steps, at least 5000."
   type        = number
-  default     = 5000
+  default     = null
 
   validation {
-    condition     = var.max_total_attempts >= 1 && floor(var.max_total_attempts) == var.max_total_attempts
-    error_message = "max_total_attempts must be a whole number of at least 1."
+    condition     = var.max_total_attempts == null || try(var.max_total_attempts >= 1 && floor(var.max_total_attempts) == var.max_total_attempts, false)
+    error_message = "max_total_attempts must be a whole number of at least 1 (or null: five per step of max_steps, at least 5000)."
   }
 }
 

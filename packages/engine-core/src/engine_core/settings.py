@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import EngineError
 
 DYNAMODB_ITEM_LIMIT = 400 * 1024
 STARTUP_RESERVE_S = 2.0
+ATTEMPTS_PER_STEP, ATTEMPTS_FLOOR = 5, 5000
+"""The attempts cap a steps cap implies when ``LOOM_MAX_TOTAL_ATTEMPTS`` is unset."""
 """Invocation time a derived default budget leaves for the read and the commit around a step."""
 
 
@@ -52,7 +55,8 @@ class EngineSettings(BaseModel):
     """Safety cap: executions reaching this step index end FAILED (Loom's own loop protection). Up to
     100,000 (history keys run STEP#000..STEP#999, then STEP#~001000 on, in order)."""
     max_total_attempts: int = Field(default=5000, ge=1)
-    """Safety cap on step attempts over an execution's life."""
+    """Safety cap on step attempts over an execution's life. Unset: five per step of ``max_steps``, at least
+    5,000 (so raising the steps cap alone lets an execution use it)."""
     max_queue_delay_s: int = Field(default=900, ge=0, le=900)
     """Longest wait that rides SQS DelaySeconds; longer ones are left to the sweeper."""
     item_budget_bytes: int = Field(default=DYNAMODB_ITEM_LIMIT - 16 * 1024, ge=1024, le=DYNAMODB_ITEM_LIMIT)
@@ -101,6 +105,18 @@ class EngineSettings(BaseModel):
     history_grace_s: float = Field(default=86400.0, ge=0)
     """History items are written with ``expires_at`` = written + retention + this; executions that
     outlive it get their history re-stamped (rare), so completion normally stamps nothing per step."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _attempts_follow_steps(cls, values: Any) -> Any:
+        """An unset ``max_total_attempts`` follows ``max_steps`` (as the Terraform module derives it)."""
+        if isinstance(values, dict) and values.get("max_total_attempts") is None and "max_steps" in values:
+            try:
+                steps = int(values["max_steps"])
+            except (TypeError, ValueError):
+                return values  # the field's own check says what is wrong with it
+            return {**values, "max_total_attempts": max(ATTEMPTS_FLOOR, ATTEMPTS_PER_STEP * steps)}
+        return values
 
     @property
     def default_step_timeout_s(self) -> float:

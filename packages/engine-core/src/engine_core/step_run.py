@@ -129,12 +129,14 @@ class StepRun(StepReads):
         if e.current_step >= settings.max_steps:
             return ErrorInfo(code="step_cap_exceeded", message=(
                 f"execution reached step {e.current_step}, the cap is {settings.max_steps} (LOOM_MAX_STEPS): a loop "
-                "that never ends, or a workflow that needs more: raise LOOM_MAX_STEPS in the functions' environment "
-                "and redrive it (nothing was undone: it goes on where it stopped)"))
+                "that never ends, or a workflow that needs more: raise LOOM_MAX_STEPS (up to 100,000; the Terraform "
+                "module's max_steps) in the functions' environment and redrive it (nothing was undone: it goes on "
+                "where it stopped)"))
         if e.total_attempts >= settings.max_total_attempts:
             return ErrorInfo(code="attempt_cap_exceeded", message=(
                 f"execution used {e.total_attempts} step attempts, the cap is {settings.max_total_attempts} "
-                "(LOOM_MAX_TOTAL_ATTEMPTS): raise it in the functions' environment and redrive it, if the retries "
+                "(LOOM_MAX_TOTAL_ATTEMPTS): raise it (the Terraform module's max_total_attempts) in the functions' "
+                "environment and redrive it, if the retries "
                 "are expected (nothing was undone: it goes on where it stopped)"))
         return None
 

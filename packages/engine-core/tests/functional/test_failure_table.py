@@ -410,6 +410,17 @@ def test_a_safety_cap_undoes_nothing_and_the_redrive_its_message_advises_goes_on
     assert (done.status, undone, ran) == (Status.COMPLETED, [], [0, 1, 2, 3, 4]), done.error
 
 
+def test_raising_the_step_cap_alone_lets_an_execution_run_past_the_default_attempt_cap(registry):
+    # given: 5,010 steps, and only the steps cap raised (as its message advises), not the attempts cap
+    registry.register(build_workflow("long", [step(lambda c: None, name=f"s{i}") for i in range(5010)]))
+    runner = make_runner(registry, max_steps=6000)
+    # when
+    e = run(runner, runner.start("long"))
+    # then: every step ran once (before: attempt_cap_exceeded at the 5,000th, a second cap to raise)
+    assert (e.status, e.total_attempts, e.error) == (Status.COMPLETED, 5010, None)
+    assert runner.engine.settings.max_total_attempts == 30_000  # five per step of the cap
+
+
 def test_non_serializable_result_fails_at_once_without_retries(registry):
     calls = Counter()
 
