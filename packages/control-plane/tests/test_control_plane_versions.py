@@ -62,6 +62,23 @@ def send(rt, route, body=None, query=None, **params):
         return error.status, error.body()
 
 
+def test_start_of_a_version_with_more_steps_than_the_cap_is_refused_409_and_writes_nothing():
+    # given: version 2 has four steps, one more than LOOM_MAX_STEPS here
+    from engine_core import EngineSettings
+
+    runner = LocalRunner(deploy(), settings=EngineSettings(max_steps=3))
+    rt = Runtime.around(runner.engine, runner.sweeper)
+    # when
+    over = send(rt, routes.start_execution, {"workflow": "billing", "input": {}})
+    fits = send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": 1})
+    # then: refused before anything is written, saying what to raise (before: it ran three steps, then FAILED)
+    assert over[0] == 409 and over[1]["error"] == "over_step_cap", over
+    assert "workflow 'billing' version 2 has 4 steps, more than the 3" in over[1]["message"]
+    assert "Raise LOOM_MAX_STEPS to at least 4" in over[1]["message"]
+    assert fits[0] == 202
+    assert [e.execution_id for e in runner.engine.operator.list().executions] == [fits[1]["execution_id"]]
+
+
 def test_start_naming_a_version_pins_it_and_status_shows_the_pinned_step_list(setup):
     runner, rt = setup
     # when: one start takes the newest, one asks for version 1, one for a version not deployed

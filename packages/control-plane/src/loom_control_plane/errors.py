@@ -18,6 +18,7 @@ from engine_core.errors import (
     ExecutionStateConflictError,
     InvalidEventError,
     InvalidRequestError,
+    StepCapError,
     StorageError,
 )
 
@@ -68,6 +69,8 @@ def error_for(exc: Exception) -> ApiError | None:
             return ApiError(400, "invalid_input", f"{exc}; GET /workflows shows the input's JSON Schema",
                             problems=exc.problems)
         return ApiError(400, "invalid_request", f"{exc}; fix the request body and send it again")
+    if isinstance(exc, StepCapError):
+        return ApiError(409, exc.code, str(exc))
     if isinstance(exc, CallbackNotFoundError):
         return ApiError(404, "callback_not_found", str(exc))
     if isinstance(exc, ExecutionStateConflictError):

@@ -174,6 +174,13 @@ class ExecutionStateConflictError(EngineError):
         self.code, self.status = code, status
 
 
+class StepCapError(EngineError):
+    """A start refused because the step list has more steps than ``LOOM_MAX_STEPS`` lets an execution run
+    (an HTTP 409 ``over_step_cap``): it would run the first ones and stop FAILED at the cap."""
+
+    code = "over_step_cap"
+
+
 class InvalidRequestError(EngineError):
     """A malformed argument to a read or an operation (a bad page token, a limit out of range)."""
 

@@ -30,6 +30,7 @@ from engine_core import (
     step,
     workflow,
 )
+from engine_core.errors import StepCapError
 from engine_core.registry import build_workflow
 from engine_core.testing import FakeQueue, LocalRunner
 
@@ -359,12 +360,19 @@ def test_short_backoff_rides_sqs_delay(registry, ledger):
     assert runner.clock.now() - dt.datetime(2026, 3, 1, 12, 0, tzinfo=UTC) < dt.timedelta(seconds=30)
 
 
+def start_before_the_cap(runner: LocalRunner, workflow: str) -> str:
+    """Started where the step cap was the default, run where it is ``runner``'s (a deploy lowered it: a start
+    under the lower cap is refused for a step list longer than it)."""
+    return LocalRunner(runner.engine.registry, clock=runner.clock, store=runner.store, queue=runner.queue,
+                       settings=EngineSettings(lease_s=120)).start(workflow)
+
+
 @pytest.mark.parametrize("settings, code", [({"max_steps": 2}, "step_cap_exceeded"),
                                             ({"max_total_attempts": 3}, "attempt_cap_exceeded")])
 def test_safety_caps_end_the_execution_failed(registry, settings, code):
     registry.register(build_workflow("long", [step(lambda c: {}, name=f"s{i}") for i in range(5)]))
     runner = make_runner(registry, **settings)
-    eid = runner.start("long")
+    eid = start_before_the_cap(runner, "long")
     e = run(runner, eid)
     assert e.status is Status.FAILED and e.error.code == code
     assert "raise it" in e.error.message or "raise LOOM_MAX_STEPS" in e.error.message  # what to do, not only what
@@ -394,7 +402,7 @@ def test_a_safety_cap_undoes_nothing_and_the_redrive_its_message_advises_goes_on
                 dstep(f"s{i}", lambda i=i: ran.append(i), compensate=lambda _, i=i: undone.append(i))
 
     runner = make_runner(registry, **settings)
-    eid = runner.start("long")
+    eid = start_before_the_cap(runner, "long")
     # when: a cap ends it
     e = run(runner, eid)
     # then: FAILED with nothing undone (before: every completed step was undone, and the redrive the message
@@ -419,6 +427,20 @@ def test_raising_the_step_cap_alone_lets_an_execution_run_past_the_default_attem
     # then: every step ran once (before: attempt_cap_exceeded at the 5,000th, a second cap to raise)
     assert (e.status, e.total_attempts, e.error) == (Status.COMPLETED, 5010, None)
     assert runner.engine.settings.max_total_attempts == 30_000  # five per step of the cap
+
+
+def test_a_step_list_longer_than_the_step_cap_is_refused_at_start_and_runs_nothing(registry):
+    # given: six steps, a cap of five; and a list of exactly five
+    ran: list = []
+    registry.register(build_workflow("six", [step(lambda c, i=i: ran.append(i), name=f"s{i}") for i in range(6)]))
+    registry.register(build_workflow("five", [step(lambda c, i=i: ran.append(i), name=f"s{i}") for i in range(5)]))
+    runner = make_runner(registry, max_steps=5)
+    # when / then: refused, nothing written or sent (before: five steps ran, then FAILED step_cap_exceeded)
+    with pytest.raises(StepCapError, match="workflow 'six' has 6 steps, more than the 5 an execution may run here"):
+        runner.start("six")
+    assert runner.engine.operator.list().executions == [] and runner.queue.messages == [] and ran == []
+    # and: a list the cap holds runs to its end
+    assert run(runner, runner.start("five")).status is Status.COMPLETED and ran == [0, 1, 2, 3, 4]
 
 
 def test_non_serializable_result_fails_at_once_without_retries(registry):

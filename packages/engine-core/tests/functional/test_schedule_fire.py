@@ -215,6 +215,21 @@ def test_fire_that_cannot_start_is_recorded_failed_with_its_error_and_not_retrie
     assert (again.outcome, store.get_schedule("daily").duplicates) == ("duplicate", 1)
 
 
+def test_fire_of_a_step_list_longer_than_the_step_cap_is_recorded_failed_and_starts_nothing(store):
+    # given: the report's three steps, and a cap of two
+    from engine_core import EngineSettings
+
+    runner, schedules = make(store)
+    capped = LocalRunner(runner.engine.registry, clock=runner.clock, store=store, settings=EngineSettings(max_steps=2))
+    # when
+    result = fire(capped.engine, schedules, "daily", T9)
+    # then: recorded failed with the reason, nothing started (not a raise Scheduler would retry in vain)
+    assert (result.outcome, result.execution_id) == ("failed", None)
+    rec = store.get_schedule("daily")
+    assert (rec.outcome, rec.error.code) == (FiringOutcome.FAILED, "over_step_cap")
+    assert "LOOM_MAX_STEPS" in rec.error.message and capped.engine.operator.list().executions == []
+
+
 def test_fire_of_a_schedule_that_is_not_deployed_fails_naming_the_deployed_ones(store):
     # given
     runner, schedules = make(store)

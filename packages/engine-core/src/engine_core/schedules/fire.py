@@ -31,7 +31,7 @@ from typing import Any
 
 from ..clock import format_ts
 from ..engine import _TOKEN_NAMESPACE, Engine
-from ..errors import IdempotencyConflictError, InvalidInputError, InvalidRequestError, UnknownWorkflowError
+from ..errors import IdempotencyConflictError, InvalidInputError, InvalidRequestError, StepCapError, UnknownWorkflowError
 from ..model import ErrorInfo
 from .config import ScheduleDef, Schedules
 from .record import FiringOutcome, ScheduleRecord
@@ -39,7 +39,7 @@ from .record import FiringOutcome, ScheduleRecord
 log = logging.getLogger("engine_core")
 DEFAULT_CLAIM_S = 60.0
 """How long a claim holds a firing when the caller gives no deadline (tests and local use)."""
-_PERMANENT = (UnknownWorkflowError, InvalidInputError, IdempotencyConflictError, InvalidRequestError)
+_PERMANENT = (UnknownWorkflowError, InvalidInputError, IdempotencyConflictError, InvalidRequestError, StepCapError)
 _ROUNDS = 8
 """Re-reads when a concurrent delivery moved the record between this one's read and its write."""
 
@@ -180,7 +180,7 @@ class _Firing:
 
 def _code(exc: Exception) -> str:
     return {UnknownWorkflowError: "unknown_workflow", InvalidInputError: "invalid_input",
-            IdempotencyConflictError: "input_changed"}.get(type(exc), "invalid_request")
+            IdempotencyConflictError: "input_changed", StepCapError: StepCapError.code}.get(type(exc), "invalid_request")
 
 
 def fire(engine: Engine, schedules: Schedules, name: str, scheduled_at: dt.datetime,

@@ -310,6 +310,11 @@ class Simulation:
             (code_first.register if wf.code else register)(wf, self.registry, self.on_body)
             self.specs[wf.name] = wf
         self.engine = Engine(self.store, self.qproxy, self.registry, self.clock, self.settings)
+        # Starts come through a control plane that still has the step cap from before a deploy lowered the
+        # workers' (under the workers' own cap a step list longer than it is refused at start, a functional
+        # test's case): a seed with tiny caps still sees executions reach them mid-run.
+        self.starter = Engine(self.store, self.qproxy, self.registry, self.clock,
+                              self.settings.model_copy(update={"max_steps": 100_000}))
         self.sweeper = Sweeper(self.store, self.qproxy, self.clock, self.settings, self.registry,
                                page_size=config.page_size)
         self.tracing = tracing
@@ -707,7 +712,7 @@ class Simulation:
 
         def handle(op: Op) -> None:
             try:
-                result = self.engine.start(ps.workflow, ps.input, ps.token)
+                result = self.starter.start(ps.workflow, ps.input, ps.token)
             except InjectedStorageError:
                 self.log("  -> start failed (client will retry with the same token)")
                 return
