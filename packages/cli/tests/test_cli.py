@@ -273,7 +273,7 @@ def test_list_all_follows_every_page_and_json_works_after_the_command(api, capsy
 
 
 @pytest.mark.parametrize("argv", [["list", "--since", "yesterday"], ["list", "--limit", "0"], ["list", "--limit", "101"],
-                                  ["cancel"], ["frobnicate", EID]])
+                                  ["list", "--status", "DONE"], ["cancel"], ["frobnicate", EID]])
 def test_bad_usage_exits_2_and_sends_nothing(api, capsys, argv):
     with pytest.raises(SystemExit) as exc:
         main(["--url", api.url, *argv])

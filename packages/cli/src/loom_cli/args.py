@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .sdk import PAGE_MAX, LoomError
+from .sdk import LIVE_STATUSES, PAGE_MAX, STATUSES, LoomError
 from .sdk.client import INVALID_ARGUMENT
 from .sdk.stream import is_interval
 
@@ -64,6 +64,15 @@ def seconds(text: str) -> float:
     if not is_interval(value):
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 (0.5, 2), got {text!r}")
     return value
+
+
+def status(text: str) -> str:
+    """A status to list by (any case): one of the execution statuses, or LIVE (any of the live ones)."""
+    word = text.strip().upper()
+    if word not in (*STATUSES, "LIVE"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a status: {', '.join(STATUSES)}, or LIVE (any of "
+                                         f"{', '.join(LIVE_STATUSES)})")
+    return word
 
 
 def limit(text: str) -> int:

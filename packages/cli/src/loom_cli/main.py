@@ -14,7 +14,7 @@ import sys
 from typing import Any, NoReturn
 
 from . import commands, cost, dev, dlq, versions
-from .args import limit, port, positive, seconds, since
+from .args import limit, port, positive, seconds, since, status
 from .sdk import LoomClient, LoomError
 from .sdk.client import INVALID_ARGUMENT
 from .sdk.errors import CONFIGURATION
@@ -136,7 +136,7 @@ def parser() -> argparse.ArgumentParser:
 
     ls = command("list", commands.list_executions, "list executions, newest first", execution_id=False)
     ls.add_argument("--workflow", help="only this workflow")
-    ls.add_argument("--status", type=str.upper, help="RUNNING, SLEEPING, WAITING, COMPLETED, FAILED, CANCELLED or "
+    ls.add_argument("--status", type=status, help="RUNNING, SLEEPING, WAITING, COMPLETED, FAILED, CANCELLED or "
                                                      "COMPENSATION_FAILED; LIVE: any of the first three")
     ls.add_argument("--since", type=since, help="started at most this long ago (90s, 30m, 2h, 1d, 1h30m) or "
                                                 "since this ISO-8601 time")
