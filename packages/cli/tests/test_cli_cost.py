@@ -154,3 +154,19 @@ def test_watch_ends_with_the_history_as_loom_history_prints_it_with_its_cost(api
     assert main(["--url", api.url, "history", "e1"]) == 0
     assert out.endswith(capsys.readouterr().out)  # the closing history is the whole of what history prints
     assert "cost so far: 10 DynamoDB requests" in out
+
+
+@pytest.mark.parametrize("usd, text", [(0, "$0"), (1.49e-6, "$0.00000149"), (0.045, "$0.0450"), (0.9996, "$1.00"),
+                                       (12.345, "$12.35")])
+def test_a_dollar_amount_reads_without_an_exponent(usd, text):
+    from loom_cli.prices import usd_text
+
+    assert usd_text(usd) == text
+
+
+def test_one_message_is_one_message():
+    from loom_cli.render import cost_text
+    from loom_cli.sdk.models import Cost
+
+    line = cost_text(Cost(requests=2, read_units=0, write_units=3, messages=1, lambda_ms=11))
+    assert "2 DynamoDB requests, 0 read units, 3 write units, 1 message, 11 worker ms: about $0.0000" in line

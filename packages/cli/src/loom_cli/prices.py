@@ -7,6 +7,7 @@ its page; ``loom cost`` prints the date they were read.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 PRICES_CHECKED = "2026-11-29"
@@ -67,5 +68,11 @@ def ledger_usd(read_units: float, write_units: float, messages: int, lambda_ms: 
 
 
 def usd_text(usd: float) -> str:
-    """A small dollar amount people can read: $0.0000123, $1.24."""
-    return f"${usd:.2f}" if usd >= 1 else f"${usd:.3g}" if usd else "$0"
+    """A small dollar amount people can read: $0.0000123, $0.0450, $1.24 (three significant digits below a
+    dollar, never an exponent)."""
+    if usd <= 0:
+        return "$0"
+    places = 2 - math.floor(math.log10(usd))
+    if places <= 2 or round(usd, places) >= 1:
+        return f"${usd:.2f}"
+    return f"${usd:.{places}f}"

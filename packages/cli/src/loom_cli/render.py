@@ -114,7 +114,8 @@ def cost_text(c: Cost, memory_mb: int = WORKER_MEMORY_MB) -> str:
     """One line of an execution's ledger, priced (``loom cost`` sums many)."""
     usd = sum(ledger_usd(c.read_units, c.write_units, c.messages, c.lambda_ms, memory_mb).values())
     return (f"{c.requests} DynamoDB requests, {c.read_units:g} read units, {c.write_units:g} write units, "
-            f"{c.messages} messages, {c.lambda_ms} worker ms: about {usd_text(usd)} at list prices ({memory_mb} MB)")
+            f"{c.messages} message{'' if c.messages == 1 else 's'}, {c.lambda_ms} worker ms: about {usd_text(usd)} at list "
+            f"prices ({memory_mb} MB)")
 
 
 def _step_name(r: BranchRecord, names: dict[int, str]) -> str:
