@@ -164,6 +164,24 @@ def test_redrive_to_version_resumes_on_it_when_the_steps_before_the_failed_one_m
     assert done.status.value == "COMPLETED" and runner.context(eid) == {"a": 1, "c": 1, "b": 1}
 
 
+def test_redrive_onto_a_version_longer_than_the_step_cap_is_refused_409_and_changes_nothing():
+    # given: version 1 (three steps) failed at b; version 2 has four, and the cap is three
+    from engine_core import EngineSettings
+
+    FIXED["on"] = False
+    runner = LocalRunner(deploy(), settings=EngineSettings(max_steps=3))
+    rt = Runtime.around(runner.engine, runner.sweeper)
+    eid = send(rt, routes.start_execution, {"workflow": "billing", "input": {}, "version": 1})[1]["execution_id"]
+    failed = runner.run_until_done(eid)
+    assert failed.error.code == "permanent_error"
+    # when
+    status, body = send(rt, routes.redrive_execution, {"to_version": 2}, execution_id=eid)
+    # then: refused before anything changed (before: it ran on to step 3 and stopped FAILED step_cap_exceeded)
+    assert status == 409 and body["error"] == "over_step_cap", body
+    assert "workflow 'billing' version 2 has 4 steps, more than the 3" in body["message"]
+    assert runner.engine.get(eid) == failed and runner.engine.operator.history_page(eid).operations == []
+
+
 def test_redrive_body_parser_refuses_what_is_not_a_version():
     from loom_control_plane.versions import parse_redrive_request
 

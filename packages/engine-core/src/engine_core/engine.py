@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from . import callbacks, codec, faults
+from . import callbacks, caps, codec, faults
 from .backlog import BacklogGauge
 from .clock import Clock, SystemClock
 from .durable.prefix import Prefix, Prefixes
@@ -35,7 +35,6 @@ from .errors import (
     ExecutionNotFoundError,
     IdempotencyConflictError,
     InvalidInputError,
-    StepCapError,
     UnknownWorkflowError,
 )
 from .kinds import KINDS, KindTable
@@ -118,13 +117,7 @@ class Engine(UsesLifecycle):
         token whose execution expired starts a clean one (a new run: nothing the old one left is read).
         """
         wf = self.registry.get(workflow, version)
-        cap = self.settings.max_steps
-        if wf.code is None and len(wf.steps) > cap:  # a step list would run its first steps, then stop FAILED
-            which = f"workflow {workflow!r}" + (f" version {wf.version}" if wf.version != 1 else "")
-            raise StepCapError(
-                f"{which} has {len(wf.steps)} steps, more than the {cap} an execution may run here (LOOM_MAX_STEPS): "
-                f"it would stop FAILED at step {cap}. Raise LOOM_MAX_STEPS to at least {len(wf.steps)} (up to "
-                "100,000; the Terraform module's max_steps) for every function, then start it")
+        caps.refuse_start(wf, self.settings)  # a step list the steps cap would stop partway
         if not isinstance(input, dict):
             raise InvalidInputError(f"input must be a JSON object, got {type(input).__name__}")
         input = wf.validate_input(input)

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from . import callbacks, codec, transitions
+from . import callbacks, caps, codec, transitions
 from .clock import format_ts
 from .errors import (
     CallbackNotFoundError,
@@ -183,6 +183,9 @@ class Operator(Reader):
                 "a redrive would run on state Loom cannot trust. Start a new execution", e.status.value)
         pins = functools.cache(read_pins(self.life.store, e.execution_id))  # read once, if at all
         onto = redrive_onto(self.life.registry, e, to_version, pins)
+        target = onto.get("workflow_version")
+        caps.refuse_redrive(e, self.life.settings,
+                            None if target is None else self.life.registry.get(e.workflow, target))
         if onto and not is_code_first(e):
             self._refuse_mixed_branches(e, onto["workflow_version"], pins)
         # the step whose attempts failed it, if one did (not a sleep it stood in when its version went missing)

@@ -12,9 +12,9 @@ from .errors import EngineError
 
 DYNAMODB_ITEM_LIMIT = 400 * 1024
 STARTUP_RESERVE_S = 2.0
+"""Invocation time a derived default budget leaves for the read and the commit around a step."""
 ATTEMPTS_PER_STEP, ATTEMPTS_FLOOR = 5, 5000
 """The attempts cap a steps cap implies when ``LOOM_MAX_TOTAL_ATTEMPTS`` is unset."""
-"""Invocation time a derived default budget leaves for the read and the commit around a step."""
 
 
 class ConfigurationError(EngineError):

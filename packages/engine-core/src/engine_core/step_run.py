@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import codec, faults, transitions
+from . import caps, codec, faults, transitions
 from ._runner import BodyOutcome, run_body
 from .clock import monotonic_ms
 from .errors import (
@@ -125,20 +125,7 @@ class StepRun(StepReads):
         return outcome._replace(steps_run=self.steps_run)
 
     def _cap_exceeded(self, e: Execution) -> ErrorInfo | None:
-        settings = self.settings
-        if e.current_step >= settings.max_steps:
-            return ErrorInfo(code="step_cap_exceeded", message=(
-                f"execution reached step {e.current_step}, the cap is {settings.max_steps} (LOOM_MAX_STEPS): a loop "
-                "that never ends, or a workflow that needs more: raise LOOM_MAX_STEPS (up to 100,000; the Terraform "
-                "module's max_steps) in the functions' environment and redrive it (nothing was undone: it goes on "
-                "where it stopped)"))
-        if e.total_attempts >= settings.max_total_attempts:
-            return ErrorInfo(code="attempt_cap_exceeded", message=(
-                f"execution used {e.total_attempts} step attempts, the cap is {settings.max_total_attempts} "
-                "(LOOM_MAX_TOTAL_ATTEMPTS): raise it (the Terraform module's max_total_attempts) in the functions' "
-                "environment and redrive it, if the retries "
-                "are expected (nothing was undone: it goes on where it stopped)"))
-        return None
+        return caps.exceeded(e, self.settings)
 
     def _may_chain(self, next_index: int, settling: int = 0) -> bool:
         """Run the next step in this invocation? Only within the chain limit, the fair share of the
