@@ -61,7 +61,8 @@ TOOLS = [
              "Start an execution of a workflow with an input object. Returns the new execution (execution_id, "
              "status RUNNING, created true). With an idempotency_token, the same token and input return the same "
              "execution (created false) instead of starting another; the same token with another input is refused "
-             "(idempotency_conflict). An input the workflow's schema refuses is invalid_input, with problems per field.",
+             "(idempotency_conflict). An input the workflow's schema refuses is invalid_input, with problems per field; "
+             "a step list longer than the deployment's step cap is over_step_cap (the operator raises it).",
              _obj({"workflow": {"type": "string", "minLength": 1, "description": "A workflow name from list_workflows."},
                    "input": {"type": "object", "description": "The input, matching the workflow's input_schema.",
                              "default": {}},
@@ -147,7 +148,8 @@ TOOLS = [
     ToolSpec("redrive_execution", "Redrive a failed execution",
              "Resume a FAILED execution from its failed step with fresh attempts, under the same execution_id (fix "
              "the cause first). Refused unless FAILED (not_failed), if the deployed step list changed "
-             "(definition_changed) or its steps were compensated (compensated). With to_version, it resumes on that "
+             "(definition_changed), its steps were compensated (compensated) or a safety cap it stopped at is not raised "
+             "yet (over_step_cap, over_attempt_cap: the operator raises it first). With to_version, it resumes on that "
              "version of its workflow, refused (steps_differ) unless the steps before the failed one are the same "
              "there. One that failed with cancel_requested still true finishes that cancel instead of running on. "
              "Returns the execution, RUNNING, with redrives incremented.",
