@@ -588,7 +588,9 @@ def test_a_code_first_execution_undoing_its_steps_names_the_step_being_undone():
         step("charge", lambda: "ch-1", compensate=lambda result: undone.append("refund"))
         return step("ship", ship)
 
-    runner = LocalRunner(registry)
+    from engine_core import EngineSettings
+
+    runner = LocalRunner(registry, settings=EngineSettings(max_chain_steps=1))  # one undo a delivery, each seen
     eid = runner.start("walks_back", {})
     seen = []
     for _ in range(20):

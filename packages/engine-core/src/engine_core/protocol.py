@@ -154,6 +154,10 @@ class StepOps(Protocol):
     def attempt_failed(self, body: BodyOutcome, policy: RetryPolicy | None = None, kind: str = "task",
                        prefix: str = "") -> Outcome: ...
 
+    def chain_undo(self, index: int) -> bool:
+        """A compensation succeeded: whether the next one (step ``index``'s) runs in this invocation."""
+        ...
+
     def fail(self, error: ErrorInfo, started_at: dt.datetime | None = None) -> Outcome:
         """The current step failed for good (``started_at``: when it began, if no attempt holds it)."""
         ...

@@ -143,6 +143,20 @@ class StepRun(StepReads):
         needed = self.life.timeout_s(self.wf, next_index) * 1000 + self.settings.time_margin_ms
         return self.remaining_ms() >= needed
 
+    def chain_undo(self, index: int) -> bool:
+        """A compensation succeeded and step ``index``'s is next: run it in this invocation? Within the chain
+        limit, the batch's fair share and the undo's whole budget (plus margin), as a step's. Counts the
+        compensation that succeeded."""
+        self.steps_run += 1
+        if self.steps_run >= self.settings.max_chain_steps:
+            return False
+        if self.yield_after_ms is not None and time.monotonic() * 1000 - self.started_ms >= self.yield_after_ms:
+            return False
+        if self.remaining_ms is None:
+            return True
+        timeout = self.wf.steps[index].compensate_timeout_s or self.life.timeout_s(self.wf, index)
+        return self.remaining_ms() >= timeout * 1000 + self.settings.time_margin_ms
+
     # -- writes ----------------------------------------------------------------------------------------
     def commit(self, new: Execution) -> Outcome | None:
         """Apply a transition; on a lost condition say what happened instead (None means it applied).

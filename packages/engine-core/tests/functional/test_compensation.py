@@ -175,3 +175,57 @@ def test_a_workflow_without_compensations_fails_as_before():
     eid = runner.start("plain", {})
     done = runner.run_until_done(eid)
     assert done.status is Status.FAILED and done.compensated is None
+
+
+class _CountingStore:
+    """Counts each delivery's history read (``load_state``) and the records it returned."""
+
+    def __init__(self):
+        from engine_core.adapters.memory import MemoryStore
+
+        class Counting(MemoryStore):
+            def load_state(inner, execution_id, since=None):
+                state = super().load_state(execution_id, since)
+                if state is not None:
+                    self.reads.append(len(state.records))
+                return state
+
+        self.reads: list[int] = []
+        self.store = Counting()
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_undoing_a_long_saga_chains_its_compensations_in_a_delivery_as_steps_chain(style):
+    # given: 250 compensable steps, the last failing for good; chains of 100 (the default)
+    from engine_core import EngineSettings
+    from engine_core.durable import durable
+    from engine_core.durable import step as dstep
+    from engine_core.registry import build_workflow
+
+    n, undone, registry, counting = 250, [], Registry(), _CountingStore()
+
+    def body(i):
+        if i == n - 1:
+            raise PermanentStepError("the last step fails for good")
+        return {"last": i}
+
+    if style == "steps":
+        registry.register(build_workflow("saga", [
+            step(lambda c, i=i: body(i), name=f"s{i}", compensate=lambda c, i=i: undone.append(i)) for i in range(n)]))
+    else:
+        @durable("saga", registry=registry)
+        def saga(input):
+            for i in range(n):
+                dstep(f"s{i}", body, i, compensate=lambda _, i_, : undone.append(i_))
+
+    runner = LocalRunner(registry, store=counting.store, settings=EngineSettings(max_steps=1000))
+    eid = runner.start("saga")
+    # when
+    e = runner.run_until_done(eid)
+    # then: every completed step undone once, newest first
+    assert (e.status, e.compensated, undone) == (Status.FAILED, True, list(range(n - 2, -1, -1)))
+    # and: the undo took a few deliveries of up to 100 compensations, not one delivery (and one whole
+    # history read) per compensation (before: 249 deliveries reading ~250 records each)
+    whole = [r for r in counting.reads if r >= n - 1]  # an undo's delivery reads the whole history
+    assert len(whole) == 3 and counting.reads[-3:] == whole, counting.reads  # 249 undos: 100, 100, 49
+    assert sum(counting.reads) < 5 * n, counting.reads

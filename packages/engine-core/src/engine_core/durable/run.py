@@ -138,7 +138,10 @@ class CodeRun(StepRun):
     # -- driving the function --------------------------------------------------------------------------
     def loop(self) -> Outcome:
         if self.execution.compensating:
-            return self._finished(self._compensate())
+            outcome = self._compensate()
+            while outcome.kind == "chained":  # the replay to the failed position named every earlier undo
+                outcome = self.kinds.compensating.run(self)
+            return self._finished(outcome)
         replay = Replay(self)
         outcome: Outcome | None = None
         bound = _current.RUN.set(replay)

@@ -182,6 +182,8 @@ def _succeeded(op: StepOps, value: Any) -> Outcome:
         if outcome is not None:
             return outcome
         faults.point("worker.after_checkpoint", execution_id=e.execution_id, step=step.index, compensation=True)
+        if op.chain_undo(nxt):  # the next undo claims in this invocation: no message, no second history read
+            return Outcome("chained", e.execution_id, step.index, f"next: step {nxt}")
         op.send()
         return Outcome("compensated_step", e.execution_id, step.index, f"next: step {nxt}")
     return _end(op, None)
