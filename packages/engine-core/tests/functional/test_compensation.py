@@ -229,3 +229,48 @@ def test_undoing_a_long_saga_chains_its_compensations_in_a_delivery_as_steps_cha
     whole = [r for r in counting.reads if r >= n - 1]  # an undo's delivery reads the whole history
     assert len(whole) == 3 and counting.reads[-3:] == whole, counting.reads  # 249 undos: 100, 100, 49
     assert sum(counting.reads) < 5 * n, counting.reads
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+@pytest.mark.parametrize("left_ms, undos", [(60_000, [3]), (7_500, [2, 1])])
+def test_an_undo_chains_only_while_the_invocation_has_its_whole_budget_left(style, left_ms, undos):
+    # given: three compensable steps (5 s budgets, undo included) and a fourth failing for good; each
+    # invocation starts with ``left_ms`` and each undo takes two seconds of it
+    from engine_core import EngineSettings
+    from engine_core.durable import durable
+    from engine_core.durable import step as dstep
+    from engine_core.registry import build_workflow
+
+    registry, undone = Registry(), []
+
+    def fail():
+        raise PermanentStepError("no")
+
+    if style == "steps":
+        registry.register(build_workflow("saga", [
+            *[step(lambda c: {}, name=f"s{i}", compensate=lambda c, i=i: undone.append(i)) for i in range(3)],
+            step(lambda c: fail(), name="last")], step_timeout_s=5))
+    else:
+        @durable("saga", registry=registry, step_timeout_s=5)
+        def saga(input):
+            for i in range(3):
+                dstep(f"s{i}", lambda: None, compensate=lambda _, i=i: undone.append(i))
+            dstep("last", fail)
+
+    runner = LocalRunner(registry, settings=EngineSettings(time_margin_ms=0))
+    eid = runner.start("saga")
+    per_delivery = []
+    # when
+    while not runner.engine.get(eid).status.is_terminal:
+        batch = runner.queue.receive()
+        assert batch, runner.engine.get(eid)
+        for message in batch:
+            before = len(undone)
+            runner.engine.process(message.body, remaining_ms=lambda: left_ms - 2000 * (len(undone) - before))
+            runner.queue.ack(message)
+            if len(undone) > before:
+                per_delivery.append(len(undone) - before)
+    # then: an undo starts in the same invocation only with its whole budget left (7.5 s: two, then 3.5 s
+    # left, under the 5 s the third needs: it goes through the queue)
+    assert undone == [2, 1, 0] and runner.engine.get(eid).compensated is True
+    assert per_delivery == undos, per_delivery
