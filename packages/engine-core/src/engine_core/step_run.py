@@ -131,31 +131,36 @@ class StepRun(StepReads):
         """Run the next step in this invocation? Only within the chain limit, the fair share of the
         batch, and with its whole budget (plus margin) left. ``settling``: steps about to count (the one
         whose record is being written asks before it is counted)."""
-        if next_index >= len(self.wf.steps) or self.steps_run + settling >= self.settings.max_chain_steps:
+        if next_index >= len(self.wf.steps) or not self._within_chain(settling):
             return False
         if next_index >= self.settings.max_steps or self.execution.total_attempts + 1 >= self.settings.max_total_attempts:
             return False  # the next delivery ends it at the cap, with no attempt claimed
-        if self.yield_after_ms is not None and time.monotonic() * 1000 - self.started_ms >= self.yield_after_ms:
-            return False
         nxt = self.wf.steps[next_index]
         if not nxt.kind.needs_invocation_time() or self.remaining_ms is None:
             return True
-        needed = self.life.timeout_s(self.wf, next_index) * 1000 + self.settings.time_margin_ms
-        return self.remaining_ms() >= needed
+        return self._time_for(self.life.timeout_s(self.wf, next_index))
 
     def chain_undo(self, index: int) -> bool:
-        """A compensation succeeded and step ``index``'s is next: run it in this invocation? Within the chain
-        limit, the batch's fair share and the undo's whole budget (plus margin), as a step's. Counts the
+        """A compensation succeeded and step ``index``'s is next: run it in this invocation? As a step's:
+        within the chain limit and the batch's fair share, with the undo's whole budget left. Counts the
         compensation that succeeded."""
         self.steps_run += 1
-        if self.steps_run >= self.settings.max_chain_steps:
-            return False
-        if self.yield_after_ms is not None and time.monotonic() * 1000 - self.started_ms >= self.yield_after_ms:
+        if not self._within_chain(0):
             return False
         if self.remaining_ms is None:
             return True
-        timeout = self.wf.steps[index].compensate_timeout_s or self.life.timeout_s(self.wf, index)
-        return self.remaining_ms() >= timeout * 1000 + self.settings.time_margin_ms
+        return self._time_for(self.wf.steps[index].compensate_timeout_s or self.life.timeout_s(self.wf, index))
+
+    def _within_chain(self, settling: int) -> bool:
+        """Under the chain limit (counting ``settling`` steps about to count) and the batch's fair share."""
+        if self.steps_run + settling >= self.settings.max_chain_steps:
+            return False
+        return self.yield_after_ms is None or time.monotonic() * 1000 - self.started_ms < self.yield_after_ms
+
+    def _time_for(self, timeout_s: float) -> bool:
+        """The invocation has ``timeout_s`` (plus the margin) left."""
+        assert self.remaining_ms is not None
+        return self.remaining_ms() >= timeout_s * 1000 + self.settings.time_margin_ms
 
     # -- writes ----------------------------------------------------------------------------------------
     def commit(self, new: Execution) -> Outcome | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine_core import PermanentStepError, Registry, RetryPolicy, Status, StepStatus, faults, sleep, step, workflow
+from engine_core.adapters.memory import MemoryStore
 from engine_core.errors import ExecutionStateConflictError
 from engine_core.testing import LocalRunner
 
@@ -177,21 +178,18 @@ def test_a_workflow_without_compensations_fails_as_before():
     assert done.status is Status.FAILED and done.compensated is None
 
 
-class _CountingStore:
-    """Counts each delivery's history read (``load_state``) and the records it returned."""
+class CountingStore(MemoryStore):
+    """Counts each delivery's history read (``load_state``): the records it returned."""
 
     def __init__(self):
-        from engine_core.adapters.memory import MemoryStore
-
-        class Counting(MemoryStore):
-            def load_state(inner, execution_id, since=None):
-                state = super().load_state(execution_id, since)
-                if state is not None:
-                    self.reads.append(len(state.records))
-                return state
-
+        super().__init__()
         self.reads: list[int] = []
-        self.store = Counting()
+
+    def load_state(self, execution_id, since=None):
+        state = super().load_state(execution_id, since)
+        if state is not None:
+            self.reads.append(len(state.records))
+        return state
 
 
 @pytest.mark.parametrize("style", ["steps", "code"])
@@ -202,7 +200,7 @@ def test_undoing_a_long_saga_chains_its_compensations_in_a_delivery_as_steps_cha
     from engine_core.durable import step as dstep
     from engine_core.registry import build_workflow
 
-    n, undone, registry, counting = 250, [], Registry(), _CountingStore()
+    n, undone, registry, store = 250, [], Registry(), CountingStore()
 
     def body(i):
         if i == n - 1:
@@ -216,9 +214,9 @@ def test_undoing_a_long_saga_chains_its_compensations_in_a_delivery_as_steps_cha
         @durable("saga", registry=registry)
         def saga(input):
             for i in range(n):
-                dstep(f"s{i}", body, i, compensate=lambda _, i_, : undone.append(i_))
+                dstep(f"s{i}", body, i, compensate=lambda _, i: undone.append(i))
 
-    runner = LocalRunner(registry, store=counting.store, settings=EngineSettings(max_steps=1000))
+    runner = LocalRunner(registry, store=store, settings=EngineSettings(max_steps=1000))
     eid = runner.start("saga")
     # when
     e = runner.run_until_done(eid)
@@ -226,9 +224,9 @@ def test_undoing_a_long_saga_chains_its_compensations_in_a_delivery_as_steps_cha
     assert (e.status, e.compensated, undone) == (Status.FAILED, True, list(range(n - 2, -1, -1)))
     # and: the undo took a few deliveries of up to 100 compensations, not one delivery (and one whole
     # history read) per compensation (before: 249 deliveries reading ~250 records each)
-    whole = [r for r in counting.reads if r >= n - 1]  # an undo's delivery reads the whole history
-    assert len(whole) == 3 and counting.reads[-3:] == whole, counting.reads  # 249 undos: 100, 100, 49
-    assert sum(counting.reads) < 5 * n, counting.reads
+    whole = [r for r in store.reads if r >= n - 1]  # an undo's delivery reads the whole history
+    assert len(whole) == 3 and store.reads[-3:] == whole, store.reads  # 249 undos: 100, 100, 49
+    assert sum(store.reads) < 5 * n, store.reads
 
 
 @pytest.mark.parametrize("style", ["steps", "code"])
