@@ -55,8 +55,9 @@ locals {
 
   control_plane_statements = concat([
     {
-      # Starts (PutItem), reads, the operator's actions and events (conditional UpdateItem), and a list
-      # page's live executions' status in one call (BatchGetItem).
+      # Starts (PutItem), reads, the operator's actions (the execution's conditional Put and the action's
+      # record, one TransactWriteItems of two PutItem), events (conditional UpdateItem), and a list page's
+      # live executions' status in one call (BatchGetItem).
       sid       = "ExecutionItems"
       actions   = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"]
       resources = [module.table.table_arn]

@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 from . import transitions
 from .clock import Clock, format_ts
 from .errors import CorruptStateError, ResultTooLargeError, TransitionConflictError, UnknownWorkflowError
 from .ledger import Meter
-from .model import ErrorInfo, Execution, Status, StepMessage, Timer
+from .model import ErrorInfo, Execution, OperationRecord, Status, StepMessage, Timer
 from .ports import EventPublisher, Metrics, NullEvents, StateStore, StepQueue, Transition
 from .registry import Registry
 from .settings import EngineSettings, lease_seconds
@@ -139,14 +140,17 @@ class Lifecycle:
         return first_due + self.restamp_slack + self.retention + self.grace
 
     # -- commits ----------------------------------------------------------------------------------
-    def commit(self, old: Execution, new: Execution, carry: bool = True) -> Execution:
+    def commit(self, old: Execution, new: Execution, carry: bool = True,
+               operation: Callable[[Execution], OperationRecord] | None = None) -> Execution:
         """Apply ``old`` -> ``new`` conditionally (TransitionConflictError, ExecutionNotFoundError) and
         return what was written. A live ``new`` whose timer could outlast the earliest TTL of the
         execution's other items first re-stamps them, and carries the new ``stamped_until``; after the
         commit they are stamped once more, for any item a concurrent writer made with the earlier TTL.
         Nothing of a live execution expires. ``carry=False``: an operator's commit, which carries no
         delivery's cost ledger (in one process with a worker, the API's cancel must not carry the counts of
-        a delivery of the same execution whose own commit has applied and not yet been marked carried)."""
+        a delivery of the same execution whose own commit has applied and not yet been marked carried).
+        ``operation``: the operator's record of the action, made from what is written and written with it
+        (``commit_operation``: both or neither)."""
         new = self._due_key(new)
         until = new.due_at
         restamp = (not new.status.is_terminal and until is not None
@@ -157,7 +161,11 @@ class Lifecycle:
             new = transitions.restamped(new, horizon)
         if carry:
             new = self.meter.carry(new, finalizes=new.status.is_terminal and not new.finalized)
-        self.store.commit(Transition(old.current_step, old.version, new))
+        transition = Transition(old.current_step, old.version, new)
+        if operation is None:
+            self.store.commit(transition)
+        else:
+            self.store.commit_operation(transition, operation(new), legacy=new.layout == 1)
         if carry:
             self.meter.carried()
         if restamp:

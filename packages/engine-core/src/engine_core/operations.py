@@ -49,6 +49,14 @@ EVENT_ID_RE = re.compile(r"\A[A-Za-z0-9_.:-]{1,128}\Z")
 _RETRIES = 5
 
 
+class _Op(NamedTuple):
+    """An operator's action, as its record keeps it (who, why, what it replaced)."""
+    op: str
+    by: str
+    reason: str | None
+    detail: dict[str, Any]
+
+
 class EventSent(NamedTuple):
     execution_id: str
     event: str
@@ -136,20 +144,21 @@ class Operator(Reader):
             plan = kind.on_cancel(view) if kind is not None else _undeployed_cancel(view, now)
             if plan is not None and not plan.now:
                 new = transitions.cancel_requested(e, now, by, reason, plan.until)
-                if self._commit(e, new) is not None:
-                    self._after(new, "cancel", by, reason, {"requested": True, "takes_effect": "when the running "
-                                                            "attempt has ended"}, send=False)
-                    return new
+                applied = self._commit(e, new, _Op("cancel", by, reason, {
+                    "requested": True, "takes_effect": "when the running attempt has ended"}))
+                if applied is not None:
+                    return applied
                 continue
             undo = plan is not None and plan.undo_current
             lease_s = lambda i: self.life.lease_s(e.workflow, i, e.workflow_version)  # noqa: E731
             new = self.kinds.ending.cancelled(view, e, by, reason, undo, lease_s, self.life.retention,
                                               self.life.finalize_grace_s(e))
-            applied = self._commit(e, new)
+            detail = {"compensate_from": new.current_step} if new.compensating else {}
+            applied = self._commit(e, new, _Op("cancel", by, reason, detail))
             if applied is None:
                 continue
-            detail = {"compensate_from": applied.current_step} if applied.compensating else {}
-            self._after(applied, "cancel", by, reason, detail, send=applied.compensating)
+            if applied.compensating:
+                self._send(applied)
             if applied.status.is_terminal:
                 self.life.metrics.add_metric("ExecutionsCancelled", "Count", 1)
                 self._quietly("finalize", lambda: self.life.finalize(applied), applied)
@@ -194,7 +203,11 @@ class Operator(Reader):
         version = onto.get("workflow_version", e.workflow_version)
         new = transitions.redriven_after_failure(e, self.life.clock.now(), self.life.lease_s(e.workflow, e.current_step,
                                                                                              version)).model_copy(update=onto)
-        applied = self._commit(e, new)
+        detail = {"step_index": e.current_step, "error": None if e.error is None else e.error.model_dump(),
+                  **({"from_version": e.workflow_version, "to_version": version} if onto else {})}
+        if failed is not None:
+            detail.update(step_name=failed.name, attempts=failed.attempts)
+        applied = self._commit(e, new, _Op("redrive", by, None, detail))
         if applied is None:
             now_e = self.get(execution_id)
             if now_e.status is not Status.FAILED:  # a redrive sent at the same time, or another change, won
@@ -203,12 +216,8 @@ class Operator(Reader):
                     f"(a redrive sent at the same time?); only a FAILED execution can be redriven", now_e.status.value)
             raise ExecutionStateConflictError("concurrent_change", f"execution {e.execution_id} changed meanwhile; "
                                               "read it again", e.status.value)
-        detail = {"step_index": e.current_step, "error": None if e.error is None else e.error.model_dump(),
-                  **({"from_version": e.workflow_version, "to_version": version} if onto else {})}
-        if failed is not None:
-            detail.update(step_name=failed.name, attempts=failed.attempts)
         self.life.metrics.add_metric("ExecutionsRedriven", "Count", 1)
-        self._after(applied, "redrive", by, None, detail, send=True)
+        self._send(applied)
         return applied
 
     def _refuse_mixed_branches(self, e: Execution, version: int, pins: Callable[[], str | None]) -> None:
@@ -263,11 +272,11 @@ class Operator(Reader):
                     f"event it waits for came, an earlier wake, or its time came) and its delivery is on its way; "
                     "there is nothing to skip",
                     e.status.value)
-            applied = self._commit(e, transitions.woken(e, now))
+            assert e.timer is not None and e.next_wake_at is not None
+            applied = self._commit(e, transitions.woken(e, now), _Op("wake", by, None, {
+                "was": e.timer.value, "due": format_ts(e.next_wake_at)}))
             if applied is not None:
-                assert e.timer is not None and e.next_wake_at is not None
-                self._after(applied, "wake", by, None, {"was": e.timer.value, "due": format_ts(e.next_wake_at)},
-                            send=True)
+                self._send(applied)
                 return applied
         raise ExecutionStateConflictError("concurrent_change", f"execution {execution_id} kept changing; try again")
 
@@ -448,21 +457,21 @@ class Operator(Reader):
                 return False
         return False
 
-    def _commit(self, old: Execution, new: Execution) -> Execution | None:
+    def _commit(self, old: Execution, new: Execution, op: _Op | None = None) -> Execution | None:
+        """``old`` -> ``new``, with the operator's record of ``op`` in the same write (both or neither); None
+        when another change came first."""
+        record = None if op is None else lambda e: OperationRecord(  # noqa: E731 -- made from what is written
+            op=op.op, by=op.by, at=e.updated_at, version=e.version, reason=op.reason, detail=op.detail, run=e.run,
+            expires_at=self.life.item_expiry(e, e.updated_at))
         try:
-            return self.life.commit(old, new, carry=False)
+            return self.life.commit(old, new, carry=False, operation=record)
         except TransitionConflictError:
             return None
 
-    def _after(self, e: Execution, op: str, by: str, reason: str | None, detail: dict, send: bool) -> None:
-        """An action's housekeeping once its commit applied: its record, and the message that resumes it.
-        Neither may fail the action (a lost message is re-driven from the due index)."""
-        record = OperationRecord(op=op, by=by, at=e.updated_at, version=e.version, reason=reason, detail=detail,
-                                 run=e.run, expires_at=self.life.item_expiry(e, e.updated_at))
-        self._quietly("put_operation", lambda: self.life.store.put_operation(e.execution_id, record,
-                                                                             legacy=e.layout == 1), e)
-        if send:
-            self._quietly("send", lambda: self.life.send_at(e), e)
+    def _send(self, e: Execution) -> None:
+        """The message that resumes ``e`` after an action's commit; a lost one is re-driven from the due index,
+        so it never fails the action."""
+        self._quietly("send", lambda: self.life.send_at(e), e)
 
     def _quietly(self, what: str, action: Callable[[], Any], e: Execution) -> None:
         try:

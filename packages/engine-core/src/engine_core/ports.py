@@ -79,6 +79,12 @@ class StateStore(Protocol):
         A write that applied but whose response was lost (and was retried) counts as applied."""
         ...
 
+    def commit_operation(self, transition: Transition, record: OperationRecord, legacy: bool = False) -> None:
+        """``commit``, and the operator's record of the action it applies (``put_operation``) in the same
+        atomic write: both or neither, so a control plane killed mid-action never leaves an action applied
+        without its record. Raises as ``commit`` does, having written nothing."""
+        ...
+
     def put_step(self, execution_id: str, record: StepRecord) -> None:
         """Write a step's history record, unless a later attempt already wrote one
         (StepSupersededError): the attempt that holds the step is the only writer."""

@@ -271,6 +271,47 @@ def test_commit_when_execution_missing_raises_not_found(store):
         store.commit(Transition(0, 1, claim(e)))
 
 
+def _cancel_record(version: int):
+    from engine_core.model import OperationRecord
+
+    return OperationRecord(op="cancel", by="ops", at=T0, version=version, reason="stop", expires_at=T0 + RETENTION)
+
+
+@pytest.mark.parametrize("layout", [1, 2])
+def test_commit_operation_writes_the_execution_and_the_operators_record_together(store, layout):
+    # given: a live execution (layout 1 keeps its operations in its own partition)
+    e = new_execution(layout=layout)
+    store.create(e, INPUT)
+    new = claim(e)
+    # when
+    store.commit_operation(Transition(0, 1, new), _cancel_record(new.version), legacy=layout == 1)
+    # then: both written
+    assert store.load(e.execution_id) == new
+    ops = store.operations(e.execution_id, legacy=layout == 1)
+    assert [(o.op, o.by, o.version, o.reason) for o in ops] == [("cancel", "ops", 2, "stop")]
+
+
+def test_commit_operation_that_loses_its_condition_writes_neither(store):
+    # given: another change came first
+    e = new_execution(layout=2)
+    store.create(e, INPUT)
+    first = claim(e)
+    store.commit(Transition(0, 1, first))
+    # when: an operator's commit from the version it read
+    with pytest.raises(TransitionConflictError) as info:
+        store.commit_operation(Transition(0, 1, advance(e)), _cancel_record(2))
+    # then: told who won, and no record of an action that did not apply
+    assert info.value.current == first and store.load(e.execution_id) == first
+    assert store.operations(e.execution_id) == []
+
+
+def test_commit_operation_of_a_missing_execution_writes_nothing(store):
+    e = new_execution(layout=2)
+    with pytest.raises(ExecutionNotFoundError):
+        store.commit_operation(Transition(0, 1, claim(e)), _cancel_record(2))
+    assert store.operations(e.execution_id) == []
+
+
 # -- put_step --------------------------------------------------------------------------------------------
 
 def test_put_step_writes_once_per_version_and_a_later_version_replaces_it(store):

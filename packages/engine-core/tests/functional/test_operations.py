@@ -124,9 +124,9 @@ def test_a_redrive_that_loses_the_race_to_another_says_what_the_execution_is_now
     operator = runner.engine.operator
     real = operator._commit
 
-    def racing(e, new):
+    def racing(e, new, op=None):
         operator._commit = real
-        assert real(e, new) is not None  # the other request's redrive lands first
+        assert real(e, new, op) is not None  # the other request's redrive lands first
         return None  # and this one's conditional write then finds a newer version
 
     operator._commit = racing
@@ -475,3 +475,61 @@ def test_a_list_shows_each_live_executions_real_status_and_filters_by_it():
     assert [x.execution_id for x in runner.engine.operator.list(status="SLEEPING").executions] == [sleeping]
     assert [x.execution_id for x in runner.engine.operator.list(status="RUNNING").executions] == [running]
     assert {x.execution_id for x in runner.engine.operator.list(status="LIVE").executions} == {sleeping, running}
+
+
+class Killed(BaseException):
+    """The control plane's process dies here (a Lambda timeout, a SIGKILL): nothing after runs."""
+
+
+class KilledAfter:
+    """The store, with the process killed right after its ``at``-th call returned (that call applied)."""
+
+    def __init__(self, inner, at: int):
+        self.inner, self.at, self.calls = inner, at, 0
+
+    def __getattr__(self, name):
+        method = getattr(self.inner, name)
+        if not callable(method) or name.startswith("_"):
+            return method
+
+        def call(*args, **kwargs):
+            result = method(*args, **kwargs)
+            self.calls += 1
+            if self.calls == self.at:
+                raise Killed(name)
+            return result
+        return call
+
+
+def _ready_for(action: str):
+    """A runner and an execution ``action`` applies to: sleeping (wake, cancel) or FAILED (redrive)."""
+    runner, switch = make()
+    eid = runner.start("ops_flow", {})
+    if action == "redrive":
+        assert runner.run_until_done(eid).status is Status.FAILED
+    else:
+        run_to_sleep(runner, eid)
+    return runner, eid
+
+
+@pytest.mark.parametrize("action", ["cancel", "redrive", "wake"])
+def test_an_action_killed_after_any_store_call_is_never_applied_without_its_record(action):
+    # given: how many store calls the action makes when nothing dies
+    runner, eid = _ready_for(action)
+    counting = KilledAfter(runner.engine.life.store, at=0)
+    runner.engine.life.store = counting
+    getattr(runner.engine.operator, action)(eid, "ops")
+    total = counting.calls
+    assert total >= 2
+    for at in range(1, total + 1):
+        runner, eid = _ready_for(action)
+        store = runner.engine.life.store
+        before = store.load(eid)
+        runner.engine.life.store = KilledAfter(store, at)
+        # when: the process dies right after store call `at` returned
+        with pytest.raises(Killed):
+            getattr(runner.engine.operator, action)(eid, "ops")
+        # then: either nothing changed, or the action stands with its record (who did it)
+        after = store.load(eid)
+        records = [(o.op, o.by) for o in store.operations(eid)]
+        assert after == before and records == [] or (action, "ops") in records, (at, records)

@@ -6,6 +6,8 @@ partition, ``legacy``, for executions started before engine-core 0.3), so the de
 
 from __future__ import annotations
 
+import random
+import time
 from typing import Any
 
 from ..model import CorruptRecord, EventRecord, OperationRecord
@@ -18,6 +20,7 @@ from ._dynamo_wire import (
     _pk,
     _sort_key,
     _to_item,
+    _TransactionConflict,
     _translated,
 )
 from ._items import (
@@ -41,11 +44,35 @@ def events_pk(execution_id: str, legacy: bool) -> str:
     return _pk(execution_id) + ("" if legacy else EVENTS_PARTITION)
 
 
+CONFLICT_RETRIES = 5
+"""A transaction that only collided with another one on the same items (TransactionConflict) is sent again,
+after a short random wait, this many times."""
+
+
+def operation_put(store, execution_id: str, record: OperationRecord, legacy: bool) -> dict[str, Any]:
+    """The Put of an operation record (a PutItem's arguments, or a transaction's Put)."""
+    return {"TableName": store.table, "Item": _to_item({**operation_to_attrs(record), "PK": ops_pk(execution_id, legacy),
+                                                        "SK": operation_sort_key(record)})}
+
+
 def put_operation(store, execution_id: str, record: OperationRecord, legacy: bool = False) -> None:
     with _translated("PutItem"):
-        store.client.put_item(TableName=store.table, Item=_to_item({
-            **operation_to_attrs(record), "PK": ops_pk(execution_id, legacy),
-            "SK": operation_sort_key(record)}), **store._capacity)
+        store.client.put_item(**operation_put(store, execution_id, record, legacy), **store._capacity)
+
+
+def transact(store, puts: list[dict[str, Any]]) -> None:
+    """The Puts in one TransactWriteItems: all applied or none (``_ConditionFailed`` with the item of the Put
+    whose condition failed). botocore sends the same ClientRequestToken on its own retries, so a transaction
+    whose response was lost is not applied twice, nor reported as a conflict."""
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            with _translated("TransactWriteItems"):
+                store.client.transact_write_items(TransactItems=[{"Put": put} for put in puts], **store._capacity)
+            return
+        except _TransactionConflict:
+            if attempt == CONFLICT_RETRIES:
+                raise
+            time.sleep(random.uniform(0, 0.02 * 2 ** attempt))
 
 
 def operations(store, execution_id: str, legacy: bool = False) -> list[OperationRecord | CorruptRecord]:

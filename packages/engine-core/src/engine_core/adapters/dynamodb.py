@@ -245,22 +245,29 @@ class DynamoStore:
             args["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def commit(self, transition: Transition) -> None:
+        self._commit(transition, None)
+
+    def commit_operation(self, transition: Transition, record: OperationRecord, legacy: bool = False) -> None:
+        # One transaction (twice a commit's write units: operator actions are few)
+        self._commit(transition, _records.operation_put(self, transition.new.execution_id, record, legacy))
+
+    def _commit(self, transition: Transition, operation: dict[str, Any] | None) -> None:
         new = transition.new
         token = uuid.uuid4().hex
         # The advance is valid only from the exact (step, version) the caller read: a duplicate,
         # stale or zombie delivery finds a newer version and changes nothing.
+        put = {"TableName": self.table, "Item": _to_item({**self._meta_attrs(new), WRITE_TOKEN: token}),
+               "ConditionExpression": "attribute_exists(PK) AND #version = :version AND current_step = :step",
+               "ExpressionAttributeNames": {"#version": "version"},
+               "ExpressionAttributeValues": _to_item({":version": transition.expected_version,
+                                                      ":step": transition.expected_step}),
+               "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         try:
-            with _translated("PutItem"):
-                self.client.put_item(
-                    TableName=self.table,
-                    Item=_to_item({**self._meta_attrs(new), WRITE_TOKEN: token}),
-                    ConditionExpression="attribute_exists(PK) AND #version = :version AND current_step = :step",
-                    ExpressionAttributeNames={"#version": "version"},
-                    ExpressionAttributeValues=_to_item({":version": transition.expected_version,
-                                                        ":step": transition.expected_step}),
-                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                    **self._capacity,
-                )
+            if operation is None:
+                with _translated("PutItem"):
+                    self.client.put_item(**put, **self._capacity)
+            else:
+                _records.transact(self, [put, operation])
         except _ConditionFailed as lost:
             if lost.item is None:
                 raise ExecutionNotFoundError(new.execution_id) from None

@@ -142,6 +142,10 @@ class MemoryStore:
             )
         self.metas[new.execution_id] = execution_to_attrs(new)
 
+    def commit_operation(self, transition: Transition, record: OperationRecord, legacy: bool = False) -> None:
+        self.commit(transition)  # raises, writing nothing, when the condition fails
+        self.ops.setdefault(transition.new.execution_id, {})[operation_sort_key(record)] = operation_to_attrs(record)
+
     def put_step(self, execution_id: str, record: StepRecord) -> None:
         # Like a DynamoDB PutItem, it does not look at the execution item: a record of a missing
         # execution is written (and left to its TTL).

@@ -234,14 +234,24 @@ class SqliteStore:
                               operations if since is None else [], events, joins=joins, records_from=since)
 
     def commit(self, transition: Transition) -> None:
+        self._commit(transition, None, False)
+
+    def commit_operation(self, transition: Transition, record: OperationRecord, legacy: bool = False) -> None:
+        self._commit(transition, record, legacy)
+
+    def _commit(self, transition: Transition, operation: OperationRecord | None, legacy: bool) -> None:
         new = transition.new
         eid = new.execution_id
         # The advance is valid only from the exact (step, version) the caller read: a duplicate, stale or
         # zombie delivery finds a newer version and changes nothing. The condition is evaluated on the
-        # stored item in the same statement; only a loser reads it, to say who won.
+        # stored item in the same statement; only a loser reads it, to say who won. An operator's record
+        # is written in the same transaction, only when the advance applied.
         with self.db.write() as conn:
             if conn.execute(_COMMIT, (*self._meta_row(new), _pk(eid), transition.expected_version,
                                       transition.expected_step)).rowcount == 1:
+                if operation is not None:
+                    put_item(conn, self._ops_pk(eid, legacy), operation_sort_key(operation),
+                             operation_to_attrs(operation))
                 return
             raw = get_raw(conn, _pk(eid), META_SK)
         if raw is None:

@@ -67,9 +67,9 @@ TARGETS = {
     "sweep": ("query_due", "load", "commit", "send", "sweeper.after_claim"),
     "start": ("create", "send", "control.after_create"),
     "event": ("load", "put_event", "commit", "send"),
-    "cancel": ("load", "history", "commit", "put_operation", "send", "finalize"),
-    "redrive": ("load", "history", "commit", "put_operation", "send"),
-    "wake": ("load", "load_state", "commit", "put_operation", "send"),
+    "cancel": ("load", "history", "commit", "send", "finalize"),
+    "redrive": ("load", "history", "commit", "send"),
+    "wake": ("load", "load_state", "commit", "send"),
     "callback": ("load", "load_state", "history", "list_events", "put_event", "commit", "send"),
 }
 HINT_CALLS = {

@@ -223,12 +223,19 @@ class StoreProxy:
         return self.sim.call("load_state", lambda: self.inner.load_state(execution_id, since))
 
     def commit(self, transition):
+        return self._commit(transition, lambda: self.inner.commit(transition))
+
+    def commit_operation(self, transition, record, legacy=False):
+        """An operator's commit with its record: one write, as ``commit`` (the same crash point)."""
+        return self._commit(transition, lambda: self.inner.commit_operation(transition, record, legacy))
+
+    def _commit(self, transition, apply):
         def call():
             eid = transition.new.execution_id
             before = self.inner.metas.get(eid)
             before = None if before is None else dict(before)
             try:
-                self.inner.commit(transition)
+                apply()
             except TransitionConflictError:
                 self.sim.stat("store.commit_conflicts")
                 self.sim.log(f"    store: {eid[:8]} commit s{transition.expected_step} "
