@@ -88,7 +88,9 @@ def test_wait_for_event_sent_twice_with_the_same_id_is_applied_once():
     runner.run_until(eid, "WAITING")
     # when
     first = runner.send_event(eid, "approved", {"approver": "ana"}, event_id="same")
+    commits = runner.store.calls["commit"]
     again = runner.send_event(eid, "approved", {"approver": "bob"}, event_id="same")
+    assert runner.store.calls["commit"] == commits  # the first send woke the wait: nothing more to write
     runner.run_until_done(eid)
     # then
     assert (first, again) == ("delivered", "duplicate")
@@ -186,6 +188,49 @@ def test_callback_token_completes_its_wait_once_and_forged_tokens_are_not_found(
     assert done.status is Status.COMPLETED
     assert runner.context(eid)["wait_approved"]["approver"] == "partner"
     assert runs["after"] == 1
+
+
+class Killed(BaseException):
+    """The control plane's process dies here: nothing after runs."""
+
+
+@pytest.mark.parametrize("how", ["event", "callback"])
+def test_a_send_repeated_after_one_killed_before_its_wake_wakes_the_wait_now_not_at_its_timeout(how):
+    # given: a send whose process died after keeping the event, before the write that wakes the wait
+    runner, runs, tokens = make(timeout=7 * 24 * 3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    put_event = runner.store.put_event
+
+    def killed_after(*args, **kwargs):
+        put_event(*args, **kwargs)
+        raise Killed()
+
+    def send(data):
+        if how == "event":
+            return runner.send_event(eid, "approved", data, event_id="mail-1")
+        return runner.engine.operator.complete_callback(tokens[0], data, "partner").outcome
+
+    runner.store.put_event = killed_after
+    with pytest.raises(Killed):
+        send({"approver": "ana"})
+    runner.store.put_event = put_event
+    assert runner.engine.get(eid).status is Status.WAITING
+    # when: the sender, with no answer, sends it again (the same event id, or the same token)
+    again = send({"approver": "ana"})
+    sent_at = runner.clock.now()
+    done = runner.run_until_done(eid)
+    # then: the wait takes it now, not when its week runs out, and once
+    assert again == ("duplicate" if how == "event" else "delivered")
+    assert done.status is Status.COMPLETED and runner.clock.now() - sent_at < dt.timedelta(minutes=5)
+    assert runner.context(eid)["approved_by"] == "ana" and runs["after"] == 1
+    # and: once taken, the id is a duplicate and the token used
+    if how == "event":
+        assert send({"approver": "ana"}) == "duplicate"
+    else:
+        with pytest.raises(ExecutionStateConflictError) as used:
+            send({"approver": "ana"})
+        assert used.value.code == "callback_used"
 
 
 def test_a_callback_answered_after_a_plain_event_while_the_wait_waits_is_the_one_it_takes():
