@@ -52,6 +52,10 @@ from .versions import pins_of, resolve
 
 log = logging.getLogger("engine_core")
 _TOKEN_NAMESPACE = uuid.UUID("6c6f6f6d-0000-4000-8000-746f6b656e73")  # fixed: token -> id must never change
+RESEND_FIRST_AFTER_S = 10.0
+"""A start repeated with its token this long after the first, while no delivery has touched its first step,
+sends the first message again: the first start may have died before sending it (a delivery claims a step
+well within this, so racing repeats of one start send nothing more)."""
 
 
 class StartResult(NamedTuple):
@@ -156,16 +160,26 @@ class Engine(UsesLifecycle):
                 raise IdempotencyConflictError(token or "", old.execution_id,
                                                f"on version {old.workflow_version}, not {version}", old.status.value) from None
             else:
+                if old.status is Status.RUNNING and old.current_step == 0 and old.attempt == 0 and old.timer is Timer.LEASE \
+                        and old.next_wake_at is not None and old.next_wake_at > now \
+                        and now - old.created_at >= dt.timedelta(seconds=RESEND_FIRST_AFTER_S):
+                    # Nothing claimed its first step in all this time: the start that wrote it may have died before
+                    # its first message. Sent again (a second copy is stale by version) so the retry runs it now,
+                    # not when its lease runs out.
+                    self._send_first(old)
                 return StartResult(old, created=False)
         faults.point("control.after_create", execution_id=execution_id)
-        try:
-            self.life.send_at(execution)
-        except Exception:
-            log.warning("first enqueue failed; the sweeper starts the execution when its lease expires",
-                        exc_info=True, extra=log_fields(execution))
+        self._send_first(execution)
         self.metrics.add_metric("ExecutionsStarted", "Count", 1)
         log.info("execution started", extra=log_fields(execution))
         return StartResult(execution, created=True)
+
+    def _send_first(self, execution: Execution) -> None:
+        try:
+            self.life.send_at(execution)
+        except Exception:
+            log.warning("first enqueue failed; the sweeper starts the execution when its lease expires (or a start "
+                        "repeated with its idempotency token sends it again)", exc_info=True, extra=log_fields(execution))
 
     # -- reads ----------------------------------------------------------------------------------
     def get(self, execution_id: str) -> Execution:

@@ -100,13 +100,15 @@ class EventSends(ActionBase):
                 continue
             kind = self.kinds.current(view.wf, e)
             # An operator's wake of this wait came first: it times out, and the event is kept for a later wait.
-            if e.cancel_requested or e.wait_woken or kind is None or kind.waits_for(view) != record.name \
-                    or not self._taken_next(view, record):
-                return "buffered"
-            applied = self._commit(e, transitions.woken(e, self.life.clock.now(), by_event=True))
+            taken = None if e.cancel_requested or e.wait_woken or kind is None or kind.waits_for(view) != record.name \
+                else self._taken_next(view, record)
+            now = self.life.clock.now()
+            if taken is None or (taken == "other" and (e.next_wake_at is None or e.next_wake_at <= now)):
+                return "buffered"  # nothing it takes, or what it takes first already woke it
+            applied = self._commit(e, transitions.woken(e, now, by_event=True))
             if applied is not None:
                 self._send(applied)
-                return "delivered"
+                return "delivered" if taken == "this" else "buffered"
         # It kept changing: the event is kept, and the wait that reads it next consumes it.
         return "buffered"
 
@@ -203,23 +205,24 @@ class EventSends(ActionBase):
             raise InvalidEventError(f"event {name!r} for workflow {wf.name!r} does not fit its wait's model: "
                                     f"{summary}; {where}", problems) from None
 
-    def _taken_next(self, view: View, record: EventRecord) -> bool:
-        """Whether the wait the execution is at takes ``record`` when it resumes: it fits the wait's model (as
-        far as one can be named here) and no event the wait takes first is pending (another of its name sent
-        earlier, which already woke it, or this step's callback answer). Otherwise the send is ``buffered``:
-        kept, and not taken by this wait now, which a ``delivered`` would claim."""
+    def _taken_next(self, view: View, record: EventRecord) -> str | None:
+        """Which pending event the wait the execution is at takes when it resumes, as far as one can be named
+        here: ``this`` (``record``: it fits the wait's model, and no event the wait takes first is pending),
+        ``other`` (one it takes first: another of its name sent earlier, or this step's callback answer, whose
+        own send may have died before its wake), or None (none fits: the wait waits on). Only ``this`` makes
+        the send ``delivered``."""
         e = view.execution
         model = None if view.wf is None else wait_model_for(view.wf, e, record.name)
-        if model is not None and not fits_wait(model, record.data):
-            return False  # the execution got to its wait after the send was checked: the wait passes it over
         at = e.code_position if view.wf is not None and view.wf.code is not None else None
         if model is None and at is not None and at.model:
-            return True  # a model no send can find (UNNAMED_MODEL): which event fits, only the wait can say
+            return "this"  # a model no send can find (UNNAMED_MODEL): which event fits, only the wait can say
         found = self.life.store.list_events(e.execution_id, record.name, legacy=e.layout == 1, limit=EVENT_READ_LIMIT)
         for event in pending(view.history(), this_run(e, found, "sent_at"), record.name, e.current_step):
-            if event.event_id == record.event_id:
-                return True
-            if model is None or fits_wait(model, event.data):
-                return False
+            fits = model is None or fits_wait(model, event.data)
+            if event.event_id == record.event_id and fits:
+                return "this"
+            if fits:
+                return "other"
+        return None
         return False
 

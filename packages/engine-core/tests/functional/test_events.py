@@ -233,6 +233,35 @@ def test_a_send_repeated_after_one_killed_before_its_wake_wakes_the_wait_now_not
         assert used.value.code == "callback_used"
 
 
+@pytest.mark.parametrize("how", ["event", "callback"])
+def test_another_event_sent_after_one_killed_before_its_wake_wakes_the_wait_for_the_one_kept_first(how):
+    # given: a send (a plain event, or a callback's answer) killed between keeping it and waking the wait
+    runner, runs, tokens = make(timeout=7 * 24 * 3600)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    put_event = runner.store.put_event
+
+    def killed_after(*args, **kwargs):
+        put_event(*args, **kwargs)
+        raise Killed()
+
+    runner.store.put_event = killed_after
+    with pytest.raises(Killed):
+        if how == "event":
+            runner.send_event(eid, "approved", {"approver": "ana"}, event_id="mail-1")
+        else:
+            runner.engine.operator.complete_callback(tokens[0], {"approver": "ana"}, "partner")
+    runner.store.put_event = put_event
+    # when: another event of that name comes, never the first again
+    second = runner.send_event(eid, "approved", {"approver": "bob"}, event_id="mail-2")
+    sent_at = runner.clock.now()
+    done = runner.run_until_done(eid)
+    # then: it is kept for a later wait (buffered), and the wait it woke takes the first, now
+    assert second == "buffered"
+    assert done.status is Status.COMPLETED and runner.clock.now() - sent_at < dt.timedelta(minutes=5)
+    assert runner.context(eid)["approved_by"] == "ana" and runs["after"] == 1
+
+
 def test_a_callback_answered_after_a_plain_event_while_the_wait_waits_is_the_one_it_takes():
     # given: a plain event, then the callback's answer, both before the worker picks the wait up again
     runner, runs, tokens = make(timeout=3600)

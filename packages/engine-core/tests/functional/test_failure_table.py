@@ -320,6 +320,30 @@ def test_control_plane_crash_after_create_before_enqueue_still_runs(three_steps,
     assert e.status is Status.COMPLETED and ledger.runs == Counter(a=1, b=1, c=1)
 
 
+def test_a_start_repeated_after_a_crash_before_its_enqueue_runs_now_not_after_the_lease(three_steps, ledger):
+    # given: the control plane died after the start's write, before its first message
+    runner = make_runner(three_steps)
+    crash_at("control.after_create")
+    with pytest.raises(Crash):
+        runner.start("three", {"x": 1}, token="order-7")
+    assert runner.queue.messages == []
+    # and: a repeat racing the first start (within RESEND_FIRST_AFTER_S) sends nothing: the first may still send
+    eid = runner.start("three", {"x": 1}, token="order-7")
+    assert runner.queue.messages == []
+    # when: the client, with no answer after its timeout, starts it again with the same token
+    runner.clock.advance(seconds=30)
+    started = runner.clock.now()
+    assert runner.start("three", {"x": 1}, token="order-7") == eid
+    # then: the first message is sent again, and the execution runs now, each step once
+    assert [m.body.execution_id for m in runner.queue.messages] == [eid]
+    e = run(runner, eid)
+    assert e.status is Status.COMPLETED and ledger.runs == Counter(a=1, b=1, c=1)
+    assert runner.clock.now() - started < dt.timedelta(minutes=1)
+    # and: a start repeated once a delivery claimed the step sends nothing more
+    sent = len(runner.queue.messages)
+    assert runner.start("three", {"x": 1}, token="order-7") == eid and len(runner.queue.messages) == sent
+
+
 def test_dead_lettered_step_message_is_redriven_by_the_sweeper(three_steps, ledger):
     # given: the message for step a is received 5 times without an ack, and SQS moves it to the DLQ
     runner = make_runner(three_steps, lease_s=3600)

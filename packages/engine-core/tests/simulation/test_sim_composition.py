@@ -2,7 +2,7 @@
 saga compensation under crashes, pauses, lost and duplicated messages, stale index reads, repeated and
 early events and cancels; the invariants of issue 12 checked from what really happened.
 
-``LOOM_COMPOSITION_SEEDS`` (default 300) chooses how many seeds; ``make soak-composition`` runs more.
+``LOOM_COMPOSITION_SEEDS`` (default 400) chooses how many seeds; ``make soak-composition`` runs more.
 Then scripted replays of specific interleavings, and the checker's self-test on broken stores.
 """
 
@@ -29,7 +29,7 @@ from loomsim.sim import FaultMix
 from loomsim.world import OpPlan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SEEDS = int(os.environ.get("LOOM_COMPOSITION_SEEDS", "300"))
+SEEDS = int(os.environ.get("LOOM_COMPOSITION_SEEDS", "400"))
 FIRST = int(os.environ.get("LOOM_COMPOSITION_FIRST", "0"))
 
 
@@ -57,9 +57,10 @@ def test_composition_seeds_hold_every_invariant(runs):
     (1832, "a branch delivery's stale view wrote a TTL below a re-stamp its parent made meanwhile"),
     (2776, "a run went on under a compatible redeploy: the checker must follow the versions contract"),
     (752, "an operator's cancel between a delivery's commit and its carried mark carried the ledger twice"),
+    (1034, "a callback whose use died between keeping its answer and the wake: the retry must wake the wait"),
 ])
 def test_composition_seed_that_found_a_defect_holds_every_invariant(seed, found):
-    # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..299)
+    # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..399)
     result = run_seed(seed)
     # then
     assert result.ok, f"seed {seed} ({found}): {result.violations[:2]}"

@@ -215,9 +215,12 @@ class OperatorActions:
         if outcome in ("delivered", "buffered"):
             wrote = [w for w in self.writes.get(eid, ()) if w.op_id == op.id and w.what == "put_event"
                      and w.record.event_id == event_id and w.run == t.run]
-            if not wrote:
+            # A use that died between keeping the answer and waking the wait: a repeat wakes it, writing no event
+            woke = outcome == "delivered" and sent_before and any(
+                c.op_id == op.id for c in self.commits.get(eid, ()))
+            if not wrote and not woke:
                 self.violation(f"{eid[:8]}: a callback for step {t.step} answered {outcome}, but no event {event_id} "
-                               f"was written to its run {t.run}")
+                               f"was written to its run {t.run}" + (" (and this use woke nothing)" if sent_before else ""))
             if answered_before is not None:
                 how = answered_before.event_id or "its default"
                 self.violation(f"{eid[:8]}: the callback token of step {t.step} completed ({outcome}) after its wait "
