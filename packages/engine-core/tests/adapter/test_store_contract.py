@@ -545,6 +545,55 @@ def test_dynamo_commit_whose_response_was_lost_and_retried_counts_as_applied(dyn
     assert store.load(e.execution_id) == new
 
 
+class HeldByATransaction:
+    """A client whose first ``times`` calls of ``method`` are refused as DynamoDB refuses a write to an item a
+    transaction holds (nothing applied): TransactionConflictException for a plain write, a cancelled
+    transaction with a TransactionConflict reason for TransactWriteItems."""
+
+    def __init__(self, client, method: str, times: int = 1):
+        self._client, self.method, self.left, self.refused = client, method, times, 0
+
+    def __getattr__(self, name):
+        call = getattr(self._client, name)
+        if name != self.method:
+            return call
+
+        def refusing(**kwargs):
+            if self.left > 0:
+                from botocore.exceptions import ClientError
+
+                self.left -= 1
+                self.refused += 1
+                if name == "transact_write_items":
+                    reasons = [{"Code": "TransactionConflict"}] + [{"Code": "None"}] * (len(kwargs["TransactItems"]) - 1)
+                    raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "held"},
+                                       "CancellationReasons": reasons}, name)
+                raise ClientError({"Error": {"Code": "TransactionConflictException", "Message": "held"}}, name)
+            return call(**kwargs)
+        return refusing
+
+
+@pytest.mark.parametrize("method", ["put_item", "transact_write_items"])
+def test_dynamo_commit_refused_while_a_transaction_holds_the_item_is_sent_again(dynamo_client_factory, method):
+    # given: a worker's commit (PutItem) or an operator's (TransactWriteItems) lands while another
+    # writer's transaction holds the execution item
+    from engine_core.model import OperationRecord
+
+    store = dynamo_client_factory()
+    e = new_execution(layout=2)
+    store.create(e, INPUT)
+    store.client = HeldByATransaction(store.client, method, times=2)
+    new = claim(e)
+    # when
+    if method == "put_item":
+        store.commit(Transition(0, 1, new))
+    else:
+        store.commit_operation(Transition(0, 1, new), OperationRecord(op="wake", by="me", at=T0, version=2))
+    # then: sent again until it applied, not failed as a storage error
+    assert store.client.refused == 2
+    assert store.load(e.execution_id) == new
+
+
 def test_dynamo_commit_lost_to_another_writer_is_still_a_conflict(dynamo_client_factory):
     store = dynamo_client_factory()
     e = new_execution()

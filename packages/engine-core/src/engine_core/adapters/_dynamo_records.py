@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..model import CorruptRecord, EventRecord, OperationRecord
@@ -64,10 +65,17 @@ def transact(store, puts: list[dict[str, Any]]) -> None:
     """The Puts in one TransactWriteItems: all applied or none (``_ConditionFailed`` with the item of the Put
     whose condition failed). botocore sends the same ClientRequestToken on its own retries, so a transaction
     whose response was lost is not applied twice, nor reported as a conflict."""
+    resend_on_conflict(lambda: store.client.transact_write_items(
+        TransactItems=[{"Put": put} for put in puts], **store._capacity), "TransactWriteItems")
+
+
+def resend_on_conflict(call: Callable[[], Any], op: str) -> None:
+    """``call``, sent again after a short random wait when a transaction on its items refused it
+    (``_TransactionConflict``: nothing applied), up to ``CONFLICT_RETRIES`` times."""
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
-            with _translated("TransactWriteItems"):
-                store.client.transact_write_items(TransactItems=[{"Put": put} for put in puts], **store._capacity)
+            with _translated(op):
+                call()
             return
         except _TransactionConflict:
             if attempt == CONFLICT_RETRIES:

@@ -73,14 +73,16 @@ class _ConditionFailed(Exception):
 
 
 class _TransactionConflict(StorageError):
-    """A transaction refused only because another transaction held one of its items (no condition
-    failed): safe to retry as it is. A caller that does not retry sees the StorageError it is."""
+    """A write refused only because a transaction held its item (a transaction's TransactionConflict, or a
+    plain write's TransactionConflictException while an operator's transaction held the execution item):
+    nothing was applied, and it is safe to send again as it is. A caller that does not retry sees the
+    StorageError it is."""
 
 
 @contextmanager
 def _translated(op: str) -> Iterator[None]:
     """The one place a ClientError becomes an engine error: a lost condition becomes _ConditionFailed
-    (with the item), a transaction that only collided with another _TransactionConflict, anything else
+    (with the item), a write that only collided with a transaction _TransactionConflict, anything else
     StorageError naming the operation."""
     try:
         yield
@@ -96,4 +98,6 @@ def _translated(op: str) -> Iterator[None]:
                 raise _ConditionFailed(failed[0].get("Item")) from exc
             if any(r.get("Code") == "TransactionConflict" for r in reasons):
                 raise _TransactionConflict(f"DynamoDB {op} failed: {code}: {err.get('Message', exc)}") from exc
+        if code == "TransactionConflictException":
+            raise _TransactionConflict(f"DynamoDB {op} failed: {code}: {err.get('Message', exc)}") from exc
         raise StorageError(f"DynamoDB {op} failed: {code or '?'}: {err.get('Message', exc)}") from exc

@@ -263,9 +263,8 @@ class DynamoStore:
                                                       ":step": transition.expected_step}),
                "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         try:
-            if operation is None:
-                with _translated("PutItem"):
-                    self.client.put_item(**put, **self._capacity)
+            if operation is None:  # sent again if an operator's transaction held the item (nothing applied)
+                _records.resend_on_conflict(lambda: self.client.put_item(**put, **self._capacity), "PutItem")
             else:
                 _records.transact(self, [put, operation])
         except _ConditionFailed as lost:
