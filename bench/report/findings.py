@@ -447,3 +447,25 @@ def fanout(section: dict[str, Any]) -> Fanout:
         trends = [FanoutTrend(k, first[k], last[k]) for k in FANOUT_FIGURES]
     return Fanout(cases, all(c["execution"]["status"] == "COMPLETED" and not c["execution"]["errors"] for c in cases),
                   trends)
+
+
+CODE_TOLERANCE = 0.10
+"""Code-first's target: per-step requests, write units and engine CPU within 10% of the step list's."""
+
+
+def code_first(code: dict[str, Any]) -> tuple[dict[str, str], bool]:
+    """Code-first beside the step list (``bench/code.py``'s verdict, figure by figure): the ratios to state,
+    by measure (requests, write units, CPU, instructions: one ratio, or the lowest and highest over the
+    cases), and whether every figure is within ``CODE_TOLERANCE``."""
+    from ..code import verdict as figures_of
+
+    figures = figures_of(code, CODE_TOLERANCE)
+    spans: dict[str, str] = {}
+    for label, prefix in (("requests", "aws_requests"), ("write units", "write_units"), ("CPU", "cpu"),
+                          ("instructions", "instructions")):
+        ratios = [v["ratio"] for name, v in figures.items() if name.startswith(prefix)]
+        if ratios:
+            low, high = min(ratios), max(ratios)
+            spans[label] = f"{low:.2f}x" if round(low, 2) == round(high, 2) else f"{low:.2f}-{high:.2f}x"
+    return spans, all(v["within"] for v in figures.values())
+

@@ -52,6 +52,10 @@ def targets(w: Write, results: dict[str, Any]) -> None:
         for c in coldstart_findings.zip_floor_checks(cold):
             w(f"| Handler init within {c.limit:g} ms of the floor, boto3 and its clients, in the zip as Lambda loads it "
               f"({c.subject}) | {c.value:+.0f} ms | {verdict(c.ok)} |")
+    if results.get("code"):
+        spans, ok = findings.code_first(results["code"])
+        w(f"| Code-first per step within {findings.CODE_TOLERANCE:.0%} of the step list (requests, write units, engine "
+          f"CPU; instructions) | {', '.join(f'{k} {v}' for k, v in spans.items())} | {verdict(ok)} |")
     if results.get("lite"):
         lite.target_row(w, results["lite"])
     w("")

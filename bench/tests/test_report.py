@@ -371,3 +371,25 @@ def test_instructions_without_valgrind_are_not_measured_rather_than_zero(monkeyp
     monkeypatch.setattr(instructions.shutil, "which", lambda name: None)
     assert overhead.instructions_per_step([100]) == {"status": "not measured: valgrind is not installed"}
     assert code.instructions_per_step([(10, 10)]) == {"status": "not measured: valgrind is not installed"}
+
+
+def test_render_states_whether_code_first_is_within_ten_percent_of_the_step_list(results: dict[str, Any]) -> None:
+    # given: a bench run's code-first section (every figure within 10% of the step list's)
+    results["code"] = json.loads((FIXTURE.parent / "code.json").read_text())
+
+    # when
+    text = report.render(results)
+
+    # then
+    (row,) = _target_rows(text, "Code-first per step within 10% of the step list")
+    assert row.endswith("**met** |") and "requests 1.00x, write units 1.00x, CPU " in row
+
+    # given: a code-first step 20% slower than the step list's in one case
+    cpu = results["code"]["cpu"][0]
+    cpu["code_us_per_step"] = cpu["steps_us_per_step"] * 1.2
+
+    # when
+    (row,) = _target_rows(report.render(results), "Code-first per step within 10% of the step list")
+
+    # then
+    assert row.endswith("**missed** |") and "1.20x" in row
