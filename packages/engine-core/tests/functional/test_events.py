@@ -194,9 +194,9 @@ class Killed(BaseException):
     """The control plane's process dies here: nothing after runs."""
 
 
-@pytest.mark.parametrize("how", ["event", "callback"])
-def test_a_send_repeated_after_one_killed_before_its_wake_wakes_the_wait_now_not_at_its_timeout(how):
-    # given: a send whose process died after keeping the event, before the write that wakes the wait
+def killed_before_its_wake(how: str):
+    """A waiting approval whose first send (event ``mail-1``, or the callback token) died between keeping
+    the event and the write that wakes the wait; and that send, to make it again."""
     runner, runs, tokens = make(timeout=7 * 24 * 3600)
     eid = runner.start("approval_flow", {})
     runner.run_until(eid, "WAITING")
@@ -216,6 +216,13 @@ def test_a_send_repeated_after_one_killed_before_its_wake_wakes_the_wait_now_not
         send({"approver": "ana"})
     runner.store.put_event = put_event
     assert runner.engine.get(eid).status is Status.WAITING
+    return runner, runs, eid, send
+
+
+@pytest.mark.parametrize("how", ["event", "callback"])
+def test_a_send_repeated_after_one_killed_before_its_wake_wakes_the_wait_now_not_at_its_timeout(how):
+    # given
+    runner, runs, eid, send = killed_before_its_wake(how)
     # when: the sender, with no answer, sends it again (the same event id, or the same token)
     again = send({"approver": "ana"})
     sent_at = runner.clock.now()
@@ -235,23 +242,8 @@ def test_a_send_repeated_after_one_killed_before_its_wake_wakes_the_wait_now_not
 
 @pytest.mark.parametrize("how", ["event", "callback"])
 def test_another_event_sent_after_one_killed_before_its_wake_wakes_the_wait_for_the_one_kept_first(how):
-    # given: a send (a plain event, or a callback's answer) killed between keeping it and waking the wait
-    runner, runs, tokens = make(timeout=7 * 24 * 3600)
-    eid = runner.start("approval_flow", {})
-    runner.run_until(eid, "WAITING")
-    put_event = runner.store.put_event
-
-    def killed_after(*args, **kwargs):
-        put_event(*args, **kwargs)
-        raise Killed()
-
-    runner.store.put_event = killed_after
-    with pytest.raises(Killed):
-        if how == "event":
-            runner.send_event(eid, "approved", {"approver": "ana"}, event_id="mail-1")
-        else:
-            runner.engine.operator.complete_callback(tokens[0], {"approver": "ana"}, "partner")
-    runner.store.put_event = put_event
+    # given
+    runner, runs, eid, _ = killed_before_its_wake(how)
     # when: another event of that name comes, never the first again
     second = runner.send_event(eid, "approved", {"approver": "bob"}, event_id="mail-2")
     sent_at = runner.clock.now()
