@@ -410,7 +410,7 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
         if self.config.ttl and self.faults_on and after.get("status") in TERMINAL \
                 and (before or {}).get("status") not in TERMINAL:
             self.expire_due = True  # the fault phase soon passes its retention, and its token is used again
-        if c.op_kind == "redrive" and not self.deployed(after.get("fingerprint")):
+        if c.op_kind == "redrive" and not self.goes_on_here(after.get("fingerprint")):
             self.violation(f"{eid[:8]}: redriven although its definition was replaced (fingerprint "
                            f"{after.get('fingerprint')}): the redrive would run the wrong step list")
         if after.get("status") == "WAITING" and (before or {}).get("attempt") != after.get("attempt"):

@@ -52,8 +52,9 @@ class Checker:
         self.bodies = [b for b in sim.journal if b.execution_id == self.eid and b.run == self.run_id]
         self.final = view.final
         self.records = view.records
-        self.gone = sim.undeployed.get(info.fingerprint)
-        """When a redeploy replaced this run's definition (a sequence number), if it did."""
+        self.gone = None if sim.goes_on_here(info.fingerprint) else sim.undeployed.get(info.fingerprint)
+        """When a redeploy replaced this run's definition (a sequence number), if it did with one it cannot go
+        on under (a same-version redeploy that keeps every step of its list where it stood is one it can)."""
 
     def v(self, text: str) -> None:
         self.sim.violation(f"{self.short} ({self.wf.name}): {text}")

@@ -300,6 +300,15 @@ class Observing:
         before, after = old.definition.step_prints, new.definition.step_prints
         return len(after) >= len(before) and list(after[:len(before)]) == list(before)
 
+    def goes_on_here(self, fingerprint: str | None) -> bool:
+        """A run started on ``fingerprint`` can go on with what is deployed now: it is deployed, or (a step list)
+        the same-version redeploy of its workflow keeps every step of its list where it stood."""
+        if self.deployed(fingerprint):
+            return True
+        old = self.all_specs.get(fingerprint or "")
+        new = None if old is None or old.code else self.specs.get(old.name)
+        return new is not None and self._goes_on_under(fingerprint or "", new.definition.fingerprint)
+
     def _check_context(self, entry: BodyEntry, ctx) -> None:
         """A body sees only its own run: its input, results and events (each names the run it was made for)."""
         info = self.runs.info(entry.execution_id, entry.run)
