@@ -84,11 +84,19 @@ def _as(stack: LocalStack, caller: str, method: str, path: str, body: dict | Non
     return result.payload["statusCode"], json.loads(result.payload["body"])
 
 
+def _next_whole_second() -> str:
+    """The next whole second (UTC, as `started_after` takes it), once it has begun."""
+    now = dt.datetime.now(dt.timezone.utc)
+    start = now.replace(microsecond=0) + dt.timedelta(seconds=1)
+    time.sleep((start - now).total_seconds())
+    return start.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def test_local_stack_with_an_allow_list_refuses_what_it_does_not_allow_and_writes_nothing(stack, loom):
     # given: the control plane running with the allow-list (as the runtime read it back from Lambda)
     api = _Api(stack)
     assert json.loads(stack.deployment.functions["control-plane"].environment["LOOM_WORKFLOW_ACCESS"]) == RENDERED
-    since = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = _next_whole_second()  # the API's window is whole seconds: nothing an earlier test started is in it
     refused_token = f"acl-expense-{uuid.uuid4().hex[:12]}"
 
     # when: `local` starts an order (allowed) and tries to cancel it (operate: on-call only)
