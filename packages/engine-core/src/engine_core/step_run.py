@@ -26,6 +26,7 @@ from .errors import (
     TransitionConflictError,
 )
 from .kinds import KindTable
+from .failure_advice import advised
 from .fanout_items import FanOutItems
 from .lifecycle import Lifecycle
 from .model import ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepRecord, StepStatus
@@ -390,6 +391,8 @@ class StepRun(StepReads):
         outcome = self.kinds.ending.on_failure(self, error) if compensate else None
         if outcome is not None:
             return outcome
+        if not e.compensating:
+            error = advised(error, e.execution_id)
         new = transitions.failed(e, self.clock.now(), error, self.retention, self.finalize_grace_s())
         outcome = self.end(new, "failed", error.code, metric="ExecutionsFailed")
         if outcome.kind == "failed":

@@ -483,7 +483,8 @@ def test_durable_a_durable_call_that_refuses_its_arguments_names_the_workflows_l
     # then: the message says what was wrong and where the call is
     assert e.status is Status.FAILED and e.error.code == "workflow_error"
     assert "the second argument must be the function to run" in e.error.message
-    assert e.error.message.endswith(f"test_durable_basics.py:{line})"), e.error.message
+    assert f"test_durable_basics.py:{line}). Fix the function and deploy it" in e.error.message, e.error.message
+    assert e.error.message.endswith(f"`loom redrive {eid}`: the replay takes every recorded result and goes on from here")
 
 
 def test_durable_a_step_and_its_compensation_get_every_keyword_argument_even_one_named_ctx(registry):

@@ -294,7 +294,11 @@ def test_an_event_for_a_failed_execution_is_refused_naming_the_redrive_that_brin
     # given: the wait timed out with no default, its one wait period spent: FAILED event_timeout
     runner, _, _ = make(timeout=60, retry=RetryPolicy(max_attempts=1))
     eid = runner.start("approval_flow", {})
-    assert runner.run_until_done(eid).error.code == "event_timeout"
+    failed = runner.run_until_done(eid)
+    assert failed.error.code == "event_timeout"
+    # the failure says what to do: redrive, then send
+    assert failed.error.message.endswith(f"`loom redrive {eid}` and then send it: the redriven wait waits again "
+                                         "and takes it (an event sent to the FAILED execution is refused)"), failed.error
     # when
     with pytest.raises(ExecutionStateConflictError) as ended:
         runner.send_event(eid, "approved", {})

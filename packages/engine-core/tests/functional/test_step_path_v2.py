@@ -439,6 +439,9 @@ def test_defect6_a_huge_exception_message_is_stored_truncated_with_its_type(stor
     e = h.drive(eid)
     assert e.status is Status.FAILED and e.error.code == "step_error" and e.error.type == "ValueError"
     assert len(e.error.message) <= 2200 and e.error.message.startswith("ValueError: xxx")
+    # what to do survives the cut: the advice ends the message
+    assert e.error.message.endswith(f"then `loom redrive {eid}`: the step runs again with fresh attempts, under "
+                                    "the same idempotency key"), e.error.message[-300:]
     # the execution and its history stay readable, each error bounded
     state = h.engine.state(eid)
     [record] = state.records

@@ -286,6 +286,8 @@ class CodeRun(StepRun):
         new = transitions.advanced(e, now, nxt + 1, self.retention, lease_s=lease_seconds(self.settings, budget),
                                    slack_s=self.settings.slack_s, claim_expiry_at=expiry, deadline=deadline,
                                    code_step=None if d is None else self._describe(d))
+        if d is None:  # the function never called the next position: nothing describes it (a redrive's replay
+            new = new.model_copy(update={"code_step": None})  # must not compare its call there with the last one)
         outcome = self.commit(new, described=d is not None)
         self.pending = False
         if outcome is not None:
