@@ -173,6 +173,12 @@ class EventSends(ActionBase):
             raise ExecutionStateConflictError(
                 "callback_used", f"the wait this token was issued for already ended (answered by {how}); a token "
                 "completes only its own wait", e.status.value)
+        if e.status is Status.WAITING and e.wait_woken and e.current_step == step_index:
+            raise ExecutionStateConflictError(
+                "callback_used", "the wait this token was issued for was ended by an operator's wake (loom wake) "
+                "before this answer came: nothing was kept. The wait ends as the wake said (its default, or it fails "
+                "event_timeout); if it waits again under its retry policy, this token completes that wait: send it "
+                "again then", e.status.value)
         sent = self.send_event(execution_id, wait.kind.event, data, by, event_id=event_id, _callback=True)
         if sent.outcome == "duplicate":
             raise ExecutionStateConflictError("callback_used", used, e.status.value)

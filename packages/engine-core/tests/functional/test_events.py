@@ -522,3 +522,39 @@ def test_a_wait_with_both_a_default_and_several_wait_periods_is_refused_saying_w
     assert e.status is Status.FAILED and "drop retry, or drop the default" in e.error.message, e.error
     # a default with one wait period (or none said) is taken, as before
     wait_for_event("approved", timeout=60, default={"approved": False}, retry=RetryPolicy(max_attempts=1))
+
+
+@pytest.mark.parametrize("after_the_wake", ["default", "waits again", "fails"])
+def test_a_callback_answered_after_a_wake_of_its_wait_is_refused_and_its_token_is_not_spent(after_the_wake):
+    # given: the wait a token was issued for, woken by an operator; its delivery has not run yet
+    wait = {"default": {"default": {"approver": "skipped"}}, "waits again": {"retry": RetryPolicy(max_attempts=2)},
+            "fails": {"retry": RetryPolicy(max_attempts=1)}}[after_the_wake]
+    runner, runs, tokens = make(timeout=86400, **wait)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    runner.engine.operator.wake(eid, "ops")
+
+    # when: the partner answers in that window
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.complete_callback(tokens[0], {"approver": "partner"}, "partner")
+
+    # then: 409 callback_used, saying the wake came first; nothing kept for later
+    assert refused.value.code == "callback_used" and "loom wake" in str(refused.value), refused.value
+    assert eid not in runner.store.events
+    # and the wait ends as the wake said; a wait that waits again takes the token then
+    if after_the_wake == "waits again":
+        for _ in range(10):  # the wake's delivery: the first wait period ends, the second begins
+            runner.step_once()
+            if not runner.engine.get(eid).wait_woken:
+                break
+        again = runner.engine.get(eid)
+        assert (again.status, again.attempt, again.wait_woken) == (Status.WAITING, 2, False)
+        assert runner.engine.operator.complete_callback(tokens[0], {"approver": "partner"}, "partner").outcome \
+            == "delivered"
+        done = runner.run_until_done(eid)
+        assert done.status is Status.COMPLETED and runner.context(eid)["approved_by"] == "partner"
+    else:
+        done = runner.run_until_done(eid)
+        assert done.status is {"default": Status.COMPLETED, "fails": Status.FAILED}[after_the_wake]
+        if after_the_wake == "default":
+            assert runner.context(eid)["approved_by"] == "skipped"

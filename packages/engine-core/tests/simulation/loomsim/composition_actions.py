@@ -60,6 +60,12 @@ class OperatorActions:
                 return r
         return None
 
+    def wait_woken_at(self, eid: str, run: str, step: int) -> bool:
+        """The execution waits at ``step`` of ``run``, and an operator's wake of that wait is not delivered yet."""
+        attrs = self.inner.metas.get(eid) or {}
+        return bool(attrs.get("wait_woken")) and attrs.get("status") == "WAITING" \
+            and attrs.get("current_step") == step and self.current_run(eid) == run
+
     def event_written(self, eid: str, run: str, name: str, event_id: str) -> bool:
         return any(w.what == "put_event" and w.run == run and (w.record.name, w.record.event_id) == (name, event_id)
                    for w in self.writes.get(eid, ()))
@@ -183,7 +189,8 @@ class OperatorActions:
         event_id = callbacks.event_id(t.step)
         eid = t.execution_id
         before = (self.current_run(eid), self.wait_answered(eid, t.run, t.step), self.event_written(eid, t.run, t.event,
-                                                                                                     event_id))
+                                                                                                     event_id),
+                  self.wait_woken_at(eid, t.run, t.step))
 
         def handle(op: Op) -> None:
             try:
@@ -206,7 +213,7 @@ class OperatorActions:
 
     def judge_callback(self, t: Token, outcome: str, before: tuple, op: Op) -> None:
         eid, event_id = t.execution_id, callbacks.event_id(t.step)
-        run_before, answered_before, sent_before = before
+        run_before, answered_before, sent_before, woken_before = before
         run_after = self.current_run(eid)
         answered = answered_before or self.wait_answered(eid, t.run, t.step)
         sent = sent_before or self.event_written(eid, t.run, t.event, event_id)
@@ -235,7 +242,9 @@ class OperatorActions:
             else:
                 self.stat("callback.not_found_after_its_run")
         elif outcome == "callback_used":
-            if answered is None and not sent:
+            if answered is None and not sent and (woken_before or self.wait_woken_at(eid, t.run, t.step)):
+                self.stat("callback.used_after_a_wake")  # the wake came first: refused, nothing kept
+            elif answered is None and not sent:
                 self.violation(f"{eid[:8]}: a callback token for step {t.step} was refused callback_used, but its "
                                "wait was never answered and the token never used")
             elif answered is not None and answered.event_id != event_id:
