@@ -158,8 +158,9 @@ class StepOps(Protocol):
         """A compensation succeeded: whether the next one (step ``index``'s) runs in this invocation."""
         ...
 
-    def fail(self, error: ErrorInfo, started_at: dt.datetime | None = None) -> Outcome:
-        """The current step failed for good (``started_at``: when it began, if no attempt holds it)."""
+    def fail(self, error: ErrorInfo, started_at: dt.datetime | None = None, *, event_id: str | None = None) -> Outcome:
+        """The current step failed for good (``started_at``: when it began, if no attempt holds it;
+        ``event_id``: a wait's event that failed it, passed over by the wait after a redrive)."""
         ...
 
     def commit(self, new: Execution) -> Outcome | None:

@@ -369,7 +369,8 @@ class StepRun(StepReads):
         faults.point("worker.after_enqueue", execution_id=e.execution_id, step=step.index)
         return Outcome("retry_scheduled", e.execution_id, step.index, f"retry in {delay:.1f} s")
 
-    def fail(self, error: ErrorInfo, started_at: dt.datetime | None = None, compensate: bool = True) -> Outcome:
+    def fail(self, error: ErrorInfo, started_at: dt.datetime | None = None, compensate: bool = True, *,
+             event_id: str | None = None) -> Outcome:
         """The current step failed for good: its record says why (and when it began: the attempt's claim, or
         ``started_at`` for a step no attempt holds, such as a fan-out), then the execution compensates what
         it completed, or ends FAILED (COMPENSATION_FAILED while compensating). ``compensate`` False: FAILED with
@@ -382,7 +383,7 @@ class StepRun(StepReads):
             record = StepRecord(step_index=e.current_step, name=self.step.name if known else "?",
                                 status=StepStatus.FAILED, attempts=e.attempt, version=e.version,
                                 started_at=e.attempt_started_at or started_at, finished_at=now, error=error,
-                                is_final=True, expires_at=self.item_expiry(now), run=e.run,
+                                is_final=True, expires_at=self.item_expiry(now), run=e.run, event_id=event_id,
                                 kind=kind if kind in ("compensation", "event", "fanout") else "task")
             outcome = self.put(record)
             if outcome is not None:

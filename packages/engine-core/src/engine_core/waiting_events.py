@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import callbacks
-from .model import EventRecord, Execution, StepRecord
+from .model import EventRecord, Execution, StepRecord, StepStatus
 from .steps import WorkflowDef, wait_model
 
 
@@ -23,6 +23,8 @@ def pending(records: list[Any], events: list[Any], name: str, step: int) -> list
     for r in records:
         if isinstance(r, StepRecord) and r.event_id:
             if r.step_index != step:
+                consumed.add(r.event_id)
+            elif r.kind == "event" and r.status is StepStatus.FAILED:  # its data could not join the context
                 consumed.add(r.event_id)
             elif r.kind == "event":
                 mine = r.event_id

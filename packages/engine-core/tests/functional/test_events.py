@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from engine_core import RegistrationError, Registry, RetryPolicy, Status, StepStatus, wait_for_event, workflow
+from engine_core import EngineSettings, RegistrationError, Registry, RetryPolicy, Status, StepStatus, wait_for_event, workflow
 from engine_core.errors import CallbackNotFoundError, ExecutionStateConflictError, InvalidRequestError
 from engine_core.testing import LocalRunner
 
@@ -558,3 +558,35 @@ def test_a_callback_answered_after_a_wake_of_its_wait_is_refused_and_its_token_i
         assert done.status is {"default": Status.COMPLETED, "fails": Status.FAILED}[after_the_wake]
         if after_the_wake == "default":
             assert runner.context(eid)["approved_by"] == "skipped"
+
+
+def test_an_event_whose_data_would_push_the_context_over_the_budget_fails_the_wait_and_a_redrive_passes_it_over():
+    # given: a step list whose context is near the item budget, waiting for 'approved'
+    registry = Registry()
+
+    def fill(ctx):
+        return {"blob": "x" * 3000}
+
+    @workflow("big_context", registry=registry)
+    class BigContext:
+        steps = [fill, wait_for_event("approved", timeout=3600)]
+
+    runner = LocalRunner(registry, settings=EngineSettings(item_budget_bytes=4096))
+    eid = runner.start("big_context", {})
+    runner.run_until(eid, "WAITING")
+
+    # when: an event whose data does not fit beside it, which the send cannot know
+    sent = runner.send_event(eid, "approved", {"note": "y" * 2000}, event_id="too-big")
+    failed = runner.run_until_done(eid)
+
+    # then: FAILED result_too_large naming the event, and what to do
+    assert sent == "delivered"
+    assert (failed.status, failed.error.code) == (Status.FAILED, "result_too_large"), failed.error
+    assert "event 'approved' (event_id 'too-big') would make the context" in failed.error.message
+    assert f"`loom redrive {eid}` brings the wait back, then send a smaller event" in failed.error.message
+    # and the redrive's wait passes that event over, waits, and takes the smaller one sent then
+    runner.engine.operator.redrive(eid, "ops")
+    assert runner.run_until(eid, "WAITING").status is Status.WAITING
+    assert runner.send_event(eid, "approved", {"note": "s3://bucket/key"}, event_id="small") == "delivered"
+    done = runner.run_until_done(eid)
+    assert done.status is Status.COMPLETED and runner.context(eid)["wait_approved"] == {"note": "s3://bucket/key"}

@@ -97,12 +97,27 @@ def _settle(op: StepOps, data: dict[str, Any], event_id: str | None) -> Outcome:
     try:
         blob, merged, bound = op.merge({step.name: value}, f"event {step.kind.event!r} for step {step.name!r}")
     except (NonSerializableResultError, ResultTooLargeError) as exc:
-        return op.fail(op.error(exc.code, str(exc)))
+        if event_id is None:  # the wait's own default: the definition's to fix
+            return op.fail(op.error(exc.code, str(exc)))
+        return op.fail(op.error(exc.code, _unkept(op, exc, event_id)), started_at=_began(e), event_id=event_id)
     now = op.now()
     record = StepRecord(step_index=step.index, name=step.name, status=StepStatus.SUCCEEDED,
                         attempts=max(e.attempt, 1), version=e.version, started_at=_began(e), finished_at=now,
                         result_blob=blob, expires_at=op.item_expiry(now), kind="event", event_id=event_id, run=e.run)
     return op.settle(record, merged, bound)
+
+
+def _unkept(op: StepOps, exc: Exception, event_id: str) -> str:
+    """Why an event's data cannot join the context, and what to do: the failed record names the event, so
+    the wait a redrive brings back passes it over and waits for another."""
+    event = f"the data of event {op.step.kind.event!r} (event_id {event_id!r})"
+    if isinstance(exc, ResultTooLargeError):
+        why = (f"{event} would make the context {exc.size:,} bytes encoded, over the {exc.limit:,}-byte budget "
+               "that keeps the execution inside DynamoDB's 400 KB item limit")
+    else:
+        why = f"{event} cannot be kept in the context: {exc}"
+    return (f"{why}. The event is passed over: `loom redrive {op.execution.execution_id}` brings the wait back, "
+            "then send a smaller event: a reference to the payload kept elsewhere (an S3 key), not the payload")
 
 
 def _timed_out(op: StepOps) -> Outcome:
