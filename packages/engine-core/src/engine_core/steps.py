@@ -19,7 +19,7 @@ from .validated import storable
 
 MAX_BRANCHES = 1000
 """A parallel step's branches, or a map step's items, at most (checked at registration or at the step)."""
-_SPLIT = (": split the items over several map steps (or executions), or map over batches of them (a branch may "
+SPLIT_ADVICE = (": split the items over several map steps (or executions), or map over batches of them (a branch may "
           "take a list)")
 
 
@@ -136,7 +136,7 @@ class FanOutSpec:
         """(branch count, the map's list) or (None, (error code, message)) when a map's input is unusable."""
         if self.values is not None:
             if len(self.values) > MAX_BRANCHES:
-                return None, ("too_many_items", f"map: {len(self.values)} items; at most {MAX_BRANCHES}{_SPLIT}")
+                return None, ("too_many_items", f"map: {len(self.values)} items; at most {MAX_BRANCHES}{SPLIT_ADVICE}")
             return len(self.values), list(self.values)
         if self.over is None:
             return len(self.fns), None
@@ -145,7 +145,7 @@ class FanOutSpec:
             what = "missing" if self.over not in data else f"a {type(value).__name__}"
             return None, ("invalid_map_input", f"map over {self.over!r}: the context value is {what}, not a list")
         if len(value) > MAX_BRANCHES:
-            return None, ("too_many_items", f"map over {self.over!r}: {len(value)} items; at most {MAX_BRANCHES}{_SPLIT}")
+            return None, ("too_many_items", f"map over {self.over!r}: {len(value)} items; at most {MAX_BRANCHES}{SPLIT_ADVICE}")
         return len(value), value
 
     def window(self, total: int) -> int:

@@ -580,6 +580,38 @@ def test_durable_a_call_whose_timeout_cannot_fit_the_worker_fails_at_once_naming
     assert run(runner, eid).status is Status.COMPLETED
 
 
+@pytest.mark.parametrize("call, code, advice", [
+    ("map over 1001 items", "too_many_items", "Split the items over several map steps"),
+    ("timeout_s=5000", "step_timeout_too_long", "Lower it (to at most the worker's timeout"),
+])
+def test_durable_a_call_no_delivery_could_run_fails_with_the_step_lists_code_and_a_fixed_redrive_goes_on(
+        registry, call, code, advice):
+    from engine_core.durable import map as durable_map
+
+    fixed = {"yes": False}
+
+    @durable("refused", registry=registry)
+    def flow(input):
+        first = step("first", lambda: 1)
+        if call.startswith("map"):
+            items = list(range(10 if fixed["yes"] else 1001))
+            return first + sum(durable_map("each", lambda x: x, items))
+        return first + step("slow", lambda: 2, timeout_s=60 if fixed["yes"] else 5000)
+
+    line = flow.__code__.co_firstlineno + (5 if call.startswith("map") else 6)
+    runner = make_runner(registry)
+    eid = runner.start("refused", {})
+    e = run(runner, eid)
+
+    # then: the code a step list's step with it fails with, the line, what to do; nothing of it ran
+    assert (e.status, e.error.code, e.current_step) == (Status.FAILED, code, 1), e.error
+    assert f"test_durable_basics.py:{line}). {advice}" in e.error.message, e.error.message
+    # and once the code is fixed, a redrive goes on from that call
+    fixed["yes"] = True
+    runner.engine.operator.redrive(eid, "ops")
+    assert run(runner, eid).status is Status.COMPLETED and runner.result(eid) == (1 + 45 if call.startswith("map") else 3)
+
+
 def test_durable_check_fits_refuses_a_step_timeout_or_a_compensation_timeout_that_cannot_fit(registry):
     from engine_core import ConfigurationError, check_fits
     from engine_core import step as list_step

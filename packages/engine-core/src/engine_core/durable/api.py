@@ -52,9 +52,9 @@ from ..registry import (
     default_with_retry,
     not_plain,
 )
-from ..steps import MAX_BRANCHES, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
+from ..steps import MAX_BRANCHES, SPLIT_ADVICE, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
 from . import _current
-from .replay import NOT_REPLAYED
+from .replay import NOT_REPLAYED, RefusedCall
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAME_RE = re.compile(r"\A[^#\s]{1,100}\Z")
@@ -183,6 +183,22 @@ def _check_timeout(timeout: Any, where: str) -> None:
         raise RegistrationError(f"{where}: a step timeout must be in (0, 900] seconds (Lambda's ceiling)")
 
 
+def _check_call_timeout(timeout: Any, call: str) -> None:
+    """A durable call's ``timeout_s``: over Lambda's ceiling no attempt could ever run, which fails the
+    execution ``step_timeout_too_long`` (as one over the worker's timeout does); a wrong type or a value of
+    0 or less is the code's mistake (``workflow_error``)."""
+    if timeout is None:
+        return
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+        raise TypeError(f"{call}: timeout_s must be a number of seconds, got {type(timeout).__name__}")
+    if not timeout > 0:
+        raise ValueError(f"{call}: timeout_s must be more than 0 seconds, got {timeout!r}")
+    if timeout > 900:
+        raise RefusedCall("step_timeout_too_long", f"{call}: timeout_s={timeout:g} is over 900 seconds, Lambda's "
+                          "ceiling, so no attempt could ever run", "Lower it (to at most the worker's timeout, "
+                          "Terraform worker_timeout_s), deploy, and redrive")
+
+
 # -- durable calls ----------------------------------------------------------------------------------
 def _run(call: str) -> Any:
     run = _current.RUN.get()
@@ -264,7 +280,7 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
         _refuse_step(name, fn, retry, timeout_s, compensate)
     if retry is not None or timeout_s is not None or compensate is not None:  # the common replay above did not look
         if timeout_s is not None:
-            _check_timeout(timeout_s, f"step({name!r})")
+            _check_call_timeout(timeout_s, f"step({name!r})")
         value = run.replayed(name, "task")
         if value is not NOT_REPLAYED:
             return value
@@ -280,7 +296,7 @@ def _refuse_step(name: Any, fn: Any, retry: Any, timeout_s: Any, compensate: Any
     if not callable(fn):
         raise TypeError(f"{call}: the second argument must be the function to run, got {type(fn).__name__}")
     _check_retry(retry, call)
-    _check_timeout(timeout_s, call)
+    _check_call_timeout(timeout_s, call)
     if compensate is not None and not callable(compensate):
         raise TypeError(f"{call}: compensate must be a function, got {type(compensate).__name__}")
 
@@ -350,7 +366,7 @@ def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: floa
         raise DurableCallError(f"{call} inside a step body would block the step; wait between steps instead")
     run = _run(call)
     _check_retry(retry, call)
-    _check_timeout(timeout_s, call)
+    _check_call_timeout(timeout_s, call)
     spec = _wait_spec(event, timeout, default, model, call)
     if not callable(submit):
         raise TypeError(f"{call}: submit must be a function of the token, got {type(submit).__name__}")
@@ -372,13 +388,14 @@ def _fanout(name: str, fns: tuple, values: tuple | None, max_concurrency: int | 
     run = _run(call)
     _check_name(name, call)
     _check_retry(retry, call)
-    _check_timeout(timeout_s, call)
+    _check_call_timeout(timeout_s, call)
     if max_concurrency is not None and (not isinstance(max_concurrency, int) or isinstance(max_concurrency, bool)
                                         or max_concurrency < 1):
         raise ValueError(f"{call}: max_concurrency must be a positive integer, got {max_concurrency!r}")
     count = len(fns) if values is None else len(values)
     if count > MAX_BRANCHES:
-        raise ValueError(f"{call}: {count} branches; at most {MAX_BRANCHES}")
+        raise RefusedCall("too_many_items", f"{call}: {count} {'branches' if values is None else 'items'}; at most "
+                          f"{MAX_BRANCHES}", SPLIT_ADVICE.lstrip(": ").capitalize() + ", deploy, and redrive")
     bodies = tuple(_body(fn, (), {}) for fn in fns) if values is None else (_item_body(fns[0]),)
     spec = FanOutSpec(fns=bodies, max_concurrency=max_concurrency, values=values)
     return run.call(name, spec, retry, None if timeout_s is None else float(timeout_s))

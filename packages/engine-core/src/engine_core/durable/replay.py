@@ -42,6 +42,16 @@ class NondeterministicReplay(BaseException):
     """The function called something other than what the history recorded at a position."""
 
 
+class RefusedCall(ValueError):
+    """A durable call whose arguments no delivery could run (a map over more than 1,000 items, a step timeout
+    over Lambda's ceiling): the execution fails with ``code`` (as a step list's step with them would), not
+    ``workflow_error``. A ValueError, as the function may catch it."""
+
+    def __init__(self, code: str, problem: str, advice: str):
+        super().__init__(f"{problem}. {advice}")
+        self.code, self.problem, self.advice = code, problem, advice
+
+
 class EngineRaised(BaseException):
     """An engine error inside a durable call (for example: too little time left to start a step, which
     asks for redelivery). Carried through the function unchanged, then raised again."""

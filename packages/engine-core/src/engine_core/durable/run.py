@@ -31,7 +31,7 @@ from ..steps import StepDef
 from . import _current
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
 from .prefix import Kept, Prefix, prefix_of
-from .replay import EngineRaised, NondeterministicReplay, Replay, Stop, Suspend, value_of
+from .replay import EngineRaised, NondeterministicReplay, RefusedCall, Replay, Stop, Suspend, value_of
 
 log = logging.getLogger("engine_core")
 _NOTHING = object()
@@ -161,6 +161,8 @@ class CodeRun(StepRun):
         except Exception as exc:
             if replay.broken is not None:  # the function swallowed the mismatch and failed otherwise
                 outcome = self._code_failed("nondeterministic_replay", str(replay.broken))
+            elif isinstance(exc, RefusedCall):  # a call no delivery could run: its own code, as in a step list
+                outcome = self._code_failed(exc.code, f"{exc.problem}{_where(exc)}. {exc.advice}")
             else:
                 log.warning("workflow function raised outside a step", exc_info=True, extra=log_fields(self.execution))
                 outcome = self._code_failed("workflow_error", f"{type(exc).__qualname__}: {exc}{_where(exc)}")
