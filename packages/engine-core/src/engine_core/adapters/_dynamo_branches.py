@@ -15,8 +15,6 @@ reads: only a branch's own delivery (GetItem), the fan-out's reconcile and its f
 
 from __future__ import annotations
 
-import random
-import time
 import uuid
 from typing import Any
 
@@ -33,12 +31,8 @@ from ._items import (
     join_sort_key,
     join_to_attrs,
 )
-from ._dynamo_wire import _KEYS, WRITE_TOKEN, _attr, _ConditionFailed, _from_item, _pk, _sort_key, _to_item, _TransactionConflict, _translated
-
-_CONFLICT_RETRIES = 5
-"""TransactWriteItems refused with TransactionConflict (another transaction held the join item: two
-branches completing at once) is retried this many times, with jittered backoff."""
-
+from ._dynamo_records import resend_on_conflict
+from ._dynamo_wire import _KEYS, WRITE_TOKEN, _attr, _ConditionFailed, _from_item, _pk, _sort_key, _to_item, _translated
 
 def _branch_key(execution_id: str, step_index: int, branch: int) -> dict[str, Any]:
     return _to_item({"PK": _pk(execution_id) + branch_partition_suffix(step_index), "SK": branch_sort_key(branch)})
@@ -155,19 +149,13 @@ def complete_branch(store: Any, execution_id: str, branch: Branch, expected_vers
                                                          **({} if branch.run is None else {":run": branch.run})}),
                   **({} if branch.run is None else {"ExpressionAttributeNames": {"#run": RUN_ATTR}})}
     # botocore sends the same ClientRequestToken on its own retries, so a transaction whose response
-    # was lost is not applied twice (nor reported as a conflict).
-    for attempt in range(_CONFLICT_RETRIES + 1):
-        try:
-            with _translated("TransactWriteItems"):
-                store.client.transact_write_items(TransactItems=[{"Put": branch_put}, {"Update": join_count}],
-                                                  **store._capacity)
-            return
-        except _TransactionConflict:
-            if attempt == _CONFLICT_RETRIES:
-                raise
-            time.sleep(random.uniform(0, 0.02 * 2 ** attempt))
-        except _ConditionFailed as lost:
-            raise _conflict(store, execution_id, branch, expected_version, lost.item) from None
+    # was lost is not applied twice (nor reported as a conflict). Another transaction holding the join
+    # (two branches completing at once) refuses it, nothing applied: it is sent again.
+    try:
+        resend_on_conflict(lambda: store.client.transact_write_items(
+            TransactItems=[{"Put": branch_put}, {"Update": join_count}], **store._capacity), "TransactWriteItems")
+    except _ConditionFailed as lost:
+        raise _conflict(store, execution_id, branch, expected_version, lost.item) from None
 
 
 def branches(store: Any, execution_id: str, step_index: int) -> list[Branch | CorruptRecord]:
