@@ -155,14 +155,16 @@ def test_durable_redrive_after_a_failure_resumes_at_the_failed_step_without_runn
     assert runs == ["first", "fragile", "fragile"]
 
 
-@pytest.mark.parametrize("fix", ["same version", "new version", "returns there"])
+@pytest.mark.parametrize("fix", ["same version", "new version", "returns there", "after a sleep"])
 def test_durable_code_that_raised_after_a_step_redriven_after_the_fix_goes_on_from_there(registry, fix):
-    # given: the code after step 'a' raises (workflow_error); fixed in place, or as version 2
+    # given: the code after step 'a' (or after a sleep after it) raises (workflow_error); fixed in place, or as version 2
     runs, fixed = [], {"yes": False}
 
     @durable("raises_after_a", registry=registry)
     def flow(input):
         step("a", lambda: runs.append("a") or 1)
+        if fix == "after a sleep":
+            sleep(seconds=60)
         if not fixed["yes"]:
             raise ValueError("bad code between steps")
         if fix == "returns there":
@@ -177,7 +179,8 @@ def test_durable_code_that_raised_after_a_step_redriven_after_the_fix_goes_on_fr
     runner = make_runner(registry)
     eid = runner.start("raises_after_a", version=1)
     failed = finish(runner, eid)
-    assert (failed.status, failed.error.code, failed.current_step) == (Status.FAILED, "workflow_error", 1)
+    assert (failed.status, failed.error.code, failed.current_step) == (Status.FAILED, "workflow_error",
+                                                                      2 if fix == "after a sleep" else 1)
 
     # when
     fixed["yes"] = True
@@ -187,7 +190,7 @@ def test_durable_code_that_raised_after_a_step_redriven_after_the_fix_goes_on_fr
     # then: the replay takes a's result and runs what the fixed code calls at position 1, once
     assert e.status is Status.COMPLETED, e.error
     assert (runs, runner.result(eid)) == {"same version": (["a", "b"], 2), "new version": (["a", "b2"], 2),
-                                          "returns there": (["a"], "done early")}[fix]
+                                          "returns there": (["a"], "done early"), "after a sleep": (["a", "b"], 2)}[fix]
     assert names(runner, eid, "task") == (["a"] if fix == "returns there" else ["a", "b"])
 
 
