@@ -25,9 +25,9 @@ from .errors import (
     StepSupersededError,
     TransitionConflictError,
 )
-from .kinds import KindTable
 from .failure_advice import advised
 from .fanout_items import FanOutItems
+from .kinds import KindTable
 from .lifecycle import Lifecycle
 from .model import ErrorInfo, Execution, ExecutionState, Join, RetryPolicy, Status, StepRecord, StepStatus
 from .outcome import Outcome, log_fields

@@ -19,8 +19,8 @@ from .validated import storable
 
 MAX_BRANCHES = 1000
 """A parallel step's branches, or a map step's items, at most (checked at registration or at the step)."""
-SPLIT_ADVICE = (": split the items over several map steps (or executions), or map over batches of them (a branch may "
-          "take a list)")
+SPLIT_ADVICE = (": split the items over several map steps (or executions), or map over batches of them (a branch "
+                "may take a list)")
 
 
 @dataclass(frozen=True)

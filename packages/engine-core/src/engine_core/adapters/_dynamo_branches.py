@@ -34,6 +34,7 @@ from ._items import (
 from ._dynamo_records import resend_on_conflict
 from ._dynamo_wire import _KEYS, WRITE_TOKEN, _attr, _ConditionFailed, _from_item, _pk, _sort_key, _to_item, _translated
 
+
 def _branch_key(execution_id: str, step_index: int, branch: int) -> dict[str, Any]:
     return _to_item({"PK": _pk(execution_id) + branch_partition_suffix(step_index), "SK": branch_sort_key(branch)})
 
