@@ -700,6 +700,9 @@ def test_permanent_step_error_skips_retries(registry):
     runner = make_runner(registry)
     e = run(runner, runner.start("perm"))
     assert e.status is Status.FAILED and e.error.code == "permanent_error" and e.total_attempts == 1
+    # the message says what went wrong, then what to do
+    assert e.error.message == (f"card declined. Fix the data or the call it names, then `loom redrive "
+                               f"{e.execution_id}`: the step runs again"), e.error.message
 
 
 def test_failure_notice_lost_in_a_crash_is_sent_on_redelivery(registry):
