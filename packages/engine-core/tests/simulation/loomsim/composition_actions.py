@@ -159,8 +159,12 @@ class OperatorActions:
 
     # -- callback tokens ---------------------------------------------------------------------------------------
     def maybe_issue_token(self, ctx, wf, s, entry) -> None:
-        """A body hands a callback token for a later wait to the outside world (half the time)."""
-        ahead = [w for w in wf.steps if w.kind == "wait" and w.index > s.index]
+        """A body hands a callback token for a later wait to the outside world (half the time): a wait of the
+        list its run started on (a compatible same-version redeploy runs on that list, cut to its length)."""
+        info = self.runs.info(ctx.execution_id, entry.run)
+        own = self.all_specs.get(info.fingerprint) if info is not None else None
+        length = len(own.steps) if own is not None else len(wf.steps)
+        ahead = [w for w in wf.steps if w.kind == "wait" and s.index < w.index < length]
         if wf.code or not ahead or self.rng.random() >= 0.5:
             return
         name = self.rng.choice(sorted({w.event for w in ahead}))
