@@ -109,9 +109,12 @@ class StepReads:
             raise InsufficientTimeError(left, needed)
 
     def deadline(self) -> dt.datetime | None:
+        """When this invocation ends at the latest: Lambda's remaining time is whole milliseconds, cut down,
+        so the end is before the next millisecond (a claim held to it never lapses while the invocation
+        still runs, even with no margin)."""
         if self.remaining_ms is None:
             return None
-        return self.clock.now() + dt.timedelta(milliseconds=self.remaining_ms())
+        return self.clock.now() + dt.timedelta(milliseconds=self.remaining_ms() + 1)
 
     def check_size(self, what: str, blob: str) -> None:
         self.life.check_size(what, blob)

@@ -354,7 +354,8 @@ def test_defect3_the_claim_at_body_start_leases_the_whole_budget_and_the_sweeper
     # then: the claim covered the body and the invocation; the sweeper left it alone; the commit won
     claim = seen["claim"]
     assert claim.is_claimed and claim.attempt == 1 and claim.attempt_started_at == start
-    assert claim.attempt_deadline == start + dt.timedelta(seconds=900)
+    # the invocation's end at the latest: its remaining time is whole milliseconds, cut down
+    assert claim.attempt_deadline == start + dt.timedelta(seconds=900, milliseconds=1)
     assert claim.next_wake_at >= start + dt.timedelta(seconds=60 + 3)
     assert claim.next_wake_at >= claim.attempt_deadline and claim.index_at >= claim.next_wake_at
     assert seen["redriven"] == [0, 0, 0]

@@ -60,6 +60,8 @@ def test_composition_seeds_hold_every_invariant(runs):
     (1034, "a callback whose use died between keeping its answer and the wake: the retry must wake the wait"),
     (27071, "a redrive under a compatible same-version redeploy: the checker must follow the versions contract"),
     (2436, "a callback answered after an operator's wake of its wait: refused callback_used, nothing kept"),
+    (30903, "with no margin, a claim held to the invocation's whole-millisecond deadline lapsed under 1 ms early"),
+    (33478, "a body's callback token for a wait its run's list (cut at a compatible redeploy) does not have"),
 ])
 def test_composition_seed_that_found_a_defect_holds_every_invariant(seed, found):
     # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..399)
