@@ -55,6 +55,12 @@ class Checker:
         self.gone = None if sim.goes_on_here(info.fingerprint) else sim.undeployed.get(info.fingerprint)
         """When a redeploy replaced this run's definition (a sequence number), if it did with one it cannot go
         on under (a same-version redeploy that keeps every step of its list where it stood is one it can)."""
+        e = self.final
+        if self.gone is None and e is not None and not sim.deployed(info.fingerprint) and e.compensating \
+                and e.status.value == "FAILED" and e.error is not None and e.error.code == "workflow_definition_mismatch":
+            # Even that one cannot carry an undo: while compensating, a changed list cannot say what to undo
+            # (DESIGN.md, versions), so it ended FAILED still compensating, for a redrive once it is deployed.
+            self.gone = sim.undeployed.get(info.fingerprint)
 
     def v(self, text: str) -> None:
         self.sim.violation(f"{self.short} ({self.wf.name}): {text}")
