@@ -43,7 +43,7 @@ from .model import ErrorInfo, Execution, ExecutionState, Status, StepMessage, Ti
 from .operations import Operator
 from .outcome import Outcome, log_fields
 from .ports import EventPublisher, Metrics, NullMetrics, StateStore, StepQueue
-from .rebuild import context_of, rebuild_context, this_run_state
+from .rebuild import context_of, rebuild_context, this_run, this_run_state
 from .registry import REGISTRY, Registry
 from .settings import UNFIT_REMEDY, ConfigurationError, EngineSettings, unfit_budget
 from .step_run import StepRun
@@ -300,7 +300,10 @@ class Engine(UsesLifecycle):
 
         e, now, life = state.execution, self.clock.now(), self.life
         grace_s = life.finalize_grace_s(e)
-        new = self.kinds.ending.cancel_undeployed(state.records, e, now, life.retention, grace_s) \
+        records = state.records
+        if e.cancel_requested and state.records_from is not None:  # read from a checkpoint: what came before counts
+            records = this_run(e, self.store.history(e.execution_id), "finished_at")
+        new = self.kinds.ending.cancel_undeployed(records, e, now, life.retention, grace_s) \
             if e.cancel_requested else None
         if new is None:
             if e.cancel_requested:

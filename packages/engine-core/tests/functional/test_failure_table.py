@@ -945,3 +945,58 @@ def test_engine_log_lines_name_the_workflow_version_and_the_record_revision_apar
     for r in lines:
         assert (r.workflow_version, r.workflow) == (e.workflow_version, "refused"), vars(r)
         assert isinstance(r.revision, int) and 0 < r.revision <= e.version and not hasattr(r, "version"), vars(r)
+
+
+def test_a_cancel_requested_mid_step_whose_definition_changed_is_not_ended_cancelled_past_a_compensable_step_before_its_checkpoint():
+    # given: charge (with an undo), then note, then ship; every step writes a checkpoint, so a delivery at ship
+    # reads the history from note's record on; ship's worker dies after an operator asked to cancel meanwhile
+    refunds, calls = [], Counter()
+
+    def charge(ctx):
+        return {"charge": "ch-1"}
+
+    def refund(ctx):
+        refunds.append(ctx.result)
+
+    def note(ctx):
+        return {"noted": True}
+
+    def ship(ctx):
+        calls["ship"] += 1
+        if calls["ship"] == 1:
+            runner.engine.operator.cancel(ctx.execution_id, "ops", "customer asked")  # requested: an attempt runs
+            raise Crash("killed mid-step")
+        return {}
+
+    registry = Registry()
+    registry.register(build_workflow("saga", [step(charge, compensate=refund), note, step(ship, name="ship")]))
+    runner = make_runner(registry, checkpoint_records=1)
+    eid = runner.start("saga")
+    while not calls["ship"]:
+        try:
+            runner.step_once()
+        except Crash:
+            pass
+    asked = runner.engine.get(eid)
+    assert asked.cancel_requested and asked.is_claimed and asked.checkpoint == 1, asked
+    # and the step list changes under it (same version): nothing deployed can say what charge's undo is
+    changed = Registry()
+    changed.register(build_workflow("saga", [step(charge), note, step(ship, name="ship_v2")]))
+    runner.deploy(changed)
+
+    # when: its claim runs out and the sweeper re-drives it
+    runner.clock.set(asked.index_at)
+    runner.sweeper.sweep()
+    deliver_all(runner)
+    e = runner.engine.get(eid)
+
+    # then: not CANCELLED with the charge left done for good: FAILED, the cancel still requested, for a redrive
+    # once the definition is deployed again; and that redrive refunds the charge, once
+    assert (e.status, e.error and e.error.code, e.cancel_requested) == (Status.FAILED, "workflow_definition_mismatch",
+                                                                    True), (e.status, e.compensated, refunds)
+    assert "a redrive finishes that cancel" in e.error.message
+    runner.deploy(registry)
+    runner.engine.operator.redrive(eid, "ops")
+    deliver_all(runner)
+    done = runner.engine.get(eid)
+    assert (done.status, done.compensated, refunds) == (Status.CANCELLED, True, [{"charge": "ch-1"}]), (done, refunds)

@@ -62,6 +62,8 @@ def test_composition_seeds_hold_every_invariant(runs):
     (2436, "a callback answered after an operator's wake of its wait: refused callback_used, nothing kept"),
     (30903, "with no margin, a claim held to the invocation's whole-millisecond deadline lapsed under 1 ms early"),
     (33478, "a body's callback token for a wait its run's list (cut at a compatible redeploy) does not have"),
+    (40046, "a cancel requested mid-step, definition replaced, read from a checkpoint past a compensable step"),
+    (42789, "an undo under a compatible redeploy: while compensating the checker must expect the mismatch"),
 ])
 def test_composition_seed_that_found_a_defect_holds_every_invariant(seed, found):
     # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..399)
