@@ -112,3 +112,14 @@ def test_a_broken_replay_is_caught_within_a_few_code_first_seeds(kind):
                 return
             seen += result.violations[:2]
     pytest.fail(f"{kind}: no violation naming {phrases} in {budget} code-first seeds; saw {seen[:6]}")
+
+
+@pytest.mark.parametrize("seed, found", [
+    (552114, "a worker stopped past its claim recorded the return value, then lost its commit to a FAILED ending"),
+])
+def test_code_first_seed_that_found_a_checker_gap_holds_every_invariant(seed, found):
+    # given: a seed a fresh range (540000-559999) failed on; the outside default run covers 0..999
+    result = run_seed(seed)
+    # then: every invariant holds, and the case the seed was kept for happened
+    assert not result.violations, (found, result.violations)
+    assert result.stats.get("code.return_recorded_by_a_lost_commit", 0) >= 1, found

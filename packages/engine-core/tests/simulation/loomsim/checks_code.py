@@ -87,7 +87,14 @@ def check_return(sim, tag: str, eid: str, wf, e, commits: list, puts: list, retu
     completed = next((c for c in commits if c.new_status == "COMPLETED"), None)
     if completed is None:
         if returned is not None:
-            v(f"{tag}: {e.status.value}, but the history holds a return value")
+            # A worker that recorded the return value, then lost its commit (its claim ran out while it was
+            # stopped, or it died): the record stays, as a lost commit's step records do; nothing reads it
+            # on an execution that did not complete (the API shows a result only for COMPLETED).
+            leftover = [p for p in writes if not any(c.op_id == p.op_id and c.seq > p.seq for c in commits)]
+            if leftover and len(leftover) == len(writes):
+                sim.stat("code.return_recorded_by_a_lost_commit")
+            else:
+                v(f"{tag}: {e.status.value}, but the history holds a return value")
         return
     sim.stat("code.completed")
     if not any(p.op_id == completed.op_id and p.seq < completed.seq for p in writes):
