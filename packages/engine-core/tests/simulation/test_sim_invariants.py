@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from loomsim.runner import SimResult, replay_command, run_many, summarize
+from loomsim.runner import SimResult, replay_command, run_many, run_seed, summarize
 from loomsim.sim import CRASH_TARGETS, PROFILES
 
 SEEDS = int(os.environ.get("LOOM_SIM_SEEDS", "1000"))
@@ -140,3 +140,14 @@ def test_no_known_engine_defect_showed_up(runs):
     if seen:
         pytest.fail("\n".join(f"{key} in seeds {sorted(set(seeds))[:20]}: {KNOWN_DEFECTS[key]}"
                               for key, seeds in seen.items()), pytrace=False)
+
+
+@pytest.mark.parametrize("seed, found", [
+    (567750, "a message lost after backlog re-sends is re-driven when its doubled lease runs out: the drain bound"),
+    (577717, "a body paused to exactly its budget: the checker must judge the overrun with the engine's arithmetic"),
+])
+def test_main_seed_that_found_a_checker_gap_holds_every_invariant(seed, found):
+    # given: a seed a fresh range (560000-579999) failed on; the default run covers 0..999
+    result = run_seed(seed)
+    # then
+    assert not result.violations, (found, result.violations)

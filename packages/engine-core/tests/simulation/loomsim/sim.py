@@ -473,7 +473,8 @@ class Simulation:
 
     def on_body_end(self, run: BodyRun, end: str) -> None:
         timeout = self.specs[self.inner.metas[run.execution_id]["workflow"]].timeout(run.step)
-        if end == "ok" and (self.clock.now() - run.at).total_seconds() > timeout:
+        elapsed_ms = self._monotonic_ms() - (run.at - START).total_seconds() * 1000.0  # the engine's own arithmetic
+        if end == "ok" and elapsed_ms > timeout * 1000:
             end = "overran"  # returned past its budget: the engine's clock says so too (step_timeout)
         run.end = end
 
@@ -906,7 +907,10 @@ class Simulation:
             if a.get("status") in TERMINAL:
                 continue
             wf = self.specs[a["workflow"]]
-            total = 0.0
+            # first, its timer as it stands: a message re-sent under a backlog holds a doubled lease
+            # (``max_resend_doublings``), and a lost one is re-driven only when that runs out
+            key = due_key(a)
+            total = max(0.0, (parse_ts(key) - self.clock.now()).total_seconds()) if key is not None else 0.0
             for spec in wf.steps[max(0, int(a["current_step"]) - 1):]:
                 # a lost message or a dead attempt waits for its lease (or its claimer's deadline), then
                 # for the index key's slack, the visibility timeout and two ticks; each attempt may run
