@@ -53,6 +53,8 @@ class StepRun(StepReads):
         self.remaining_ms, self.yield_after_ms = remaining_ms, yield_after_ms
         self.started_ms = time.monotonic() * 1000
         self.steps_run = 0
+        self.overran = False
+        """This delivery's last attempt ran past its budget (``undo_current``)."""
         self.corrupt_error: ErrorInfo | None = None
         self._load(state)
         self.items = FanOutItems(self)
@@ -115,12 +117,17 @@ class StepRun(StepReads):
             else:
                 outcome = kind.run(self)
             if outcome.kind == "cancel_requested":
-                outcome = self.finish_cancel(undo_current=self.execution.lost_attempts > 0)
+                outcome = self.finish_cancel(undo_current=self.undo_current())
             if outcome.kind != "chained":
                 return self._finished(outcome)
 
     def resume(self) -> Outcome:
         return self.loop()
+
+    def undo_current(self) -> bool:
+        """Whether a cancel that waited for the current step's attempt undoes that step too: its effect is
+        unknown (an attempt whose worker died, or this delivery's attempt ran past its budget)."""
+        return self.execution.lost_attempts > 0 or self.overran
 
     def _finished(self, outcome: Outcome) -> Outcome:
         return outcome._replace(steps_run=self.steps_run)
@@ -210,6 +217,7 @@ class StepRun(StepReads):
         counted and leased on the execution item, before the body runs. Fails the execution instead
         when every allowed attempt has already started."""
         e, step = self.execution, self.step
+        self.overran = False
         policy = policy or self.wf.policy_for(step.index)
         if e.attempt >= policy.max_attempts:
             return self.fail(self.error("attempts_exhausted", (
@@ -341,6 +349,9 @@ class StepRun(StepReads):
         """A failed attempt: retried under ``policy`` (the step's, unless a compensation passes its own)
         with a FAILED record of ``kind``, or, when it was the last allowed one, the step fails."""
         e, step = self.execution, self.step
+        # An attempt that ran past its budget (cut off, or its result thrown away) may have taken effect: a
+        # cancel that waited for it undoes it too, as one whose worker died (``undo_current``).
+        self.overran = body.error_code == "step_timeout"
         policy = policy or self.wf.policy_for(step.index)
         attempt = e.attempt
         message = prefix + (body.error_message or "")

@@ -1000,3 +1000,47 @@ def test_a_cancel_requested_mid_step_whose_definition_changed_is_not_ended_cance
     deliver_all(runner)
     done = runner.engine.get(eid)
     assert (done.status, done.compensated, refunds) == (Status.CANCELLED, True, [{"charge": "ch-1"}]), (done, refunds)
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+@pytest.mark.parametrize("attempts", [3, 1])
+def test_a_cancel_that_waited_for_an_attempt_that_ran_past_its_budget_undoes_that_step_too(style, attempts):
+    # given: the charge's attempt is cut off past its 0.2 s budget after charging, and an operator asked to
+    # cancel while it ran (a retry would follow, or it was the last attempt)
+    import time
+
+    from engine_core.durable import durable, step as code_step
+
+    log: list = []
+    box: dict = {}
+
+    def charge_body(eid):
+        box["asked"] = runner.engine.operator.cancel(eid, "ops", "duplicate order")
+        log.append("charged")
+        time.sleep(2)  # cut off at 0.2 s (StepTimeoutError): the charge may stand
+        return {"charge_id": "ch-1"}
+
+    def refund(result):
+        log.append(("refund", result))
+
+    registry = Registry()
+    policy = RetryPolicy(max_attempts=attempts)
+    if style == "steps":
+        registry.register(build_workflow("charge", [
+            step(lambda ctx: charge_body(ctx.execution_id), name="charge", compensate=lambda ctx: refund(ctx.result),
+                 timeout_s=0.2, retry=policy), step(lambda ctx: log.append("ship") or {}, name="ship")]))
+    else:
+        @durable("charge", registry=registry)
+        def flow(input):
+            code_step("charge", lambda: charge_body(box["eid"]), compensate=lambda result: refund(result),
+                      timeout_s=0.2, retry=policy)
+            return code_step("ship", lambda: log.append("ship"))
+    runner = make_runner(registry)
+    box["eid"] = eid = runner.start("charge")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the cancel waited for the attempt, then undid the charge (its result unknown: None); nothing shipped
+    assert box["asked"].cancel_requested and box["asked"].status is Status.RUNNING
+    assert (e.status, e.compensated, log) == (Status.CANCELLED, True, ["charged", ("refund", None)]), (e.status, log)

@@ -229,7 +229,7 @@ class CodeRun(StepRun):
         self.settled, self.settled_value = None, _NOTHING
         outcome = kind.finish_cancel(self) if e.cancel_requested else kind.run(self)
         if outcome.kind == "cancel_requested":
-            outcome = self.finish_cancel(undo_current=self.execution.lost_attempts > 0)
+            outcome = self.finish_cancel(undo_current=self.undo_current())
         if outcome.kind != "chained":
             raise Suspend(outcome)
         if self.settled_value is not _NOTHING:
