@@ -66,6 +66,10 @@ class EventSends(ActionBase):
                 raise ExecutionStateConflictError(
                     "unknown_event", f"workflow {e.workflow!r} never waits for an event named {name!r}; it waits "
                     "for: " + (", ".join(sorted(waits)) or "no events"), e.status.value)
+        if e.compensating or e.cancel_requested:
+            if event_id is not None and self._sent(e, name, event_id):
+                return EventSent(e.execution_id, name, event_id, "duplicate")
+            raise ExecutionStateConflictError("execution_ended", _ending(e), e.status.value)
         if wf is not None:
             self._check_model(wf, e, name, data)
         now = self.life.clock.now()
@@ -136,6 +140,8 @@ class EventSends(ActionBase):
             callbacks.verify(token, self.state(execution_id).execution.callback_secret)
         except (callbacks.InvalidCallbackTokenError, ExecutionNotFoundError, ValueError):
             raise CallbackNotFoundError() from None
+        if not e.status.is_terminal and (e.compensating or e.cancel_requested):
+            raise ExecutionStateConflictError("execution_ended", _ending(e), e.status.value)
         # A genuine token: which wait it completes is the definition's to say.
         wf = self.definition(e)
         if wf is None and e.status.is_terminal:  # answered as with the definition: used, or too late
@@ -232,3 +238,10 @@ class EventSends(ActionBase):
         return None
         return False
 
+
+def _ending(e: Any) -> str:
+    """Why a live execution that a cancel or a failure is ending takes no event: no wait of it runs again."""
+    why = "was cancelled" if e.cancel_requested or e.cancelled_by else "failed"
+    how = "undoing its completed steps" if e.compensating else "once the attempt that holds its step ends"
+    return (f"execution {e.execution_id} {why} and is ending ({how}): no wait of it runs again, so it takes no "
+            "event; nothing was kept")

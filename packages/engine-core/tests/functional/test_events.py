@@ -590,3 +590,51 @@ def test_an_event_whose_data_would_push_the_context_over_the_budget_fails_the_wa
     assert runner.send_event(eid, "approved", {"note": "s3://bucket/key"}, event_id="small") == "delivered"
     done = runner.run_until_done(eid)
     assert done.status is Status.COMPLETED and runner.context(eid)["wait_approved"] == {"note": "s3://bucket/key"}
+
+
+@pytest.mark.parametrize("style", ["steps", "code"])
+def test_an_answer_sent_while_a_cancel_undoes_the_steps_is_refused_not_kept_for_a_wait_that_never_comes(style):
+    # given: cancelled at its wait; the undo backs off, so the execution is RUNNING, compensating
+    from engine_core import step as list_step
+    from engine_core.durable import durable, step as code_step, wait_for_callback
+
+    registry, tokens, undo = Registry(), [], {"fails": 1}
+
+    def refund(*_):
+        if undo["fails"]:
+            undo["fails"] -= 1
+            raise RuntimeError("refund API slow")
+
+    slow = RetryPolicy(max_attempts=3, base=600, max_delay=600)
+    if style == "steps":
+        def charge(ctx):
+            tokens.append(ctx.callback_token("approved"))
+            return {"charged": True}
+
+        @workflow("undoing", registry=registry)
+        class Undoing:
+            steps = [list_step(charge, compensate=list_step(refund, retry=slow)), wait_for_event("approved", timeout=3600)]
+    else:
+        @durable("undoing", registry=registry, retry=slow)
+        def flow(input):
+            code_step("charge", lambda: 1, compensate=refund)
+            return wait_for_callback("approved", tokens.append, timeout=3600)
+    runner = LocalRunner(registry)
+    eid = runner.start("undoing", {})
+    runner.run_until(eid, "WAITING")
+    runner.engine.operator.cancel(eid, "ops", "stop")
+    runner.step_once()  # the undo's first attempt fails: it backs off
+    assert runner.engine.get(eid).compensating and runner.engine.get(eid).status is Status.RUNNING
+
+    # when: the approver answers through the token, and another system by a plain event
+    with pytest.raises(ExecutionStateConflictError) as by_token:
+        runner.engine.operator.complete_callback(tokens[0], {"approved": True}, "approver")
+    with pytest.raises(ExecutionStateConflictError) as by_event:
+        runner.send_event(eid, "approved", {"approved": True}, event_id="mail-1")
+
+    # then: both 409 execution_ended, saying why, and nothing kept; the cancel ends as it was going to
+    for refused in (by_token.value, by_event.value):
+        assert refused.code == "execution_ended" and "was cancelled and is ending" in str(refused), refused
+    assert eid not in runner.store.events
+    done = runner.run_until_done(eid)
+    assert (done.status, done.compensated) == (Status.CANCELLED, True)

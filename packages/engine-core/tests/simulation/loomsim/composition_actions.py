@@ -266,8 +266,13 @@ class OperatorActions:
                 self.stat("callback.refused_while_its_definition_is_not_deployed")
         elif outcome == "execution_ended":
             attrs = self.inner.metas.get(eid, {})
-            if attrs.get("status") not in TERMINAL or not mine:
+            ending = attrs.get("compensating") or attrs.get("cancel_requested")  # no wait of it runs again
+            if (attrs.get("status") not in TERMINAL and not ending) or not mine:
                 self.violation(f"{eid[:8]}: a callback answered execution_ended while it is {attrs.get('status')}")
+            elif [w for w in self.writes.get(eid, ()) if w.op_id == op.id and w.what == "put_event"]:
+                self.violation(f"{eid[:8]}: a callback refused execution_ended wrote an event")
+            elif ending and attrs.get("status") not in TERMINAL:
+                self.stat("callback.refused_while_it_is_ending")
         else:
             self.violation(f"{eid[:8]}: a callback for step {t.step} answered {outcome}")
 
