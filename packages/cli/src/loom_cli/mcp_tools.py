@@ -158,8 +158,9 @@ TOOLS = [
              lambda c, a: c.redrive(a["execution_id"], to_version=a.get("to_version")).document()),
     ToolSpec("wake_execution", "Wake an execution now",
              "End the current durable sleep or retry backoff now, so the next step or attempt runs at once. On an "
-             "execution WAITING for an event it ends the wait as a timeout: the wait's default is taken, or the step "
-             "fails (and compensations undo the completed steps); do that only when told to. Refused when nothing "
+             "execution WAITING for an event it ends the wait as a timeout: the wait's default is taken, or it waits "
+             "again when its retry policy allows another period, or the step fails (and compensations undo the "
+             "completed steps); do that only when told to. Refused when nothing "
              "waits on a timer (not_waiting) or the execution ended (execution_ended).",
              _obj({"execution_id": _ID}, ["execution_id"]), lambda c, a: c.wake(a["execution_id"]).document(),
              destructive=True),

@@ -211,7 +211,7 @@ class LoomClient:
 
     def wake(self, execution_id: str) -> Execution:
         """End the current sleep or retry backoff now. On an event wait it ends the wait as a timeout: the
-        wait's default is taken, or the step fails (and compensations run)."""
+        wait's default is taken, it waits again if its retry policy allows, or the step fails (and compensations run)."""
         return Execution.model_validate(self.request("POST", f"/executions/{_q(execution_id)}/wake")[1])
 
     def send(self, execution_id: str, event: str, data: dict[str, Any] | None = None, *,

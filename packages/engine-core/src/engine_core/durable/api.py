@@ -358,7 +358,8 @@ def wait_for_callback(event: str, submit: Callable[[str], Any], *, timeout: floa
                       timeout_s: float | None = None) -> dict[str, Any]:
     """Hand a callback token to an outside system, then wait for it: ``submit(token)`` runs as a step
     (named ``<event>.submit``, retried under ``retry``, else the workflow's policy) and the wait for ``event``
-    follows (once, unless ``retry`` says otherwise); the outside
+    follows (once, unless ``retry`` says otherwise; with a ``default`` it takes that at its first timeout,
+    ``retry`` then retrying the submit step only); the outside
     system completes it with ``POST /callbacks/{token}`` and no other credentials, once. Returns the data
     it sent (or ``default`` after ``timeout``)."""
     call = f"wait_for_callback({event!r})"
