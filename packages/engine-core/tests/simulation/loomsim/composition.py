@@ -414,8 +414,11 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
             self.violation(f"{eid[:8]}: redriven although its definition was replaced (fingerprint "
                            f"{after.get('fingerprint')}): the redrive would run the wrong step list")
         if after.get("status") == "WAITING" and (before or {}).get("attempt") != after.get("attempt"):
-            # a new wait period: its key is its timeout, from the step's declared timeout
+            # a new wait period: its key is its timeout, from the step's declared timeout (under a compatible
+            # same-version redeploy, the deployed list's: timeouts may differ there, DESIGN.md's versions)
             wf = self.spec_for(after)
+            if not self.deployed(after.get("fingerprint")) and self.goes_on_here(after.get("fingerprint")):
+                wf = self.specs.get(after.get("workflow")) or wf
             spec = wf.steps[after["current_step"]]
             expected = parse_ts(after["updated_at"]) + dt.timedelta(seconds=spec.wait_timeout)
             if parse_ts(after["next_wake_at"]) != expected:
