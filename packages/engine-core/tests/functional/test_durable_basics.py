@@ -412,6 +412,54 @@ def test_durable_a_thread_started_inside_the_function_has_no_execution(registry)
 
     # then
     assert e.status is Status.COMPLETED and returned(runner, eid) == 2
+
+
+@pytest.mark.parametrize("how", ["asyncio.to_thread", "copy_context().run", "sleep in a context-copied thread"])
+def test_durable_a_thread_given_the_functions_context_is_refused_not_read_as_a_missing_history(registry, how):
+    # given: a thread that carries the run's context (asyncio.to_thread copies it; so does copy_context().run)
+    import asyncio
+    import contextvars
+    from engine_core.durable import sleep as durable_sleep
+
+    calls = Counter()
+
+    def in_thread():
+        calls["in_thread"] += 1
+        if how.startswith("sleep"):
+            return durable_sleep(5)
+        return step("s1", lambda: 1)
+
+    @durable("context_threads", registry=registry)
+    def flow(input):
+        step("s0", lambda: 0)
+        if how == "asyncio.to_thread":
+            return asyncio.run(asyncio.to_thread(in_thread))
+        ctx = contextvars.copy_context()
+        out: list = []
+        t = threading.Thread(target=lambda: out.append(_caught(lambda: ctx.run(in_thread))))
+        t.start()
+        t.join()
+        raise out[0]
+
+    runner = make_runner(registry)
+    eid = runner.start("context_threads")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the function's own mistake (workflow_error naming the thread), not corrupt_state with a history
+    # said to be missing records
+    assert e.status is Status.FAILED and e.error.code == "workflow_error", e.error
+    assert "from another thread than the function's" in e.error.message and "corrupt" not in e.error.message
+    assert calls["in_thread"] == 1  # the refusal is the function's: not retried
+
+
+def _caught(fn):
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001 - handed back to the function's thread to raise there
+        return exc
+    return AssertionError("the call in the thread was not refused")
     assert errors and "its own thread" in errors[0]
 
 

@@ -33,6 +33,7 @@ import datetime as dt
 import inspect
 import re
 import uuid
+from threading import get_ident
 from functools import partial
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -207,7 +208,19 @@ def _run(call: str) -> Any:
             f"{call} was called outside a Loom execution: a durable call runs only inside a function "
             "registered with @durable, run by the engine (engine_core.testing.LocalRunner in tests), and "
             "in its own thread (a thread it starts has no execution)")
+    if run.thread != get_ident():
+        _refuse_thread(call)
     return run
+
+
+def _refuse_thread(call: str) -> None:
+    """A thread given the run's context (``asyncio.to_thread``, ``contextvars.copy_context().run``) is still
+    not the run's: its calls would take positions out of the function's order."""
+    raise DurableCallError(
+        f"{call} was called from another thread than the function's: durable calls are made in the function's "
+        "own thread, one after another (a thread it starts, even one given its context by asyncio.to_thread or "
+        "copy_context().run, has no execution). Make the call in the function, or use parallel()/map() for "
+        "work that runs side by side")
 
 
 def _in_body() -> bool:
@@ -252,6 +265,8 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
     function's own ``retry``/``timeout_s``/``compensate`` keywords through a lambda or functools.partial.
     Inside a step body, ``step()`` is a plain call."""
     run = _current.RUN.get()
+    if run is not None and run.thread != get_ident():
+        _refuse_thread(f"step({name!r})")
     if run is not None and retry is None and timeout_s is None and compensate is None:
         # Every replay of the function makes this call again. A position the history completed as this call
         # hands out a copy of its value (``Replay.replayed`` and ``Replay._value``, inlined; its name was

@@ -12,6 +12,7 @@ failure), ``Stop`` (a replay that only had to reach a position), ``Nondeterminis
 from __future__ import annotations
 
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any, Protocol
 
 from .. import codec
@@ -99,6 +100,8 @@ class Replay:
 
     def __init__(self, run: CodeRunOps, stop_at: int | None = None):
         self.run, self.stop_at = run, stop_at
+        self.thread = get_ident()
+        """The function's thread: a durable call from any other is refused (``api._refuse_thread``)."""
         self.position = 0
         self.closed: Outcome | None = None
         self.broken: NondeterministicReplay | None = None
