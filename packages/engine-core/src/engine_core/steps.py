@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .model import RetryPolicy
-from .validated import storable
+from .validated import rebuild_problems, secret_paths, storable
 
 MAX_BRANCHES = 1000
 """A parallel step's branches, or a map step's items, at most (checked at registration or at the step)."""
@@ -229,11 +229,33 @@ class WorkflowDef:
         from .errors import InvalidInputError
 
         try:
-            return storable(self.input_model.model_validate(data))
+            validated = self.input_model.model_validate(data)
         except ValidationError as exc:
             problems = field_problems(exc)
             summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
             raise InvalidInputError(f"input for workflow {self.name!r} is invalid: {summary}", problems) from None
+        secrets = secret_paths(validated)
+        if secrets:
+            problems = [{"field": f, "type": "secret_not_kept",
+                         "problem": "a secret would be stored as its mask '**********', never as the secret"}
+                        for f in secrets]
+            raise InvalidInputError(
+                f"input for workflow {self.name!r} cannot be kept: {', '.join(secrets)} "
+                f"{'is a secret' if len(secrets) == 1 else 'are secrets'}, which the stored input would keep "
+                "only as its mask. Pass a reference to the secret (a Secrets Manager or SSM parameter name) "
+                "and read it inside the step that needs it", problems)
+        stored = storable(validated)
+        if self.code is not None and self.code.model_argument:  # each delivery builds the argument from ``stored``
+            problems = rebuild_problems(self.input_model, validated, stored)
+            if problems:
+                summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+                raise InvalidInputError(
+                    f"input for workflow {self.name!r} cannot be kept as the function would get it: {summary}. Each "
+                    f"delivery builds {self.input_model.__name__} again from the stored input, so the function "
+                    "would see other values than the start validated: make those validators give the same value "
+                    "when they run again, or take the field as plain data (no Json or secret types: pass a "
+                    "reference to a secret, not the secret)", problems) from None
+        return stored
 
     def input_schema(self) -> dict[str, Any] | None:
         return None if self.input_model is None else self.input_model.model_json_schema()

@@ -35,3 +35,48 @@ def _merge(value: Any, as_json: Any) -> Any:
     except NonSerializableResultError:
         return as_json
     return value
+
+
+def rebuild_problems(model: Any, validated: Any, stored: dict[str, Any]) -> list[dict[str, str]]:
+    """What a code-first function taking ``model`` would get otherwise than the start validated: each delivery
+    builds its argument again from ``stored`` (``storable(validated)``), so a field whose stored value does not
+    validate back to itself (a validator that changes a value each time it runs, a ``Json`` field, a secret
+    stored masked) is named, as {field, problem, type}. Empty when the rebuild gives ``validated`` back."""
+    from pydantic import ValidationError
+
+    try:
+        again = model.model_validate(stored, by_name=True)
+    except ValidationError as exc:
+        return [{"field": ".".join(str(p) for p in e["loc"]) or "(input)", "type": "not_rebuildable",
+                 "problem": f"its validated value does not validate again ({e['msg']})"}
+                for e in exc.errors(include_url=False, include_input=False)]
+    return [{"field": name, "type": "not_rebuildable",
+             "problem": f"its validated value {_short(getattr(validated, name))} validates again to "
+                        f"{_short(getattr(again, name))}"}
+            for name in type(validated).model_fields if getattr(again, name) != getattr(validated, name)]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def secret_paths(model: Any) -> list[str]:
+    """The fields of ``model`` (dotted paths) holding a pydantic secret: the stored input would keep its mask
+    (``'**********'``), never the secret."""
+    from pydantic import SecretBytes, SecretStr
+
+    found: list[str] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, (SecretStr, SecretBytes)):
+            found.append(path or "(input)")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for i, v in enumerate(value):
+                walk(v, f"{path}.{i}")
+
+    walk(model.model_dump(), "")
+    return found

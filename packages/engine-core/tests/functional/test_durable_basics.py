@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, Json, SecretStr, field_validator
 
 from engine_core import (
     EngineSettings,
@@ -490,6 +490,103 @@ def test_durable_typed_input_is_refused_at_start_and_the_function_gets_the_model
     assert {p["field"] for p in refused.value.problems} == {"order_id", "amount_cents"}
     assert runner.store.calls.get("create", 0) == 1
     assert e.status is Status.COMPLETED and isinstance(got[0], Order) and returned(runner, eid) == 250
+
+
+class Scaled(BaseModel):
+    cents: int
+    name: str = "x"
+
+    @field_validator("cents")
+    @classmethod
+    def _to_cents(cls, v: int) -> int:  # not idempotent: runs again on a rebuild
+        return v * 100
+
+
+class Stable(BaseModel):
+    cents: int
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _strip(cls, v: str) -> str:  # idempotent: the same value when it runs again
+        return v.strip()
+
+
+class WithJson(BaseModel):
+    payload: Json[dict[str, int]]
+
+
+class WithSecret(BaseModel):
+    user: str
+    password: SecretStr
+
+
+@pytest.mark.parametrize("model,input,field", [
+    (Scaled, {"cents": 5}, "cents"),
+    (WithJson, {"payload": '{"a": 1}'}, "payload"),
+    (WithSecret, {"user": "u", "password": "hunter2"}, "password"),
+], ids=["validator that changes its value again", "Json field", "secret"])
+def test_durable_a_typed_input_the_function_would_get_otherwise_than_validated_is_refused_at_start(
+        registry, model, input, field):
+    # given: a function taking the model; each delivery builds its argument from the stored input
+    runs = Counter()
+
+    @durable("rebuilt", registry=registry, input_model=model)
+    def flow(value):
+        runs["function"] += 1
+        return step("use", lambda: 1)
+
+    runner = make_runner(registry)
+
+    # when
+    with pytest.raises(InvalidInputError) as refused:
+        runner.start("rebuilt", input)
+
+    # then: invalid_input naming the field and what to do; nothing written, nothing run
+    assert [p["field"] for p in refused.value.problems] == [field]
+    assert "cannot be kept" in str(refused.value) and field in str(refused.value)
+    assert runner.store.calls.get("create", 0) == 0 and runs["function"] == 0
+
+
+def test_durable_a_typed_input_whose_validators_give_the_same_value_again_is_taken_as_validated(registry):
+    # given
+    got = []
+
+    @durable("stable", registry=registry)
+    def flow(value: Stable):
+        got.append(value)
+        return step("use", lambda: value.name)
+
+    runner = make_runner(registry)
+
+    # when
+    eid = runner.start("stable", {"cents": "7", "name": "  ada "})
+    e = run(runner, eid)
+
+    # then
+    assert e.status is Status.COMPLETED and returned(runner, eid) == "ada"
+    assert got and all(v == Stable(cents=7, name="ada") for v in got)
+
+
+def test_a_step_lists_input_with_a_secret_is_refused_at_start_not_stored_as_its_mask(registry):
+    # given
+    from engine_core import step as step_list_step
+    from engine_core import workflow
+
+    @workflow("secretive", registry=registry)
+    class Secretive:
+        input_model = WithSecret
+        steps = [step_list_step(lambda ctx: {"seen": ctx["password"]}, name="see")]
+
+    runner = make_runner(registry)
+
+    # when
+    with pytest.raises(InvalidInputError) as refused:
+        runner.start("secretive", {"user": "u", "password": "hunter2"})
+
+    # then
+    assert [p["field"] for p in refused.value.problems] == ["password"]
+    assert "reference to the secret" in str(refused.value) and runner.store.calls.get("create", 0) == 0
 
 
 # -- the function itself fails --------------------------------------------------------------------------------
