@@ -796,3 +796,45 @@ def test_durable_a_workflow_function_calling_sys_exit_fails_the_execution_and_th
     assert e.error.code == "workflow_error" and e.error.message.startswith(
         "SystemExit: 4; the workflow function called sys.exit() (at "), e.error.message
     assert "test_durable_basics.py" in e.error.message and "Raise an exception instead" in e.error.message
+
+
+@pytest.mark.parametrize("where", ["step", "compensation"])
+def test_durable_a_function_that_cannot_take_the_arguments_its_step_passes_fails_at_once_naming_the_step(registry, where):
+    # given: step() passes one argument too many (or the undo takes no result)
+    runs = Counter()
+
+    def one(a):
+        runs["one"] += 1
+        return a
+
+    def undo_without_result():
+        runs["undo"] += 1
+
+    def inner_mistake(a):  # a TypeError from inside the function stays the body's own, retried
+        runs["inner"] += 1
+        return one(a, 2)
+
+    @durable("misfit", registry=registry)
+    def flow(input):
+        if where == "step":
+            return step("x", one, 1, 2)
+        step("y", lambda: 1, compensate=undo_without_result)
+        step("z", inner_mistake, 1)
+
+    runner = make_runner(registry)
+    eid = runner.start("misfit")
+
+    # when
+    e = run(runner, eid)
+
+    # then: no retry of a call that can never fit; the message names the step, the function and its line
+    if where == "step":
+        assert e.status is Status.FAILED and e.error.code == "permanent_error" and runs["one"] == 0
+        assert e.error.message.startswith("step('x'): its function 'test_durable_a_function_that_cannot")
+        assert "one' (defined at " in e.error.message and "_current.py" not in e.error.message
+    else:
+        assert runs["inner"] == 3 and e.error.code == "step_error" and "test_durable_basics.py" in e.error.message
+        assert e.status is Status.COMPENSATION_FAILED and runs["undo"] == 0
+        assert e.compensation_error.code == "permanent_error"
+        assert "the compensation of step 'y'" in e.compensation_error.message
+        assert "cannot take its result and the step's arguments" in e.compensation_error.message

@@ -8,9 +8,12 @@ and a durable call there is refused with a clear error.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
+
+from ..errors import PermanentStepError
 
 RUN: ContextVar[Any] = ContextVar("loom_durable_run", default=None)
 BODY: ContextVar[Any] = ContextVar("loom_durable_body", default=None)
@@ -27,6 +30,34 @@ def call_in_body(fn: Callable[..., Any], args: tuple, kwargs: dict, ctx: Any) ->
     body, run = BODY.set(ctx), RUN.set(None)
     try:
         return fn(*args, **kwargs)
+    except TypeError as exc:
+        # Raised by the call itself (no frame of ``fn`` under it), for arguments its signature refuses: the
+        # step() call's mistake, which no retry mends. A TypeError from inside ``fn`` is the body's own.
+        if exc.__traceback__ is not None and exc.__traceback__.tb_next is None and not _fits(fn, args, kwargs):
+            raise _call_refused(fn, ctx, exc) from exc
+        raise
     finally:
         RUN.reset(run)
         BODY.reset(body)
+
+
+def _fits(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bool:
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins): the TypeError is taken as the body's
+        return True
+    return True
+
+
+def _call_refused(fn: Callable[..., Any], ctx: Any, exc: TypeError) -> PermanentStepError:
+    code = getattr(fn, "__code__", None)
+    defined = f" (defined at {code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    name = getattr(ctx, "step_name", "?")
+    what = f"the compensation of step {name!r}" if getattr(ctx, "compensating", False) else f"step({name!r})"
+    passed = ("its result and the step's arguments after the function" if getattr(ctx, "compensating", False)
+              else "the arguments after the function")
+    return PermanentStepError(
+        f"{what}: its function {getattr(fn, '__qualname__', fn)!r}{defined} cannot take {passed} ({exc}), "
+        "so it is not retried: every attempt would make the same call")
