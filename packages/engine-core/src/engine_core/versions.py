@@ -288,3 +288,16 @@ def redrive_onto(registry: Registry, e: Execution, to_version: int | None,
 __all__ = ["MISMATCH", "MISSING_VERSION", "PinnedStep", "cannot_go_on", "decode_pins", "is_code_first",
            "missing_version", "pinned_definition", "pinned_view", "pinned_step", "pins_of", "started_with",
            "prefix_problem", "read_pins", "redrive_onto", "remaining_problem", "resolve", "step_change"]
+
+
+def moved_by_redrive(store: Any, e: Execution) -> int | None:
+    """The version the latest redrive of ``e`` moved it from (``loom redrive --to-version``), if that redrive
+    put it on the version it is on now; None when none did (it replays the version it started on)."""
+    from .model import OperationRecord
+
+    redrives = [op for op in store.operations(e.execution_id, legacy=e.layout == 1)
+                if isinstance(op, OperationRecord) and op.op == "redrive"]
+    latest = max(redrives, key=lambda op: op.at, default=None)
+    moved = None if latest is None else latest.detail.get("from_version")
+    return moved if moved is not None and latest.detail.get("to_version") == e.workflow_version \
+        and moved != e.workflow_version else None

@@ -296,6 +296,7 @@ def test_durable_a_replay_that_calls_another_step_fails_nondeterministic_replay_
     assert "position 1" in e.error.message and "step('refund_policy')" in e.error.message
     assert "sleep('sleep')" in e.error.message
     assert "loom redrive" in e.error.message and "@durable(name, version=N)" in e.error.message  # what to do
+    assert "--to-version" not in e.error.message  # no redrive moved it: nothing to say of one
     assert undone == [] and "ship" not in [r.name for r in records(runner, eid)]
 
 

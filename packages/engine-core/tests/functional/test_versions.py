@@ -501,7 +501,8 @@ def test_versions_code_first_redrive_onto_another_version_replays_its_recorded_c
     else:
         assert e.error.code == "nondeterministic_replay" and "b_renamed" in e.error.message
         # and the remedy it names works: moved back, it replays its own calls again (and b fails as before)
-        assert "redrive it --to-version back onto the version it came from" in e.error.message, e.error.message
+        assert "A redrive moved it onto version 2 (--to-version) from version 1" in e.error.message, e.error.message
+        assert e.error.message.endswith("redrive it --to-version 1")
         runner.engine.operator.redrive(eid, "oncall", to_version=1)
         back = runner.run_until_done(eid)
         assert (back.workflow_version, back.error.code) == (1, "permanent_error"), back.error

@@ -229,13 +229,10 @@ class Replay:
 
     def _mismatch(self, p: int, now: str, then: str, source: str) -> None:
         self.ready = self.tasks = {}
-        v = self.run.execution.workflow_version
         self.broken = NondeterministicReplay(
             f"position {p}: this run of the function did {now} where {source} {then}. The code between durable "
             "calls must decide the same way on every replay (read time and randomness through now() and "
             "new_id(), everything else from the input and earlier results). If a deploy changed the function, "
             "deploy it as it was and redrive this execution (loom redrive), and ship the change as a new "
-            "version beside it (@durable(name, version=N)): each execution replays the version it started on. "
-            f"If a redrive moved it onto version {v} (--to-version), that version calls otherwise than its history: "
-            "redrive it --to-version back onto the version it came from")
+            "version beside it (@durable(name, version=N)): each execution replays the version it started on")
         raise self.broken

@@ -28,6 +28,7 @@ from ..outcome import Outcome, log_fields
 from ..settings import UNFIT_REMEDY, lease_seconds, unfit_budget
 from ..step_run import StepRun
 from ..steps import StepDef
+from ..versions import moved_by_redrive
 from . import _current
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
 from .prefix import Kept, Prefix, prefix_of
@@ -426,6 +427,9 @@ class CodeRun(StepRun):
         e = self.execution
         if e.is_claimed:  # pragma: no cover - a claim always settles or fails through its kind first
             return Outcome("conflict", e.execution_id, e.current_step, "a step still holds the execution")
+        if code == "nondeterministic_replay" and (moved := moved_by_redrive(self.life.store, e)) is not None:
+            message += (f". A redrive moved it onto version {e.workflow_version} (--to-version) from version {moved}, "
+                        f"which calls otherwise than its history: redrive it --to-version {moved}")
         return self.fail(ErrorInfo(code=code, message=message))
 
     # -- compensating -----------------------------------------------------------------------------------
