@@ -200,3 +200,39 @@ def test_a_body_running_past_its_delivery_deadline_ends_its_process_before_anoth
     assert engine.get(eid).status is Status.COMPLETED
     assert [(j["what"], j["attempt"]) for j in entries] == [("start", 1), ("start", 2), ("end", 2)]
     assert entries[1]["at"] > died
+
+
+def test_code_between_durable_calls_past_the_deadline_fails_its_execution_and_the_process_goes_on(tmp_path):
+    flows = Path(__file__).parent / "flows" / "slow_between_flows.py"
+    db = tmp_path / "loom.db"
+    env = {**os.environ, "LOOM_FUNCTION_TIMEOUT_S": "3", "LOOM_TIME_MARGIN_MS": "1000", "LOOM_INDEX_SLACK_S": "0"}
+    args = [sys.executable, "-m", "loom_lite", "--db", str(db), "--no-record", "--quiet", "--no-entry-points",
+            "--sweep-every", "0.2", str(flows)]
+    from engine_core import Registry
+    from loom_lite.cli import load_workflows
+
+    # given: an execution whose function sleeps 60 s between two steps, in a 3 s delivery
+    store = SqliteStore(str(db))
+    engine = Engine(store, SqliteQueue(store.db), load_workflows([str(flows)], entry_points=False, registry=Registry()),
+                    settings=EngineSettings(function_timeout_s=3, time_margin_ms=1000))
+    slow = engine.start("slow_between", {}).execution.execution_id
+    worker = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        # when: its delivery reaches the slow line
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not engine.get(slow).status.is_terminal:
+            time.sleep(0.1)
+        quick = engine.start("quick", {}).execution.execution_id
+        while time.monotonic() < deadline and engine.get(quick).status is not Status.COMPLETED:
+            time.sleep(0.1)
+        alive = worker.poll() is None
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        _, err = worker.communicate()
+    # then: that execution failed with the line and what to do; the process did not end (no watchdog
+    # Timeout), and it ran the next execution
+    e = engine.get(slow)
+    assert e.status is Status.FAILED and e.error.code == "workflow_error", (e.status, e.error, err[-2000:])
+    assert "slow_between_flows.py" in e.error.message and "Move the slow work into a step()" in e.error.message
+    assert alive and b"Timeout (" not in err, err[-2000:]
+    assert engine.get(quick).status is Status.COMPLETED

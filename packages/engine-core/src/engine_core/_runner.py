@@ -68,6 +68,9 @@ class _Deadline:
         if self.armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             _signal.signal(signal.SIGALRM, self.previous)
+            outer = getattr(self.previous, "__self__", None)  # a deadline around the body's caller, if any
+            if outer is not None and hasattr(outer, "rearm"):  # (``durable.overrun.CodeDeadline``)
+                outer.rearm()
 
     def _expired(self, signum: int, frame: object) -> None:
         # Re-armed: a body that swallows the first one (``except BaseException``) is interrupted again.

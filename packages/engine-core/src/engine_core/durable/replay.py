@@ -104,6 +104,8 @@ class Replay:
         """The function's thread: a durable call from any other is refused (``api._refuse_thread``)."""
         self.position = 0
         self.closed: Outcome | None = None
+        self.in_engine = False
+        """True while a durable call runs through the engine (``run.at``): no ``CodeOverran`` then."""
         self.broken: NondeterministicReplay | None = None
         self.values = run.values
         self.recorded: dict[int, StepRecord] = {}
@@ -189,6 +191,7 @@ class Replay:
             self._mismatch(p, _what(kind, name), "nothing completed", "the history has")
         called = CodeStepDef(p, name, spec, retry, timeout_s, compensate, callback_event)
         self.run.plan.put(called)
+        self.in_engine = True
         try:
             return self.run.at(called)
         except Suspend as end:
@@ -199,6 +202,8 @@ class Replay:
             raise
         except Exception as exc:
             raise EngineRaised(exc) from exc
+        finally:
+            self.in_engine = False
 
     def _value(self, p: int, r: StepRecord) -> Any:
         """The recorded value at ``p``: decoded once per record (kept by position, with the record it came

@@ -30,6 +30,7 @@ from ..step_run import StepRun
 from ..steps import StepDef
 from ..versions import moved_by_redrive
 from . import _current
+from .overrun import CodeDeadline, CodeOverran, deadline_s
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
 from .prefix import Kept, Prefix, prefix_of
 from .replay import EngineRaised, NondeterministicReplay, RefusedCall, Replay, Stop, Suspend, value_of
@@ -147,9 +148,13 @@ class CodeRun(StepRun):
         outcome: Outcome | None = None
         bound = _current.RUN.set(replay)
         try:
-            value = self.code.code.fn(self._argument())
+            with CodeDeadline(replay, deadline_s(self.remaining_ms, self.life.clock, self.settings.time_margin_ms)):
+                value = self.code.code.fn(self._argument())
         except Suspend as end:
             outcome = end.outcome
+        except CodeOverran as exc:
+            log.warning("workflow function overran its delivery", exc_info=True, extra=log_fields(self.execution))
+            outcome = self._code_failed("workflow_error", f"{exc}{_where(exc)}")
         except EngineRaised as raised:
             raise raised.error from None
         except NondeterministicReplay as exc:

@@ -1,0 +1,109 @@
+"""A code-first function's own code between durable calls is held to its delivery's deadline (``durable.overrun``):
+interrupted shortly before the delivery's end and failed with its line, where the runtime ended the invocation
+(under ``loom dev``, the process) at every delivery that reached it. Real time: the system clock and a real
+deadline, a few seconds each."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from engine_core import Engine, EngineSettings, Registry, Status, SystemClock
+from engine_core.adapters.fake_queue import FakeQueue
+from engine_core.adapters.memory import MemoryStore
+from engine_core.durable import durable, sleep, step
+from engine_core.durable.overrun import deadline_s
+from engine_core.clock import ManualClock
+
+MARGIN_MS = 1000
+DELIVERY_S = 3.0
+
+
+def deliver(engine: Engine, queue: FakeQueue, eid: str, limit: int = 5) -> None:
+    """Each visible message of ``eid`` as a worker delivers it: ``DELIVERY_S`` of real time left."""
+    for _ in range(limit):
+        batch = queue.receive()
+        if not batch:
+            return
+        for m in batch:
+            ends = time.monotonic() + DELIVERY_S
+            engine.process(m.body, remaining_ms=lambda: int((ends - time.monotonic()) * 1000))
+            queue.ack(m)
+
+
+def make(registry: Registry) -> tuple[Engine, FakeQueue]:
+    clock = SystemClock()
+    settings = EngineSettings(time_margin_ms=MARGIN_MS, function_timeout_s=DELIVERY_S)
+    queue = FakeQueue(clock)
+    return Engine(MemoryStore(shards=settings.shards), queue, registry, clock, settings), queue
+
+
+@pytest.mark.parametrize("where", ["after a step", "after a body that used most of the delivery",
+                                   "swallowed by except Exception"])
+def test_durable_code_between_calls_past_the_deadline_fails_the_execution_with_its_line(where):
+    # given: code between two steps that would run 30 s in a 3 s delivery
+    registry, runs = Registry(), Counter()
+
+    @durable("slow_between", registry=registry)
+    def flow(input):
+        runs["function"] += 1
+        step("a", lambda: time.sleep(1.2) if where.startswith("after a body") else 1, timeout_s=1.8)
+        if where.startswith("swallowed"):
+            try:
+                time.sleep(30)
+            except Exception:  # noqa: BLE001 - the overrun is a BaseException: this does not catch it
+                runs["swallowed"] += 1
+        else:
+            time.sleep(30)  # the slow line
+        return step("b", lambda: 2)
+
+    engine, queue = make(registry)
+    eid = engine.start("slow_between", {}).execution.execution_id
+
+    # when
+    began = time.monotonic()
+    deliver(engine, queue, eid)
+    took = time.monotonic() - began
+
+    # then: FAILED at the deadline (the delivery less half the margin), naming the line and what to do;
+    # the step before it kept, the one after never run; nothing left on the queue to run it again
+    e = engine.get(eid)
+    assert e.status is Status.FAILED and e.error.code == "workflow_error", e.error
+    assert "between durable calls" in e.error.message and "test_durable_overrun.py" in e.error.message
+    assert "Move the slow work into a step()" in e.error.message
+    assert DELIVERY_S - MARGIN_MS / 1000 <= took < DELIVERY_S + 0.5, took
+    assert runs == Counter({"function": 1}) and not queue.receive()
+    names = [r.name for r in engine.life.store.history(eid) if hasattr(r, "name")]
+    assert "a" in names and "b" not in names
+
+
+def test_durable_a_step_body_and_a_sleep_are_not_cut_by_the_functions_deadline():
+    # given: a body that takes most of the delivery (its own timeout covers it), then a durable sleep
+    registry = Registry()
+
+    @durable("body_long", registry=registry)
+    def flow(input):
+        step("long", lambda: time.sleep(1.2) or "done", timeout_s=1.5)
+        sleep(1)
+        return step("after", lambda: "ok")
+
+    engine, queue = make(registry)
+    eid = engine.start("body_long", {}).execution.execution_id
+
+    # when: delivered, then a second delivery once the sleep is due
+    deliver(engine, queue, eid)
+    time.sleep(1.1)
+    deliver(engine, queue, eid)
+
+    # then
+    e = engine.get(eid)
+    assert e.status is Status.COMPLETED, e.error
+
+
+def test_the_deadline_is_armed_only_with_a_real_clock_and_time_left():
+    assert deadline_s(None, SystemClock(), 3000) is None
+    assert deadline_s(lambda: 10_000, ManualClock(), 3000) is None
+    assert deadline_s(lambda: 10_000, SystemClock(), 3000) == 8.5
+    assert deadline_s(lambda: 1000, SystemClock(), 3000) is None
