@@ -107,3 +107,30 @@ def test_the_deadline_is_armed_only_with_a_real_clock_and_time_left():
     assert deadline_s(lambda: 10_000, ManualClock(), 3000) is None
     assert deadline_s(lambda: 10_000, SystemClock(), 3000) == 8.5
     assert deadline_s(lambda: 1000, SystemClock(), 3000) is None
+
+
+def test_durable_a_function_that_caught_its_deliverys_end_and_went_on_is_ended_as_the_engine_wrote_it():
+    # given: a function that swallows the end of its delivery (a durable sleep) and then blocks
+    registry, caught = Registry(), Counter()
+
+    @durable("swallows_its_end", registry=registry)
+    def flow(input):
+        step("a", lambda: 1)
+        try:
+            sleep(3600)
+        except BaseException:  # noqa: BLE001 - the engine's unwind, swallowed: a mistake this survives
+            caught["end"] += 1
+            time.sleep(30)
+        return step("b", lambda: 2)
+
+    engine, queue = make(registry)
+    eid = engine.start("swallows_its_end", {}).execution.execution_id
+
+    # when
+    began = time.monotonic()
+    deliver(engine, queue, eid, limit=1)
+
+    # then: the delivery ended at the deadline as the engine had written it (sleeping), not failed over it
+    e = engine.get(eid)
+    assert caught["end"] == 1 and e.status is Status.SLEEPING, (e.status, e.error)
+    assert time.monotonic() - began < DELIVERY_S + 0.5

@@ -6,10 +6,11 @@ the process (its watchdog), and again at every delivery that reached the same li
 with ``CodeOverran`` shortly before the delivery's end, where the run fails the execution with the line.
 
 Only the function's own code is interrupted: while the engine works inside a durable call (a claim, a
-body, a commit: ``Replay.in_engine``) or the run already ended (``Replay.closed``), the alarm waits and
-looks again. A step body runs under its own ``_Deadline``, which puts this one back when the body ends
-(``rearm``). Armed only with a real deadline (the system clock and the invocation's time left), on the
-main thread, where SIGALRM is delivered.
+body, a commit: ``Replay.in_engine``) the alarm waits and looks again; once the run ended (``Replay.closed``,
+``Replay.broken``) and the function caught that end and went on, the end is raised again instead. A step
+body runs under its own ``_Deadline``, which puts this one back when the body ends (``rearm``). Armed only
+with a real deadline (the system clock and the invocation's time left), on the main thread, where SIGALRM
+is delivered.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import SystemClock
+from .replay import Suspend
 
 _AGAIN_S = 0.02
 """How soon the alarm looks again while the engine is inside a durable call."""
@@ -71,10 +73,13 @@ class CodeDeadline:
 
     def _expired(self, signum: int, frame: object) -> None:
         r = self.replay
-        if r.in_engine or r.closed is not None or r.broken is not None:
-            signal.setitimer(signal.ITIMER_REAL, _AGAIN_S)
+        signal.setitimer(signal.ITIMER_REAL, _AGAIN_S)  # again: the engine's work ends, or the function swallows this
+        if r.in_engine:
             return
-        signal.setitimer(signal.ITIMER_REAL, _AGAIN_S)  # again, should the function swallow this one
+        if r.closed is not None:  # the run ended (the engine wrote how) and the function caught its end: end it again
+            raise Suspend(r.closed)
+        if r.broken is not None:  # the same for a replay that went another way
+            raise r.broken
         raise CodeOverran(
             f"the function's own code between durable calls was still running {self.seconds:g} s into the "
             "delivery, at its deadline (LOOM_FUNCTION_TIMEOUT_S less half the time margin): no step timeout "
