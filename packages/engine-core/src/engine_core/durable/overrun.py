@@ -81,7 +81,7 @@ class CodeDeadline:
         if r.broken is not None:  # the same for a replay that went another way
             raise r.broken
         raise CodeOverran(
-            f"the function's own code between durable calls was still running {self.seconds:g} s into the "
-            "delivery, at its deadline (LOOM_FUNCTION_TIMEOUT_S less half the time margin): no step timeout "
-            "covers that code, and it runs again at every delivery. Move the slow work into a step() (it then "
-            "has a step's timeout and retries)")
+            f"the function's own code between durable calls was still running at its delivery's deadline, "
+            f"{self.seconds:.1f} s into this run (LOOM_FUNCTION_TIMEOUT_S less half of LOOM_TIME_MARGIN_MS): no "
+            "step timeout covers that code, and it would run again at every delivery. Move the slow work into a "
+            "step(): it then has a step's timeout and retries")
