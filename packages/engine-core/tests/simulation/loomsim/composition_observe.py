@@ -225,12 +225,15 @@ class Observing:
         answered: an event sent meanwhile stays kept for a later wait, not lost)."""
         if self.inner.metas.get(eid, {}).get("wait_woken"):
             return
+        began = self.op_start_seq.get(op.id, 0) if op else 0
+        read = [c.after for c in self.commits.get(eid, ()) if c.seq < began]
+        if read and read[-1].get("wait_woken") and read[-1].get("current_step") == record.step_index:
+            return  # the delivery began on a woken wait: a commit since (a cancel) cleared the flag it read
         info = self.runs.info(eid, record.run)
         wf = self.all_specs.get(info.fingerprint) if info is not None else None
         if wf is None:
             return
         name = wf.steps[record.step_index].event
-        began = self.op_start_seq.get(op.id, 0) if op else 0
         consumed = {r.event_id for r in self.inner._records(eid)
                     if isinstance(r, StepRecord) and r.kind == "event" and r.event_id and r.step_index != record.step_index
                     and r.status.value == "SUCCEEDED" and r.run == record.run}
