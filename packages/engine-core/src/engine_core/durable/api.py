@@ -265,8 +265,6 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
     function's own ``retry``/``timeout_s``/``compensate`` keywords through a lambda or functools.partial.
     Inside a step body, ``step()`` is a plain call."""
     run = _current.RUN.get()
-    if run is not None and run.thread != get_ident():
-        _refuse_thread(f"step({name!r})")
     if run is not None and retry is None and timeout_s is None and compensate is None:
         # Every replay of the function makes this call again. A position the history completed as this call
         # hands out a copy of its value (``Replay.replayed`` and ``Replay._value``, inlined; its name was
@@ -287,6 +285,10 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
             return kept[1] if copy is None else copy(kept[1])
     elif run is None and _current.BODY.get() is not None:  # inside a step body: a plain call
         return fn(*args, **kwargs)
+    # Past the common replay: a thread given the run's context takes no position here (one it replayed there is
+    # a recorded value, and the positions it took break the function's replay loudly, naming the calls).
+    if run is not None and run.thread != get_ident():
+        _refuse_thread(f"step({name!r})")
     # The checks run first, the messages only on a refusal.
     if run is None or type(name) is not str or (name not in _GOOD_NAMES and not _good_name(name)) or not callable(fn) \
             or (retry is not None and not isinstance(retry, RetryPolicy)) \

@@ -148,8 +148,12 @@ class CodeRun(StepRun):
         outcome: Outcome | None = None
         bound = _current.RUN.set(replay)
         try:
-            with CodeDeadline(replay, deadline_s(self.remaining_ms, self.life.clock, self.settings.time_margin_ms)):
+            seconds = deadline_s(self.remaining_ms, self.life.clock, self.settings.time_margin_ms)
+            if seconds is None:
                 value = self.code.code.fn(self._argument())
+            else:
+                with CodeDeadline(replay, seconds):
+                    value = self.code.code.fn(self._argument())
         except Suspend as end:
             outcome = end.outcome
         except CodeOverran as exc:
