@@ -82,7 +82,11 @@ def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: 
     for r in records:
         if isinstance(r, StepRecord):
             if r.kind != "compensation":
-                by_index[r.step_index] = r
+                held = by_index.get(r.step_index)
+                # A redrive onto another version whose step at the failed position has another name leaves the
+                # failed step's record beside the new one's: the deployed step's own record is the one to read.
+                if held is None or held.name == r.name or not _names_its_step(held, wf):
+                    by_index[r.step_index] = r
         elif int(r.sort_key.split("#")[1].lstrip("~")) < upto and not r.sort_key.endswith("#compensation"):
             raise ValueError(f"history item {r.sort_key} is unreadable: {r.detail}")
     checkpoint = max((i for i, r in by_index.items() if i < upto and r.context_blob is not None
@@ -112,3 +116,7 @@ def rebuild_context(input_blob: str, records: list[Any], wf: WorkflowDef, upto: 
             raise ValueError(f"the stored result of step {s.name!r} is not an object")
         data.update(result)
     return data
+
+
+def _names_its_step(r: StepRecord, wf: WorkflowDef) -> bool:
+    return r.step_index < len(wf.steps) and wf.steps[r.step_index].name == r.name

@@ -1085,3 +1085,44 @@ def test_versions_a_stopped_undo_is_redriven_onto_another_version_only_if_the_st
     runner.engine.operator.redrive(eid, "oncall", to_version=1)
     e = runner.run_until_done(eid)
     assert (e.status, e.compensated, e.error.code, undone) == (Status.FAILED, True, "permanent_error", ["ch-1", "ch-1"])
+
+
+def _renamed_at_failure(registry: Registry, versions, fixed_name: str) -> None:
+    def a(ctx):
+        return {"a": 1}
+
+    def boom(ctx):
+        raise PermanentStepError("the carrier is down")
+
+    def fixed(ctx):
+        return {"b": 10}
+
+    def total(ctx):
+        return {"total": ctx["a"] + ctx["b"]}
+
+    if 1 in versions:
+        workflow("renamed_fix", registry=registry)(type("V1", (), {"steps": [a, boom]}))
+    if 2 in versions:
+        workflow("renamed_fix", version=2, registry=registry)(
+            type("V2", (), {"steps": [a, step(fixed, name=fixed_name), sleep(hours=1), total]}))
+
+
+@pytest.mark.parametrize("fixed_name", ["authorize", "zzz_authorize"], ids=["sorts before the failed", "sorts after"])
+def test_versions_a_redrive_onto_a_version_whose_step_at_the_failure_has_another_name_reads_that_steps_result(fixed_name):
+    # given: version 1 failed for good at "boom"; version 2 has another step there, then a sleep and a step
+    # reading its result (the failed step's record stays in the history beside the new step's)
+    runner = LocalRunner(deployed(lambda r: _renamed_at_failure(r, (1,), fixed_name)))
+    eid = runner.start("renamed_fix", {})
+    assert runner.run_until_done(eid).error.code == "permanent_error"
+    runner.deploy(deployed(lambda r: _renamed_at_failure(r, (1, 2), fixed_name)))
+
+    # when
+    runner.engine.operator.redrive(eid, "oncall", to_version=2)
+    asleep = runner.run_until(eid, "SLEEPING")
+    context_while_asleep = runner.engine.context(eid)
+    e = runner.run_until_done(eid)
+
+    # then: the new step's result is the context's, before and after the sleep, not "missing" (corrupt_state)
+    assert asleep.workflow_version == 2 and context_while_asleep == {"a": 1, "b": 10}
+    assert e.status is Status.COMPLETED, e.error
+    assert runner.engine.context(eid) == {"a": 1, "b": 10, "total": 11}
