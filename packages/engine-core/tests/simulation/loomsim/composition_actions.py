@@ -232,7 +232,12 @@ class OperatorActions:
             if not wrote and not woke:
                 self.violation(f"{eid[:8]}: a callback for step {t.step} answered {outcome}, but no event {event_id} "
                                f"was written to its run {t.run}" + (" (and this use woke nothing)" if sent_before else ""))
-            if answered_before is not None:
+            # A repeat of the use whose answer the wait's record already took, the record written but the wait not
+            # yet moved past it (its delivery died between the two): waking that wait completes it once, as recorded.
+            same = woke and answered_before is not None and answered_before.event_id == event_id and any(
+                c.op_id == op.id and c.before.get("current_step") == t.step and c.before.get("status") == "WAITING"
+                for c in self.commits.get(eid, ()))
+            if answered_before is not None and not same:
                 how = answered_before.event_id or "its default"
                 self.violation(f"{eid[:8]}: the callback token of step {t.step} completed ({outcome}) after its wait "
                                f"had ended by {how}: a token must complete only its own wait, once")
