@@ -77,7 +77,9 @@ def test_versions_check_passes_a_build_that_keeps_every_live_version_and_warns_o
     assert "ok: every version the 7 live execution(s) run on is in this build" in capsys.readouterr().out
     changed = manifest(tmp_path, {"orders": {"1": "other", "2": "f2"}, "billing": {"3": "fb"}})
     assert main(["--url", listing.url, "versions", "check", "--manifest", changed]) == 0
-    assert "version 1 of workflow 'orders' changes its step list in this build, with 4 live" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "version 1 of workflow 'orders' changes its step list in this build, with 4 live" in err
+    assert "ship the change as version 3" in err  # past version 2, which the build and the stack already have
 
 
 def test_versions_check_with_an_unreadable_manifest_says_how_to_write_one(listing, tmp_path, capsys):

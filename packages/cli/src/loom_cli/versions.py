@@ -28,6 +28,8 @@ class Finding:
     live: int
     problem: str
     """``dropped`` (refused) or ``changed`` (the same version with another step list: a warning)."""
+    next_version: int = 0
+    """The version a change should ship as: one past the newest in the build or on the stack."""
 
     def line(self) -> str:
         if self.problem == "dropped":
@@ -36,7 +38,7 @@ class Finding:
                     "(workflow_version_missing)")
         return (f"version {self.version} of workflow {self.workflow!r} changes its step list in this build, with "
                 f"{self.live} live execution(s) on it: each goes on only if the steps it still has to run are "
-                f"unchanged, else it fails workflow_definition_mismatch; ship the change as version {self.version + 1}")
+                f"unchanged, else it fails workflow_definition_mismatch; ship the change as version {max(self.next_version, self.version + 1)}")
 
 
 def read_manifest(path: Path) -> dict[str, dict[int, str | None]]:
@@ -83,7 +85,8 @@ def findings(live: dict[tuple[str, int], tuple[int, str | None]],
         if version not in kept:
             out.append(Finding(workflow, version, n, "dropped"))
         elif deployed_fp and kept[version] and kept[version] != deployed_fp:
-            out.append(Finding(workflow, version, n, "changed"))
+            newest = max([v for (w, v) in live if w == workflow] + list(kept))
+            out.append(Finding(workflow, version, n, "changed", newest + 1))
     return out
 
 

@@ -173,7 +173,8 @@ def resolve(registry: Registry, e: Execution, load_pins: Callable[[], str | None
     return wf, ErrorInfo(code=MISMATCH, message=(
         f"workflow {e.workflow!r} version {e.workflow_version} changed its steps since this execution started "
         f"(fingerprint {e.fingerprint} -> {wf.fingerprint}): {why}; running on would run the wrong step. Ship "
-        f"a changed step list as a new version (@workflow({e.workflow!r}, version={e.workflow_version + 1})) "
+        f"a changed step list as a new version (@workflow({e.workflow!r}, version="
+        f"{max(registry.versions(e.workflow) + [e.workflow_version]) + 1})) "
         "and keep this one registered until its executions end (loom versions check)"))
 
 

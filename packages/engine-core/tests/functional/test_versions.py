@@ -1126,3 +1126,21 @@ def test_versions_a_redrive_onto_a_version_whose_step_at_the_failure_has_another
     assert asleep.workflow_version == 2 and context_while_asleep == {"a": 1, "b": 10}
     assert e.status is Status.COMPLETED, e.error
     assert runner.engine.context(eid) == {"a": 1, "b": 10, "total": 11}
+
+
+def test_versions_a_mismatch_says_to_ship_the_change_past_the_newest_version_deployed():
+    # given: versions 1 and 2 deployed, an execution of version 1 asleep
+    j = Journal()
+    runner = LocalRunner(deployed(lambda r: v1(r, j, extra=[j.body("z")]), lambda r: v2(r, j)))
+    eid = runner.start(NAME, {}, version=1)
+    runner.run_until(eid, "SLEEPING")
+    # when: version 1's list is changed in place under it (version 2 kept)
+    registry = deployed(lambda r: v2(r, j))
+
+    @workflow(NAME, registry=registry)
+    class Changed:
+        steps = [j.body("a"), sleep(days=3), j.body("b2")]
+    runner.deploy(registry)
+    e = runner.run_until_done(eid)
+    # then: the advice names version 3, not version 2 (which is already another list)
+    assert e.error.code == "workflow_definition_mismatch" and "version=3" in e.error.message, e.error.message
