@@ -168,6 +168,27 @@ def test_fire_crash_between_the_claim_and_the_record_is_finished_by_the_retry_wi
     assert store.get_schedule("daily").outcome is FiringOutcome.STARTED
 
 
+def test_fire_retried_after_a_deploy_changed_its_input_records_the_execution_the_crashed_delivery_started(store):
+    # given: a delivery started the firing's execution with input {"scope": "all"}, then died before recording
+    # it; a deploy then changed the schedule's input
+    runner, _ = make(store)
+    runner.engine.start("report", {"scope": "all"}, "schedule:daily:2026-03-02T09:00:00Z", by="schedule:daily")
+    eid = execution_id_for("daily", T9)
+    _, changed = make(store, input={"scope": "eu"})
+
+    # when: the firing is delivered again, and the next day's with skip
+    again = fire(runner.engine, changed, "daily", T9)
+    runner.clock.set(T9 + DAY)
+    next_day = fire(runner.engine, changed, "daily", T9 + DAY)
+
+    # then: that execution is the firing's (started, not failed input_changed asking for a new token)
+    assert (again.outcome, again.execution_id) == ("started", eid) and "it changed since" in again.detail
+    rec_outcome = store.get_schedule("daily").outcome
+    assert rec_outcome in (FiringOutcome.STARTED, FiringOutcome.SKIPPED)
+    assert next_day.outcome == "skipped" and eid in (next_day.detail or "")  # the live one is named
+    assert len(runner.engine.operator.list().executions) == 1
+
+
 def test_fire_skip_counts_a_firing_being_started_as_live(store):
     # given: the 09:00 firing is claimed by a delivery still running (its execution not written yet)
     runner, schedules = make(store, overlap="skip")

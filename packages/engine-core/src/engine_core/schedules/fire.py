@@ -39,7 +39,7 @@ from .record import FiringOutcome, ScheduleRecord
 log = logging.getLogger("engine_core")
 DEFAULT_CLAIM_S = 60.0
 """How long a claim holds a firing when the caller gives no deadline (tests and local use)."""
-_PERMANENT = (UnknownWorkflowError, InvalidInputError, IdempotencyConflictError, InvalidRequestError, StepCapError)
+_PERMANENT = (UnknownWorkflowError, InvalidInputError, InvalidRequestError, StepCapError)
 _ROUNDS = 8
 """Re-reads when a concurrent delivery moved the record between this one's read and its write."""
 
@@ -157,6 +157,12 @@ class _Firing:
         try:
             started = self.engine.start(self.sched.workflow, dict(self.sched.input), token_for(self.sched.name, self.at),
                                         by=f"schedule:{self.sched.name}")
+        except IdempotencyConflictError as exc:
+            # The firing's own token: a delivery that crashed started its execution, with the schedule's input as
+            # it was then (a deploy changed the input since). That execution is this firing's.
+            self.store.put_schedule(self.record(claim, outcome=FiringOutcome.STARTED, execution_id=exc.execution_id))
+            return self.result("started", exc.execution_id, "its execution already existed: a delivery that crashed "
+                               "had started it, with the schedule's input as it was then (it changed since)")
         except _PERMANENT as exc:
             error = ErrorInfo(code=_code(exc), message=str(exc)[:2000], type=type(exc).__name__)
             # Nothing started: skip keeps waiting for the execution before this one.
@@ -180,7 +186,7 @@ class _Firing:
 
 def _code(exc: Exception) -> str:
     return {UnknownWorkflowError: "unknown_workflow", InvalidInputError: "invalid_input",
-            IdempotencyConflictError: "input_changed", StepCapError: StepCapError.code}.get(type(exc), "invalid_request")
+            StepCapError: StepCapError.code}.get(type(exc), "invalid_request")
 
 
 def fire(engine: Engine, schedules: Schedules, name: str, scheduled_at: dt.datetime,
