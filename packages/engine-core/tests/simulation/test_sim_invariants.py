@@ -145,6 +145,7 @@ def test_no_known_engine_defect_showed_up(runs):
 @pytest.mark.parametrize("seed, found", [
     (567750, "a message lost after backlog re-sends is re-driven when its doubled lease runs out: the drain bound"),
     (577717, "a body paused to exactly its budget: the checker must judge the overrun with the engine's arithmetic"),
+    (655776, "a drain that ends past every finalize_by: the housekeeping sweeps must still run once past them"),
 ])
 def test_main_seed_that_found_a_checker_gap_holds_every_invariant(seed, found):
     # given: a seed a fresh range (560000-579999) failed on; the default run covers 0..999

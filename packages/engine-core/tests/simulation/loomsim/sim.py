@@ -993,12 +993,14 @@ class Simulation:
         # sweeper finishes what a worker that died after the terminal commit left undone).
         last = max((parse_ts(a["finalize_by"]) for a in self.inner.metas.values()
                     if isinstance(a.get("finalize_by"), str)), default=self.clock.now())
+        swept_past = False  # a sweep ran once every finalize_by had passed (the drain may end past them all)
         for _ in range(10_000):
-            if not self.unfinalized() or self.clock.now() > last + 3 * interval:
+            if not self.unfinalized() or (swept_past and self.clock.now() > last + 3 * interval):
                 break
             self.clock.set(max(self.clock.now(), self.next_tick))
             self.next_tick = self.clock.now() + interval
             self.sweep("(scheduled, housekeeping)")
+            swept_past = swept_past or self.clock.now() >= last
             self.after_op()
             for _ in range(1000):
                 visible = self.queue.visible()
