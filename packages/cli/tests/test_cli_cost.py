@@ -170,3 +170,15 @@ def test_one_message_is_one_message():
 
     line = cost_text(Cost(requests=2, read_units=0, write_units=3, messages=1, lambda_ms=11))
     assert "2 DynamoDB requests, 0 read units, 3 write units, 1 message, 11 worker ms: about $0.0000" in line
+
+
+@pytest.mark.parametrize("memory", ["99999", "64", "0"])
+def test_cost_refuses_a_memory_lambda_does_not_have(api, capsys, memory):
+    with pytest.raises(SystemExit) as done:
+        main(["--url", api.url, "cost", "--memory-mb", memory])
+    assert done.value.code == 2 and "128 to 10240" in capsys.readouterr().err and api.gets == []
+
+
+def test_cost_of_a_workflow_with_no_executions_says_where_the_deployed_ones_are_listed(api, capsys):
+    assert main(["--url", api.url, "cost", "--workflow", "nope"]) == 0
+    assert "no executions match (of workflow 'nope': `loom workflows` lists the deployed ones)" in capsys.readouterr().out

@@ -55,6 +55,14 @@ def positive(text: str) -> int:
     return int(text)
 
 
+def lambda_memory(text: str) -> int:
+    """A Lambda function's memory in MB: 128 to 10,240, as Lambda takes it."""
+    if not (text.isdigit() and 128 <= int(text) <= 10240):
+        raise argparse.ArgumentTypeError(f"must be a Lambda function's memory in MB, 128 to 10240 (Terraform's "
+                                         f"worker_memory_mb), got {text!r}")
+    return int(text)
+
+
 def seconds(text: str) -> float:
     """A length of time in seconds, more than 0 (0 or less would poll without pause)."""
     try:

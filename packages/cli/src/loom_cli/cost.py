@@ -82,7 +82,8 @@ def run(client: LoomClient, args) -> int:
                          indent=2, sort_keys=True))
         return 0
     if not costs:
-        print("no executions match")
+        print("no executions match" + ("" if not args.workflow else f" (of workflow {args.workflow!r}: "
+                                        "`loom workflows` lists the deployed ones)"))
         return 0
     rows = []
     for name, c in sorted(costs.items()):

@@ -14,7 +14,7 @@ import sys
 from typing import Any, NoReturn
 
 from . import commands, cost, dev, dlq, versions
-from .args import limit, port, positive, seconds, since, status
+from .args import lambda_memory, limit, port, positive, seconds, since, status
 from .sdk import LoomClient, LoomError
 from .sdk.client import INVALID_ARGUMENT
 from .sdk.errors import CONFIGURATION
@@ -169,7 +169,7 @@ def parser() -> argparse.ArgumentParser:
                                                 "ISO-8601 time")
     ct.add_argument("--max", type=positive, default=200, help="sum at most this many executions, newest first (one "
                                                               "GET each; default 200)")
-    ct.add_argument("--memory-mb", type=positive, default=512, help="the worker's memory, for Lambda duration "
+    ct.add_argument("--memory-mb", type=lambda_memory, default=512, help="the worker's memory, for Lambda duration "
                                                                     "(default 512, Terraform's worker_memory_mb)")
     command("workflows", commands.workflows, "list registered workflows, each version and the executions live on it",
             execution_id=False)
