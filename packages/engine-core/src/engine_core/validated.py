@@ -64,12 +64,13 @@ def _short(value: Any) -> str:
 def secret_paths(model: Any) -> list[str]:
     """The fields of ``model`` (dotted paths) holding a pydantic secret: the stored input would keep its mask
     (``'**********'``), never the secret."""
-    from pydantic import SecretBytes, SecretStr
+    import pydantic
 
+    secrets = tuple(t for t in (pydantic.SecretStr, pydantic.SecretBytes, getattr(pydantic, "Secret", None)) if t)
     found: list[str] = []
 
     def walk(value: Any, path: str) -> None:
-        if isinstance(value, (SecretStr, SecretBytes)):
+        if isinstance(value, secrets):
             found.append(path or "(input)")
         elif isinstance(value, dict):
             for k, v in value.items():

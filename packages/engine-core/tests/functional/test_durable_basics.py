@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field, Json, SecretStr, field_validator
+from pydantic import BaseModel, Field, Json, Secret, SecretStr, field_validator
 
 from engine_core import (
     EngineSettings,
@@ -520,6 +520,7 @@ class WithJson(BaseModel):
 class WithSecret(BaseModel):
     user: str
     password: SecretStr
+    pins: list[Secret[int]] = []
 
 
 @pytest.mark.parametrize("model,input,field", [
@@ -583,10 +584,10 @@ def test_a_step_lists_input_with_a_secret_is_refused_at_start_not_stored_as_its_
 
     # when
     with pytest.raises(InvalidInputError) as refused:
-        runner.start("secretive", {"user": "u", "password": "hunter2"})
+        runner.start("secretive", {"user": "u", "password": "hunter2", "pins": [1234]})
 
     # then
-    assert [p["field"] for p in refused.value.problems] == ["password"]
+    assert [p["field"] for p in refused.value.problems] == ["password", "pins.0"]
     assert "reference to the secret" in str(refused.value) and runner.store.calls.get("create", 0) == 0
 
 
