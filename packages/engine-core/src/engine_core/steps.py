@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .model import RetryPolicy
-from .validated import rebuild_problems, secret_paths, storable
+from .validated import field_problems, rebuild_problems, secret_paths, storable
 
 MAX_BRANCHES = 1000
 """A parallel step's branches, or a map step's items, at most (checked at registration or at the step)."""
@@ -283,12 +283,6 @@ class WorkflowDef:
         if 0 <= index < len(self.steps) and self.steps[index].kind.kind == "event":
             return self.steps[index]
         return None
-
-
-def field_problems(exc: Any) -> list[dict[str, Any]]:
-    """A pydantic ValidationError as a list of {field, problem, type}: what a 400 lists."""
-    return [{"field": ".".join(str(p) for p in e["loc"]) or "(input)", "problem": e["msg"], "type": e["type"]}
-            for e in exc.errors(include_url=False, include_input=False)]
 
 
 _PATHS: dict[type, str | None] = {}

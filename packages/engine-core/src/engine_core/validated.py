@@ -37,6 +37,12 @@ def _merge(value: Any, as_json: Any) -> Any:
     return value
 
 
+def field_problems(exc: Any) -> list[dict[str, Any]]:
+    """A pydantic ValidationError as a list of {field, problem, type}: what a 400 lists."""
+    return [{"field": ".".join(str(p) for p in e["loc"]) or "(input)", "problem": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False, include_input=False)]
+
+
 def rebuild_problems(model: Any, validated: Any, stored: dict[str, Any]) -> list[dict[str, str]]:
     """What a code-first function taking ``model`` would get otherwise than the start validated: each delivery
     builds its argument again from ``stored`` (``storable(validated)``), so a field whose stored value does not
@@ -47,9 +53,8 @@ def rebuild_problems(model: Any, validated: Any, stored: dict[str, Any]) -> list
     try:
         again = model.model_validate(stored, by_name=True)
     except ValidationError as exc:
-        return [{"field": ".".join(str(p) for p in e["loc"]) or "(input)", "type": "not_rebuildable",
-                 "problem": f"its validated value does not validate again ({e['msg']})"}
-                for e in exc.errors(include_url=False, include_input=False)]
+        return [{**p, "type": "not_rebuildable",
+                 "problem": f"its validated value does not validate again ({p['problem']})"} for p in field_problems(exc)]
     return [{"field": name, "type": "not_rebuildable",
              "problem": f"its validated value {_short(getattr(validated, name))} validates again to "
                         f"{_short(getattr(again, name))}"}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import nullcontext
 from typing import Any, cast
 
 from .. import callbacks, codec, faults, transitions
@@ -40,6 +41,8 @@ _NOTHING = object()
 
 
 _ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_UNARMED = nullcontext()
+"""The function's run with no real deadline to hold it to (``overrun.deadline_s`` None)."""
 
 
 def _where(exc: BaseException) -> str:
@@ -149,11 +152,8 @@ class CodeRun(StepRun):
         bound = _current.RUN.set(replay)
         try:
             seconds = deadline_s(self.remaining_ms, self.life.clock, self.settings.time_margin_ms)
-            if seconds is None:
+            with _UNARMED if seconds is None else CodeDeadline(replay, seconds):
                 value = self.code.code.fn(self._argument())
-            else:
-                with CodeDeadline(replay, seconds):
-                    value = self.code.code.fn(self._argument())
         except Suspend as end:
             outcome = end.outcome
         except CodeOverran as exc:
