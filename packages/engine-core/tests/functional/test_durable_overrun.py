@@ -134,3 +134,34 @@ def test_durable_a_function_that_caught_its_deliverys_end_and_went_on_is_ended_a
     e = engine.get(eid)
     assert caught["end"] == 1 and e.status is Status.SLEEPING, (e.status, e.error)
     assert time.monotonic() - began < DELIVERY_S + 0.5
+
+
+def test_durable_the_replay_that_says_what_to_undo_is_held_to_the_deadline_too():
+    # given: a compensable step, then code that runs 30 s: the run fails at the deadline, and the replay that
+    # learns the step's compensation goes through the same line
+    registry, runs = Registry(), Counter()
+
+    @durable("slow_then_undo", registry=registry)
+    def flow(input):
+        step("a", lambda: 1, compensate=lambda result: runs.update(["undo"]))
+        runs["slow line"] += 1
+        time.sleep(30)
+        return step("b", lambda: 2)
+
+    engine, queue = make(registry)
+    eid = engine.start("slow_then_undo", {}).execution.execution_id
+
+    # when: delivered until nothing is left to deliver
+    began = time.monotonic()
+    deliver(engine, queue, eid)
+    took = time.monotonic() - began
+
+    # then: the run and the replay each ended at their delivery's deadline (not the runtime's end of the
+    # invocation, at every redelivery); the execution is FAILED, still compensating, nothing undone and
+    # saying how to go on; nothing left on the queue
+    e = engine.get(eid)
+    assert e.status is Status.FAILED and e.error.code == "workflow_error" and e.compensating, e.error
+    assert "which says what to undo" in e.error.message and "test_durable_overrun.py" in e.error.message
+    assert "move that code into a step() and deploy it; then a redrive goes on undoing them" in e.error.message
+    assert runs == Counter({"slow line": 2}) and not queue.receive()
+    assert took < 2 * DELIVERY_S + 0.5, took

@@ -20,6 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ..clock import SystemClock
@@ -36,6 +37,16 @@ def deadline_s(remaining_ms: Callable[[], int] | None, clock: Any, margin_ms: fl
         return None
     left = (remaining_ms() - margin_ms / 2) / 1000
     return left if left > 0 else None
+
+
+_UNARMED = nullcontext()
+
+
+def held(replay: Any, remaining_ms: Callable[[], int] | None, clock: Any, margin_ms: float) -> AbstractContextManager:
+    """What holds a run of the function (or a replay of it) to its delivery's deadline: a ``CodeDeadline``, or
+    nothing without a real deadline (``deadline_s`` None)."""
+    seconds = deadline_s(remaining_ms, clock, margin_ms)
+    return _UNARMED if seconds is None else CodeDeadline(replay, seconds)
 
 
 class CodeOverran(BaseException):

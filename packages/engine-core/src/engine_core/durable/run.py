@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from contextlib import nullcontext
+import time
 from typing import Any, cast
 
 from .. import callbacks, codec, faults, transitions
@@ -31,7 +31,7 @@ from ..step_run import StepRun
 from ..steps import StepDef
 from ..versions import moved_by_redrive
 from . import _current
-from .overrun import CodeDeadline, CodeOverran, deadline_s
+from .overrun import CodeOverran, held
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
 from .prefix import Kept, Prefix, prefix_of
 from .replay import EngineRaised, NondeterministicReplay, RefusedCall, Replay, Stop, Suspend, value_of
@@ -41,8 +41,6 @@ _NOTHING = object()
 
 
 _ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_UNARMED = nullcontext()
-"""The function's run with no real deadline to hold it to (``overrun.deadline_s`` None)."""
 
 
 def _where(exc: BaseException) -> str:
@@ -151,8 +149,7 @@ class CodeRun(StepRun):
         outcome: Outcome | None = None
         bound = _current.RUN.set(replay)
         try:
-            seconds = deadline_s(self.remaining_ms, self.life.clock, self.settings.time_margin_ms)
-            with _UNARMED if seconds is None else CodeDeadline(replay, seconds):
+            with held(replay, self.remaining_ms, self.life.clock, self.settings.time_margin_ms):
                 value = self.code.code.fn(self._argument())
         except Suspend as end:
             outcome = end.outcome
@@ -326,8 +323,6 @@ class CodeRun(StepRun):
         return self.remaining_ms() >= budget * 1000 + settings.time_margin_ms
 
     def _elapsed_ms(self) -> float:
-        import time
-
         return time.monotonic() * 1000 - self.started_ms
 
     def _describe(self, d: StepDef) -> str:
@@ -451,10 +446,16 @@ class CodeRun(StepRun):
         self._here = None
         bound = _current.RUN.set(replay)
         problem: str | None = None
+        code, remedy = "nondeterministic_replay", "once the function is as it was,"
         try:
-            self.code.code.fn(self._argument())
+            with held(replay, self.remaining_ms, self.life.clock, self.settings.time_margin_ms):
+                self.code.code.fn(self._argument())
         except Stop:
             pass
+        except CodeOverran as exc:  # the replay would hang every delivery that undoes this execution
+            problem = (f"the replay to position {failed_at}, which says what to undo, was still in the function's own "
+                       f"code between durable calls at its delivery's deadline{_where(exc)}")
+            code, remedy = "workflow_error", "move that code into a step() and deploy it; then"
         except NondeterministicReplay as exc:
             problem = str(exc)
         except (Suspend, EngineRaised) as exc:  # pragma: no cover - a replay to a recorded position runs nothing
@@ -468,18 +469,19 @@ class CodeRun(StepRun):
             problem = (f"the replay did not reach position {e.current_step} with its compensation: the function no "
                        "longer calls it the same way")
         if problem is not None:
-            return self._undo_blocked(problem)
+            return self._undo_blocked(problem, code, remedy)
         return self.kinds.compensating.run(self)
 
-    def _undo_blocked(self, problem: str) -> Outcome:
+    def _undo_blocked(self, problem: str, code: str = "nondeterministic_replay",
+                      remedy: str = "once the function is as it was,") -> Outcome:
         """The replay that says what to undo went another way (a deploy changed the function): no undo ran
         and none failed, so the execution ends FAILED, still compensating, its cancel still requested (as a
         step list whose definition changed while it compensated): deployed as it was, a redrive goes on
         undoing. COMPENSATION_FAILED would have no way back."""
         e = self.execution
-        error = ErrorInfo(code="nondeterministic_replay", step_index=e.current_step, message=(
+        error = ErrorInfo(code=code, step_index=e.current_step, message=(
             f"{problem}. It was undoing its completed steps{' for a cancel' if e.cancelled_by else ''}, and nothing "
-            "was undone at this step: once the function is as it was, a redrive goes on undoing them"))
+            f"was undone at this step: {remedy} a redrive goes on undoing them"))
         new = transitions.failed(e, self.clock.now(), error, self.retention, self.finalize_grace_s(), keep_cancel=True)
         return self.end(new, "failed", error.code, metric="ExecutionsFailed")
 
