@@ -38,8 +38,7 @@ from .replay import EngineRaised, NondeterministicReplay, RefusedCall, Replay, S
 
 log = logging.getLogger("engine_core")
 _NOTHING = object()
-
-
+_AS_IT_WAS = "once the function is as it was, a redrive goes on undoing them"
 _ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
@@ -446,7 +445,7 @@ class CodeRun(StepRun):
         self._here = None
         bound = _current.RUN.set(replay)
         problem: str | None = None
-        code, remedy = "nondeterministic_replay", "once the function is as it was,"
+        code, remedy = "nondeterministic_replay", _AS_IT_WAS
         try:
             with held(replay, self.remaining_ms, self.life.clock, self.settings.time_margin_ms):
                 self.code.code.fn(self._argument())
@@ -455,7 +454,8 @@ class CodeRun(StepRun):
         except CodeOverran as exc:  # the replay would hang every delivery that undoes this execution
             problem = (f"the replay to position {failed_at}, which says what to undo, was still in the function's own "
                        f"code between durable calls at its delivery's deadline{_where(exc)}")
-            code, remedy = "workflow_error", "move that code into a step() and deploy it; then"
+            code = "workflow_error"
+            remedy = "move that code into a step() and deploy it; then a redrive goes on undoing them"
         except NondeterministicReplay as exc:
             problem = str(exc)
         except (Suspend, EngineRaised) as exc:  # pragma: no cover - a replay to a recorded position runs nothing
@@ -472,16 +472,16 @@ class CodeRun(StepRun):
             return self._undo_blocked(problem, code, remedy)
         return self.kinds.compensating.run(self)
 
-    def _undo_blocked(self, problem: str, code: str = "nondeterministic_replay",
-                      remedy: str = "once the function is as it was,") -> Outcome:
-        """The replay that says what to undo went another way (a deploy changed the function): no undo ran
-        and none failed, so the execution ends FAILED, still compensating, its cancel still requested (as a
-        step list whose definition changed while it compensated): deployed as it was, a redrive goes on
-        undoing. COMPENSATION_FAILED would have no way back."""
+    def _undo_blocked(self, problem: str, code: str = "nondeterministic_replay", remedy: str = _AS_IT_WAS) -> Outcome:
+        """The replay that says what to undo went another way (a deploy changed the function), or was stuck in
+        the function's own code at the deadline (``code`` and ``remedy`` say so): no undo ran and none failed,
+        so the execution ends FAILED, still compensating, its cancel still requested (as a step list whose
+        definition changed while it compensated): once mended, a redrive goes on undoing. COMPENSATION_FAILED
+        would have no way back."""
         e = self.execution
         error = ErrorInfo(code=code, step_index=e.current_step, message=(
             f"{problem}. It was undoing its completed steps{' for a cancel' if e.cancelled_by else ''}, and nothing "
-            f"was undone at this step: {remedy} a redrive goes on undoing them"))
+            f"was undone at this step: {remedy}"))
         new = transitions.failed(e, self.clock.now(), error, self.retention, self.finalize_grace_s(), keep_cancel=True)
         return self.end(new, "failed", error.code, metric="ExecutionsFailed")
 
