@@ -180,3 +180,41 @@ def test_durable_the_replay_that_says_what_to_undo_is_held_to_the_deadline_too()
     done = engine.get(eid)
     assert done.status is Status.FAILED and done.compensated is True and not done.compensating, done.error
     assert runs == Counter({"slow line": 2, "undo": 1})
+
+
+def test_durable_a_cancels_undo_stuck_in_the_functions_own_code_ends_failed_with_the_cancel_kept():
+    # given: an execution sleeping after a compensable step; a deploy then made the code before the sleep slow
+    registry, runs, slow = Registry(), Counter(), {"now": False}
+
+    @durable("cancel_slow_undo", registry=registry)
+    def flow(input):
+        step("a", lambda: 1, compensate=lambda result: runs.update(["undo"]))
+        if slow["now"]:
+            time.sleep(30)
+        sleep(3600)
+        return step("b", lambda: 2)
+
+    engine, queue = make(registry)
+    eid = engine.start("cancel_slow_undo", {}).execution.execution_id
+    deliver(engine, queue, eid)
+    assert engine.get(eid).status is Status.SLEEPING
+
+    # when: an operator cancels it, and its undo's replay reaches the slow line
+    slow["now"] = True
+    engine.operator.cancel(eid, "ops", reason="no longer needed")
+    began = time.monotonic()
+    deliver(engine, queue, eid)
+
+    # then: ended at the deadline, FAILED during the cancel (which it names), nothing undone
+    e = engine.get(eid)
+    assert e.status is Status.FAILED and e.error.code == "workflow_error" and e.compensating, e.error
+    assert e.cancelled_by == "ops" and "for a cancel" in e.error.message
+    assert runs["undo"] == 0 and time.monotonic() - began < DELIVERY_S + 0.5
+
+    # and once the code is quick again, a redrive undoes the step once and ends as the cancel asked
+    slow["now"] = False
+    engine.operator.redrive(eid, "ops")
+    deliver(engine, queue, eid)
+    done = engine.get(eid)
+    assert (done.status, done.compensated) == (Status.CANCELLED, True), (done.status, done.error)
+    assert runs["undo"] == 1
