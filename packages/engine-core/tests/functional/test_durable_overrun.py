@@ -5,15 +5,17 @@ deadline, a few seconds each."""
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections import Counter
 
 import pytest
 
 from engine_core import Engine, EngineSettings, Registry, Status, SystemClock
+from engine_core.sweeper import Sweeper
 from engine_core.adapters.fake_queue import FakeQueue
 from engine_core.adapters.memory import MemoryStore
-from engine_core.durable import durable, sleep, step
+from engine_core.durable import durable, parallel, sleep, step
 from engine_core.durable.overrun import deadline_s
 from engine_core.clock import ManualClock
 
@@ -218,3 +220,111 @@ def test_durable_a_cancels_undo_stuck_in_the_functions_own_code_ends_failed_with
     done = engine.get(eid)
     assert (done.status, done.compensated) == (Status.CANCELLED, True), (done.status, done.error)
     assert runs["undo"] == 1
+
+
+class _Later(SystemClock):
+    """The system clock moved on by ``offset`` (a real clock: the deadline is armed; its lease can run out)."""
+
+    def __init__(self) -> None:
+        self.offset = dt.timedelta(0)
+
+    def now(self) -> dt.datetime:
+        return super().now() + self.offset
+
+
+def _fanned_out_then_slow(runs: Counter, slow: dict, undo: bool) -> tuple[Engine, FakeQueue, _Later, str]:
+    """A code-first execution whose parallel step fanned out after step "a" (compensable if ``undo``), then a
+    deploy made the code between the two slow: the engine, its queue and clock, the execution's id."""
+    registry = Registry()
+
+    @durable("slow_branch_replay", registry=registry)
+    def flow(input):
+        step("a", lambda: 1, compensate=(lambda result: runs.update(["undo"])) if undo else None)
+        if slow["now"]:
+            runs["slow line"] += 1
+            time.sleep(30)
+        return parallel("both", lambda: runs.update(["left"]), lambda: runs.update(["right"]))
+
+    clock = _Later()
+    settings = EngineSettings(time_margin_ms=MARGIN_MS, function_timeout_s=DELIVERY_S)
+    queue = FakeQueue(clock)
+    engine = Engine(MemoryStore(shards=settings.shards), queue, registry, clock, settings)
+    eid = engine.start("slow_branch_replay", {}).execution.execution_id
+    for m in queue.receive():  # the step's own delivery: "a", then the fan-out, which sends one message a branch
+        engine.process(m.body)
+        queue.ack(m)
+    assert engine.get(eid).status is Status.RUNNING
+    slow["now"] = True
+    return engine, queue, clock, eid
+
+
+def _deliver_branches(engine: Engine, queue: FakeQueue) -> list:
+    outcomes = []
+    for _ in range(3):
+        for m in queue.receive():
+            ends = time.monotonic() + DELIVERY_S
+            began = time.monotonic()
+            outcomes.append(engine.process(m.body, remaining_ms=lambda: int((ends - time.monotonic()) * 1000)))
+            assert time.monotonic() - began < DELIVERY_S, "the branch's replay ran past its delivery"
+            queue.ack(m)
+    return outcomes
+
+
+def test_durable_a_branchs_replay_stuck_in_the_functions_own_code_ends_at_its_deadline_and_the_step_fails_there():
+    # given: a parallel step fanned out; a deploy then made the code before it slow, so a branch's delivery,
+    # which replays the function to the fan-out to learn its branches, reaches the slow line
+    runs, slow = Counter(), {"now": False}
+    engine, queue, clock, eid = _fanned_out_then_slow(runs, slow, undo=False)
+
+    # when: the branches' messages are delivered, each with a real deadline
+    outcomes = _deliver_branches(engine, queue)
+
+    # then: each ended at its deadline, ran no branch body and wrote nothing: the execution is as it was
+    assert [o.kind for o in outcomes] == ["stale", "stale"], outcomes
+    assert all("ran past its delivery" in o.detail and "test_durable_overrun.py" in o.detail for o in outcomes), outcomes
+    assert runs == Counter({"slow line": 2}) and engine.get(eid).status is Status.RUNNING
+
+    # and: once the fan-out's lease ran out, the sweeper re-drives the step, and its own delivery (held to
+    # the deadline as every run is) fails the execution at the slow line, naming it
+    clock.offset = dt.timedelta(hours=1)
+    Sweeper(engine.life.store, queue, clock, engine.settings, engine.registry).sweep()
+    deliver(engine, queue, eid)
+    e = engine.get(eid)
+    assert e.status is Status.FAILED and e.error.code == "workflow_error", e.error
+    assert "test_durable_overrun.py" in e.error.message
+    assert runs == Counter({"slow line": 3})
+
+    # and once the code is quick again, a redrive fans out again: each branch runs once and the function returns
+    slow["now"] = False
+    engine.operator.redrive(eid, "ops")
+    deliver(engine, queue, eid)
+    done = engine.get(eid)
+    assert done.status is Status.COMPLETED, (done.status, done.error)
+    assert runs == Counter({"slow line": 3, "left": 1, "right": 1})
+
+
+def test_durable_a_cancel_while_a_branchs_replay_is_stuck_undoes_nothing_and_ends_failed_naming_the_cancel():
+    # given: the branches' replays ended at their deadlines, no branch body ran
+    runs, slow = Counter(), {"now": False}
+    engine, queue, clock, eid = _fanned_out_then_slow(runs, slow, undo=True)
+    assert [o.kind for o in _deliver_branches(engine, queue)] == ["stale", "stale"]
+
+    # when: an operator cancels (no branch runs: it takes effect at once), and its undo's replay, which says
+    # what "a" undoes, reaches the slow line
+    engine.operator.cancel(eid, "ops", reason="no longer needed")
+    began = time.monotonic()
+    deliver(engine, queue, eid)
+
+    # then: ended at the deadline, FAILED during the cancel, nothing undone, no branch run
+    e = engine.get(eid)
+    assert e.status is Status.FAILED and e.error.code == "workflow_error" and e.compensating, e.error
+    assert e.cancelled_by == "ops" and "for a cancel" in e.error.message
+    assert runs == Counter({"slow line": 3}) and time.monotonic() - began < DELIVERY_S + 0.5
+
+    # and once the code is quick again, a redrive undoes "a" once and ends as the cancel asked, no branch run
+    slow["now"] = False
+    engine.operator.redrive(eid, "ops")
+    deliver(engine, queue, eid)
+    done = engine.get(eid)
+    assert (done.status, done.compensated) == (Status.CANCELLED, True), (done.status, done.error)
+    assert runs == Counter({"slow line": 3, "undo": 1})

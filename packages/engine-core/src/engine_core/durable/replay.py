@@ -11,6 +11,7 @@ failure), ``Stop`` (a replay that only had to reach a position), ``Nondeterminis
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from threading import get_ident
 from typing import Any, Protocol
@@ -21,6 +22,21 @@ from ..outcome import Outcome
 from ..steps import StepDef
 from .plan import RETURN_KIND, CodeStepDef, CodeSteps
 from .prefix import Kept, Prefix, Ready, Task, index_records
+
+_ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def where(exc: BaseException) -> str:
+    """The line of the workflow's code the exception came from: its innermost frame outside engine-core
+    (a durable call that refused its arguments points at the call, not at the refusal)."""
+    tb, found, innermost = exc.__traceback__, None, None
+    while tb is not None:
+        innermost = tb
+        if not tb.tb_frame.f_code.co_filename.startswith(_ENGINE):
+            found = tb
+        tb = tb.tb_next
+    found = found or innermost
+    return f" (at {found.tb_frame.f_code.co_filename}:{found.tb_lineno})" if found is not None else ""
 
 
 NOT_REPLAYED = object()

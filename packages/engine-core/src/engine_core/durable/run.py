@@ -18,7 +18,6 @@ step again, and that delivery moves on.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any, cast
 
@@ -35,24 +34,11 @@ from .overrun import CodeOverran, held
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
 from .prefix import Kept, Prefix, prefix_of
 from .replay import EngineRaised, NondeterministicReplay, RefusedCall, Replay, Stop, Suspend, value_of
+from .replay import where as _where
 
 log = logging.getLogger("engine_core")
 _NOTHING = object()
 _AS_IT_WAS = "once the function is as it was, a redrive goes on undoing them"
-_ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _where(exc: BaseException) -> str:
-    """The line of the workflow's code the exception came from: its innermost frame outside engine-core
-    (a durable call that refused its arguments points at the call, not at the refusal)."""
-    tb, found, innermost = exc.__traceback__, None, None
-    while tb is not None:
-        innermost = tb
-        if not tb.tb_frame.f_code.co_filename.startswith(_ENGINE):
-            found = tb
-        tb = tb.tb_next
-    found = found or innermost
-    return f" (at {found.tb_frame.f_code.co_filename}:{found.tb_lineno})" if found is not None else ""
 
 
 class CodeRun(StepRun):
@@ -193,12 +179,14 @@ class CodeRun(StepRun):
 
     def reach(self, position: int) -> StepDef | None:
         """Replay the function up to ``position`` (nothing runs: every earlier call must be recorded) and
-        return what it calls there; None when it does not get there the same way."""
+        return what it calls there; None when it does not get there the same way. Held to the delivery's
+        deadline: ``CodeOverran`` when the function's own code is still running at it."""
         replay = Replay(self, stop_at=position)
         self._here = None  # the replay puts the positions it reaches: ``step`` looks them up
         bound = _current.RUN.set(replay)
         try:
-            self.code.code.fn(self._argument())
+            with held(replay, self.remaining_ms, self.life.clock, self.settings.time_margin_ms):
+                self.code.code.fn(self._argument())
         except Stop:
             pass
         except BaseException as exc:  # noqa: BLE001 - a replay that does not reach it, for any reason
@@ -491,7 +479,12 @@ class CodeRun(StepRun):
         if e.compensating or e.current_step != message.step or e.status.is_terminal:
             return Outcome("stale", e.execution_id, message.step,
                            f"branch {message.branch}: the execution is at step {e.current_step} ({e.status.value})")
-        d = self.reach(message.step)
+        try:
+            d = self.reach(message.step)
+        except CodeOverran as exc:  # nothing written: the step's own delivery, held as well, fails it there
+            log.warning("workflow function overran a branch's delivery", exc_info=True, extra=log_fields(e))
+            return Outcome("stale", e.execution_id, message.step, f"branch {message.branch}: not run, the replay to "
+                           f"its fan-out ran past its delivery: {exc}{_where(exc)}; the step's own delivery fails it")
         if d is None or d.kind.kind != "fanout":
             return Outcome("stale", e.execution_id, message.step,
                            f"branch {message.branch}: the function does not call parallel or map there now")
