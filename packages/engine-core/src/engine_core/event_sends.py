@@ -179,7 +179,7 @@ class EventSends(ActionBase):
             raise ExecutionStateConflictError(
                 "callback_used", f"the wait this token was issued for already ended (answered by {how}); a token "
                 "completes only its own wait", e.status.value)
-        if e.status is Status.WAITING and e.wait_woken and e.current_step == step_index:
+        if _woken_at(e, step_index):
             raise ExecutionStateConflictError(
                 "callback_used", "the wait this token was issued for was ended by an operator's wake (loom wake) "
                 "before this answer came: nothing was kept. The wait ends as the wake said (its default, or it fails "
@@ -188,6 +188,12 @@ class EventSends(ActionBase):
         sent = self.send_event(execution_id, wait.kind.event, data, by, event_id=event_id, _callback=True)
         if sent.outcome == "duplicate":
             raise ExecutionStateConflictError("callback_used", used, e.status.value)
+        if sent.outcome == "buffered" and _woken_at(now := self.get(execution_id), step_index):
+            # The wake committed between keeping the answer and the write that would have woken the wait for it.
+            raise ExecutionStateConflictError(
+                "callback_used", "an operator's wake (loom wake) ended the wait this token was issued for as this "
+                "answer came: the wait ends as the wake said (its default, or it fails event_timeout). The answer "
+                "is kept: if the wait waits again under its retry policy, it takes it then", now.status.value)
         return sent
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -237,6 +243,11 @@ class EventSends(ActionBase):
                 return "other"
         return None
         return False
+
+
+def _woken_at(e: Execution, step_index: int) -> bool:
+    """An operator's wake ended the wait at ``step_index``, and its delivery has not run yet."""
+    return e.status is Status.WAITING and e.wait_woken and e.current_step == step_index
 
 
 def _ending(e: Any) -> str:

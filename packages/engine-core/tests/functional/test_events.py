@@ -560,6 +560,45 @@ def test_a_callback_answered_after_a_wake_of_its_wait_is_refused_and_its_token_i
             assert runner.context(eid)["approved_by"] == "skipped"
 
 
+@pytest.mark.parametrize("after_the_wake", ["default", "waits again", "fails"])
+def test_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refused_naming_the_wake(after_the_wake,
+                                                                                                 monkeypatch):
+    # given: the wait a token was issued for; an operator's wake commits between the answer being kept and the
+    # write that would wake the wait for it
+    wait = {"default": {"default": {"approver": "skipped"}}, "waits again": {"retry": RetryPolicy(max_attempts=2)},
+            "fails": {"retry": RetryPolicy(max_attempts=1)}}[after_the_wake]
+    runner, runs, tokens = make(timeout=86400, **wait)
+    eid = runner.start("approval_flow", {})
+    runner.run_until(eid, "WAITING")
+    put_event = runner.store.put_event
+
+    def kept_then_woken(*args, **kwargs):
+        kept = put_event(*args, **kwargs)
+        runner.engine.operator.wake(eid, "ops")
+        return kept
+
+    monkeypatch.setattr(runner.store, "put_event", kept_then_woken)
+
+    # when: the partner answers
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.complete_callback(tokens[0], {"approver": "partner"}, "partner")
+    monkeypatch.setattr(runner.store, "put_event", put_event)
+
+    # then: 409 callback_used, naming the wake, which is what happens (before: answered buffered, as if the
+    # wait would take the answer)
+    assert refused.value.code == "callback_used" and "loom wake" in str(refused.value), refused.value
+    # and the wait ends as the wake said; one that waits again takes the answer kept
+    done = runner.run_until_done(eid)
+    assert done.status is {"default": Status.COMPLETED, "waits again": Status.COMPLETED,
+                           "fails": Status.FAILED}[after_the_wake], done.error
+    if done.status is Status.COMPLETED:
+        assert runner.context(eid)["approved_by"] == {"default": "skipped", "waits again": "partner"}[after_the_wake]
+    # and a repeat of the token is refused as used
+    with pytest.raises(ExecutionStateConflictError) as again:
+        runner.engine.operator.complete_callback(tokens[0], {"approver": "partner"}, "partner")
+    assert again.value.code in ("callback_used", "execution_ended"), again.value
+
+
 def test_an_event_whose_data_would_push_the_context_over_the_budget_fails_the_wait_and_a_redrive_passes_it_over():
     # given: a step list whose context is near the item budget, waiting for 'approved'
     registry = Registry()
