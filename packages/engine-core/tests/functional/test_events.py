@@ -599,6 +599,38 @@ def test_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refuse
     assert again.value.code in ("callback_used", "execution_ended"), again.value
 
 
+def test_durable_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refused_the_same_way(monkeypatch):
+    from engine_core.durable import durable, wait_for_callback
+    from engine_core.durable import step as dstep
+
+    # given: a code-first wait_for_callback; the wake commits between the answer being kept and its wake write
+    registry, tokens = Registry(), []
+
+    @durable("callback_code", registry=registry)
+    def flow(input):
+        answer = wait_for_callback("approved", tokens.append, timeout=86400, default={"approver": "skipped"})
+        return dstep("after", lambda: answer)
+
+    runner = LocalRunner(registry)
+    eid = runner.start("callback_code", {})
+    runner.run_until(eid, "WAITING")
+    put_event = runner.store.put_event
+
+    def kept_then_woken(*args, **kwargs):
+        kept = put_event(*args, **kwargs)
+        runner.engine.operator.wake(eid, "ops")
+        return kept
+
+    monkeypatch.setattr(runner.store, "put_event", kept_then_woken)
+
+    # when / then: refused naming the wake, and the function goes on with the wait's default
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        runner.engine.operator.complete_callback(tokens[-1], {"approver": "partner"}, "partner")
+    assert refused.value.code == "callback_used" and "loom wake" in str(refused.value), refused.value
+    done = runner.run_until_done(eid)
+    assert done.status is Status.COMPLETED and runner.result(eid) == {"approver": "skipped"}
+
+
 def test_an_event_whose_data_would_push_the_context_over_the_budget_fails_the_wait_and_a_redrive_passes_it_over():
     # given: a step list whose context is near the item budget, waiting for 'approved'
     registry = Registry()
