@@ -81,7 +81,12 @@ class EventSends(ActionBase):
                 self._wake_for(e, kept, repeated=True)
             return EventSent(e.execution_id, name, record.event_id, "duplicate")
         self.life.metrics.add_metric("EventsReceived", "Count", 1)
-        return EventSent(e.execution_id, name, record.event_id, self._wake_for(e, record))
+        outcome = self._wake_for(e, record)
+        if outcome == "buffered":  # a cancel or a failure may have come between the check above and the keep
+            now = self.get(execution_id)
+            if _takes_no_event(now):
+                raise ExecutionStateConflictError("execution_ended", _ended_as_it_came(now), now.status.value)
+        return EventSent(e.execution_id, name, record.event_id, outcome)
 
     def _wake_for(self, e: Execution, record: EventRecord, repeated: bool = False) -> str:
         """Wake the execution when the wait it is at takes ``record`` next: ``delivered``; else ``buffered``
@@ -248,6 +253,20 @@ class EventSends(ActionBase):
 def _woken_at(e: Execution, step_index: int) -> bool:
     """An operator's wake ended the wait at ``step_index``, and its delivery has not run yet."""
     return e.status is Status.WAITING and e.wait_woken and e.current_step == step_index
+
+
+def _takes_no_event(e: Execution) -> bool:
+    """No wait of ``e`` runs again: being cancelled or undoing its steps, or ended for good (a FAILED execution
+    that did not compensate may be redriven to its wait)."""
+    return e.cancel_requested or e.compensating or (
+        e.status.is_terminal and not (e.status is Status.FAILED and e.compensated is None))
+
+
+def _ended_as_it_came(e: Execution) -> str:
+    why = "was cancelled" if e.cancel_requested or e.cancelled_by else \
+        "failed" if e.compensating or e.status is not Status.COMPLETED else "completed"
+    return (f"execution {e.execution_id} {why} as this answer came: no wait of it runs again, so nothing takes it "
+            "(the answer was kept just before that was seen; sending it again changes nothing)")
 
 
 def _ending(e: Any) -> str:

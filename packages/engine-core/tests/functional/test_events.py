@@ -709,3 +709,56 @@ def test_an_answer_sent_while_a_cancel_undoes_the_steps_is_refused_not_kept_for_
     assert eid not in runner.store.events
     done = runner.run_until_done(eid)
     assert (done.status, done.compensated) == (Status.CANCELLED, True)
+
+
+@pytest.mark.parametrize("send", ["event", "callback"])
+@pytest.mark.parametrize("undo", [False, True], ids=["nothing to undo", "undoing"])
+def test_an_answer_kept_as_a_cancel_commits_is_refused_execution_ended_not_buffered(send, undo, monkeypatch):
+    # given: waiting; an operator's cancel commits between the answer being kept and the write that would wake
+    # the wait for it (with nothing to undo the execution is CANCELLED at once; else it undoes its step)
+    from engine_core import step as list_step
+
+    registry, tokens = Registry(), []
+
+    def charge(ctx):
+        tokens.append(ctx.callback_token("approved"))
+        return {"charged": True}
+
+    @workflow("cancelled_as_it_came", registry=registry)
+    class CancelledAsItCame:
+        steps = [list_step(charge, compensate=list_step(lambda ctx: None)) if undo else charge,
+                 wait_for_event("approved", timeout=3600)]
+
+    runner = LocalRunner(registry)
+    eid = runner.start("cancelled_as_it_came", {})
+    runner.run_until(eid, "WAITING")
+    put_event = runner.store.put_event
+
+    def kept_then_cancelled(*args, **kwargs):
+        kept = put_event(*args, **kwargs)
+        runner.engine.operator.cancel(eid, "ops", "stop")
+        return kept
+
+    monkeypatch.setattr(runner.store, "put_event", kept_then_cancelled)
+
+    # when: the answer comes
+    with pytest.raises(ExecutionStateConflictError) as refused:
+        if send == "event":
+            runner.send_event(eid, "approved", {"approved": True}, event_id="mail-1")
+        else:
+            runner.engine.operator.complete_callback(tokens[0], {"approved": True}, "approver")
+    monkeypatch.setattr(runner.store, "put_event", put_event)
+
+    # then: 409 execution_ended, saying the cancel came as it did and that nothing takes it (before: buffered,
+    # as if a later wait would take it); the cancel ends as it was going to
+    assert refused.value.code == "execution_ended" and "cancelled" in str(refused.value), refused.value
+    assert "as this answer came" in str(refused.value) and "nothing takes it" in str(refused.value), refused.value
+    done = runner.run_until_done(eid)
+    assert done.status is Status.CANCELLED and done.compensated is (True if undo else None), (done.status, done.error)
+    # and a repeat of the event id answers duplicate; of the token, used or ended
+    if send == "event":
+        assert runner.send_event(eid, "approved", {"approved": True}, event_id="mail-1") == "duplicate"
+    else:
+        with pytest.raises(ExecutionStateConflictError) as again:
+            runner.engine.operator.complete_callback(tokens[0], {"approved": True}, "approver")
+        assert again.value.code in ("callback_used", "execution_ended"), again.value

@@ -192,9 +192,11 @@ class OperatorActions:
         t = rng.choice(answered) if answered and rng.random() < 0.5 else rng.choice(self.tokens)
         event_id = callbacks.event_id(t.step)
         eid = t.execution_id
+        attrs = self.inner.metas.get(eid, {})
         before = (self.current_run(eid), self.wait_answered(eid, t.run, t.step), self.event_written(eid, t.run, t.event,
                                                                                                      event_id),
-                  self.wait_woken_at(eid, t.run, t.step))
+                  self.wait_woken_at(eid, t.run, t.step),
+                  attrs.get("status") in TERMINAL or bool(attrs.get("compensating") or attrs.get("cancel_requested")))
 
         def handle(op: Op) -> None:
             try:
@@ -217,7 +219,7 @@ class OperatorActions:
 
     def judge_callback(self, t: Token, outcome: str, before: tuple, op: Op) -> None:
         eid, event_id = t.execution_id, callbacks.event_id(t.step)
-        run_before, answered_before, sent_before, woken_before = before
+        run_before, answered_before, sent_before, woken_before, ended_before = before
         run_after = self.current_run(eid)
         answered = answered_before or self.wait_answered(eid, t.run, t.step)
         sent = sent_before or self.event_written(eid, t.run, t.event, event_id)
@@ -275,7 +277,10 @@ class OperatorActions:
             if (attrs.get("status") not in TERMINAL and not ending) or not mine:
                 self.violation(f"{eid[:8]}: a callback answered execution_ended while it is {attrs.get('status')}")
             elif [w for w in self.writes.get(eid, ()) if w.op_id == op.id and w.what == "put_event"]:
-                self.violation(f"{eid[:8]}: a callback refused execution_ended wrote an event")
+                if ended_before:  # only an ending that came while the answer was being kept may leave it kept
+                    self.violation(f"{eid[:8]}: a callback refused execution_ended wrote an event")
+                else:
+                    self.stat("callback.refused_as_it_ended")
             elif ending and attrs.get("status") not in TERMINAL:
                 self.stat("callback.refused_while_it_is_ending")
         else:
