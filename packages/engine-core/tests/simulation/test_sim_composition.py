@@ -67,6 +67,7 @@ def test_composition_seeds_hold_every_invariant(runs):
     (95092, "a wait period under a compatible redeploy takes the deployed list's timeout"),
     (132426, "a wake's delivery ending the wait after a cancel cleared the flag it read is the wake's, not a lost event"),
     (146386, "a callback repeated after its wait's record took the answer, the wait not yet moved past it: the same completion"),
+    (200899, "a cancel under a compatible redeploy that dropped a completed step's undo: the new compensations apply"),
 ])
 def test_composition_seed_that_found_a_defect_holds_every_invariant(seed, found):
     # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..399)

@@ -331,9 +331,19 @@ class Checker:
     def recorded_success(self, index: int) -> bool:
         return any(r.step_index == index and r.kind == "task" and r.status is StepStatus.SUCCEEDED for r in self.records)
 
-    def completed_compensable(self, below: int) -> list[int]:
-        return [s.index for s in self.wf.steps if s.kind == "task" and s.undo and s.index < below
+    def completed_compensable(self, below: int, wf=None) -> list[int]:
+        return [s.index for s in (wf or self.wf).steps if s.kind == "task" and s.undo and s.index < below
                 and self.advance_commits(s.index)]
+
+    def undo_definition(self, endings: list):
+        """The list whose compensations its ending undid: its own, or, when a same-version redeploy it goes on
+        under replaced it before it ended, the new one (docs/workflows.md: a compensation is not in the digest,
+        so an old execution's undo is the new compensation, or none)."""
+        replaced = self.sim.undeployed.get(self.info.fingerprint)
+        if replaced is None or not endings or endings[-1].seq < replaced or self.wf.code \
+                or not self.sim.goes_on_here(self.info.fingerprint):
+            return self.wf
+        return self.sim.specs[self.wf.name]
 
     def _compensation_ending(self, done_order: list[int], started: list) -> None:
         e = self.final
@@ -354,8 +364,11 @@ class Checker:
                 self.v(f"ended CANCELLED after its definition was replaced, leaving compensable steps {owed} done")
             return
         failed_at = e.failed_step if e.failed_step is not None else e.current_step
-        owed = self.completed_compensable(failed_at) if status in ("FAILED", "CANCELLED", "COMPENSATION_FAILED") else []
-        spec = self.wf.steps[failed_at] if failed_at < len(self.wf.steps) else None
+        wf = self.undo_definition(endings)
+        if wf is not self.wf:
+            self.sim.stat("redeploy.ended_on_the_new_compensations")
+        owed = self.completed_compensable(failed_at, wf) if status in ("FAILED", "CANCELLED", "COMPENSATION_FAILED") else []
+        spec = wf.steps[failed_at] if failed_at < len(wf.steps) else None
         caught = spec is not None and spec.kind == "task" and spec.undo and status in ("CANCELLED", "COMPENSATION_FAILED")
         if caught and (e.undo_failed_step or self.recorded_success(failed_at)):
             owed.append(failed_at)  # every recorded compensable success is undone, the cancelled step's too
@@ -378,7 +391,7 @@ class Checker:
                 self.v("COMPENSATION_FAILED without naming a step")
                 return
             undo = [b for b in self.bodies if b.kind == "undo" and b.step == j]
-            policy = self.wf.undo_policy(j)
+            policy = wf.undo_policy(j)
             claims = [c for c in self.commits if c.after.get("compensating") and c.after.get("current_step") == j
                       and c.after.get("attempt_started_at") and (c.before.get("attempt_started_at") is None
                                                                 or c.before.get("current_step") != j)]
