@@ -26,20 +26,24 @@ EVENT_ID_RE = re.compile(r"\A[A-Za-z0-9_.:-]{1,128}\Z")
 class EventSends(ActionBase):
     """Sending events and completing callbacks (see the module docstring)."""
 
-    def send_event(self, execution_id: str, name: str, data: Any, by: str, event_id: str | None = None,
-                   _callback: bool = False) -> EventSent:
+    def send_event(self, execution_id: str, name: str, data: Any, by: str, event_id: str | None = None) -> EventSent:
         """Deliver an event to an execution: kept until a ``wait_for_event(name)`` step consumes it (sent
         early, it waits for the step), applied once per ``event_id``, and waking the execution at once
         if it is waiting for it. Refused for an ended execution (unless that id was sent before: then
         ``duplicate``), for a name its workflow never waits for, for data its wait's model refuses, and
         for ids reserved for callback tokens (``callback:...``)."""
+        return self._send_event(execution_id, name, data, by, event_id)[0]
+
+    def _send_event(self, execution_id: str, name: str, data: Any, by: str, event_id: str | None = None,
+                    callback: bool = False) -> tuple[EventSent, Execution | None]:
+        """``send_event``, and the execution as the send last read or wrote it (None when it kept nothing new)."""
         if not isinstance(name, str) or not EVENT_NAME_RE.fullmatch(name):
             raise InvalidRequestError(f"event name {name!r} is invalid: 1-64 characters from A-Z a-z 0-9 _ . -")
         if event_id is not None and (not isinstance(event_id, str) or not EVENT_ID_RE.fullmatch(event_id)):
             shown = repr(event_id) if not isinstance(event_id, str) or len(event_id) <= 140 else \
                 f"{event_id[:100]!r}... ({len(event_id):,} characters)"
             raise InvalidRequestError(f"event_id {shown} is invalid: 1-128 characters from A-Z a-z 0-9 _ . : -")
-        if event_id is not None and callbacks.is_reserved(event_id) and not _callback:
+        if event_id is not None and callbacks.is_reserved(event_id) and not callback:
             raise InvalidRequestError(f"event_id {event_id!r} is reserved for callback tokens (ids starting with "
                                       f"{callbacks.CALLBACK_PREFIX!r}); choose another id, or complete the wait with "
                                       "POST /callbacks/{token}")
@@ -53,7 +57,7 @@ class EventSends(ActionBase):
         e = self.get(execution_id)
         if e.status.is_terminal:
             if event_id is not None and self._sent(e, name, event_id):
-                return EventSent(e.execution_id, name, event_id, "duplicate")
+                return EventSent(e.execution_id, name, event_id, "duplicate"), None
             raise ExecutionStateConflictError(
                 "execution_ended", f"execution {e.execution_id} already ended {e.status.value}; it waits for no "
                 "event" + ("" if e.status is not Status.FAILED or e.compensated else
@@ -62,13 +66,13 @@ class EventSends(ActionBase):
         wf = self.definition(e)
         waits = None if wf is None else wf.waits()
         if wf is not None and waits is not None:
-            if name not in waits and not _callback:  # a callback's wait is the one its token names
+            if name not in waits and not callback:  # a callback's wait is the one its token names
                 raise ExecutionStateConflictError(
                     "unknown_event", f"workflow {e.workflow!r} never waits for an event named {name!r}; it waits "
                     "for: " + (", ".join(sorted(waits)) or "no events"), e.status.value)
         if e.compensating or e.cancel_requested:
             if event_id is not None and self._sent(e, name, event_id):
-                return EventSent(e.execution_id, name, event_id, "duplicate")
+                return EventSent(e.execution_id, name, event_id, "duplicate"), None
             raise ExecutionStateConflictError("execution_ended", _ending(e), e.status.value)
         if wf is not None:
             self._check_model(wf, e, name, data)
@@ -79,19 +83,18 @@ class EventSends(ActionBase):
             kept = self._kept(e, name, record.event_id)
             if kept is not None:  # the send that kept it may have died before it woke the wait
                 self._wake_for(e, kept, repeated=True)
-            return EventSent(e.execution_id, name, record.event_id, "duplicate")
+            return EventSent(e.execution_id, name, record.event_id, "duplicate"), None
         self.life.metrics.add_metric("EventsReceived", "Count", 1)
-        outcome = self._wake_for(e, record)
-        if outcome == "buffered":  # a cancel or a failure may have come between the check above and the keep
-            now = self.get(execution_id)
-            if _takes_no_event(now):
-                raise ExecutionStateConflictError("execution_ended", _ended_as_it_came(now), now.status.value)
-        return EventSent(e.execution_id, name, record.event_id, outcome)
+        outcome, seen = self._wake_for(e, record)
+        if outcome == "buffered" and _takes_no_event(seen):  # a cancel or a failure came between the check and the keep
+            raise ExecutionStateConflictError("execution_ended", _ended_as_it_came(seen), seen.status.value)
+        return EventSent(e.execution_id, name, record.event_id, outcome), seen
 
-    def _wake_for(self, e: Execution, record: EventRecord, repeated: bool = False) -> str:
+    def _wake_for(self, e: Execution, record: EventRecord, repeated: bool = False) -> tuple[str, Execution]:
         """Wake the execution when the wait it is at takes ``record`` next: ``delivered``; else ``buffered``
-        (kept for a later wait). ``repeated``: an event kept by an earlier send of its id, which may have
-        died between keeping it and this wake: a wait already woken or due is left as it is."""
+        (kept for a later wait); and the execution as last read or written. ``repeated``: an event kept by an
+        earlier send of its id, which may have died between keeping it and this wake: a wait already woken or
+        due is left as it is."""
         for _ in range(RETRIES):
             now_e = self.get(e.execution_id)
             if now_e.stamped_until != e.stamped_until and now_e.stamped_until is not None:
@@ -101,11 +104,11 @@ class EventSends(ActionBase):
             e = now_e
             if repeated and (e.status is not Status.WAITING or e.timer is not Timer.EVENT or e.next_wake_at is None
                              or e.next_wake_at <= self.life.clock.now()):
-                return "buffered"
+                return "buffered", e
             view = View(self, e)
             if view.wf is None:
                 if e.cancel_requested or self._wake_unreadable_wait(e):
-                    return "buffered"
+                    return "buffered", e
                 continue
             kind = self.kinds.current(view.wf, e)
             # An operator's wake of this wait came first: it times out, and the event is kept for a later wait.
@@ -113,13 +116,13 @@ class EventSends(ActionBase):
                 else self._taken_next(view, record)
             now = self.life.clock.now()
             if taken is None or (taken == "other" and (e.next_wake_at is None or e.next_wake_at <= now)):
-                return "buffered"  # nothing it takes, or what it takes first already woke it
+                return "buffered", e  # nothing it takes, or what it takes first already woke it
             applied = self._commit(e, transitions.woken(e, now, by_event=True))
             if applied is not None:
                 self._send(applied)
-                return "delivered" if taken == "this" else "buffered"
+                return ("delivered" if taken == "this" else "buffered"), applied
         # It kept changing: the event is kept, and the wait that reads it next consumes it.
-        return "buffered"
+        return "buffered", e
 
     def _wake_unreadable_wait(self, e: Execution) -> bool:
         """An event for an execution waiting on a definition not deployed here (its version removed, or changed
@@ -174,7 +177,7 @@ class EventSends(ActionBase):
         used = "this callback token was used already; a token completes its wait once"
         kept = self._kept(e, wait.kind.event, event_id)
         if kept is not None:  # used, unless its use died between keeping the answer and waking the wait
-            if self._wake_for(e, kept, repeated=True) != "delivered":
+            if self._wake_for(e, kept, repeated=True)[0] != "delivered":
                 raise ExecutionStateConflictError("callback_used", used, e.status.value)
             return EventSent(e.execution_id, wait.kind.event, event_id, "delivered")
         answered = next((r for r in self.history_of(e) if isinstance(r, StepRecord) and r.step_index == step_index
@@ -190,15 +193,15 @@ class EventSends(ActionBase):
                 "before this answer came: nothing was kept. The wait ends as the wake said (its default, or it fails "
                 "event_timeout); if it waits again under its retry policy, this token completes that wait: send it "
                 "again then", e.status.value)
-        sent = self.send_event(execution_id, wait.kind.event, data, by, event_id=event_id, _callback=True)
+        sent, seen = self._send_event(execution_id, wait.kind.event, data, by, event_id=event_id, callback=True)
         if sent.outcome == "duplicate":
             raise ExecutionStateConflictError("callback_used", used, e.status.value)
-        if sent.outcome == "buffered" and _woken_at(now := self.get(execution_id), step_index):
+        if sent.outcome == "buffered" and seen is not None and _woken_at(seen, step_index):
             # The wake committed between keeping the answer and the write that would have woken the wait for it.
             raise ExecutionStateConflictError(
                 "callback_used", "an operator's wake (loom wake) ended the wait this token was issued for as this "
                 "answer came: the wait ends as the wake said (its default, or it fails event_timeout). The answer "
-                "is kept: if the wait waits again under its retry policy, it takes it then", now.status.value)
+                "is kept: if the wait waits again under its retry policy, it takes it then", seen.status.value)
         return sent
 
     # -- helpers ------------------------------------------------------------------------------------
