@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from threading import get_ident
+from time import monotonic
 from typing import Any, Protocol
 
 from .. import codec
@@ -122,6 +123,9 @@ class Replay:
         self.closed: Outcome | None = None
         self.in_engine = False
         """True while a durable call runs through the engine (``run.at``): no ``CodeOverran`` then."""
+        self.engine_left_at: float | None = None
+        """When the last durable call this run made through the engine returned (``time.monotonic``): the
+        function's own code since then is one stretch (``overrun.CodeDeadline``)."""
         self.broken: NondeterministicReplay | None = None
         self.values = run.values
         self.recorded: dict[int, StepRecord] = {}
@@ -220,6 +224,7 @@ class Replay:
             raise EngineRaised(exc) from exc
         finally:
             self.in_engine = False
+            self.engine_left_at = monotonic()
 
     def _value(self, p: int, r: StepRecord) -> Any:
         """The recorded value at ``p``: decoded once per record (kept by position, with the record it came

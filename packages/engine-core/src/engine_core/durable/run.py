@@ -30,7 +30,7 @@ from ..step_run import StepRun
 from ..steps import StepDef
 from ..versions import moved_by_redrive
 from . import _current
-from .overrun import CodeOverran, held
+from .overrun import CodeOutOfTime, CodeOverran, held, released, went_on
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
 from .prefix import Kept, Prefix, prefix_of
 from .replay import EngineRaised, NondeterministicReplay, RefusedCall, Replay, Stop, Suspend, value_of
@@ -84,8 +84,7 @@ class CodeRun(StepRun):
     def timeout_s(self) -> float:
         return self._budget(self.step)
 
-    def _budget(self, d: StepDef) -> float:
-        """Position ``d``'s budget, from ``d`` itself (no lookup)."""
+    def _budget(self, d: StepDef) -> float:  # position ``d``'s budget, from ``d`` itself (no lookup)
         return self.life.budget(self.wf, d)
 
     def prefix(self) -> Prefix | None:
@@ -96,8 +95,7 @@ class CodeRun(StepRun):
             return None
         return prefix_of(self.execution, self.records, self.values, None if self._touched_kept else self.kept)
 
-    def declared_model(self, event: str) -> type | None:
-        """The model the decorator's ``events=`` declares for ``event``, if any."""
+    def declared_model(self, event: str) -> type | None:  # what the decorator's ``events=`` declares, if any
         return (self.code.code.events or {}).get(event)
 
     def kept_prefix(self) -> Prefix | None:
@@ -123,6 +121,10 @@ class CodeRun(StepRun):
         return model.model_validate(self.data, by_name=True) if self.code.code.model_argument and model is not None \
             else self.data
 
+    def _held(self, replay: Replay) -> Any:
+        return held(replay, self.remaining_ms, self.life.clock, self.settings.time_margin_ms,
+                    self.settings.function_timeout_s)
+
     # -- driving the function --------------------------------------------------------------------------
     def loop(self) -> Outcome:
         if self.execution.compensating:
@@ -134,10 +136,12 @@ class CodeRun(StepRun):
         outcome: Outcome | None = None
         bound = _current.RUN.set(replay)
         try:
-            with held(replay, self.remaining_ms, self.life.clock, self.settings.time_margin_ms):
+            with self._held(replay):
                 value = self.code.code.fn(self._argument())
         except Suspend as end:
             outcome = end.outcome
+        except CodeOutOfTime as exc:
+            outcome = went_on(self, exc)
         except CodeOverran as exc:
             log.warning("workflow function overran its delivery", exc_info=True, extra=log_fields(self.execution))
             outcome = self._code_failed("workflow_error", f"{exc}{_where(exc)}")
@@ -185,7 +189,7 @@ class CodeRun(StepRun):
         self._here = None  # the replay puts the positions it reaches: ``step`` looks them up
         bound = _current.RUN.set(replay)
         try:
-            with held(replay, self.remaining_ms, self.life.clock, self.settings.time_margin_ms):
+            with self._held(replay):
                 self.code.code.fn(self._argument())
         except Stop:
             pass
@@ -203,7 +207,7 @@ class CodeRun(StepRun):
         self._here = d
         e = self.execution
         if d.index == e.current_step + 1 and self._settled_here(e):
-            outcome = self._move_on(d)
+            outcome = self.move_on(d)
             if outcome is not None:
                 raise Suspend(outcome)
             e = self.execution
@@ -267,7 +271,7 @@ class CodeRun(StepRun):
         self.pending = True
         return Outcome("chained", self.execution.execution_id, self.execution.current_step)
 
-    def _move_on(self, d: StepDef | None) -> Outcome | None:
+    def move_on(self, d: StepDef | None) -> Outcome | None:
         """Move past the settled current position to ``d`` (the function's next call), claiming it in the
         same write when it runs here; without ``d``, only move on (the function failed after it). None:
         go on here."""
@@ -412,7 +416,7 @@ class CodeRun(StepRun):
         """The function itself failed (outside any step): moved past a step it settled, then failed, with
         its completed steps compensated (not for a replay that went another way: what ran is unknown)."""
         if self.pending:
-            outcome = self._move_on(None)
+            outcome = self.move_on(None)
             if outcome is not None:
                 return outcome
         e = self.execution
@@ -435,10 +439,12 @@ class CodeRun(StepRun):
         problem: str | None = None
         code, remedy = "nondeterministic_replay", _AS_IT_WAS
         try:
-            with held(replay, self.remaining_ms, self.life.clock, self.settings.time_margin_ms):
+            with self._held(replay):
                 self.code.code.fn(self._argument())
         except Stop:
             pass
+        except CodeOutOfTime as exc:
+            raise released(exc, self) from None
         except CodeOverran as exc:  # the replay would hang every delivery that undoes this execution
             problem = (f"the replay to position {failed_at}, which says what to undo, was still in the function's own "
                        f"code between durable calls at its delivery's deadline{_where(exc)}")
@@ -481,6 +487,8 @@ class CodeRun(StepRun):
                            f"branch {message.branch}: the execution is at step {e.current_step} ({e.status.value})")
         try:
             d = self.reach(message.step)
+        except CodeOutOfTime as exc:
+            raise released(exc, self) from None
         except CodeOverran as exc:  # nothing written: the step's own delivery, held as well, fails it there
             log.warning("workflow function overran a branch's delivery", exc_info=True, extra=log_fields(e))
             return Outcome("stale", e.execution_id, message.step, f"branch {message.branch}: not run, the replay to "
