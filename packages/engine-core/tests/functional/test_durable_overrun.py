@@ -410,3 +410,38 @@ def test_durable_a_cancel_while_a_branchs_replay_is_stuck_undoes_nothing_and_end
     done = engine.get(eid)
     assert (done.status, done.compensated) == (Status.CANCELLED, True), (done.status, done.error)
     assert runs == Counter({"slow line": 3, "undo": 1})
+
+
+def test_durable_a_branch_delivered_with_little_time_left_puts_its_message_back_and_runs_in_a_fresh_one():
+    # given: 1.5 s of code before a parallel step (a delivery gives it 2.5 s); the step fanned out
+    registry, runs = Registry(), Counter()
+
+    @durable("late_branch", registry=registry)
+    def flow(input):
+        step("a", lambda: 1)
+        time.sleep(1.5)
+        return parallel("both", lambda: runs.update(["left"]) or "l", lambda: runs.update(["right"]) or "r",
+                        timeout_s=0.3)
+
+    engine, queue = make(registry)
+    eid = engine.start("late_branch", {}).execution.execution_id
+    (m,) = queue.receive()
+    ends = time.monotonic() + DELIVERY_S
+    assert engine.process(m.body, remaining_ms=lambda: int((ends - time.monotonic()) * 1000)).kind == "fanned_out"
+    queue.ack(m)
+
+    # when: a branch's message is delivered with 1.6 s left (its replay to the fan-out needs 1.5 s)
+    branch, *others = queue.receive()
+    for other in others:  # not delivered now
+        queue.release(other)
+    ends = time.monotonic() + 1.6
+    with pytest.raises(InsufficientTimeError):
+        engine.process(branch.body, remaining_ms=lambda: int((ends - time.monotonic()) * 1000))
+    queue.release(branch)
+
+    # then: nothing ran and nothing failed; delivered with its whole time, each branch runs once
+    assert engine.get(eid).status is Status.RUNNING and not runs
+    deliver(engine, queue, eid)
+    e = engine.get(eid)
+    assert e.status is Status.COMPLETED, e.error
+    assert runs == Counter({"left": 1, "right": 1})
