@@ -5,6 +5,7 @@ manual clock; every check counts what really happened (body runs, records, messa
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import contextmanager
 
 import pytest
 
@@ -33,6 +34,24 @@ def make(**wait_kwargs):
         steps = [before, wait_for_event("approved", **wait_kwargs), after]
 
     return LocalRunner(registry), runs, tokens
+
+
+@contextmanager
+def racing_the_keep(store, action):
+    """Run ``action`` (an operator's) right after ``store`` keeps an event: between a send's keep and the
+    write that would wake the wait for it."""
+    put_event = store.put_event
+
+    def kept_then(*args, **kwargs):
+        kept = put_event(*args, **kwargs)
+        action()
+        return kept
+
+    store.put_event = kept_then
+    try:
+        yield
+    finally:
+        del store.put_event
 
 
 def test_wait_for_event_when_the_event_arrives_merges_it_and_runs_on_once():
@@ -561,8 +580,7 @@ def test_a_callback_answered_after_a_wake_of_its_wait_is_refused_and_its_token_i
 
 
 @pytest.mark.parametrize("after_the_wake", ["default", "waits again", "fails"])
-def test_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refused_naming_the_wake(after_the_wake,
-                                                                                                 monkeypatch):
+def test_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refused_naming_the_wake(after_the_wake):
     # given: the wait a token was issued for; an operator's wake commits between the answer being kept and the
     # write that would wake the wait for it
     wait = {"default": {"default": {"approver": "skipped"}}, "waits again": {"retry": RetryPolicy(max_attempts=2)},
@@ -570,19 +588,11 @@ def test_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refuse
     runner, runs, tokens = make(timeout=86400, **wait)
     eid = runner.start("approval_flow", {})
     runner.run_until(eid, "WAITING")
-    put_event = runner.store.put_event
-
-    def kept_then_woken(*args, **kwargs):
-        kept = put_event(*args, **kwargs)
-        runner.engine.operator.wake(eid, "ops")
-        return kept
-
-    monkeypatch.setattr(runner.store, "put_event", kept_then_woken)
 
     # when: the partner answers
-    with pytest.raises(ExecutionStateConflictError) as refused:
+    with racing_the_keep(runner.store, lambda: runner.engine.operator.wake(eid, "ops")), \
+            pytest.raises(ExecutionStateConflictError) as refused:
         runner.engine.operator.complete_callback(tokens[0], {"approver": "partner"}, "partner")
-    monkeypatch.setattr(runner.store, "put_event", put_event)
 
     # then: 409 callback_used, naming the wake, which is what happens (before: answered buffered, as if the
     # wait would take the answer)
@@ -599,7 +609,7 @@ def test_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refuse
     assert again.value.code in ("callback_used", "execution_ended"), again.value
 
 
-def test_durable_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refused_the_same_way(monkeypatch):
+def test_durable_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_is_refused_the_same_way():
     from engine_core.durable import durable, wait_for_callback
     from engine_core.durable import step as dstep
 
@@ -614,17 +624,10 @@ def test_durable_a_callback_whose_answer_is_kept_as_a_wake_of_its_wait_commits_i
     runner = LocalRunner(registry)
     eid = runner.start("callback_code", {})
     runner.run_until(eid, "WAITING")
-    put_event = runner.store.put_event
-
-    def kept_then_woken(*args, **kwargs):
-        kept = put_event(*args, **kwargs)
-        runner.engine.operator.wake(eid, "ops")
-        return kept
-
-    monkeypatch.setattr(runner.store, "put_event", kept_then_woken)
 
     # when / then: refused naming the wake, and the function goes on with the wait's default
-    with pytest.raises(ExecutionStateConflictError) as refused:
+    with racing_the_keep(runner.store, lambda: runner.engine.operator.wake(eid, "ops")), \
+            pytest.raises(ExecutionStateConflictError) as refused:
         runner.engine.operator.complete_callback(tokens[-1], {"approver": "partner"}, "partner")
     assert refused.value.code == "callback_used" and "loom wake" in str(refused.value), refused.value
     done = runner.run_until_done(eid)
@@ -713,7 +716,7 @@ def test_an_answer_sent_while_a_cancel_undoes_the_steps_is_refused_not_kept_for_
 
 @pytest.mark.parametrize("send", ["event", "callback"])
 @pytest.mark.parametrize("undo", [False, True], ids=["nothing to undo", "undoing"])
-def test_an_answer_kept_as_a_cancel_commits_is_refused_execution_ended_not_buffered(send, undo, monkeypatch):
+def test_an_answer_kept_as_a_cancel_commits_is_refused_execution_ended_not_buffered(send, undo):
     # given: waiting; an operator's cancel commits between the answer being kept and the write that would wake
     # the wait for it (with nothing to undo the execution is CANCELLED at once; else it undoes its step)
     from engine_core import step as list_step
@@ -732,22 +735,14 @@ def test_an_answer_kept_as_a_cancel_commits_is_refused_execution_ended_not_buffe
     runner = LocalRunner(registry)
     eid = runner.start("cancelled_as_it_came", {})
     runner.run_until(eid, "WAITING")
-    put_event = runner.store.put_event
-
-    def kept_then_cancelled(*args, **kwargs):
-        kept = put_event(*args, **kwargs)
-        runner.engine.operator.cancel(eid, "ops", "stop")
-        return kept
-
-    monkeypatch.setattr(runner.store, "put_event", kept_then_cancelled)
 
     # when: the answer comes
-    with pytest.raises(ExecutionStateConflictError) as refused:
+    with racing_the_keep(runner.store, lambda: runner.engine.operator.cancel(eid, "ops", "stop")), \
+            pytest.raises(ExecutionStateConflictError) as refused:
         if send == "event":
             runner.send_event(eid, "approved", {"approved": True}, event_id="mail-1")
         else:
             runner.engine.operator.complete_callback(tokens[0], {"approved": True}, "approver")
-    monkeypatch.setattr(runner.store, "put_event", put_event)
 
     # then: 409 execution_ended, saying the cancel came as it did and that nothing takes it (before: buffered,
     # as if a later wait would take it); the cancel ends as it was going to
