@@ -77,7 +77,8 @@ class CodeOverran(BaseException):
 class CodeOutOfTime(BaseException):
     """The delivery ends while the function's own code runs, but that code began late in it (after steps that
     took most of the delivery, or in a delivery that began with little time left): not proof that it is slow.
-    The delivery ends without a write of its own (``InsufficientTimeError``), and a fresh one runs it again."""
+    The delivery moves past the step it settled and sends the execution on (``went_on``), or, having written
+    nothing, puts its message back (``released``); a fresh delivery runs the code again."""
 
 
 class CodeDeadline:

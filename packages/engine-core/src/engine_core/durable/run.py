@@ -184,7 +184,7 @@ class CodeRun(StepRun):
     def reach(self, position: int) -> StepDef | None:
         """Replay the function up to ``position`` (nothing runs: every earlier call must be recorded) and
         return what it calls there; None when it does not get there the same way. Held to the delivery's
-        deadline: ``CodeOverran`` when the function's own code is still running at it."""
+        deadline: ``CodeOverran`` (or ``CodeOutOfTime``, begun late) when the function's own code runs at it."""
         replay = Replay(self, stop_at=position)
         self._here = None  # the replay puts the positions it reaches: ``step`` looks them up
         bound = _current.RUN.set(replay)
