@@ -86,7 +86,8 @@ class EventSends(ActionBase):
             return EventSent(e.execution_id, name, record.event_id, "duplicate"), None
         self.life.metrics.add_metric("EventsReceived", "Count", 1)
         outcome, seen = self._wake_for(e, record)
-        if outcome == "buffered" and _takes_no_event(seen):  # a cancel or a failure came between the check and the keep
+        if outcome == "buffered" and _takes_no_event(seen) and not self._taken(seen, record.event_id):
+            # It ended (a cancel, a failure, its return) between the check above and the keep, and no wait took it.
             raise ExecutionStateConflictError("execution_ended", _ended_as_it_came(seen), seen.status.value)
         return EventSent(e.execution_id, name, record.event_id, outcome), seen
 
@@ -205,6 +206,10 @@ class EventSends(ActionBase):
         return sent
 
     # -- helpers ------------------------------------------------------------------------------------
+    def _taken(self, e: Execution, event_id: str) -> bool:
+        """A wait of ``e``'s run took the event ``event_id`` (its record names it)."""
+        return any(isinstance(r, StepRecord) and r.event_id == event_id for r in self.history_of(e))
+
     def _sent(self, e: Execution, name: str, event_id: str) -> bool:
         return self._kept(e, name, event_id) is not None
 

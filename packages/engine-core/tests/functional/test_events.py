@@ -757,3 +757,19 @@ def test_an_answer_kept_as_a_cancel_commits_is_refused_execution_ended_not_buffe
         with pytest.raises(ExecutionStateConflictError) as again:
             runner.engine.operator.complete_callback(tokens[0], {"approved": True}, "approver")
         assert again.value.code in ("callback_used", "execution_ended"), again.value
+
+
+def test_an_event_the_wait_took_as_it_was_kept_is_not_refused_when_the_execution_completed_meanwhile():
+    # given: an execution running toward its wait; the send keeps the event, and before the send looks again
+    # the worker reaches the wait, takes the event and completes the execution
+    runner, runs, _ = make(timeout=3600)
+    eid = runner.start("approval_flow", {})
+    runner.step_once()  # "before" ran; the wait is next
+
+    # when: the event is sent (found by the end-to-end suite: refused execution_ended, "nothing takes it")
+    with racing_the_keep(runner.store, lambda: runner.run_until_done(eid)):
+        outcome = runner.send_event(eid, "approved", {"approver": "ana"}, event_id="evt-1")
+
+    # then: answered as a kept event (the wait took it), not refused; the execution completed with it
+    assert outcome in ("buffered", "delivered"), outcome
+    assert runner.engine.get(eid).status is Status.COMPLETED and runner.context(eid)["approved_by"] == "ana"
