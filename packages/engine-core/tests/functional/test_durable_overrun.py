@@ -131,6 +131,36 @@ def test_durable_code_that_fits_a_delivery_but_began_late_in_one_goes_on_in_a_fr
     assert not released and runs == Counter({"function": 2, "a": 1, "b": 1}), (released, runs)
 
 
+def test_durable_a_cancel_during_the_step_before_late_code_is_undone_when_the_delivery_sends_it_on():
+    # given: a compensable step whose body takes 1.6 s, during which an operator cancels; then 1.5 s of code
+    registry, runs, seen = Registry(), Counter(), {}
+
+    def charge():
+        time.sleep(0.3)
+        seen["engine"].operator.cancel(seen["eid"], "ops", reason="no longer needed")  # while the attempt runs
+        time.sleep(1.3)
+        runs["charge"] += 1
+        return 1
+
+    @durable("cancel_then_late", registry=registry)
+    def flow(input):
+        step("charge", charge, timeout_s=1.9, compensate=lambda result: runs.update(["refund"]))
+        time.sleep(1.5)
+        return step("ship", lambda: runs.update(["ship"]), timeout_s=0.3)
+
+    engine, queue = make(registry)
+    seen["engine"] = engine
+    eid = seen["eid"] = engine.start("cancel_then_late", {}).execution.execution_id
+
+    # when: the code after the charge meets the delivery's end, and the delivery makes the charge's move
+    deliver(engine, queue, eid)
+
+    # then: that move finds the cancel, and the charge is undone once; nothing after it ran
+    e = engine.get(eid)
+    assert (e.status, e.compensated, e.cancelled_by) == (Status.CANCELLED, True, "ops"), (e.status, e.error)
+    assert runs == Counter({"charge": 1, "refund": 1})
+
+
 def test_durable_deliveries_begun_with_little_time_left_move_on_or_put_their_message_back_never_fail():
     # given: an execution asleep after "a"; after the sleep, code that takes 1.5 s (a delivery gives it 2.5 s)
     registry, runs = Registry(), Counter()
