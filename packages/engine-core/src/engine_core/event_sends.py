@@ -270,16 +270,20 @@ def _takes_no_event(e: Execution) -> bool:
         e.status.is_terminal and not (e.status is Status.FAILED and e.compensated is None))
 
 
+def _why_it_ends(e: Any) -> str:
+    """What ends ``e``, as the refusals of an answer say it: its cancel, else its failure (or its return)."""
+    if e.cancel_requested or e.cancelled_by:
+        return "was cancelled"
+    return "completed" if e.status is Status.COMPLETED else "failed"
+
+
 def _ended_as_it_came(e: Execution) -> str:
-    why = "was cancelled" if e.cancel_requested or e.cancelled_by else \
-        "failed" if e.compensating or e.status is not Status.COMPLETED else "completed"
-    return (f"execution {e.execution_id} {why} as this answer came: no wait of it runs again, so nothing takes it "
-            "(the answer was kept just before that was seen; sending it again changes nothing)")
+    return (f"execution {e.execution_id} {_why_it_ends(e)} as this answer came: no wait of it runs again, so nothing "
+            "takes it (the answer was kept just before that was seen; sending it again changes nothing)")
 
 
 def _ending(e: Any) -> str:
     """Why a live execution that a cancel or a failure is ending takes no event: no wait of it runs again."""
-    why = "was cancelled" if e.cancel_requested or e.cancelled_by else "failed"
     how = "undoing its completed steps" if e.compensating else "once the attempt that holds its step ends"
-    return (f"execution {e.execution_id} {why} and is ending ({how}): no wait of it runs again, so it takes no "
-            "event; nothing was kept")
+    return (f"execution {e.execution_id} {_why_it_ends(e)} and is ending ({how}): no wait of it runs again, so it "
+            "takes no event; nothing was kept")
