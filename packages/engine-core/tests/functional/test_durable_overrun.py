@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from engine_core import Engine, EngineSettings, InsufficientTimeError, Registry, Status, SystemClock
+from engine_core import Engine, EngineSettings, InsufficientTimeError, PermanentStepError, Registry, Status, SystemClock
 from engine_core.sweeper import Sweeper
 from engine_core.adapters.fake_queue import FakeQueue
 from engine_core.adapters.memory import MemoryStore
@@ -203,6 +203,91 @@ def test_durable_deliveries_begun_with_little_time_left_move_on_or_put_their_mes
     e = engine.get(eid)
     assert e.status is Status.COMPLETED, e.error
     assert runs == Counter({"a": 1, "after the sleep": 3, "b": 1})
+
+
+@pytest.mark.parametrize("before", ["at the top", "after a compensable step"])
+def test_durable_a_step_no_delivery_has_time_for_after_the_code_before_it_fails_at_once_and_a_fixed_redrive_goes_on(
+        before):
+    # given: 1.2 s of the function's own code before a step with a 1.5 s budget: with the 1 s margin, 3.7 s
+    # of a 3 s delivery (each fits alone: the code a delivery, the budget the worker's timeout)
+    registry, runs, fixed = Registry(), Counter(), {"yes": False}
+
+    @durable("late_step", registry=registry)
+    def flow(input):
+        runs["function"] += 1
+        if before.startswith("after"):
+            step("charge", lambda: runs.update(["charge"]) or 1, timeout_s=0.5,  # its undo fits after the code
+                 compensate=lambda result: runs.update(["refund"]))
+        time.sleep(0.1 if fixed["yes"] else 1.2)
+        return step("ship", lambda: runs.update(["ship"]) or 2, timeout_s=1.5)
+
+    engine, queue = make(registry)
+    eid = engine.start("late_step", {}).execution.execution_id
+
+    # when
+    released = []
+    deliver(engine, queue, eid, released=released)
+
+    # then: the delivery that reaches the call fails the execution there, naming it, the numbers and what to do; the step
+    # never ran and what ran before is undone (before: the message was put back at every delivery, for ever,
+    # the execution RUNNING with no error)
+    e = engine.get(eid)
+    assert (e.status, e.error.code, e.error.step_name) == (Status.FAILED, "step_timeout_too_long", "ship"), e.error
+    assert "comes after 1.2 s of the function's own code" in e.error.message, e.error.message
+    assert "needs 3.7 s, and the worker's timeout is 3 s" in e.error.message
+    assert "Move the slow code before the call into a step" in e.error.message and "then redrive" in e.error.message
+    # (after "charge", the first delivery sent the execution on; the second failed it, the third undid "charge")
+    assert not released and runs["function"] == (3 if before.startswith("after") else 1) and runs["ship"] == 0
+    assert runs["refund"] == runs["charge"] == (1 if before.startswith("after") else 0)
+    if before.startswith("after"):
+        assert e.compensated is True
+        return
+    # and once the code before it is fixed, a redrive runs the step
+    fixed["yes"] = True
+    engine.operator.redrive(eid, "ops")
+    deliver(engine, queue, eid, released=released)
+    e = engine.get(eid)
+    assert e.status is Status.COMPLETED and not released, (e.status, e.error, released)
+    assert runs["ship"] == 1
+
+
+def test_durable_an_undo_no_delivery_has_time_for_after_the_replay_ends_failed_still_compensating_and_a_fixed_redrive_undoes():
+    # given: a compensable step with the default budget (1 s in a 3 s worker: its undo's too), then 1.2 s of the
+    # function's own code and a step that fails for good: undoing "charge" replays that code first
+    registry, runs, fixed = Registry(), Counter(), {"yes": False}
+
+    def ship():
+        runs["ship"] += 1
+        raise PermanentStepError("the carrier refused the parcel")
+
+    @durable("late_undo", registry=registry)
+    def flow(input):
+        step("charge", lambda: runs.update(["charge"]) or 1, compensate=lambda result: runs.update(["refund"]))
+        time.sleep(0.1 if fixed["yes"] else 1.2)
+        return step("ship", ship, timeout_s=0.5)
+
+    engine, queue = make(registry)
+    eid = engine.start("late_undo", {}).execution.execution_id
+
+    # when
+    released = []
+    deliver(engine, queue, eid, released=released)
+
+    # then: the delivery that would undo "charge" ends the execution FAILED, still compensating, naming the undo,
+    # the numbers and what to do; nothing was undone (before: its message was put back at every delivery, for ever)
+    e = engine.get(eid)
+    assert (e.status, e.error.code, e.compensating) == (Status.FAILED, "step_timeout_too_long", True), e.error
+    assert "the undo of position 0, 'charge', comes after the replay that says what to undo, 1.2 s" in e.error.message
+    assert "it needs 3.2 s, and the worker's timeout is 3 s" in e.error.message, e.error.message
+    assert "then a redrive goes on undoing them" in e.error.message
+    assert not released and runs == Counter({"charge": 1, "ship": 1})
+    # and once the code is fixed, a redrive undoes "charge" once
+    fixed["yes"] = True
+    engine.operator.redrive(eid, "ops")
+    deliver(engine, queue, eid, released=released)
+    e = engine.get(eid)
+    assert (e.status, e.compensated) == (Status.FAILED, True) and not released, (e.status, e.error, released)
+    assert runs == Counter({"charge": 1, "ship": 1, "refund": 1})
 
 
 def test_durable_a_step_body_and_a_sleep_are_not_cut_by_the_functions_deadline():

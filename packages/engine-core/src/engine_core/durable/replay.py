@@ -123,6 +123,8 @@ class Replay:
         self.closed: Outcome | None = None
         self.in_engine = False
         """True while a durable call runs through the engine (``run.at``): no ``CodeOverran`` then."""
+        self.began = monotonic()
+        """When this run of the function began (``time.monotonic``): its first stretch of own code starts here."""
         self.engine_left_at: float | None = None
         """When the last durable call this run made through the engine returned (``time.monotonic``): the
         function's own code since then is one stretch (``overrun.CodeDeadline``)."""

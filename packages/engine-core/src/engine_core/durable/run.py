@@ -22,14 +22,15 @@ import time
 from typing import Any, cast
 
 from .. import callbacks, codec, faults, transitions
-from ..errors import NonSerializableResultError, ResultTooLargeError
+from ..errors import InsufficientTimeError, NonSerializableResultError, ResultTooLargeError
 from ..model import ErrorInfo, Execution, ExecutionState, StepMessage, StepRecord, StepStatus
 from ..outcome import Outcome, log_fields
-from ..settings import UNFIT_REMEDY, lease_seconds, unfit_budget
+from ..settings import lease_seconds
 from ..step_run import StepRun
 from ..steps import StepDef
 from ..versions import moved_by_redrive
 from . import _current
+from .fit import UNDO_REMEDY, never_fits, undo_never_fits, unfit_call
 from .overrun import CodeOutOfTime, CodeOverran, held, released, went_on
 from .plan import RETURN_KIND, CodeSteps, code_plan, describe
 from .prefix import Kept, Prefix, prefix_of
@@ -220,7 +221,7 @@ class CodeRun(StepRun):
             raise Suspend(self.fail(cap, compensate=False))
         unfit = None
         if (d.timeout_s is not None or self.wf.step_timeout_s) and not e.cancel_requested:
-            unfit = self._unfit(d)  # the default budget is derived from the worker's timeout: it always fits
+            unfit = unfit_call(self, d)  # the default budget is derived from the worker's timeout: it always fits
         if unfit is not None:
             raise Suspend(self.fail(unfit))
         kind = self.kinds.kinds[d.kind.kind]
@@ -234,17 +235,14 @@ class CodeRun(StepRun):
             return self.settled_value
         return None if self.settled is None else value_of(self.settled)
 
-    def _unfit(self, d: StepDef) -> ErrorInfo | None:
-        """A call whose budget no delivery can fit (``timeout_s`` or ``step_timeout_s`` over the worker's
-        timeout) fails at once, naming both, instead of being released for redelivery for ever."""
-        if not d.kind.runs_bodies():
-            return None
-        why = unfit_budget(self.settings, self._budget(d))
-        if why is None:
-            return None
-        return ErrorInfo(code="step_timeout_too_long", step_index=d.index, step_name=d.name, message=(
-            f"position {d.index}, {d.kind.kind} {d.name!r}, has {why}, and the worker's timeout is {self.settings.function_timeout_s:g} s "
-            f"(LOOM_FUNCTION_TIMEOUT_S): no delivery can run it. {UNFIT_REMEDY}; then redrive"))
+    def check_time(self, timeout_s: float) -> None:
+        """As a step list's, unless no delivery has the time (``fit.never_fits``): then the execution fails here."""
+        try:
+            super().check_time(timeout_s)
+        except InsufficientTimeError:
+            if (unfit := never_fits(self, timeout_s)) is None:
+                raise
+            raise Suspend(self.fail(unfit)) from None
 
     def put(self, record: StepRecord) -> Outcome | None:
         kept = self.kept
@@ -462,6 +460,8 @@ class CodeRun(StepRun):
         if problem is None and (d is None or d.compensate is None):
             problem = (f"the replay did not reach position {e.current_step} with its compensation: the function no "
                        "longer calls it the same way")
+        if problem is None and (late := undo_never_fits(self, replay)) is not None:
+            problem, code, remedy = late, "step_timeout_too_long", UNDO_REMEDY
         if problem is not None:
             return self._undo_blocked(problem, code, remedy)
         return self.kinds.compensating.run(self)
