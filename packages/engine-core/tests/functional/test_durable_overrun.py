@@ -251,6 +251,40 @@ def test_durable_a_step_no_delivery_has_time_for_after_the_code_before_it_fails_
     assert runs["ship"] == 1
 
 
+def test_durable_a_fan_out_whose_branches_no_delivery_has_time_for_after_the_replay_to_it_fails_before_it_begins():
+    # given: 1.5 s of own code before a parallel step whose branches have the default budget (1 s in a 3 s
+    # worker): each branch's delivery replays that code first, 3.5 s with the budget and the margin
+    registry, runs, fixed = Registry(), Counter(), {"yes": False}
+
+    @durable("late_fan_out", registry=registry)
+    def flow(input):
+        step("a", lambda: 1)
+        time.sleep(0.1 if fixed["yes"] else 1.5)
+        return parallel("both", lambda: runs.update(["left"]) or "l", lambda: runs.update(["right"]) or "r")
+
+    engine, queue = make(registry)
+    eid = engine.start("late_fan_out", {}).execution.execution_id
+
+    # when
+    released = []
+    deliver(engine, queue, eid, released=released)
+
+    # then: the step fails before it fans out, naming its branches' budget (before: it fanned out, and every
+    # branch's delivery put its message back, for ever)
+    e = engine.get(eid)
+    assert (e.status, e.error.code, e.error.step_name) == (Status.FAILED, "step_timeout_too_long", "both"), e.error
+    assert "with its branches' 1 s budget and the 1 s margin it needs 3.5 s" in e.error.message, e.error.message
+    assert "no delivery can run a branch of it" in e.error.message
+    assert not released and not runs and not engine.life.store.branches(eid, 1)
+    # and once the code is fixed, a redrive fans out and each branch runs once
+    fixed["yes"] = True
+    engine.operator.redrive(eid, "ops")
+    deliver(engine, queue, eid, released=released)
+    e = engine.get(eid)
+    assert e.status is Status.COMPLETED and not released, (e.status, e.error, released)
+    assert runs == Counter({"left": 1, "right": 1})
+
+
 def test_durable_an_undo_no_delivery_has_time_for_after_the_replay_ends_failed_still_compensating_and_a_fixed_redrive_undoes():
     # given: a compensable step with the default budget (1 s in a 3 s worker: its undo's too), then 1.2 s of the
     # function's own code and a step that fails for good: undoing "charge" replays that code first

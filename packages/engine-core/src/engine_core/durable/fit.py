@@ -8,7 +8,10 @@ execution at once, naming the call and the numbers, instead of being put back on
   before it (the replay of the recorded calls and the code between them), which runs again in every delivery.
   When the stretch of that code since the last call the engine ran (or since the delivery's run began), plus
   the budget and the margin, is over the worker's timeout, no delivery has that much time: the check is asked
-  only once a delivery found too little time left, and only with the system clock (the stretch is real time).
+  once a delivery found too little time left, and only with the system clock (the stretch is real time). A
+  ``parallel``/``map`` is checked before it fans out, with its branches' budget: each branch's delivery replays
+  the function to it first.
+- ``undo_never_fits``: the same for an undo, after the replay that says what to undo.
 """
 
 from __future__ import annotations
@@ -29,9 +32,16 @@ CODE_BEFORE_REMEDY = ("Move the slow code before the call into a step (a step's 
 
 def unfit_call(run: Any, d: StepDef) -> ErrorInfo | None:
     """A call of ``run`` (a ``CodeRun``) whose budget no delivery can fit (``timeout_s`` or ``step_timeout_s``
-    over the worker's timeout), or None."""
+    over the worker's timeout), or a ``parallel``/``map`` about to fan out whose branches no delivery has time
+    for after the replay to it (``never_fits``), or None."""
     if not d.kind.runs_bodies():
         return None
+    if d.kind.kind == "fanout" and run.execution.attempt < 1:  # each branch's delivery replays to the fan-out
+        late = never_fits(run, run.life.budget(run.wf, d), branches=True)
+        if late is not None:
+            return late
+    if d.timeout_s is None and not run.wf.step_timeout_s:
+        return None  # the default budget is derived from the worker's timeout: it always fits
     why = unfit_budget(run.settings, run.life.budget(run.wf, d))
     if why is None:
         return None
@@ -41,11 +51,11 @@ def unfit_call(run: Any, d: StepDef) -> ErrorInfo | None:
         "then redrive"))
 
 
-def never_fits(run: Any, timeout_s: float) -> ErrorInfo | None:
+def never_fits(run: Any, timeout_s: float, branches: bool = False) -> ErrorInfo | None:
     """The current call of ``run``, which this delivery has too little time left for, when no delivery could
     have enough: the function's own code before it, its ``timeout_s`` budget and the margin are more than the
-    worker's timeout. None when a fresh delivery may run it (or nothing says: no system clock, no timeout
-    known, not the function's own run)."""
+    worker's timeout (``branches``: its branches', each delivered after a replay to it). None when a fresh
+    delivery may run it (or nothing says: no system clock, no timeout known, not the function's own run)."""
     replay, ceiling = _current.RUN.get(), run.settings.function_timeout_s
     if replay is None or replay.stop_at is not None or ceiling is None or run.execution.compensating \
             or not isinstance(run.life.clock, SystemClock):
@@ -56,11 +66,12 @@ def never_fits(run: Any, timeout_s: float) -> ErrorInfo | None:
     if needed <= ceiling:
         return None
     d = run.step
+    whose, it = ("its branches'", "a branch of it") if branches else ("its", "it")
     return ErrorInfo(code="step_timeout_too_long", step_index=d.index, step_name=d.name, message=(
         f"position {d.index}, {d.kind.kind} {d.name!r}, comes after {code_s:.1f} s of the function's own code "
-        f"(what ran since the call before it, the replay included); with its {timeout_s:g} s budget and the "
+        f"(what ran since the call before it, the replay included); with {whose} {timeout_s:g} s budget and the "
         f"{margin_s:g} s margin it needs {needed:.1f} s, and the worker's timeout is {ceiling:g} s "
-        f"(LOOM_FUNCTION_TIMEOUT_S): no delivery can run it. {CODE_BEFORE_REMEDY}"))
+        f"(LOOM_FUNCTION_TIMEOUT_S): no delivery can run {it}. {CODE_BEFORE_REMEDY}"))
 
 
 UNDO_REMEDY = ("move the slow code into a step(), or lower the step's timeout_s (its undo's budget), or raise the worker's "

@@ -219,9 +219,7 @@ class CodeRun(StepRun):
         cap = self._cap_exceeded(e)
         if cap is not None:  # a safety cap: nothing undone, a redrive (once it is raised) goes on from here
             raise Suspend(self.fail(cap, compensate=False))
-        unfit = None
-        if (d.timeout_s is not None or self.wf.step_timeout_s) and not e.cancel_requested:
-            unfit = unfit_call(self, d)  # the default budget is derived from the worker's timeout: it always fits
+        unfit = None if e.cancel_requested else unfit_call(self, d)
         if unfit is not None:
             raise Suspend(self.fail(unfit))
         kind = self.kinds.kinds[d.kind.kind]
