@@ -313,7 +313,7 @@ def test_worker_start_when_a_step_budget_cannot_fit_the_timeout_is_refused_namin
         with pytest.raises(ConfigurationError) as refused:
             Lambdas(world=None, clock=clock, logs=logs).worker  # noqa: B018 (the import is the start)
     text = str(refused.value)
-    assert "12 s" in text and "10 s budget" in text and "needs 13 s" in text and "worker_timeout_s" in text
+    assert "12 s" in text and "10 s budget" in text and "needs 13.25 s" in text and "worker_timeout_s" in text
 
 
 def test_chained_delivery_runs_steps_back_to_back_until_the_sleep(monkeypatch, clock, logs):

@@ -13,6 +13,10 @@ from .errors import EngineError
 DYNAMODB_ITEM_LIMIT = 400 * 1024
 STARTUP_RESERVE_S = 2.0
 """Invocation time a derived default budget leaves for the read and the commit around a step."""
+READ_RESERVE_S = 0.25
+"""Invocation time any budget must leave for the read before its step: a delivery reaches a step with less than
+the worker's timeout left, so a budget that needs all of it (``timeout_s`` plus the margin equal to the timeout)
+would be put back at every delivery, for ever."""
 ATTEMPTS_PER_STEP, ATTEMPTS_FLOOR = 5, 5000
 """The attempts cap a steps cap implies when ``LOOM_MAX_TOTAL_ATTEMPTS`` is unset."""
 
@@ -153,13 +157,15 @@ def unfit_budget(settings: EngineSettings, timeout_s: float) -> str | None:
     """Why a step with a ``timeout_s`` budget can never run under this worker's timeout (no delivery
     has that much time left), or None when it fits or the timeout is unknown."""
     ceiling, margin = settings.function_timeout_s, settings.time_margin_ms / 1000
-    if ceiling is None or timeout_s + margin <= ceiling:
+    if ceiling is None or timeout_s + margin + READ_RESERVE_S <= ceiling:
         return None
-    return f"a {timeout_s:g} s budget; with the {margin:g} s margin it needs {timeout_s + margin:g} s"
+    return (f"a {timeout_s:g} s budget; with the {margin:g} s margin and {READ_RESERVE_S:g} s for the read before it, "
+            f"it needs {timeout_s + margin + READ_RESERVE_S:g} s")
 
 
-UNFIT_REMEDY = ("Raise the worker's timeout (Terraform: worker_timeout_s) or lower the step's timeout_s; steps "
-                f"without one get the worker timeout minus the margin and a {STARTUP_RESERVE_S:g} s start-up reserve")
+UNFIT_REMEDY = ("Raise the worker's timeout (Terraform: worker_timeout_s) or lower the step's timeout_s (to at most "
+                f"the worker's timeout less the margin and {READ_RESERVE_S:g} s); steps without one get the worker "
+                f"timeout minus the margin and a {STARTUP_RESERVE_S:g} s start-up reserve")
 
 
 def lease_seconds(settings: EngineSettings, step_timeout_s: float) -> float:

@@ -70,7 +70,7 @@ def test_durable_code_between_calls_past_the_deadline_fails_the_execution_with_i
     @durable("slow_between", registry=registry)
     def flow(input):
         runs["function"] += 1
-        step("a", lambda: time.sleep(1.6) if where.startswith("after a body") else 1, timeout_s=1.9)
+        step("a", lambda: time.sleep(1.6) if where.startswith("after a body") else 1, timeout_s=1.75)
         if where.startswith("swallowed"):
             try:
                 time.sleep(30)
@@ -112,7 +112,7 @@ def test_durable_code_that_fits_a_delivery_but_began_late_in_one_goes_on_in_a_fr
     @durable("late_between", registry=registry)
     def flow(input):
         runs["function"] += 1
-        step("a", lambda: time.sleep(1.6) or runs.update(["a"]), timeout_s=1.9)
+        step("a", lambda: time.sleep(1.6) or runs.update(["a"]), timeout_s=1.75)
         time.sleep(1.5)  # fits a delivery, not what is left of this one
         return step("b", lambda: runs.update(["b"]) or 2, timeout_s=0.3)
 
@@ -144,7 +144,7 @@ def test_durable_a_cancel_during_the_step_before_late_code_is_undone_when_the_de
 
     @durable("cancel_then_late", registry=registry)
     def flow(input):
-        step("charge", charge, timeout_s=1.9, compensate=lambda result: runs.update(["refund"]))
+        step("charge", charge, timeout_s=1.75, compensate=lambda result: runs.update(["refund"]))
         time.sleep(1.5)
         return step("ship", lambda: runs.update(["ship"]), timeout_s=0.3)
 

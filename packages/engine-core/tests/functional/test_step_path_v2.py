@@ -166,20 +166,55 @@ def test_defect1_check_fits_refuses_a_budget_that_cannot_fit_naming_both_numbers
     with pytest.raises(ConfigurationError) as info:
         check_fits(registry, EngineSettings(function_timeout_s=60))
     text = str(info.value)
-    assert "60 s" in text and "63 s" in text and "'tight'" in text and "'a'" in text
+    assert "60 s" in text and "63.25 s" in text and "'tight'" in text and "'a'" in text
     # and what a step without a budget gets, as the engine computes it (the margin and the start-up reserve)
     assert "steps without one get the worker timeout minus the margin and a 2 s start-up reserve" in text
     assert EngineSettings(function_timeout_s=60).default_step_timeout_s == 60 - 3 - 2
     # it fits a longer worker timeout, and an unknown one is not checked
-    check_fits(registry, EngineSettings(function_timeout_s=63))
+    check_fits(registry, EngineSettings(function_timeout_s=63.25))
     check_fits(registry, EngineSettings())
 
 
 def test_defect1_check_fits_refuses_a_per_step_budget_that_cannot_fit(registry):
     registry.register(build_workflow("perstep", [step(lambda c: {}, name="a"),
                                                  sleep(hours=1), step(lambda c: {}, name="slow", timeout_s=58)]))
-    with pytest.raises(ConfigurationError, match=r"'slow' has a 58 s budget.*needs 61 s"):
+    with pytest.raises(ConfigurationError, match=r"'slow' has a 58 s budget.*needs 61.25 s"):
         check_fits(registry, EngineSettings(function_timeout_s=60))
+
+
+@pytest.mark.parametrize("timeout_s", [57, 56.75])
+def test_a_budget_that_needs_the_whole_timeout_is_refused_at_start_where_every_delivery_put_it_back(timeout_s):
+    # given: a step whose budget plus the 3 s margin is all of a 60 s worker's timeout (57 s), or leaves 0.25 s
+    registry, runs = Registry(), Counter()
+    registry.register(build_workflow("whole", [step(lambda c: runs.update(["a"]) or {}, name="a", timeout_s=timeout_s)]))
+    settings = EngineSettings(function_timeout_s=60)
+    clock = ManualClock()
+    queue = FakeQueue(clock)
+    engine = Engine(MemoryStore(), queue, registry, clock, settings)
+    eid = engine.start("whole", {}).execution.execution_id
+
+    # when: three deliveries, each reaching the step with 59.99 s left (a delivery never has the whole 60 s)
+    released = 0
+    for _ in range(3):
+        for m in queue.receive():
+            try:
+                engine.process(m.body, remaining_ms=lambda: 59_990)
+            except InsufficientTimeError:
+                released += 1
+                queue.release(m)
+            else:
+                queue.ack(m)
+
+    # then: the 57 s budget never ran, put back at every delivery: the worker refuses to start with it now, naming
+    # what it needs (before: allowed); the budget that leaves 0.25 s starts and runs at the first delivery
+    if timeout_s == 57:
+        assert (released, runs["a"], engine.get(eid).status) == (3, 0, Status.RUNNING)
+        with pytest.raises(ConfigurationError, match=r"'a' has a 57 s budget; with the 3 s margin and 0.25 s for the "
+                                                     r"read before it, it needs 60.25 s"):
+            check_fits(registry, settings)
+    else:
+        assert (released, runs["a"], engine.get(eid).status) == (0, 1, Status.COMPLETED)
+        check_fits(registry, settings)
 
 
 def test_defect1_check_fits_refuses_a_worker_timeout_too_short_even_for_the_default_budget(registry):
