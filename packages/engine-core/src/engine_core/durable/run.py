@@ -219,9 +219,9 @@ class CodeRun(StepRun):
         cap = self._cap_exceeded(e)
         if cap is not None:  # a safety cap: nothing undone, a redrive (once it is raised) goes on from here
             raise Suspend(self.fail(cap, compensate=False))
-        unfit = None if e.cancel_requested else unfit_call(self, d)
-        if unfit is not None:
-            raise Suspend(self.fail(unfit))
+        if not e.cancel_requested and (d.timeout_s is not None or self.wf.step_timeout_s or d.kind.kind == "fanout"):
+            if (unfit := unfit_call(self, d)) is not None:  # a derived default budget always fits the timeout
+                raise Suspend(self.fail(unfit))
         kind = self.kinds.kinds[d.kind.kind]
         self.settled, self.settled_value = None, _NOTHING
         outcome = kind.finish_cancel(self) if e.cancel_requested else kind.run(self)
