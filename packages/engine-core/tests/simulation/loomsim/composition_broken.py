@@ -5,7 +5,9 @@ from __future__ import annotations
 from engine_core.adapters import _items as items
 from engine_core.adapters.memory import MemoryStore
 from engine_core.kinds import KINDS, KindTable
+from engine_core.kinds import wait
 from engine_core.kinds.task import TaskKind
+from engine_core.kinds.wait import WaitKind
 from engine_core.protocol import CancelPlan
 
 
@@ -79,14 +81,27 @@ class _UndoesWhileItRuns(TaskKind):
         return super().on_cancel(view)
 
 
+class _MisfitEndsTheWait(WaitKind):
+    """An event that woke a wait but does not fit its model ends the wait period as a timeout, before the
+    period's timeout, instead of letting the period go on to it."""
+
+    def run(self, op):
+        e = op.execution
+        if e.attempt > 0 and not e.wait_woken and wait._fitting(op) is None:
+            return wait._timed_out(op)
+        return super().run(op)
+
+
 def broken_kinds(kind: str) -> KindTable:
     """The engine's kind table with one guarantee removed."""
     if kind == "cancel_undoes_a_running_step":
         return KindTable({**KINDS.kinds, "task": _UndoesWhileItRuns()})
+    if kind == "misfit_ends_the_wait":
+        return KindTable({**KINDS.kinds, "event": _MisfitEndsTheWait()})
     raise ValueError(kind)
 
 
 BROKEN_KINDS = ("put_event_ignores_duplicates", "complete_branch_counts_twice", "branch_claim_not_counted",
                 "branch_claim_ignores_version", "compensation_record_lost", "older_run_item_wins",
                 "ttl_restamp_dropped")
-BROKEN_ENGINES = ("cancel_undoes_a_running_step",)
+BROKEN_ENGINES = ("cancel_undoes_a_running_step", "misfit_ends_the_wait")

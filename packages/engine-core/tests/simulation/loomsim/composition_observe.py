@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from engine_core import callbacks, codec
 from engine_core.adapters import _items as items
-from engine_core.clock import format_ts
+from engine_core.clock import format_ts, parse_ts
 from engine_core.model import Branch, StepRecord
 
 from .composition_workflows import CSpec, CWorkflow, is_misfit, run_tags
@@ -254,7 +254,11 @@ class Observing:
         wf = self.all_specs.get(info.fingerprint) if info is not None else None
         if wf is None or record.started_at is None or record.finished_at is None:
             return
-        due = record.started_at + dt.timedelta(seconds=wf.steps[record.step_index].wait_timeout)
+        # The period's timeout as its WAITING commit set it, which ``observe_commit`` checked against the declared
+        # timeout (under a compatible same-version redeploy, the deployed list's: timeouts may differ there)
+        timeout_at = self.waiting_timeouts.get(eid)
+        due = parse_ts(timeout_at) if timeout_at else \
+            record.started_at + dt.timedelta(seconds=wf.steps[record.step_index].wait_timeout)
         woken = [t for t in self.event_wakes.get(eid, ()) if record.started_at <= t <= record.finished_at]
         if record.finished_at < due and not woken:
             self.violation(f"{eid[:8]} step {record.step_index}: the wait timed out at {record.finished_at:%H:%M:%S}, "
