@@ -7,7 +7,8 @@
 #
 # One section alone: .venv/bin/python -m bench --only steps   (sections: steps, sweep, overhead, ledger,
 # coldstart, local, fanout, recovery, chaos; the report is rebuilt from the cached results of the others in
-# bench/.results/).
+# bench/.results/, and left as it is where they have none: that run's report goes to
+# bench/.results/benchmarks.partial.md).
 
 BENCH_ARGS ?=
 # 0 skips `make build build-local` (the cold-start section then measures whatever zips dist/ holds).

@@ -393,3 +393,33 @@ def test_render_states_whether_code_first_is_within_ten_percent_of_the_step_list
 
     # then
     assert row.endswith("**missed** |") and "1.20x" in row
+
+
+def test_a_section_run_alone_on_a_fresh_checkout_leaves_the_committed_report_and_writes_its_own_beside_it(
+        tmp_path, monkeypatch):
+    # given: cached results for every section but one (a section run alone where the others never ran)
+    import bench.__main__ as bench_main
+
+    fixture = json.loads(FIXTURE.read_text())
+    sections = [name for name in fixture if name != "meta"]
+    cache, doc = tmp_path / ".results", tmp_path / "docs" / "benchmarks.md"
+    monkeypatch.setattr(bench_main, "SECTIONS", sections)
+    monkeypatch.setattr(bench_main, "CACHE", cache)
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.setattr(report, "DOC", doc)
+    monkeypatch.setattr(report, "CHARTS", tmp_path / "docs" / "bench")
+    cache.mkdir()
+    doc.parent.mkdir()
+    doc.write_text("the committed report\n")
+    for name in sections[:-1]:
+        (cache / f"{name}.json").write_text(json.dumps(fixture[name]))
+
+    # when / then: the committed report stays (before: rewritten without the missing section), and this run's
+    # report is written beside the cached results
+    assert bench_main.main(["--report-only"]) == 0
+    assert doc.read_text() == "the committed report\n"
+    assert "# Benchmarks" in (cache / "benchmarks.partial.md").read_text()
+    # and with every section's results, the report is written
+    (cache / f"{sections[-1]}.json").write_text(json.dumps(fixture[sections[-1]]))
+    assert bench_main.main(["--report-only"]) == 0
+    assert doc.read_text().startswith("# Benchmarks")
