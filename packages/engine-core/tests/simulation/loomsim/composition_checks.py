@@ -266,7 +266,7 @@ class Checker:
             if late:
                 self.v(f"step {i}: wait record written again (op {late[0].op_id}) after the step was advanced past")
             if rec.event_id is None:
-                if s.default is None:
+                if all(default is None for default in self.wait_defaults(i, mine[-1].seq)):
                     self.v(f"step {i}: wait settled without an event and without a default")
                 continue
             if (s.event, rec.event_id) not in stored:
@@ -334,6 +334,18 @@ class Checker:
     def completed_compensable(self, below: int, wf=None) -> list[int]:
         return [s.index for s in (wf or self.wf).steps if s.kind == "task" and s.undo and s.index < below
                 and self.advance_commits(s.index)]
+
+    def wait_defaults(self, i: int, settled_seq: int) -> list:
+        """The defaults the wait at ``i`` may have settled with at ``settled_seq``: its own list's, and, when a
+        same-version redeploy it goes on under replaced that list before then, the deployed list's too
+        (docs/workflows.md: a wait's ``default=`` is not in the digest, so an execution in flight runs the new
+        one; the delivery may have read either)."""
+        own = self.wf.steps[i].default
+        replaced = self.sim.undeployed.get(self.info.fingerprint)
+        if replaced is None or settled_seq < replaced or self.wf.code or not self.sim.goes_on_here(self.info.fingerprint):
+            return [own]
+        new = self.sim.specs[self.wf.name].steps
+        return [own, new[i].default] if i < len(new) and new[i].kind == "wait" else [own]
 
     def undo_definition(self, endings: list):
         """The list whose compensations its ending undid: its own, or, when a same-version redeploy it goes on
@@ -437,8 +449,11 @@ class Checker:
                     self.v(f"COMPLETED without a SUCCEEDED record of wait step {s.index}")
                     continue
                 # Each wait's data lands under its own name: no event replaces another key.
-                want = event_data(s.event, rec.event_id, self.run_id) if rec.event_id else s.default
-                if ctx.get(s.name) != want:
+                settled = [w.seq for w in self.puts(s.index, "event", "SUCCEEDED")]
+                wants = [event_data(s.event, rec.event_id, self.run_id)] if rec.event_id else \
+                    self.wait_defaults(s.index, settled[-1] if settled else 0)
+                want = wants[-1]
+                if ctx.get(s.name) not in wants:
                     self.v(f"COMPLETED context {s.name}={ctx.get(s.name)!r}, but the wait consumed "
                            f"{rec.event_id or 'its default'} ({want!r})")
 
