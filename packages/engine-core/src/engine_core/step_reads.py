@@ -100,6 +100,9 @@ class StepReads:
         return ErrorInfo(code=code, message=truncate(message), type=kind, retryable=retryable,
                          step_index=e.current_step, step_name=None if step is None else step.name)
 
+    def branch_room(self, timeout_s: float) -> ErrorInfo | None:
+        return None  # a step list's branch delivery reaches its body a read in: ``check_fits`` held its budget
+
     def check_time(self, timeout_s: float) -> None:
         if self.remaining_ms is None:
             return

@@ -555,6 +555,47 @@ def test_durable_a_branchs_replay_stuck_in_the_functions_own_code_ends_at_its_de
     assert runs == Counter({"slow line": 3, "left": 1, "right": 1})
 
 
+def test_durable_a_fan_out_whose_code_before_it_became_slow_after_it_began_fails_at_its_next_reconcile():
+    # given: a parallel step fanned out after a compensable "a"; a deploy then made the code before it take 1.5 s,
+    # which each branch's delivery replays first: the branches' default budget (1 s) and the 1 s margin no
+    # longer fit a 3 s delivery
+    registry, runs, slow = Registry(), Counter(), {"s": 0.0}
+
+    @durable("slowed_fan_out", registry=registry)
+    def flow(input):
+        step("a", lambda: 1, timeout_s=0.3, compensate=lambda result: runs.update(["undo"]))  # its undo fits
+        time.sleep(slow["s"])
+        return parallel("both", lambda: runs.update(["left"]), lambda: runs.update(["right"]))
+
+    clock = _Later()
+    settings = EngineSettings(time_margin_ms=MARGIN_MS, function_timeout_s=DELIVERY_S)
+    queue = FakeQueue(clock)
+    engine = Engine(MemoryStore(shards=settings.shards), queue, registry, clock, settings)
+    eid = engine.start("slowed_fan_out", {}).execution.execution_id
+    (m,) = queue.receive()
+    ends = time.monotonic() + DELIVERY_S
+    assert engine.process(m.body, remaining_ms=lambda: int((ends - time.monotonic()) * 1000)).kind == "fanned_out"
+    queue.ack(m)
+    slow["s"] = 1.5
+
+    # when: the branches' deliveries find no room and put their messages back; the fan-out's lease runs out and
+    # the sweeper re-drives the step
+    released: list = []
+    deliver(engine, queue, eid, limit=1, released=released)
+    assert len(released) == 2 and not runs, (released, runs)
+    clock.offset = dt.timedelta(hours=1)
+    Sweeper(engine.life.store, queue, clock, engine.settings, engine.registry).sweep()
+    deliver(engine, queue, eid)
+
+    # then: the step's own delivery, which replays the same code, fails it, naming its branches' budget, and
+    # "a" is undone (before: it re-sent the branches, put back at every delivery, for ever)
+    e = engine.get(eid)
+    assert e.status is Status.FAILED, (e.status, released, runs)
+    assert (e.error.code, e.error.step_name) == ("step_timeout_too_long", "both"), e.error
+    assert "no delivery can run a branch of it" in e.error.message, e.error.message
+    assert e.compensated and runs == Counter({"undo": 1}), (e.compensated, runs)
+
+
 def test_durable_a_cancel_while_a_branchs_replay_is_stuck_undoes_nothing_and_ends_failed_naming_the_cancel():
     # given: the branches' replays ended at their deadlines, no branch body ran
     runs, slow = Counter(), {"now": False}

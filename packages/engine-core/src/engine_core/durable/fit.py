@@ -10,7 +10,8 @@ execution at once, naming the call and the numbers, instead of being put back on
   the budget and the margin, is over the worker's timeout, no delivery has that much time: the check is asked
   once a delivery found too little time left, and only with the system clock (the stretch is real time). A
   ``parallel``/``map`` is checked before it fans out, with its branches' budget: each branch's delivery replays
-  the function to it first.
+  the function to it first; and at a reconcile of its step with branches left (``CodeRun.branch_room``, the
+  protocol's ``StepOps.branch_room``), for code that became slow after it began.
 - ``undo_never_fits``: the same for an undo, after the replay that says what to undo.
 """
 

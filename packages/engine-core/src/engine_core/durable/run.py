@@ -100,8 +100,7 @@ class CodeRun(StepRun):
         return (self.code.code.events or {}).get(event)
 
     def kept_prefix(self) -> Prefix | None:
-        """The kept prefix the records still begin with, unchanged (None: this delivery read them all, or
-        wrote a record of a kept position)."""
+        """The kept prefix the records still begin with, unchanged (None: read them all, or wrote one of them)."""
         return None if self._touched_kept else self.kept
 
     def _count_tail(self) -> None:
@@ -232,6 +231,9 @@ class CodeRun(StepRun):
         if self.settled_value is not _NOTHING:
             return self.settled_value
         return None if self.settled is None else value_of(self.settled)
+
+    def branch_room(self, timeout_s: float) -> ErrorInfo | None:  # each branch's delivery replays to the fan-out
+        return never_fits(self, timeout_s, branches=True)
 
     def check_time(self, timeout_s: float) -> None:
         """As a step list's, unless no delivery has the time (``fit.never_fits``): then the execution fails here."""

@@ -126,6 +126,8 @@ class FanOut:
         failed = [b for b in known.values() if b.generation == join.generation and b.status is BranchStatus.FAILED]
         if failed:  # the branch's delivery died between failing it and failing the step
             return op.fail(failed[0].error or op.error("step_error", f"branch {failed[0].branch} failed"))
+        if (late := op.branch_room(op.timeout_s)) is not None:  # what is left to run never could
+            return op.fail(late)
         redriven = queued = 0
         for b in list(known.values()):
             if (b.generation == join.generation and b.status.is_open and b.next_wake_at is not None
