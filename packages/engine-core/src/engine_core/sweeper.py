@@ -187,16 +187,19 @@ class Sweeper(UsesLifecycle):
         return wf is not None and e.current_step < len(wf.steps) and isinstance(wf.steps[e.current_step].kind, FanOutSpec)
 
     def _backlog_mark(self) -> BacklogMark | None:
-        """The workers' backlog mark, read once per tick (None: none, unreadable, or marks are off)."""
-        if self._mark is False:
-            self._mark = None
+        """The workers' backlog mark, read once per tick (None: none, unreadable, or marks are off). What it read
+        is what it returns: a tick that overlaps this one on the same sweeper resets the cache when it begins."""
+        mark = self._mark
+        if mark is False:
+            mark = None
             if self.settings.backlog_marks:
                 try:
-                    self._mark = self.store.get_backlog_mark()
+                    mark = self.store.get_backlog_mark()
                 except (CorruptStateError, StorageError) as exc:
                     log.warning("the queue's backlog mark could not be read; leases decide this tick", extra={
                         "error": str(exc), "execution_id": None, "workflow": None, "step": None, "attempt": None})
-        return self._mark
+            self._mark = mark
+        return mark
 
     def _step_name(self, workflow: str, index: int) -> str | None:
         if workflow in self.registry and index < len(self.registry.get(workflow).steps):

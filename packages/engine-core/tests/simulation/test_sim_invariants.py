@@ -152,3 +152,12 @@ def test_main_seed_that_found_a_checker_gap_holds_every_invariant(seed, found):
     result = run_seed(seed)
     # then
     assert not result.violations, (found, result.violations)
+
+
+def test_main_seed_that_found_an_engine_defect_holds_every_invariant():
+    # given: seed 836511 of a fresh range (820000-839999): a sweep tick paused inside its read of the backlog mark,
+    # an overlapping tick began on the same sweeper (resetting the tick's cached mark), and the read then failed
+    result = run_seed(836511)
+    # then: the first tick goes on with leases deciding (before: it raised AttributeError, 'bool' object has no
+    # attribute 'observed_at', and re-drove nothing more that tick)
+    assert not result.violations, result.violations
