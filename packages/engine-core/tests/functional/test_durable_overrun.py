@@ -484,6 +484,14 @@ class _Later(SystemClock):
         return super().now() + self.offset
 
 
+def _later_engine(registry: Registry) -> tuple[Engine, FakeQueue, _Later]:
+    """An engine of ``registry`` on a ``_Later`` clock (a 3 s worker, a 1 s margin), its queue and its clock."""
+    clock = _Later()
+    settings = EngineSettings(time_margin_ms=MARGIN_MS, function_timeout_s=DELIVERY_S)
+    queue = FakeQueue(clock)
+    return Engine(MemoryStore(shards=settings.shards), queue, registry, clock, settings), queue, clock
+
+
 def _fanned_out_then_slow(runs: Counter, slow: dict, undo: bool) -> tuple[Engine, FakeQueue, _Later, str]:
     """A code-first execution whose parallel step fanned out after step "a" (compensable if ``undo``), then a
     deploy made the code between the two slow: the engine, its queue and clock, the execution's id."""
@@ -497,10 +505,7 @@ def _fanned_out_then_slow(runs: Counter, slow: dict, undo: bool) -> tuple[Engine
             time.sleep(30)
         return parallel("both", lambda: runs.update(["left"]), lambda: runs.update(["right"]))
 
-    clock = _Later()
-    settings = EngineSettings(time_margin_ms=MARGIN_MS, function_timeout_s=DELIVERY_S)
-    queue = FakeQueue(clock)
-    engine = Engine(MemoryStore(shards=settings.shards), queue, registry, clock, settings)
+    engine, queue, clock = _later_engine(registry)
     eid = engine.start("slow_branch_replay", {}).execution.execution_id
     for m in queue.receive():  # the step's own delivery: "a", then the fan-out, which sends one message a branch
         engine.process(m.body)
@@ -567,10 +572,7 @@ def test_durable_a_fan_out_whose_code_before_it_became_slow_after_it_began_fails
         time.sleep(slow["s"])
         return parallel("both", lambda: runs.update(["left"]), lambda: runs.update(["right"]))
 
-    clock = _Later()
-    settings = EngineSettings(time_margin_ms=MARGIN_MS, function_timeout_s=DELIVERY_S)
-    queue = FakeQueue(clock)
-    engine = Engine(MemoryStore(shards=settings.shards), queue, registry, clock, settings)
+    engine, queue, clock = _later_engine(registry)
     eid = engine.start("slowed_fan_out", {}).execution.execution_id
     (m,) = queue.receive()
     ends = time.monotonic() + DELIVERY_S
