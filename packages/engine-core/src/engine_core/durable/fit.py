@@ -9,9 +9,9 @@ execution at once, naming the call and the numbers, instead of being put back on
   When the stretch of that code since the last call the engine ran (or since the delivery's run began), plus
   the budget and the margin, is over the worker's timeout, no delivery has that much time: the check is asked
   once a delivery found too little time left, and only with the system clock (the stretch is real time). A
-  ``parallel``/``map`` is checked before it fans out, with its branches' budget: each branch's delivery replays
-  the function to it first; and at a reconcile of its step with branches left (``CodeRun.branch_room``, the
-  protocol's ``StepOps.branch_room``), for code that became slow after it began.
+  ``parallel``/``map`` is checked with its branches' budget, each branch's delivery replaying the function to it
+  first: the fan-out asks (``StepOps.branch_room``, ``CodeRun.branch_room`` here) before it begins and at each
+  reconcile of its step, while branches are left to run.
 - ``undo_never_fits``: the same for an undo, after the replay that says what to undo.
 """
 
@@ -33,16 +33,9 @@ CODE_BEFORE_REMEDY = ("Move the slow code before the call into a step (a step's 
 
 def unfit_call(run: Any, d: StepDef) -> ErrorInfo | None:
     """A call of ``run`` (a ``CodeRun``) whose budget no delivery can fit (``timeout_s`` or ``step_timeout_s``
-    over the worker's timeout), or a ``parallel``/``map`` about to fan out whose branches no delivery has time
-    for after the replay to it (``never_fits``), or None."""
+    over the worker's timeout), or None."""
     if not d.kind.runs_bodies():
         return None
-    if d.kind.kind == "fanout" and run.execution.attempt < 1:  # each branch's delivery replays to the fan-out
-        late = never_fits(run, run.life.budget(run.wf, d), branches=True)
-        if late is not None:
-            return late
-    if d.timeout_s is None and not run.wf.step_timeout_s:
-        return None  # the default budget is derived from the worker's timeout: it always fits
     why = unfit_budget(run.settings, run.life.budget(run.wf, d))
     if why is None:
         return None
@@ -61,7 +54,7 @@ def never_fits(run: Any, timeout_s: float, branches: bool = False) -> ErrorInfo 
     if replay is None or replay.stop_at is not None or ceiling is None or run.execution.compensating \
             or not isinstance(run.life.clock, SystemClock):
         return None
-    code_s = monotonic() - (replay.engine_left_at or replay.began)
+    code_s = replay.own_code_s()
     margin_s = run.settings.time_margin_ms / 1000
     needed = code_s + timeout_s + margin_s
     if needed <= ceiling:

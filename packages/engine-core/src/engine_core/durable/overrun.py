@@ -84,17 +84,16 @@ class CodeOutOfTime(BaseException):
 class CodeDeadline:
     """``with CodeDeadline(replay, seconds):`` around the function's run (``seconds`` None: not armed)."""
 
-    __slots__ = ("replay", "seconds", "fresh", "began", "ends", "previous", "armed")
+    __slots__ = ("replay", "seconds", "fresh", "ends", "previous", "armed")
 
     def __init__(self, replay: Any, seconds: float | None, fresh: float | None = None):
         self.replay, self.seconds, self.ends, self.previous, self.armed = replay, seconds, 0.0, None, False
-        self.fresh, self.began = fresh if fresh is not None else seconds, 0.0
+        self.fresh = fresh if fresh is not None else seconds
 
     def __enter__(self) -> CodeDeadline:
         if self.seconds is not None and hasattr(signal, "setitimer") \
                 and threading.current_thread() is threading.main_thread():
-            self.began = time.monotonic()
-            self.ends = self.began + self.seconds
+            self.ends = time.monotonic() + self.seconds
             self.previous = _signal.signal(signal.SIGALRM, self._expired)
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
             self.armed = True
@@ -120,7 +119,7 @@ class CodeDeadline:
             raise Suspend(r.closed)
         if r.broken is not None:  # the same for a replay that went another way
             raise r.broken
-        stretch = time.monotonic() - max(self.began, r.engine_left_at or self.began)
+        stretch = r.own_code_s()
         if stretch < FAIR_SHARE * (self.fresh or 0.0):
             raise CodeOutOfTime(f"the function's own code ran {stretch:.1f} s to its delivery's deadline; a fresh "
                                 f"delivery gives it {self.fresh:.1f} s")

@@ -174,6 +174,11 @@ class Replay:
         self.position = p + 1
         return self._value(p, r)
 
+    def own_code_s(self) -> float:
+        """How long the function's own code has run since the last durable call the engine ran, or since this run
+        of the function began: one stretch (``overrun.CodeDeadline``, ``fit.never_fits``)."""
+        return monotonic() - (self.engine_left_at or self.began)
+
     def declared_model(self, event: str) -> type | None:
         """The model the workflow's ``events=`` declares for ``event`` (None: none, or undeclared)."""
         return self.run.declared_model(event)

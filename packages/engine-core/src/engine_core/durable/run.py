@@ -218,7 +218,7 @@ class CodeRun(StepRun):
         cap = self._cap_exceeded(e)
         if cap is not None:  # a safety cap: nothing undone, a redrive (once it is raised) goes on from here
             raise Suspend(self.fail(cap, compensate=False))
-        if not e.cancel_requested and (d.timeout_s is not None or self.wf.step_timeout_s or d.kind.kind == "fanout"):
+        if not e.cancel_requested and (d.timeout_s is not None or self.wf.step_timeout_s):
             if (unfit := unfit_call(self, d)) is not None:  # a derived default budget always fits the timeout
                 raise Suspend(self.fail(unfit))
         kind = self.kinds.kinds[d.kind.kind]

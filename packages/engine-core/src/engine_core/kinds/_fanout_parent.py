@@ -97,6 +97,8 @@ class FanOut:
         if not isinstance(known, dict):
             return known
         done = sum(1 for b in known.values() if b.status is BranchStatus.SUCCEEDED and b.branch < total)
+        if done < total and (late := op.branch_room(op.timeout_s)) is not None:  # what is left to run never could
+            return op.fail(late)
         join = Join(step_index=self.index, total=total, done=done, generation=generation, max_concurrency=window,
                     started_at=now, expires_at=op.item_expiry(now), run=self.e.run)
         if not op.items.put_join(join):
