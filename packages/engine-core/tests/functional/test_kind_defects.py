@@ -583,3 +583,63 @@ def test_a_wake_is_not_undone_by_a_redrive_onto_another_version():
     assert failed.error.code == "workflow_version_missing"
     assert done.status is Status.COMPLETED and journal == ["reserve", "pack", "ship"]
     assert runner.clock.now() < wake_at
+
+
+RESTAMP_LEASE_S = 120.0
+
+
+def _taken(runner: LocalRunner, eid: str, *, branch: bool) -> list:
+    """Take the execution's queued step messages (``branch``: the branch messages) off the queue: lost."""
+    taken = [m for m in runner.queue.messages
+             if m.body.execution_id == eid and (m.body.branch is not None) == branch]
+    for m in taken:
+        runner.queue.messages.remove(m)
+    return taken
+
+
+def test_a_branch_written_after_a_doubled_re_drive_of_its_step_keeps_every_item_past_the_re_stamp():
+    """Composition seed 303719. A re-drive of a message nobody claimed doubles the next lease, and the re-stamp
+    that goes with it reaches that far; a branch that read the execution before it must not write a TTL below
+    it, or TTL deletes the branch of a live execution: the fan-out then re-creates it and runs its body again."""
+    registry = Registry()
+    bodies: list[int] = []
+    runner: LocalRunner
+
+    def slow(ctx):
+        bodies.append(ctx.item)
+        if ctx.item == 7:  # while its body runs, the step's lease runs out again and the sweeper re-drives it
+            runner.clock.advance(dt.timedelta(seconds=2 * RESTAMP_LEASE_S + 1))
+            runner.sweeper.sweep()
+        return {"done": ctx.item}
+
+    @workflow("restamped-fan", registry=registry)
+    class RestampedFan:
+        steps = [map_(slow, over="items", name="results")]
+        step_timeout_s = 60
+
+    settings = EngineSettings(lease_s=RESTAMP_LEASE_S, retention_days=0.001, history_grace_s=0, max_chain_steps=1)
+    runner = LocalRunner(registry, settings=settings)
+    eid = runner.start("restamped-fan", {"items": [7, 8]})
+    runner.step_once()  # the step's delivery fans out: two branch messages on their way
+    assert runner.store.load(eid).attempt >= 1
+    branch_message, _lost = sorted(_taken(runner, eid, branch=True), key=lambda m: m.body.branch)
+    # given: the step's lease ran out with its message lost, and the sweeper re-drove it (one re-send)
+    runner.clock.advance(dt.timedelta(seconds=RESTAMP_LEASE_S + 1))
+    runner.sweeper.sweep()
+    assert _taken(runner, eid, branch=False), "the sweeper re-drove the step"
+    assert runner.store.load(eid).resends == 1
+    # when: the branch's delivery reads the execution, and its body outlasts the next (doubled) lease
+    outcome = runner.engine.process(branch_message.body)
+    assert outcome.kind == "branch_succeeded", outcome
+    e = runner.store.load(eid)
+    assert e.resends == 2 and e.status is Status.RUNNING
+    # then: no item of the live execution expires before the re-stamp (the branch's included)
+    for b, item in runner.store.branch_items[(eid, 0)].items():
+        assert item["expires_at"] >= int(e.stamped_until.timestamp()), (b, item["expires_at"], e.stamped_until)
+    # and time deletes nothing the fan-out needs: it fans in, the body having run once
+    runner.clock.set(e.stamped_until - dt.timedelta(seconds=1))
+    reap(runner.store, runner.clock.now())
+    done = runner.run_until_done(eid)
+    assert done.status is Status.COMPLETED, done.error
+    assert runner.context(eid)["results"] == [{"done": 7}, {"done": 8}]
+    assert bodies == [7, 8]

@@ -70,6 +70,7 @@ def test_composition_seeds_hold_every_invariant(runs):
     (200899, "a cancel under a compatible redeploy that dropped a completed step's undo: the new compensations apply"),
     (275626, "a wait period begun under a compatible redeploy times out at the deployed list's timeout, as committed"),
     (286023, "a wait settled under a compatible redeploy that gave it a default: the deployed list's default applies"),
+    (303719, "a branch's TTL fell below the re-stamp of a re-drive whose lease doubled (its message re-sent unclaimed)"),
 ])
 def test_composition_seed_that_found_a_defect_holds_every_invariant(seed, found):
     # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..399)

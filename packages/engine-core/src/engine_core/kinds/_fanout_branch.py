@@ -20,16 +20,9 @@ from ..model import Branch, BranchStatus, ErrorInfo, Join, Status, StepMessage
 from ..outcome import Outcome
 from ..protocol import StepOps
 from ..retries import backoff_s
-from ._fanout_parent import FanOut, of_run, running
+from ._fanout_parent import FanOut, item_ttl, of_run, running
 
 _PARENT_RETRIES = 5
-
-
-def branch_expiry(op: StepOps, now: dt.datetime) -> dt.datetime:
-    """A branch delivery's writes carry the TTL of an item written now, and no less than a re-stamp of its
-    parent could have set meanwhile: the delivery read the execution when it began, so a reconcile that
-    re-stamped every item since then would be missed (its horizon is at most the parent's lease from now)."""
-    return max(op.item_expiry(now), op.stamp_horizon(now + dt.timedelta(seconds=op.lease_s(op.step.index))))
 
 
 def deliver(op: StepOps, message: StepMessage) -> Outcome:
@@ -87,7 +80,7 @@ def deliver(op: StepOps, message: StepMessage) -> Outcome:
         expiry = max(expiry, deadline + dt.timedelta(seconds=op.settings.time_margin_ms / 1000))
     claimed = branch.model_copy(update={
         "status": BranchStatus.RUNNING, "version": branch.version + 1, "attempt": branch.attempt + 1, "updated_at": now,
-        "attempt_started_at": now, "next_wake_at": expiry, "expires_at": branch_expiry(op, now)})
+        "attempt_started_at": now, "next_wake_at": expiry, "expires_at": item_ttl(op, now)})
     try:
         claimed = op.items.update_branch(claimed, branch.version)
     except BranchConflictError:
@@ -130,7 +123,7 @@ def _succeeded(fan: FanOut, join: Join, claimed: Branch, result: Any) -> Outcome
     now = op.now()
     done = claimed.model_copy(update={"status": BranchStatus.SUCCEEDED, "version": claimed.version + 1, "updated_at": now,
                                       "next_wake_at": None, "finished_at": now, "result_blob": blob, "error": None,
-                                      "expires_at": branch_expiry(op, now)})
+                                      "expires_at": item_ttl(op, now)})
     try:
         done = op.items.complete_branch(done, claimed.version)
     except BranchConflictError as lost:
@@ -229,7 +222,7 @@ def _attempt_failed(fan: FanOut, claimed: Branch, body: BodyOutcome) -> Outcome:
     error = op.error(body.error_code or "step_error", message, retryable=True, kind=body.error_type)
     retrying = claimed.model_copy(update={"status": BranchStatus.RETRY, "version": claimed.version + 1, "updated_at": now,
                                           "next_wake_at": retry_at, "attempt_started_at": None, "error": error,
-                                          "finished_at": now, "expires_at": branch_expiry(op, now)})
+                                          "finished_at": now, "expires_at": item_ttl(op, now)})
     try:
         retrying = op.items.update_branch(retrying, claimed.version)
     except BranchConflictError as lost:
@@ -250,7 +243,7 @@ def _failed(fan: FanOut, branch: Branch, error: ErrorInfo) -> Outcome:
     now = op.now()
     failed = branch.model_copy(update={"status": BranchStatus.FAILED, "version": branch.version + 1,
                                        "next_wake_at": None, "updated_at": now,  # its attempt's start stays
-                                       "finished_at": now, "expires_at": branch_expiry(op, now),
+                                       "finished_at": now, "expires_at": item_ttl(op, now),
                                        "error": error.model_copy(update={"message": truncate(error.message)})})
     try:
         failed = op.items.update_branch(failed, branch.version)

@@ -37,6 +37,18 @@ def of_run(b: Branch, e: Any) -> bool:
     return b.run == e.run if b.run is not None else b.updated_at >= e.created_at
 
 
+def item_ttl(op: StepOps, now: dt.datetime) -> dt.datetime:
+    """The TTL of a join or branch item written now. Those writes are not conditioned on the execution (its
+    version moves with every reconcile), so one may land after a re-stamp of every item that this delivery did
+    not read: the sweeper's re-drive of the step re-stamps to its new lease's horizon, and that lease doubles
+    with each re-send of a message nobody claimed (``transitions.redriven``). At most one re-drive falls within
+    a delivery (the next is due a lease later), so the item carries at least the horizon of the re-drive that
+    could come next after the execution this delivery read, and no less than any item written now."""
+    e = op.execution
+    lease = op.lease_s(op.step.index) * 2 ** min(e.resends, op.settings.max_resend_doublings)
+    return max(op.item_expiry(now), op.stamp_horizon(now + dt.timedelta(seconds=lease)))
+
+
 def running(known: dict[int, Branch], now: dt.datetime) -> list[Branch]:
     """Branches an attempt holds inside its lease: their bodies may be running now."""
     return [b for b in known.values()
@@ -100,7 +112,7 @@ class FanOut:
         if done < total and (late := op.branch_room(op.timeout_s)) is not None:  # what is left to run never could
             return op.fail(late)
         join = Join(step_index=self.index, total=total, done=done, generation=generation, max_concurrency=window,
-                    started_at=now, expires_at=op.item_expiry(now), run=self.e.run)
+                    started_at=now, expires_at=item_ttl(op, now), run=self.e.run)
         if not op.items.put_join(join):
             join = op.items.get_join(self.index) or join  # a racing copy began first: same launches
         if done == total:
@@ -139,7 +151,7 @@ class FanOut:
                     continue
                 fresh = b.model_copy(update={"status": BranchStatus.PENDING, "version": b.version + 1, "updated_at": now,
                                              "next_wake_at": now + dt.timedelta(seconds=self.lease_s),
-                                             "attempt_started_at": None, "expires_at": op.item_expiry(now)})
+                                             "attempt_started_at": None, "expires_at": item_ttl(op, now)})
                 try:
                     op.items.update_branch(fresh, b.version)
                 except BranchConflictError:
@@ -184,7 +196,7 @@ class FanOut:
             current = None if known is None else known.get(b)
             fresh = Branch(step_index=self.index, branch=b, status=BranchStatus.PENDING, version=1, updated_at=now,
                            generation=join.generation, next_wake_at=now + dt.timedelta(seconds=self.lease_s),
-                           expires_at=op.item_expiry(now), run=self.e.run)
+                           expires_at=item_ttl(op, now), run=self.e.run)
             if current is None:
                 try:
                     op.items.create_branch(fresh)
