@@ -98,10 +98,7 @@ class EventSends(ActionBase):
         due is left as it is."""
         for _ in range(RETRIES):
             now_e = self.get(e.execution_id)
-            if now_e.stamped_until != e.stamped_until and now_e.stamped_until is not None:
-                # The execution's items were re-stamped while this event was written with the earlier TTL.
-                self._quietly("stamp_items", lambda: self.life.store.stamp_items(e.execution_id, now_e.stamped_until),
-                              now_e)
+            record = self._stamped(now_e, record)
             e = now_e
             if repeated and (e.status is not Status.WAITING or e.timer is not Timer.EVENT or e.next_wake_at is None
                              or e.next_wake_at <= self.life.clock.now()):
@@ -211,7 +208,21 @@ class EventSends(ActionBase):
         return any(isinstance(r, StepRecord) and r.event_id == event_id for r in self.history_of(e))
 
     def _sent(self, e: Execution, name: str, event_id: str) -> bool:
-        return self._kept(e, name, event_id) is not None
+        kept = self._kept(e, name, event_id)
+        if kept is not None and not e.status.is_terminal:
+            self._stamped(e, kept)
+        return kept is not None
+
+    def _stamped(self, e: Execution, record: EventRecord) -> EventRecord:
+        """``record`` (kept for live ``e``) with no TTL below ``e``'s re-stamp: the execution's items were re-stamped
+        while it was written with the TTL of an earlier view, by this send or by an earlier send of its id that
+        died before it looked again (its sender, getting no answer, sends it again)."""
+        until = e.stamped_until
+        if until is None or (record.expires_at is not None
+                             and int(record.expires_at.timestamp()) >= int(until.timestamp())):  # whole seconds
+            return record
+        self._quietly("stamp_items", lambda: self.life.store.stamp_items(e.execution_id, until), e)
+        return record.model_copy(update={"expires_at": until})
 
     def _kept(self, e: Execution, name: str, event_id: str) -> EventRecord | None:
         """The event of ``name`` and ``event_id`` this run keeps, if any."""

@@ -773,3 +773,57 @@ def test_an_event_the_wait_took_as_it_was_kept_is_not_refused_when_the_execution
     # then: answered as a kept event (the wait took it), not refused; the execution completed with it
     assert outcome in ("buffered", "delivered"), outcome
     assert runner.engine.get(eid).status is Status.COMPLETED and runner.context(eid)["approved_by"] == "ana"
+
+
+class _Died(BaseException):
+    """The sender's process died here (nothing after it runs; its caller got no answer)."""
+
+
+def test_a_send_that_died_after_keeping_its_event_behind_a_re_stamp_is_healed_by_its_sender_sending_again():
+    """Composition seed 308053. A send reads the execution, and before it keeps its event the execution moves on
+    to a long wait, re-stamping every item to that wait's horizon; the event is kept with the TTL of the send's
+    view, and the send dies before it looks again. Its sender got no answer and sends again with the same id:
+    that send raises the event's TTL to the re-stamp, so TTL never deletes the event the wait will take."""
+    registry = Registry()
+
+    @workflow("two_waits", registry=registry)
+    class TwoWaits:
+        steps = [wait_for_event("approved", timeout=600), wait_for_event("shipped", timeout=6 * 3600)]
+
+    runner = LocalRunner(registry, settings=EngineSettings(retention_days=0.01, history_grace_s=0))  # 864 s
+    store = runner.store
+    eid = runner.start("two_waits", {})
+    before = runner.run_until(eid, "WAITING")
+    put_event = store.put_event
+
+    def moved_on_then_kept_then_died(execution_id, record, legacy=False):
+        store.put_event = put_event  # meanwhile: the approval arrives and the execution begins its long wait
+        assert runner.send_event(eid, "approved", {"by": "ana"}, event_id="ok-1") == "delivered"
+        while runner.engine.get(eid).current_step == 0:
+            runner.step_once()
+        put_event(execution_id, record, legacy)
+        raise _Died()
+
+    store.put_event = moved_on_then_kept_then_died
+    with pytest.raises(_Died):
+        runner.send_event(eid, "shipped", {"tracking": "T-1"}, event_id="ship-1")
+    waiting = runner.engine.get(eid)
+    assert waiting.status is Status.WAITING and waiting.current_step == 1
+    assert waiting.stamped_until > before.stamped_until  # the long wait re-stamped every item
+    kept = store.events[eid]
+
+    def ttl_of_the_event() -> int:
+        [ttl] = [attrs["expires_at"] for key, attrs in kept.items() if "ship-1" in key]
+        return ttl
+
+    assert ttl_of_the_event() < int(waiting.stamped_until.timestamp())  # what the dead send left
+    # when: its sender, having got no answer, sends it again
+    outcome = runner.send_event(eid, "shipped", {"tracking": "T-1"}, event_id="ship-1")
+    # then: the event outlives the execution's re-stamp, and the wait takes it after time deleted what expired
+    assert outcome == "duplicate"
+    assert ttl_of_the_event() >= int(waiting.stamped_until.timestamp())
+    runner.clock.set(waiting.stamped_until - dt.timedelta(seconds=1))
+    gone = store.reap_expired(runner.clock.now())
+    done = runner.run_until_done(eid)
+    assert done.status is Status.COMPLETED, (done.error, gone)
+    assert runner.context(eid)["wait_shipped"] == {"tracking": "T-1"}

@@ -71,10 +71,13 @@ def test_composition_seeds_hold_every_invariant(runs):
     (275626, "a wait period begun under a compatible redeploy times out at the deployed list's timeout, as committed"),
     (286023, "a wait settled under a compatible redeploy that gave it a default: the deployed list's default applies"),
     (303719, "a branch's TTL fell below the re-stamp of a re-drive whose lease doubled (its message re-sent unclaimed)"),
+    (308053, "an event kept behind a re-stamp by a send that died before answering: its sender's to send again"),
+    (308291, "a same-version redeploy retuned a sleep the run had begun: the checker must follow the versions contract"),
 ])
 def test_composition_seed_that_found_a_defect_holds_every_invariant(seed, found):
-    # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..399)
-    result = run_seed(seed)
+    # given: a seed the 5,000-seed soak failed on before its fix (kept here: the default run covers 0..399), as it
+    # was found: its redeploy, if it has one, a random list (compatible redeploys were drawn later)
+    result = run_seed(seed, compatible_redeploy=False)
     # then
     assert result.ok, f"seed {seed} ({found}): {result.violations[:2]}"
 
@@ -403,6 +406,23 @@ def test_composition_code_first_replay_returning_a_wrong_value_is_caught_within_
                 return
             seen += result.violations[:2]
     pytest.fail(f"no violation naming the COMPLETED context in {len(seeds)} code-first seeds; saw {seen[:6]}")
+
+
+def test_composition_redeploy_running_a_retuned_sleep_ahead_of_the_run_is_caught_within_a_few_seeds():
+    """A compatible redeploy retunes a sleep: a run that had not begun it must fail workflow_definition_mismatch
+    (it still has to run that step, changed); an engine that lets it go on runs a changed definition's steps."""
+    from loomsim.composition_broken import retuned_sleep_ahead_goes_on
+
+    seeds = [s for s in range(600) if (c := make_config(s)).redeploy_at is not None and c.compatible_redeploy][:20]
+    phrases = ("a changed definition ran", "after its definition was replaced")
+    seen = []
+    with retuned_sleep_ahead_goes_on():
+        for seed in seeds:
+            result = run_seed(seed)
+            if any(p in v for v in result.violations for p in phrases):
+                return
+            seen += result.violations[:2]
+    pytest.fail(f"no violation naming {phrases} in {len(seeds)} compatible-redeploy seeds; saw {seen[:6]}")
 
 
 def test_composition_real_store_is_not_flagged_by_the_broken_store_phrases():

@@ -149,6 +149,9 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
         """The run each operation last wrote for, by (operation, execution): the run its bodies belong to."""
         self.tokens: list[Token] = []
         self.ttl_reported: set[tuple[str, str]] = set()
+        self.unanswered_events: set[tuple[str, str, str]] = set()
+        """(execution, name, event_id) of sends that died before answering (their sender sends again; until then
+        the event may carry the TTL of the dead send's view: docs/workflows.md, a sender that got no answer)."""
         self.step_entered: dict[tuple, dt.datetime] = {}
         self.outlive_due = self.expire_due = False
         self.event_sends: list[tuple[str, str, str, str]] = []
@@ -410,14 +413,15 @@ class CompositionSim(Observing, OperatorActions, Lifecycle, Phases, Simulation):
         if self.config.ttl and self.faults_on and after.get("status") in TERMINAL \
                 and (before or {}).get("status") not in TERMINAL:
             self.expire_due = True  # the fault phase soon passes its retention, and its token is used again
-        if c.op_kind == "redrive" and not self.goes_on_here(after.get("fingerprint")):
+        if c.op_kind == "redrive" and not self.goes_on_here(after.get("fingerprint"), eid, after.get("created_at")):
             self.violation(f"{eid[:8]}: redriven although its definition was replaced (fingerprint "
                            f"{after.get('fingerprint')}): the redrive would run the wrong step list")
         if after.get("status") == "WAITING" and (before or {}).get("attempt") != after.get("attempt"):
             # a new wait period: its key is its timeout, from the step's declared timeout (under a compatible
             # same-version redeploy, the deployed list's: timeouts may differ there, DESIGN.md's versions)
             wf = self.spec_for(after)
-            if not self.deployed(after.get("fingerprint")) and self.goes_on_here(after.get("fingerprint")):
+            if not self.deployed(after.get("fingerprint")) \
+                    and self.goes_on_here(after.get("fingerprint"), eid, after.get("created_at")):
                 wf = self.specs.get(after.get("workflow")) or wf
             spec = wf.steps[after["current_step"]]
             expected = parse_ts(after["updated_at"]) + dt.timedelta(seconds=spec.wait_timeout)

@@ -102,10 +102,17 @@ class OperatorActions:
             self.stat("event.sent_before_the_wait")
 
         def handle(op: Op) -> None:
+            key = (eid, name, event_id)
+            answered = key not in self.unanswered_events
+            self.unanswered_events.add(key)  # until this send answers (a crash or a timeout kills it first)
             try:
                 sent = self.engine.operator.send_event(eid, name, event_data(name, event_id, run), by="sim",
                                                        event_id=event_id)
+                self.unanswered_events.discard(key)
+                if not answered:
+                    self.stat("event.answered_after_a_dead_send")
             except (EngineError, StorageError) as exc:
+                self.unanswered_events.discard(key)
                 self.stat(f"event.refused.{type(exc).__name__}")
                 self.log(f"  -> send_event refused: {type(exc).__name__}: {str(exc)[:80]}")
                 return

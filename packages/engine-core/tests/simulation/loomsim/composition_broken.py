@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
+from engine_core import versions
 from engine_core.adapters import _items as items
 from engine_core.adapters.memory import MemoryStore
 from engine_core.kinds import KINDS, KindTable
@@ -105,3 +109,19 @@ BROKEN_KINDS = ("put_event_ignores_duplicates", "complete_branch_counts_twice", 
                 "branch_claim_ignores_version", "compensation_record_lost", "older_run_item_wins",
                 "ttl_restamp_dropped")
 BROKEN_ENGINES = ("cancel_undoes_a_running_step", "misfit_ends_the_wait")
+
+
+@contextlib.contextmanager
+def retuned_sleep_ahead_goes_on() -> Iterator[None]:
+    """While inside: a same-version redeploy's retuned sleep counts as unchanged even where the run has not begun
+    it (the contract keeps only a sleep it has begun: one ahead of it is a step it still has to run, changed)."""
+    real = versions.step_change
+
+    def step_change(pin, step, digest):
+        return None if pin.kind == step.kind.kind == "sleep" else real(pin, step, digest)
+
+    versions.step_change = step_change
+    try:
+        yield
+    finally:
+        versions.step_change = real

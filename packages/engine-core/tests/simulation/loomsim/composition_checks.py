@@ -52,7 +52,8 @@ class Checker:
         self.bodies = [b for b in sim.journal if b.execution_id == self.eid and b.run == self.run_id]
         self.final = view.final
         self.records = view.records
-        self.gone = None if sim.goes_on_here(info.fingerprint) else sim.undeployed.get(info.fingerprint)
+        goes_on = sim.goes_on_here(info.fingerprint, self.eid, self.run_id)
+        self.gone = None if goes_on else sim.undeployed.get(info.fingerprint)
         """When a redeploy replaced this run's definition (a sequence number), if it did with one it cannot go
         on under (a same-version redeploy that keeps every step of its list where it stood is one it can)."""
         e = self.final
@@ -342,7 +343,8 @@ class Checker:
         one; the delivery may have read either)."""
         own = self.wf.steps[i].default
         replaced = self.sim.undeployed.get(self.info.fingerprint)
-        if replaced is None or settled_seq < replaced or self.wf.code or not self.sim.goes_on_here(self.info.fingerprint):
+        if replaced is None or settled_seq < replaced or self.wf.code \
+                or not self.sim.goes_on_here(self.info.fingerprint, self.eid, self.run_id):
             return [own]
         new = self.sim.specs[self.wf.name].steps
         return [own, new[i].default] if i < len(new) and new[i].kind == "wait" else [own]
@@ -353,7 +355,7 @@ class Checker:
         so an old execution's undo is the new compensation, or none)."""
         replaced = self.sim.undeployed.get(self.info.fingerprint)
         if replaced is None or not endings or endings[-1].seq < replaced or self.wf.code \
-                or not self.sim.goes_on_here(self.info.fingerprint):
+                or not self.sim.goes_on_here(self.info.fingerprint, self.eid, self.run_id):
             return self.wf
         return self.sim.specs[self.wf.name]
 

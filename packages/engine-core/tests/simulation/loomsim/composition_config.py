@@ -46,6 +46,9 @@ class CompConfig:
     action_weights: tuple[float, ...] = (3, 4, 1, 0, 0, 0, 0)
     redeploy_at: int | None = None
     """The fault-phase operation at which one workflow's step list is redeployed under its name."""
+    compatible_redeploy: bool = False
+    """That redeploy keeps every step where it stood and retunes its sleeps (or appends a step): the same-version
+    redeploy runs in flight go on under, each sleep they had begun kept, each one ahead of them a mismatch."""
 
     def describe(self) -> str:
         s = self.settings
@@ -60,7 +63,8 @@ class CompConfig:
             f"  retention {s.retention_days:g} days, history grace {s.history_grace_s:g}s; actions on "
             f"{self.action_rate:.0%} of operations "
             f"({', '.join(f'{a}={w:g}' for a, w in zip(ACTIONS, self.action_weights) if w)})"
-            + (f"; a redeploy at operation {self.redeploy_at}" if self.redeploy_at is not None else ""),
+            + (f"; a {'compatible ' if self.compatible_redeploy else ''}redeploy at operation {self.redeploy_at}"
+               if self.redeploy_at is not None else ""),
             f"  faults ({self.profile}): {self.fx.describe() or 'none'}",
         ]
         lines += [f"  {wf.describe()}" for wf in self.workflows]
@@ -124,6 +128,7 @@ def make_config(seed: int, **overrides: Any) -> CompConfig:
                         action_weights=(3, 4, 1, 3, 2, 3, 2) if ttl else (3, 4, 1, 1, 0, 0, 0))
     if rng.random() < 0.12:
         config.redeploy_at = rng.randrange(max(1, config.fault_ops))
+        config.compatible_redeploy = random.Random(f"loomsim-compatible-redeploy:{seed}").random() < 0.5
     for key, value in overrides.items():
         setattr(config, key, value)
     return config

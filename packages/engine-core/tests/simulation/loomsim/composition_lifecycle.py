@@ -25,7 +25,7 @@ from engine_core.clock import parse_ts
 
 from .composition_config import ACTIONS, TERMINAL
 from .composition_runs import RunInfo
-from .composition_workflows import generate, register
+from .composition_workflows import generate, register, retuned
 from .sim import SWEEP_INTERVAL_S, PlannedStart
 from .ttl import REAP_MODES, doomed, epoch, expired_items, reap
 from .world import InjectedStorageError, Op, due_key
@@ -121,10 +121,14 @@ class Lifecycle:
 
     # -- TTL ------------------------------------------------------------------------------------------------
     def check_live_ttls(self, when: str) -> None:
-        """No item of a live execution's run has expired (or lacks a TTL): TTL would delete it."""
+        """No item of a live execution's run has expired (or lacks a TTL): TTL would delete it. An event whose
+        send died before answering is its sender's to send again (the send that answers raises its TTL)."""
         now = self.clock.now()
         for eid in self.live():
-            for text in expired_items(self.inner, eid, now):
+            def unanswered(kind: str, attrs: dict, eid: str = eid) -> bool:
+                return kind == "EVT" and (eid, attrs.get("name"), attrs.get("event_id")) in self.unanswered_events
+
+            for text in expired_items(self.inner, eid, now, unanswered):
                 if (eid, text) in self.ttl_reported:
                     continue
                 self.ttl_reported.add((eid, text))
@@ -273,6 +277,8 @@ class Lifecycle:
         long_s = long_s if self.config.ttl and long_s <= 4 * 3600 else None
         for _ in range(10):
             new = generate(self.rng, int(name[2:]), reliable=name == "cw0", long_s=long_s)
+            if self.config.compatible_redeploy:  # the same draws as any redeploy: only what is deployed differs
+                new = retuned(random.Random(f"loomsim-retune:{self.config.seed}"), old)
             registry = Registry()
             register(new, registry, self)
             if new.definition.fingerprint != old.definition.fingerprint:

@@ -297,24 +297,43 @@ class Observing:
         run = self.op_runs.get((op.id, eid)) if op is not None else None
         return run or self.inner.metas.get(eid, {}).get("created_at")
 
-    def _goes_on_under(self, started: str, now: str) -> bool:
+    def _goes_on_under(self, started: str, now: str, begun: frozenset[int] = frozenset()) -> bool:
         """The contract of a same-version redeploy (DESIGN.md, versions): a run goes on under a new definition
         when each step of the list it started on has the same digest (name and shape) at its position in the
-        new one; retries, timeouts, concurrency and appended steps may differ."""
+        new one, or is a sleep the run had begun (``begun``: its wake time is fixed, a retuned length no longer
+        matters) where the new list has a sleep too; retries, timeouts, concurrency and appended steps may differ."""
         old, new = self.all_specs.get(started), self.all_specs.get(now)
         if old is None or new is None:
             return False
         before, after = old.definition.step_prints, new.definition.step_prints
-        return len(after) >= len(before) and list(after[:len(before)]) == list(before)
+        if len(after) < len(before):
+            return False
+        return all(a == b or (i in begun and old.steps[i].kind == "sleep" and new.steps[i].kind == "sleep")
+                   for i, (b, a) in enumerate(zip(before, after)))
 
-    def goes_on_here(self, fingerprint: str | None) -> bool:
+    def sleeps_begun(self, eid: str, run: str | None, fingerprint: str | None) -> frozenset[int]:
+        """The positions ``run`` of ``eid`` was done with when a redeploy replaced ``fingerprint``, as the engine
+        judges a sleep (``versions._passed``): below its position then, or the sleep it was at and had begun."""
+        replaced = self.undeployed.get(fingerprint or "")
+        last = None
+        for c in self.commits.get(eid, ()):
+            if c.after.get("created_at") == run and (replaced is None or c.seq < replaced):
+                last = c.after
+        if last is None:
+            return frozenset()
+        at = int(last.get("current_step") or 0)
+        return frozenset(range(at + (1 if int(last.get("attempt") or 0) >= 1 else 0)))
+
+    def goes_on_here(self, fingerprint: str | None, eid: str | None = None, run: str | None = None) -> bool:
         """A run started on ``fingerprint`` can go on with what is deployed now: it is deployed, or (a step list)
-        the same-version redeploy of its workflow keeps every step of its list where it stood."""
+        the same-version redeploy of its workflow keeps every step of its list where it stood (for run ``run``
+        of ``eid``: a sleep it had begun may be retuned)."""
         if self.deployed(fingerprint):
             return True
         old = self.all_specs.get(fingerprint or "")
         new = None if old is None or old.code else self.specs.get(old.name)
-        return new is not None and self._goes_on_under(fingerprint or "", new.definition.fingerprint)
+        begun = frozenset() if eid is None else self.sleeps_begun(eid, run, fingerprint)
+        return new is not None and self._goes_on_under(fingerprint or "", new.definition.fingerprint, begun)
 
     def _check_context(self, entry: BodyEntry, ctx) -> None:
         """A body sees only its own run: its input, results and events (each names the run it was made for)."""
@@ -324,7 +343,8 @@ class Observing:
             self.violation(f"{where}: a body ran under a run that was never created")
             return
         if info.fingerprint != entry.fingerprint:
-            if self._goes_on_under(info.fingerprint, entry.fingerprint):
+            begun = self.sleeps_begun(entry.execution_id, entry.run, info.fingerprint)
+            if self._goes_on_under(info.fingerprint, entry.fingerprint, begun):
                 self.stat("body.on_a_compatible_redeploy")  # every step of the run's list stands in the new one
             else:
                 self.violation(f"{where}: a body of definition {entry.fingerprint[:8]} ran in a run started on "

@@ -171,6 +171,18 @@ def generate(rng: random.Random, index: int, reliable: bool = False, long_s: flo
     return CWorkflow(f"cw{index}", specs, wf_retry, step_timeout)
 
 
+def retuned(rng: random.Random, old: CWorkflow) -> CWorkflow:
+    """``old`` redeployed compatibly under its name: each sleep's length changed and, when it has no sleep or
+    half the time, a task appended (docs/workflows.md, versions: a run in flight goes on under it when every step
+    it still has to run is unchanged; a sleep it has begun may be retuned, one ahead of it may not)."""
+    steps = [replace(s, sleep_s=rng.choice([x for x in (5.0, 120.0, 1200.0, 3000.0) if x != s.sleep_s]))
+             if s.kind == "sleep" else s for s in old.steps]
+    if steps == old.steps or rng.random() < 0.5:
+        i = len(steps)
+        steps.append(CSpec(i, f"t{i}", "task"))
+    return CWorkflow(old.name, steps, old.retry, old.step_timeout_s, code=old.code)
+
+
 def _outliving(rng: random.Random, s: CSpec, long_s: float) -> CSpec:
     """``s`` made to last longer than ``long_s`` (retention plus grace) while its execution is live."""
     if s.kind == "wait":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Callable
 from typing import Any
 
 from engine_core.adapters._items import RUN_ATTR, TTL_ATTR
@@ -32,9 +33,11 @@ def describe_item(kind: str, attrs: dict[str, Any]) -> str:
     return kind
 
 
-def expired_items(store: MemoryStore, eid: str, now: dt.datetime) -> list[str]:
+def expired_items(store: MemoryStore, eid: str, now: dt.datetime,
+                  spared: Callable[[str, dict[str, Any]], bool] = lambda kind, attrs: False) -> list[str]:
     """Items of the current (live) run of ``eid`` that TTL may delete now: an expiry at or before now, or
-    none at all. An older run's leftovers are not the live run's; they expire on their own."""
+    none at all, unless ``spared(kind, attrs)``. An older run's leftovers are not the live run's; they expire
+    on their own."""
     meta = store.metas.get(eid)
     if meta is None:
         return []
@@ -46,7 +49,7 @@ def expired_items(store: MemoryStore, eid: str, now: dt.datetime) -> list[str]:
                 if isinstance(ttl, int) and ttl <= bound:
                     out.append(f"#META (expires_at {ttl})")
                 continue
-            if attrs.get(RUN_ATTR) != run:
+            if attrs.get(RUN_ATTR) != run or spared(kind, attrs):
                 continue
             if not isinstance(ttl, int):
                 out.append(f"{describe_item(kind, attrs)} without expires_at")
