@@ -560,10 +560,10 @@ def test_durable_a_branchs_replay_stuck_in_the_functions_own_code_ends_at_its_de
     assert runs == Counter({"slow line": 3, "left": 1, "right": 1})
 
 
-def test_durable_a_fan_out_whose_code_before_it_became_slow_after_it_began_fails_at_its_next_reconcile():
-    # given: a parallel step fanned out after a compensable "a"; a deploy then made the code before it take 1.5 s,
-    # which each branch's delivery replays first: the branches' default budget (1 s) and the 1 s margin no
-    # longer fit a 3 s delivery
+def _slowed_fan_out() -> tuple[Engine, FakeQueue, Any, str, Counter]:
+    """A parallel step fanned out after a compensable "a"; a deploy then made the code before it take 1.5 s,
+    which each branch's delivery replays first: the branches' default budget (1 s) and the 1 s margin no longer
+    fit a 3 s delivery. The engine, its queue and clock, the execution, and what ran."""
     registry, runs, slow = Registry(), Counter(), {"s": 0.0}
 
     @durable("slowed_fan_out", registry=registry)
@@ -579,23 +579,45 @@ def test_durable_a_fan_out_whose_code_before_it_became_slow_after_it_began_fails
     assert engine.process(m.body, remaining_ms=lambda: int((ends - time.monotonic()) * 1000)).kind == "fanned_out"
     queue.ack(m)
     slow["s"] = 1.5
+    return engine, queue, clock, eid, runs
 
-    # when: the branches' deliveries find no room and put their messages back; the fan-out's lease runs out and
-    # the sweeper re-drives the step
+
+def _failed_naming_its_branches(engine: Engine, eid: str, runs: Counter) -> None:
+    """The step failed, naming its branches' budget; "a" undone once; no branch body ran."""
+    e = engine.get(eid)
+    assert e.status is Status.FAILED, (e.status, runs)
+    assert (e.error.code, e.error.step_name) == ("step_timeout_too_long", "both"), e.error
+    assert "no delivery can run a branch of it" in e.error.message, e.error.message
+    assert e.compensated and runs == Counter({"undo": 1}), (e.compensated, runs)
+
+
+def test_durable_a_fan_out_whose_code_before_it_became_slow_after_it_began_fails_at_its_first_branch_delivery():
+    # given: the fan-out began; then its code became slow
+    engine, queue, _clock, eid, runs = _slowed_fan_out()
+
+    # when: a branch's delivery finds too little time left after its replay to the fan-out
     released: list = []
-    deliver(engine, queue, eid, limit=1, released=released)
-    assert len(released) == 2 and not runs, (released, runs)
+    deliver(engine, queue, eid, released=released)
+
+    # then: it fails the step there, naming its branches' budget, and "a" is undone (before: each branch put its
+    # message back at every delivery until the step's lease ran out, a reconcile later)
+    assert not released, released
+    _failed_naming_its_branches(engine, eid, runs)
+
+
+def test_durable_a_fan_out_whose_code_before_it_became_slow_after_it_began_fails_at_its_next_reconcile():
+    # given: the fan-out began; then its code became slow, and its branch messages were lost
+    engine, queue, clock, eid, runs = _slowed_fan_out()
+    queue.purge()
+
+    # when: the fan-out's lease runs out and the sweeper re-drives the step
     clock.offset = dt.timedelta(hours=1)
     Sweeper(engine.life.store, queue, clock, engine.settings, engine.registry).sweep()
     deliver(engine, queue, eid)
 
-    # then: the step's own delivery, which replays the same code, fails it, naming its branches' budget, and
-    # "a" is undone (before: it re-sent the branches, put back at every delivery, for ever)
-    e = engine.get(eid)
-    assert e.status is Status.FAILED, (e.status, released, runs)
-    assert (e.error.code, e.error.step_name) == ("step_timeout_too_long", "both"), e.error
-    assert "no delivery can run a branch of it" in e.error.message, e.error.message
-    assert e.compensated and runs == Counter({"undo": 1}), (e.compensated, runs)
+    # then: the step's own delivery, which replays the same code, fails it (before: it re-sent the branches,
+    # put back at every delivery, for ever)
+    _failed_naming_its_branches(engine, eid, runs)
 
 
 def test_durable_a_cancel_while_a_branchs_replay_is_stuck_undoes_nothing_and_ends_failed_naming_the_cancel():

@@ -11,7 +11,8 @@ execution at once, naming the call and the numbers, instead of being put back on
   once a delivery found too little time left, and only with the system clock (the stretch is real time). A
   ``parallel``/``map`` is checked with its branches' budget, each branch's delivery replaying the function to it
   first: the fan-out asks (``StepOps.branch_room``, ``CodeRun.branch_room`` here) before it begins and at each
-  reconcile of its step, while branches are left to run.
+  reconcile of its step, while branches are left to run, and so does a branch's delivery that finds too little
+  time left after its replay to the fan-out.
 - ``undo_never_fits``: the same for an undo, after the replay that says what to undo.
 """
 
@@ -51,10 +52,14 @@ def never_fits(run: Any, timeout_s: float, branches: bool = False) -> ErrorInfo 
     worker's timeout (``branches``: its branches', each delivered after a replay to it). None when a fresh
     delivery may run it (or nothing says: no system clock, no timeout known, not the function's own run)."""
     replay, ceiling = _current.RUN.get(), run.settings.function_timeout_s
-    if replay is None or replay.stop_at is not None or ceiling is None or run.execution.compensating \
-            or not isinstance(run.life.clock, SystemClock):
+    if ceiling is None or run.execution.compensating or not isinstance(run.life.clock, SystemClock):
         return None
-    code_s = replay.own_code_s()
+    if replay is not None and replay.stop_at is None:
+        code_s = replay.own_code_s()
+    elif replay is None and branches and run.reached_s is not None:
+        code_s = run.reached_s  # a branch's delivery, after its replay to the fan-out
+    else:
+        return None
     margin_s = run.settings.time_margin_ms / 1000
     needed = code_s + timeout_s + margin_s
     if needed <= ceiling:

@@ -56,6 +56,7 @@ class CodeRun(StepRun):
         """The current position settled in this delivery; the write that moves on waits for the next call."""
         self.settled: StepRecord | None = None
         self._described: tuple[StepDef, Any] | None = None
+        self.reached_s: float | None = None  # the own code of the replay to a fan-out a branch's delivery makes
         self.settled_value: Any = _NOTHING
         """A step's value as the codec hands it on (no second decode of the record just written)."""
         super().__init__(life, kinds, code_plan(wf, state.execution, list(state.records)), state, remaining_ms,
@@ -192,7 +193,7 @@ class CodeRun(StepRun):
             with self._held(replay):
                 self.code.code.fn(self._argument())
         except Stop:
-            pass
+            self.reached_s = replay.own_code_s()
         except BaseException as exc:  # noqa: BLE001 - a replay that does not reach it, for any reason
             if not isinstance(exc, (Exception, SystemExit, NondeterministicReplay, Suspend, EngineRaised)):
                 raise
@@ -494,6 +495,5 @@ class CodeRun(StepRun):
             return Outcome("stale", e.execution_id, message.step, f"branch {message.branch}: not run, the replay to "
                            f"its fan-out ran past its delivery: {exc}{_where(exc)}; the step's own delivery fails it")
         if d is None or d.kind.kind != "fanout":
-            return Outcome("stale", e.execution_id, message.step,
-                           f"branch {message.branch}: the function does not call parallel or map there now")
+            return Outcome("stale", e.execution_id, message.step, f"branch {message.branch}: no parallel or map there now")
         return self.kinds.kinds["fanout"].run_branch(self, message)

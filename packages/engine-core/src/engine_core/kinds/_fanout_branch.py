@@ -15,7 +15,7 @@ from typing import Any
 from .. import codec, faults
 from .._runner import BodyOutcome, truncate
 from ..context import StepContext
-from ..errors import BranchConflictError, NonSerializableResultError, ResultTooLargeError
+from ..errors import BranchConflictError, InsufficientTimeError, NonSerializableResultError, ResultTooLargeError
 from ..model import Branch, BranchStatus, ErrorInfo, Join, Status, StepMessage
 from ..outcome import Outcome
 from ..protocol import StepOps
@@ -68,7 +68,12 @@ def deliver(op: StepOps, message: StepMessage) -> Outcome:
     if total is None or total != join.total:
         return stale("the map's input does not match the fan-out (the step's own delivery fails it)")
     timeout = op.timeout_s
-    op.check_time(timeout)  # before any write: a claimed-then-abandoned branch would hold its lane
+    try:
+        op.check_time(timeout)  # before any write: a claimed-then-abandoned branch would hold its lane
+    except InsufficientTimeError:
+        if (never := op.branch_room(timeout)) is None:
+            raise  # a fresh delivery may have the time: put the message back
+        return _failed(fan, branch, never)  # no delivery can: the step fails now, not at its next reconcile
     policy = op.wf.policy_for(index)
     if branch.attempt >= policy.max_attempts:
         return _failed(fan, branch, op.error("attempts_exhausted", (
