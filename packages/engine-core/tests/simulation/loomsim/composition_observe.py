@@ -311,7 +311,7 @@ class Observing:
         return all(a == b or (i in begun and old.steps[i].kind == "sleep" and new.steps[i].kind == "sleep")
                    for i, (b, a) in enumerate(zip(before, after)))
 
-    def sleeps_begun(self, eid: str, run: str | None, fingerprint: str | None) -> frozenset[int]:
+    def passed_positions(self, eid: str, run: str | None, fingerprint: str | None) -> frozenset[int]:
         """The positions ``run`` of ``eid`` was done with when a redeploy replaced ``fingerprint``, as the engine
         judges a sleep (``versions._passed``): below its position then, or the sleep it was at and had begun."""
         replaced = self.undeployed.get(fingerprint or "")
@@ -332,7 +332,7 @@ class Observing:
             return True
         old = self.all_specs.get(fingerprint or "")
         new = None if old is None or old.code else self.specs.get(old.name)
-        begun = frozenset() if eid is None else self.sleeps_begun(eid, run, fingerprint)
+        begun = frozenset() if eid is None else self.passed_positions(eid, run, fingerprint)
         return new is not None and self._goes_on_under(fingerprint or "", new.definition.fingerprint, begun)
 
     def _check_context(self, entry: BodyEntry, ctx) -> None:
@@ -343,7 +343,7 @@ class Observing:
             self.violation(f"{where}: a body ran under a run that was never created")
             return
         if info.fingerprint != entry.fingerprint:
-            begun = self.sleeps_begun(entry.execution_id, entry.run, info.fingerprint)
+            begun = self.passed_positions(entry.execution_id, entry.run, info.fingerprint)
             if self._goes_on_under(info.fingerprint, entry.fingerprint, begun):
                 self.stat("body.on_a_compatible_redeploy")  # every step of the run's list stands in the new one
             else:
