@@ -297,18 +297,19 @@ class Observing:
         run = self.op_runs.get((op.id, eid)) if op is not None else None
         return run or self.inner.metas.get(eid, {}).get("created_at")
 
-    def _goes_on_under(self, started: str, now: str, begun: frozenset[int] = frozenset()) -> bool:
+    def _goes_on_under(self, started: str, now: str, passed: frozenset[int] = frozenset()) -> bool:
         """The contract of a same-version redeploy (DESIGN.md, versions): a run goes on under a new definition
         when each step of the list it started on has the same digest (name and shape) at its position in the
-        new one, or is a sleep the run had begun (``begun``: its wake time is fixed, a retuned length no longer
-        matters) where the new list has a sleep too; retries, timeouts, concurrency and appended steps may differ."""
+        new one, or is a sleep the run had passed or begun (``passed``: its wake time is fixed, a retuned length
+        no longer matters) where the new list has a sleep too; retries, timeouts, concurrency and appended steps
+        may differ."""
         old, new = self.all_specs.get(started), self.all_specs.get(now)
         if old is None or new is None:
             return False
         before, after = old.definition.step_prints, new.definition.step_prints
         if len(after) < len(before):
             return False
-        return all(a == b or (i in begun and old.steps[i].kind == "sleep" and new.steps[i].kind == "sleep")
+        return all(a == b or (i in passed and old.steps[i].kind == "sleep" and new.steps[i].kind == "sleep")
                    for i, (b, a) in enumerate(zip(before, after)))
 
     def passed_positions(self, eid: str, run: str | None, fingerprint: str | None) -> frozenset[int]:
@@ -332,8 +333,8 @@ class Observing:
             return True
         old = self.all_specs.get(fingerprint or "")
         new = None if old is None or old.code else self.specs.get(old.name)
-        begun = frozenset() if eid is None else self.passed_positions(eid, run, fingerprint)
-        return new is not None and self._goes_on_under(fingerprint or "", new.definition.fingerprint, begun)
+        passed = frozenset() if eid is None else self.passed_positions(eid, run, fingerprint)
+        return new is not None and self._goes_on_under(fingerprint or "", new.definition.fingerprint, passed)
 
     def _check_context(self, entry: BodyEntry, ctx) -> None:
         """A body sees only its own run: its input, results and events (each names the run it was made for)."""
@@ -343,8 +344,8 @@ class Observing:
             self.violation(f"{where}: a body ran under a run that was never created")
             return
         if info.fingerprint != entry.fingerprint:
-            begun = self.passed_positions(entry.execution_id, entry.run, info.fingerprint)
-            if self._goes_on_under(info.fingerprint, entry.fingerprint, begun):
+            passed = self.passed_positions(entry.execution_id, entry.run, info.fingerprint)
+            if self._goes_on_under(info.fingerprint, entry.fingerprint, passed):
                 self.stat("body.on_a_compatible_redeploy")  # every step of the run's list stands in the new one
             else:
                 self.violation(f"{where}: a body of definition {entry.fingerprint[:8]} ran in a run started on "
