@@ -560,15 +560,16 @@ def test_durable_a_branchs_replay_stuck_in_the_functions_own_code_ends_at_its_de
     assert runs == Counter({"slow line": 3, "left": 1, "right": 1})
 
 
-def _slowed_fan_out() -> tuple[Engine, FakeQueue, Any, str, Counter]:
+def _slowed_fan_out(undo: bool = True, slow: dict | None = None) -> tuple[Engine, FakeQueue, Any, str, Counter]:
     """A parallel step fanned out after a compensable "a"; a deploy then made the code before it take 1.5 s,
     which each branch's delivery replays first: the branches' default budget (1 s) and the 1 s margin no longer
     fit a 3 s delivery. The engine, its queue and clock, the execution, and what ran."""
-    registry, runs, slow = Registry(), Counter(), {"s": 0.0}
+    registry, runs, slow = Registry(), Counter(), {"s": 0.0} if slow is None else slow
+    compensate = (lambda result: runs.update(["undo"])) if undo else None
 
     @durable("slowed_fan_out", registry=registry)
     def flow(input):
-        step("a", lambda: 1, timeout_s=0.3, compensate=lambda result: runs.update(["undo"]))  # its undo fits
+        step("a", lambda: 1, timeout_s=0.3, compensate=compensate)  # its undo fits
         time.sleep(slow["s"])
         return parallel("both", lambda: runs.update(["left"]), lambda: runs.update(["right"]))
 
@@ -603,6 +604,26 @@ def test_durable_a_fan_out_whose_code_before_it_became_slow_after_it_began_fails
     # message back at every delivery until the step's lease ran out, a reconcile later)
     assert not released, released
     _failed_naming_its_branches(engine, eid, runs)
+
+
+def test_durable_a_fan_out_a_branch_failed_for_its_slow_code_runs_each_branch_once_redriven_after_the_fix():
+    # given: no undo to run, so the execution stays redrivable; a branch's delivery failed the step for the slow code
+    slow = {"s": 0.0}
+    engine, queue, _clock, eid, runs = _slowed_fan_out(undo=False, slow=slow)
+    deliver(engine, queue, eid)
+    failed = engine.get(eid)
+    assert (failed.status, failed.error.code, failed.compensated) == (Status.FAILED, "step_timeout_too_long", None)
+
+    # when: the code is quick again and an operator redrives it
+    slow["s"] = 0.0
+    engine.operator.redrive(eid, "ops")
+    released: list = []
+    deliver(engine, queue, eid, released=released)
+
+    # then: a new generation runs the branch the fit check failed, and the other, once each, and completes
+    e = engine.get(eid)
+    assert e.status is Status.COMPLETED and not released, (e.status, e.error, released)
+    assert runs == Counter({"left": 1, "right": 1}), runs
 
 
 def test_durable_a_fan_out_whose_code_before_it_became_slow_after_it_began_fails_at_its_next_reconcile():
