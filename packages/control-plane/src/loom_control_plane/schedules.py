@@ -33,7 +33,7 @@ DEADLINE_MARGIN_MS = 1000
 
 
 class ScheduleEvent(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)  # built at the first firing, not at every cold start
 
     source: str
     schedule: str

@@ -14,18 +14,21 @@ import datetime as dt
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..settings import ConfigurationError
-from .expressions import Expression, ExpressionError, parse
+
+if TYPE_CHECKING:
+    from .expressions import Expression
 
 ENV = "LOOM_SCHEDULES"
 
 
 class ScheduleDef(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built on first use: a control plane with no schedules deployed never validates one.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str = Field(pattern=r"^[0-9A-Za-z_.-]{1,64}$")
     """EventBridge Scheduler's name rule: 1-64 letters, digits, ``-``, ``_`` or ``.``."""
@@ -56,6 +59,9 @@ class Schedules:
             raise ConfigurationError(f"{ENV} is not JSON ({exc}); Terraform's schedules input renders it") from None
         if not isinstance(raw, list):
             raise ConfigurationError(f"{ENV} must be a JSON list of schedules, got {type(raw).__name__}")
+        # Here, not at the top: a deployment without schedules (most control planes' cold starts) never parses one.
+        from .expressions import ExpressionError, parse
+
         defs: dict[str, ScheduleDef] = {}
         expressions: dict[str, Expression] = {}
         for i, item in enumerate(raw):
