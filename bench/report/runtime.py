@@ -303,15 +303,22 @@ def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
       "does nothing about it would: part of what the handlers save over it is the collections boto3's own "
       "import no longer triggers inside theirs.\n")
     if missed or [x for x in coldstart_findings.zip_floor_checks(cold) if not x.ok]:
-        w("What would cut it further: create the boto3 clients on the first invocation rather than at import (the "
-          "init phase is billed the same, so this moves the cost unless paired with provisioned concurrency or "
-          "SnapStart); build at import only what a cold path uses (pydantic models no cold path needs are built "
-          "on first use, `defer_build`); import only the engine-core modules a handler uses (`engine_core` "
-          "imports every module, and the bootstrap builds both the engine and the sweeper for every handler); "
-          "the control plane's Powertools event handler imports every resolver it has (AppSync, Bedrock agents, "
-          "VPC Lattice) and every event data class for the one Function URL resolver. pydantic's own import "
-          "is most of what is left and every handler needs it. This machine is shared (2 cores): the rounds are "
-          "interleaved so load hits every column alike, and the minimum is kept beside the median.\n")
+        w("What is left over the floor: the libraries (the *libraries* column): Powertools' batch utility imports "
+          "`asyncio` and every event data class for the worker's `BatchProcessor`, the control plane's event "
+          "handler imports every resolver it has (AppSync, Bedrock agents, VPC Lattice) and every event data "
+          "class for its one Function URL resolver, and pydantic's first model loads most of pydantic, its "
+          "plugin loader and `importlib.metadata` with it; and Loom's own: the engine-core modules a handler "
+          "runs (on Python 3.12 each frozen dataclass compiles its generated methods at import), the models its "
+          "first invocation reads (the execution, its records, the step message, the settings), and the "
+          "workflows' modules and input models (here the examples'). Already off the cold path: `import "
+          "engine_core` loads each name on first use, a runtime builds only the parts its function uses (the "
+          "sweeper's never imports the step path), the models no cold path needs (replies, requests, the "
+          "operator's and the events' records, the schedules) are built on first use, the schedule expression "
+          "parser loads only where schedules are deployed, and init runs with the collector off. Creating the "
+          "boto3 clients on the first invocation instead would move their cost, not remove it (the init phase "
+          "is billed the same), unless paired with provisioned concurrency or SnapStart. This machine is shared "
+          "(2 cores): the rounds are interleaved so load hits every column alike, and the minimum is kept beside "
+          "the median.\n")
 
 
 def floor_section(w: Write, cold: dict[str, Any]) -> None:

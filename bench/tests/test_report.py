@@ -118,7 +118,7 @@ def test_render_when_one_handler_imports_slowly_names_it(results: dict[str, Any]
 
     # then
     assert _against(text, "handler import under 300 ms").startswith("missed by worker")
-    assert "What would cut it" in text
+    assert "What is left over the floor" in text
 
 
 def test_render_when_a_step_costs_more_than_a_peer_says_more(results: dict[str, Any]) -> None:
