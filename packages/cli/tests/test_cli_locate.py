@@ -150,3 +150,21 @@ def test_a_killed_loom_dev_started_beside_another_hands_the_commands_to_the_one_
                                       "pids": {"runtime": gone.pid}, "started_at": time.time(), "previous": first}))
     assert main(["workflows"]) == 4 and f"(pid {gone.pid}, on /srv/f.db) is not running any more" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["start", "signup", "--input", "{bad"], "--input is not valid JSON"),
+    (["send", "e-1", "approved", "--data", "[1]"], "--data must be a JSON object, got list"),
+    (["callback", "tok", "--data", "@missing.json"], "cannot read missing.json"),
+])
+def test_a_malformed_json_argument_is_told_before_the_missing_control_plane(tmp_path, monkeypatch, capsys, state_file,
+                                                                            argv, message):
+    # given: no URL anywhere
+    monkeypatch.chdir(tmp_path)
+
+    # when
+    code = main(argv)
+
+    # then: the argument's own mistake, not the URL's (which the user would fix first, only to be told the other)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "no control plane URL" not in err

@@ -109,6 +109,19 @@ def json_object(text: str, source: str) -> dict[str, Any]:
     return value
 
 
+JSON_ARGUMENTS = (("input", "--input"), ("data", "--data"))
+"""The commands' JSON object arguments (attribute, option)."""
+
+
+def read_json_arguments(args: argparse.Namespace) -> None:
+    """Each JSON object argument the command has, read (an ``@file`` too) into the object it names, before the
+    command looks for its control plane: a malformed one is told first, wherever Loom runs."""
+    for name, option in JSON_ARGUMENTS:
+        text = getattr(args, name, None)
+        if isinstance(text, str):
+            setattr(args, name, json_object(text, option))
+
+
 def not_json_constant(name: str) -> Any:
     """NaN, Infinity and -Infinity: Python reads them, JSON has no such numbers (the API refuses them)."""
     raise ValueError(f"{name} is not a JSON number (JSON has no NaN or Infinity: send null or a string)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .args import json_object
 from .readings import UNNAMED_WAIT, step_label
 from .render import (execution_table, executions_table, history_report, reads_otherwise_once_ended,
                      schedules_table, workflows_table)
@@ -27,8 +26,8 @@ def _definition(client: LoomClient, name: str) -> Workflow | None:
         return None
 
 
-def start(client: LoomClient, args) -> int:
-    started = client.start(args.workflow, json_object(args.input, "--input"), idempotency_token=args.token,
+def start(client: LoomClient, args) -> int:  # args.input, args.data: objects (``args.read_json_arguments``)
+    started = client.start(args.workflow, args.input, idempotency_token=args.token,
                            version=args.version)
     if args.json and args.watch:  # one line per document, as the watch that follows prints them (NDJSON)
         print(json.dumps(started.document(), sort_keys=True), flush=True)
@@ -161,7 +160,7 @@ def wake(client: LoomClient, args) -> int:
 
 
 def send(client: LoomClient, args) -> int:
-    sent = client.send(args.execution_id, args.name, json_object(args.data, "--data"), event_id=args.event_id)
+    sent = client.send(args.execution_id, args.name, args.data, event_id=args.event_id)
     if args.json:
         print_json(sent.document())
     else:
@@ -170,7 +169,7 @@ def send(client: LoomClient, args) -> int:
 
 
 def callback(client: LoomClient, args) -> int:
-    sent = client.complete_callback(args.token, json_object(args.data, "--data"))
+    sent = client.complete_callback(args.token, args.data)
     if args.json:
         print_json(sent.document())
     else:

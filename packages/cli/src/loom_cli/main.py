@@ -14,7 +14,7 @@ import sys
 from typing import Any, NoReturn
 
 from . import commands, cost, dev, dlq, versions
-from .args import lambda_memory, limit, port, positive, seconds, since, status
+from .args import lambda_memory, limit, port, positive, read_json_arguments, seconds, since, status
 from .sdk import LoomClient, LoomError
 from .sdk.client import INVALID_ARGUMENT
 from .sdk.errors import CONFIGURATION
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "without_api", False):
             return args.func(args)
+        read_json_arguments(args)
         client = LoomClient(args.url, env_dir=args.env_dir, sign=args.sign, region=args.region, profile=args.profile)
         return args.func(client, args)
     except LoomError as exc:
