@@ -375,7 +375,9 @@ def test_a_store_held_busy_by_another_connection_is_a_503_that_names_the_file_an
 
     monkeypatch.setenv("LOOM_SQLITE_BUSY_TIMEOUT_MS", "200")
     db = tmp_path / "held.db"
-    runtime = LiteRuntime(LiteConfig(db=db, sweep_every_s=60, poll_s=0.05), make_registry()).start(worker_thread=True)
+    config = LiteConfig.from_env(db=db, sweep_every_s=60, poll_s=0.05)
+    assert config.busy_timeout_ms == 200  # read from the variable, as `loom dev` reads it
+    runtime = LiteRuntime(config, make_registry()).start(worker_thread=True)
     shell = sqlite3.connect(db, isolation_level=None)
     # a message that becomes visible while the lock is held: the worker's receive then needs the write lock
     runtime.queue.send(StepMessage(execution_id="00000000-0000-4000-8000-000000000000", step=0, version=1), delay_s=1)
@@ -399,6 +401,7 @@ def test_a_store_held_busy_by_another_connection_is_a_503_that_names_the_file_an
     exc = refused.value
     assert (exc.code, exc.status, exc.is_refusal) == ("store_unavailable", 503, False)
     assert str(db) in exc.message and "LOOM_SQLITE_BUSY_TIMEOUT_MS" in exc.message and "Retry" in exc.message
+    assert "for more than 200 ms" in exc.message, exc.message
     assert code == 4 and "store_unavailable (HTTP 503)" in capsys.readouterr().err
     assert later.created  # the lock released: the same runtime goes on
 
