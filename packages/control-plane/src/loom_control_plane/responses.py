@@ -13,7 +13,7 @@ from typing import Any
 
 from engine_core import codec
 from engine_core.clock import format_ts
-from engine_core.engine import context_of
+from engine_core.rebuild import context_of
 from engine_core.model import (
     Branch,
     CorruptRecord,
