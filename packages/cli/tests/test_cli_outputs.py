@@ -362,6 +362,36 @@ def test_history_of_an_ended_execution_says_its_unfinished_branches_will_not_run
     assert re.search(r"^0\s+each\[0\]\s+branch\s+SUCCEEDED\s+1\s", ended, re.M), ended
 
 
+def test_history_of_an_ended_fan_out_counts_the_branches_that_never_began_from_the_execution():
+    from loom_cli.render import history_table
+    from loom_cli.sdk.models import FanOutProgress
+
+    # given: a failed map of 5 items, 2 branches a time: 3 rows (a failure among them), 2 branches never began
+    rows = [{"step_index": 0, "branch": b, "kind": "branch", "name": "each", "status": status, "attempts": 1}
+            for b, status in enumerate(["SUCCEEDED", "FAILED", "PENDING"])]
+    page = {"execution_id": "e-1", "next_token": None, "steps": [
+        {"step_index": 0, "name": "each", "kind": "fanout", "status": "FAILED", "attempts": 3,
+         "error": {"code": "permanent_error", "message": "branch 1: no"}}, *rows]}
+    held = FanOutProgress(step_index=0, branches=5, succeeded=1, max_concurrency=2)
+    # when
+    counted, unknown = history_table(page, ended=True, fanouts=[held]), history_table(page, ended=True)
+    # then: how many never began, and why, from the execution's count
+    assert "\neach: 2 of its 5 branches never started (max_concurrency 2 held them back and the execution ended " \
+           "first): they have no row here" in counted, counted
+    # and without a count (an API from before it), the rule
+    assert "\neach: a branch with no row here never started (the execution ended first)" in unknown, unknown
+    # and nothing when every branch has its row (no max_concurrency below the count: all began at once)
+    every = FanOutProgress(step_index=0, branches=3, succeeded=1, max_concurrency=3)
+    assert "never started" not in history_table(page, ended=True, fanouts=[every])
+    # and a fan-out cancelled before its step ended (its branches' rows only) is counted the same way
+    cancelled = {"execution_id": "e-1", "next_token": None, "steps": rows}
+    assert "\neach: 2 of its 5 branches never started (max_concurrency 2" in \
+        history_table(cancelled, ended=True, fanouts=[held])
+    # and another step's count says nothing of this one
+    other = FanOutProgress(step_index=4, branches=9, succeeded=0, max_concurrency=1)
+    assert "a branch with no row here never started" in history_table(page, ended=True, fanouts=[other])
+
+
 def test_status_names_the_record_revision_apart_from_the_pinned_workflow_version(control_plane, capsys):
     control_plane.add(execution_doc("v-1", status="RUNNING", step=1, version=7, workflow_version=1))
     _, out, _ = run(capsys, "--url", control_plane.url, "status", "v-1")

@@ -414,7 +414,7 @@ def test_timeline_names_a_step_that_fanned_out_by_its_branches_when_nothing_else
     # given: a code-first execution cancelled while its map step fanned out: no record of the step, no step
     # list to name it, its branches named by the API
     from loom_cli.console.timeline import timeline
-    from loom_cli.sdk.models import Execution, History
+    from loom_cli.sdk.models import Execution, FanOutProgress, History
 
     e = Execution.model_validate({"execution_id": "e-1", "workflow": "fan", "status": "CANCELLED", "current_step": 1,
                                   "style": "code", "step_count": 2})
@@ -432,6 +432,12 @@ def test_timeline_names_a_step_that_fanned_out_by_its_branches_when_nothing_else
     assert "next attempt" not in html
     # and: branches with no row never began (max_concurrency held them back), as `loom history` says
     assert "a branch with no row here never started (the execution ended first)" in html
+    # and with the execution's count of the step's branches: how many, and why; none when all have a row
+    counted = e.model_copy(update={"fanouts": [FanOutProgress(step_index=1, branches=4, succeeded=1, max_concurrency=2)]})
+    assert "2 of its 4 branches never started (max_concurrency 2 held them back and the execution ended first): " \
+           "they have no row here" in timeline(counted, history, None)
+    whole = e.model_copy(update={"fanouts": [FanOutProgress(step_index=1, branches=2, succeeded=1, max_concurrency=2)]})
+    assert "never started" not in timeline(whole, history, None)
     done = e.model_copy(update={"status": "COMPLETED"})
     finished = History.model_validate({"execution_id": "e-1", "steps": [
         {"step_index": 1, "name": "resize", "kind": "fanout", "status": "SUCCEEDED", "attempts": 1},

@@ -531,6 +531,47 @@ def test_history_names_each_branch_by_its_step_while_the_step_has_no_record():
     assert [b["branch"] for b in branches] == [0, 1, 2] and {b["name"] for b in branches} == {"doubles"}
 
 
+def test_an_execution_view_counts_each_fan_outs_branches_also_once_the_execution_ended():
+    # given: a map one branch at a time whose second item fails for good (the two after it never begin), and
+    # an execution with no fan-out
+    from engine_core import PermanentStepError, Registry
+    from engine_core.durable import durable, map, step
+    from engine_core.testing import LocalRunner
+    from loom_control_plane.responses import ExecutionView, dump, history_reply
+
+    registry = Registry()
+
+    def each(item):
+        if item == "bad":
+            raise PermanentStepError("no such item")
+        return item
+
+    @durable("one_at_a_time", registry=registry)
+    def one_at_a_time(input):
+        step("list", lambda: 1)
+        return map("each", each, ["a", "bad", "c", "d"], max_concurrency=1)
+
+    @durable("no_fan_out", registry=registry)
+    def no_fan_out(input):
+        return step("only", lambda: 1)
+
+    runner = LocalRunner(registry)
+    failed, plain = runner.start("one_at_a_time", {}), runner.start("no_fan_out", {})
+    runner.run_until_done(failed)
+    runner.run_until_done(plain)
+    # when
+    view = dump(ExecutionView.of(runner.engine.state(failed), registry))
+    other = dump(ExecutionView.of(runner.engine.state(plain), registry))
+    history = history_reply(failed, runner.engine.operator.history_page(failed), {})
+    began = {s["branch"] for s in history["steps"] if s["kind"] == "branch"}
+    # then: the ended execution still says how many branches its map has (its history shows only those that began)
+    assert view["status"] == "FAILED" and "fanout" not in view, view
+    assert view["fanouts"] == [{"step_index": 1, "branches": 4, "succeeded": 1, "max_concurrency": 1}], view
+    assert began == {0, 1}, history
+    # and an execution that never fanned out has no such key
+    assert other["status"] == "COMPLETED" and "fanouts" not in other, other
+
+
 def test_a_code_first_execution_that_failed_or_was_cancelled_names_the_step_it_stopped_at():
     # given: a code-first function whose second step fails for good, and one that sleeps
     from engine_core import PermanentStepError, Registry

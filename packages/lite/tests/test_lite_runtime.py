@@ -305,7 +305,9 @@ def test_lite_history_of_a_failed_map_says_which_branches_never_began(lite, caps
     # then: no row for the branches never begun (counted, not assumed), and the fan-out's row says so
     assert done.status == "FAILED" and sorted(r.branch for r in branches)[:2] == [0, 1] and len(branches) < 4
     assert re.search(r"^0\s+each\s+fanout\s+FAILED\s.*permanent_error: branch 1: no such item", out, re.M), out
-    assert "\neach: a branch with no row here never started (the execution ended first)\n" in out, out
+    missing = 4 - len(branches)
+    assert f"\neach: {missing} of its 4 branches never started (max_concurrency 1 held them back and the execution " \
+           "ended first): they have no row here\n" in out, out
 
 
 def test_lite_history_of_a_map_cancelled_half_way_says_the_rest_never_began(lite, capsys):
@@ -325,7 +327,9 @@ def test_lite_history_of_a_map_cancelled_half_way_says_the_rest_never_began(lite
     # then: the fan-out has no row of its own, fewer branch rows than items, and the table says the rest never began
     assert done.status == "CANCELLED" and 0 < len(history.branches(0)) < 6
     assert not [r for r in history.records() if r.step_index == 0], history.records()
-    assert "\neach: a branch with no row here never started (the execution ended first)\n" in out, out
+    missing = 6 - len(history.branches(0))
+    assert f"\neach: {missing} of its 6 branches never started (max_concurrency 1 held them back and the execution " \
+           "ended first): they have no row here\n" in out, out
 
 
 def test_loom_dev_on_a_port_in_use_says_so_and_exits_2_without_a_traceback(tmp_path, state_file, capsys):

@@ -56,8 +56,8 @@ def history(client: LoomClient, args) -> int:
     if args.json:
         print_json(h.document())
         return 0
-    ended = reads_otherwise_once_ended(h) and client.get(args.execution_id).ended
-    print(history_report(h, ended=ended))
+    e = client.get(args.execution_id) if reads_otherwise_once_ended(h) else None
+    print(history_report(h, ended=e is not None and e.ended, fanouts=None if e is None else e.fanouts))
     return 0
 
 

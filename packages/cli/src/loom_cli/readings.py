@@ -8,7 +8,7 @@ import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
 
-from .sdk.models import BranchRecord, Execution, History, Operation, StepRecord, Workflow
+from .sdk.models import BranchRecord, Execution, FanOutProgress, History, Operation, StepRecord, Workflow
 
 UNNAMED_WAIT = ("an event this deployment cannot name: the definition it waits on is not deployed here, or changed "
                 "under it (`loom workflows` lists what is); its next delivery fails it, a send or `loom wake` brings "
@@ -170,3 +170,18 @@ def compensation_note(e: Execution, wf: Workflow | None = None) -> str:
     if e.cancelled_by:
         return f"compensating after a cancel by {e.cancelled_by}: {undoing}"
     return f"compensating: {undoing}"
+
+
+def never_started(branches: list[BranchRecord], fan: FanOutProgress | None) -> list[str]:
+    """What an ended execution's unfinished fan-out with ``branches`` (its rows) says of the branches that never
+    began (they have no row): how many, from ``fan`` (``Execution.fanouts``); nothing when every branch has a
+    row; the rule when the count is not known (``fan`` None)."""
+    if fan is None:
+        return ["a branch with no row here never started (the execution ended first)"]
+    missing = fan.branches - len({b.branch for b in branches})
+    if missing <= 0:
+        return []
+    held = f"max_concurrency {fan.max_concurrency} held them back and " \
+        if fan.max_concurrency is not None and fan.max_concurrency < fan.branches else ""
+    return [f"{missing} of its {fan.branches} branches never started ({held}the execution ended first): "
+            "they have no row here"]

@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 from .prices import WORKER_MEMORY_MB, ledger_usd, usd_text
-from .readings import (UNNAMED_WAIT, branches_not_counted, fanout_summary, redriven_after, sleep_ended_early, wake_at,
-                       where)
-from .sdk.models import BranchRecord, Cost, CorruptRecord, Execution, History, ListEntry, StepRecord, Workflow
+from .readings import (UNNAMED_WAIT, branches_not_counted, fanout_summary, never_started, redriven_after,
+                       sleep_ended_early, wake_at, where)
+from .sdk.models import (BranchRecord, Cost, CorruptRecord, Execution, FanOutProgress, History, ListEntry, StepRecord,
+                         Workflow)
 
 CONTEXT_SHOWN = 400
 """``loom status`` shows this much of the context (``--json`` shows all); errors are always shown whole."""
@@ -137,12 +138,14 @@ def says_more_once_ended(h: History) -> bool:
         or any(getattr(ev, "consumed_by_step", 0) is None for ev in h.events or [])
 
 
-def history_table(h: History | dict, ended: bool = False) -> str:
+def history_table(h: History | dict, ended: bool = False, fanouts: list[FanOutProgress] | None = None) -> str:
     """``loom history``: one row per record with its kind (an undo is a ``compensation`` row, a branch is
     ``name[n]`` under its ``fanout`` step, whose attempts are its branches'). Once the execution ``ended``, a
     branch left unfinished (a cancel, a failure of another branch) says it will not run, and an unfinished
-    fan-out says the branches it never began (no row: ``max_concurrency`` held them back) never will."""
+    fan-out says how many of its branches never began (no row: ``max_concurrency`` held them back), counted
+    from ``fanouts`` (the execution's, ``Execution.fanouts``), or says the rule when the count is not known."""
     h = History.model_validate(h) if isinstance(h, dict) else h
+    counts = {f.step_index: f for f in fanouts or () if f.step_index is not None}
     names = {r.step_index: r.name for r in h.steps if isinstance(r, StepRecord)}
     rows: list[list[Any]] = []
     notes: list[str] = []
@@ -182,13 +185,13 @@ def history_table(h: History | dict, ended: bool = False) -> str:
                 attempts = summary.attempts
                 detail = err if err is not None else summary.text()
             if ended and r.status != "SUCCEEDED":  # under max_concurrency, later branches may never have begun
-                notes.append(f"{r.name}: a branch with no row here never started (the execution ended first)")
+                notes += [f"{r.name}: {note}" for note in never_started(branches, counts.get(r.step_index))]
         rows.append([r.step_index, r.name, kind, status, attempts, r.started_at, r.finished_at, detail])
     if ended:  # a fan-out cancelled before its step ended has its branches' rows and none of its own
         steps = {r.step_index for r in h.steps if isinstance(r, StepRecord) and r.kind != "compensation"}
         for i, name in {r.step_index: _step_name(r, names).split("[")[0] for r in h.steps
                         if isinstance(r, BranchRecord) and r.step_index not in steps}.items():
-            notes.append(f"{name}: a branch with no row here never started (the execution ended first)")
+            notes += [f"{name}: {note}" for note in never_started(h.branches(i), counts.get(i))]
     out = table(["#", "step", "kind", "status", "attempts", "started", "finished", "result / error"], rows)
     return "\n".join([out, "", *notes]) if notes else out
 
@@ -206,10 +209,10 @@ def reads_otherwise_once_ended(h: History) -> bool:
     return says_more_once_ended(h) or _open_fan_out(h)
 
 
-def history_report(h: History, ended: bool) -> str:
+def history_report(h: History, ended: bool, fanouts: list[FanOutProgress] | None = None) -> str:
     """What ``loom history`` prints, and ``loom watch`` once the execution ends: the steps, what it cost so
-    far, the events and the operator actions."""
-    parts = [history_table(h, ended=ended)]
+    far, the events and the operator actions (``fanouts``: the execution's, for ``history_table``)."""
+    parts = [history_table(h, ended=ended, fanouts=fanouts)]
     if h.cost is not None:
         left_out = ""
         if _open_fan_out(h):

@@ -149,7 +149,7 @@ def watch(client: LoomClient, execution_id: str, *, interval_s: float = 1.0, tim
                             print(f"          step {f.step_index} branch {f.branch}: attempt {f.attempt} failed: "
                                   f"{f.error.code}: {f.error.message}", flush=True)
                 if e.ended and not as_json:
-                    print(history_report(client.history(execution_id), ended=True), flush=True)
+                    print(history_report(client.history(execution_id), ended=True, fanouts=e.fanouts), flush=True)
             except BrokenPipeError:
                 if not e.ended:
                     raise  # the reader left before the end: nothing to say of it

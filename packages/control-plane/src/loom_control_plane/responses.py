@@ -93,6 +93,8 @@ class FanOutProgress(_Reply):
     branches: int
     succeeded: int
     max_concurrency: int | None
+    step_index: int | None = None
+    """In ``fanouts``: the parallel or map step's index."""
 
 
 class CostView(_Reply):
@@ -153,6 +155,10 @@ class ExecutionView(_Reply):
     """Only when the stored context cannot be read (shown, flagged: a status read never fails on bad data)."""
     fanout: FanOutProgress | None = None
     """Only while a parallel or map step fans out."""
+    fanouts: list[FanOutProgress] | None = None
+    """Each parallel or map step of this run that fanned out, by ``step_index`` (absent: none did): its branch
+    count, how many succeeded, its ``max_concurrency``. A history has a row for each branch that began; once
+    the execution ended, the branches without one never will."""
     workflow_version: int = 1
     """The workflow version it is pinned to: it runs to its end on that version's steps."""
     step_count: int | None = None
@@ -185,6 +191,9 @@ class ExecutionView(_Reply):
         if join is not None and not e.status.is_terminal and not e.compensating:
             extra["fanout"] = FanOutProgress(branches=join.total, succeeded=join.done,
                                              max_concurrency=join.max_concurrency)
+        if state.joins:
+            extra["fanouts"] = [FanOutProgress(step_index=i, branches=j.total, succeeded=j.done, max_concurrency=j.max_concurrency)
+                                for i, j in sorted(state.joins.items())]
         wf = pinned_definition(registry, e) if registry is not None else None
         problem = cannot_go_on(registry, e) if registry is not None and wf is None else None
         if problem is not None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
-from ..readings import (UNNAMED_WAIT, attempts_text, fanout_summary, redriven_after, sleep_ended_early, sleeping_step,
-                        state_word, wake_at)
+from ..readings import (UNNAMED_WAIT, attempts_text, fanout_summary, never_started, redriven_after, sleep_ended_early,
+                        sleeping_step, state_word, wake_at)
 from ..sdk.models import BranchRecord, CorruptRecord, Execution, History, Operation, StepRecord, Workflow, WorkflowStep
 from ..sdk.stream import FailedAttempt
 from ._html import LIVE, error_block, esc, json_block, parse_ts, span, time_tag
@@ -151,7 +151,9 @@ def _step_item(e: Execution, index: int, spec: WorkflowStep | None, r: StepRecor
             body += json_block(r.result)
     if is_current and status == "FAILED" and r is None:
         body += error_block(e.error)
-    body += _branches(branches, now, e.ended, cut_short=e.ended and (r is None or r.status != "SUCCEEDED"))
+    cut_short = e.ended and (r is None or r.status != "SUCCEEDED")  # under max_concurrency, some may never have begun
+    fan = next((f for f in e.fanouts if f.step_index == index), None)
+    body += _branches(branches, now, e.ended, never_started(branches, fan) if cut_short else [])
     mark = ""
     if kind not in ("step", "sleep"):
         mark += f'<span class="kind">{esc(kind)}</span>'
@@ -167,15 +169,14 @@ BRANCHES_SHOWN_OPEN = 8
 """More branches than this are listed collapsed (a map over 1,000 items), opened when one failed."""
 
 
-def _branches(branches: list[BranchRecord], now, ended: bool = False, cut_short: bool = False) -> str:
-    """The step's branches; ``cut_short``: the execution ended before the step did, so under
-    ``max_concurrency`` later branches may never have begun (they have no row: said so)."""
+def _branches(branches: list[BranchRecord], now, ended: bool = False, hints: Iterable[str] = ()) -> str:
+    """The step's branches; ``hints``: the execution ended before the step did, and under ``max_concurrency``
+    later branches never began (they have no row): how many (``readings.never_started``)."""
     if not branches:
         return ""
     rows = "".join(_branch_row(b, now, ended) for b in sorted(branches, key=lambda x: x.branch))
     rows = f'<table class="branches"><tbody>{rows}</tbody></table>'
-    if cut_short:
-        rows += '<p class="hint">a branch with no row here never started (the execution ended first)</p>'
+    rows += "".join(f'<p class="hint">{esc(hint)}</p>' for hint in hints)
     summary = fanout_summary(branches)
     text = summary.states_text()
     if len(branches) <= BRANCHES_SHOWN_OPEN:

@@ -80,6 +80,8 @@ class FanOutProgress(Document):
     branches: int = 0
     succeeded: int = 0
     max_concurrency: int | None = None
+    step_index: int | None = None
+    """In ``Execution.fanouts``: the parallel or map step's index."""
 
 
 class Cost(Document):
@@ -131,6 +133,10 @@ class Execution(Document):
     expires_at: str | None = None
     context_error: str | None = None
     fanout: FanOutProgress | None = None
+    """Only while a parallel or map step fans out: its progress."""
+    fanouts: list[FanOutProgress] = Field(default_factory=list)
+    """Each parallel or map step of this run that fanned out (``step_index``, ``branches``, ``succeeded``,
+    ``max_concurrency``): how many branches it has, where a history shows only those that began."""
     step_count: int | None = None
     workflow_version: int = 1
     """The workflow version it is pinned to (it runs to its end on that version's steps)."""
