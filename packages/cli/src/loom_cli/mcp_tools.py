@@ -77,9 +77,11 @@ TOOLS = [
              "Get one execution: status (RUNNING, SLEEPING, WAITING, COMPLETED, FAILED, CANCELLED, "
              "COMPENSATION_FAILED), current_step and current_step_name out of step_count, the context (input merged "
              "with every finished step's result), error (code, message) when FAILED, next_wake_at and timer "
-             "('sleep', 'retry', 'lease', 'event') while live, waiting_for while WAITING (event, timeout_at, and arrived: an event came and its delivery is due), fanout while a map or "
-             "parallel step runs, fanouts (each map or parallel step that fanned out: step_index, branches, succeeded, "
-             "max_concurrency; its history has a row only for each branch that began), compensating/compensated (FAILED and still compensating: its undo stopped; "
+             "('sleep', 'retry', 'lease', 'event') while live, waiting_for while WAITING (event, timeout_at, and "
+             "arrived: an event came and its delivery is due), fanout while a map or parallel step runs, fanouts "
+             "(each map or parallel step that fanned out: step_index, branches, succeeded, max_concurrency; its "
+             "history has a row only for each branch that began), compensating/compensated (FAILED and still "
+             "compensating: its undo stopped; "
              "compensating_for is the failure it was undoing, and redrive_execution goes on undoing), started_by, "
              "cancelled_by, redrives.",
              _obj({"execution_id": _ID}, ["execution_id"]), lambda c, a: c.get(a["execution_id"]).document(),
