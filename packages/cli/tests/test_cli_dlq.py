@@ -126,16 +126,34 @@ def test_dlq_without_queues_is_a_usage_error_naming_the_fix(tmp_path, monkeypatc
     assert "--env-dir" in err and "make up" in err
 
 
-def test_dlq_against_loom_dev_says_where_its_dead_letters_are(state_file, tmp_path, monkeypatch, capsys):
-    # given: the state file records the one-process SQLite runtime, which has no SQS queues
+def test_dlq_against_loom_dev_whose_file_is_gone_names_it_and_the_way_to_a_deployed_stack(state_file, tmp_path,
+                                                                                         monkeypatch, capsys):
+    # given: the state file records the one-process SQLite runtime, whose file is not there
+    monkeypatch.chdir(tmp_path)
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    gone = tmp_path / "loom.db"
+    state_file.write_text(json.dumps({"kind": "lite", "url": "http://127.0.0.1:9", "db": str(gone)}))
+    # when
+    code = main(["dlq", "list"])
+    # then: a usage error naming the file and how to reach a deployed stack's DLQ; nothing created
+    err = capsys.readouterr().err
+    assert code == 2 and f"{gone} does not exist" in err and "--env-dir" in err, err
+    assert not gone.exists()
+
+
+def test_dlq_against_loom_dev_without_its_package_says_what_to_install(state_file, tmp_path, monkeypatch, capsys):
+    # given: a `loom dev` runtime recorded, and no loom-lite installed where this `loom` runs
+    import loom_cli.dlq
+
     monkeypatch.chdir(tmp_path)
     state_file.parent.mkdir(parents=True, exist_ok=True)
     state_file.write_text(json.dumps({"kind": "lite", "url": "http://127.0.0.1:9", "db": str(tmp_path / "loom.db")}))
+    monkeypatch.setattr(loom_cli.dlq, "entry_points", lambda group: [])
     # when
-    code = main(["dlq", "list"])
-    # then: a usage error naming where they are and how to reach a deployed stack's DLQ
+    code = main(["dlq", "redrive"])
+    # then
     err = capsys.readouterr().err
-    assert code == 2 and "dead_letters" in err and "--env-dir" in err
+    assert code == 2 and "install loom-lite" in err and "--env-dir" in err, err
 
 
 def test_workflows_table_summarises_each_input_schema():

@@ -1,7 +1,8 @@
 """``loom dlq list`` and ``loom dlq redrive``: the dead-letter queue, read and emptied with your AWS
 credentials (the control plane has no rights on it). The queues come from ``--env-dir``'s Terraform
 outputs (``queue_url``, ``dlq_url``) or from the local stack ``make up`` recorded (its moto endpoint on
-loopback takes any credentials, so none are needed there).
+loopback takes any credentials, so none are needed there). Against a ``loom dev`` runtime, the same two
+commands read and redrive the dead letters its SQLite file keeps (``loom_lite.dead_letters``).
 
 The DLQ holds step messages the transport gave up on (SQS moved them after ``maxReceiveCount``) and,
 when no status-change bus is configured, failure notices of FAILED executions. ``redrive`` returns the
@@ -19,6 +20,7 @@ import datetime as dt
 import json
 import urllib.parse
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,8 @@ answer empty while messages remain, which would end a listing or a redrive early
 HOLD_S = 300
 """How long ``redrive`` keeps a message it leaves hidden while it reads on (each is read once per redrive)."""
 LOCAL_CREDENTIALS = {"aws_access_key_id": "loom-local", "aws_secret_access_key": "loom-local"}
+DLQ_ENTRY_POINTS = "loom.dlq"
+"""Where ``loom dlq`` finds the reader of a ``loom dev`` file's dead letters (loom-lite registers it)."""
 
 
 @dataclass(frozen=True)
@@ -60,10 +64,6 @@ def queues(env_dir: str | None) -> Queues:
             raise LoomError(CONFIGURATION, f"{env_dir} has no queue_url/dlq_url outputs; has this environment been "
                                            "applied?") from None
     state = local_stack()
-    if state is not None and state.get("kind") == "lite":
-        raise LoomError(CONFIGURATION, f"the runtime {state_file()} records is `loom dev` (SQLite): it keeps its dead "
-                                       "letters in the file's dead_letters table, not an SQS DLQ (docs/lite.md); "
-                                       "pass --env-dir terraform/envs/<env> for a deployed stack's DLQ")
     if state is not None:
         try:
             return Queues(state["queue_url"], state["dlq_url"], state.get("region"), state.get("endpoint"))
@@ -188,13 +188,19 @@ def _sqs(call, q: Queues):
 
 
 def cmd_list(args) -> int:
-    q, sqs = _connect(args)
-    rows = _sqs(lambda: peek(sqs, q.dlq_url, args.limit), q)
+    lite = lite_file(args.env_dir)
+    if lite is not None:  # `loom dev`: the file's dead_letters table, read without receiving anything
+        rows, source = [describe(m) for m in dead_letters(lite, "rows", args.limit)], {"db": lite}
+        where = f"the dead_letters table of {lite}"
+    else:
+        q, sqs = _connect(args)
+        rows, source = _sqs(lambda: peek(sqs, q.dlq_url, args.limit), q), {"dlq_url": q.dlq_url}
+        where = q.dlq_url
     if getattr(args, "json", False):
-        print(json.dumps({"dlq_url": q.dlq_url, "messages": rows}, indent=2, sort_keys=True))
+        print(json.dumps({**source, "messages": rows}, indent=2, sort_keys=True))
         return 0
     if not rows:
-        print(f"the dead-letter queue is empty ({q.dlq_url})")
+        print(f"the dead-letter queue is empty ({where})")
         return 0
     print(f"{'message':36}  {'kind':14}  {'sent':27}  {'execution':36}  detail")
     for r in rows:
@@ -207,11 +213,40 @@ def cmd_list(args) -> int:
 
 
 def cmd_redrive(args) -> int:
-    q, sqs = _connect(args)
-    counts = _sqs(lambda: redrive(sqs, q, args.limit), q)
+    lite = lite_file(args.env_dir)
+    if lite is not None:
+        counts, queue = dead_letters(lite, "redrive", args.limit), f"the step queue of {lite}"
+    else:
+        q, sqs = _connect(args)
+        counts, queue = _sqs(lambda: redrive(sqs, q, args.limit), q), q.queue_url
     if getattr(args, "json", False):
         print(json.dumps(counts, indent=2, sort_keys=True))
     else:
-        print(f"returned {counts['returned']} step message(s) to {q.queue_url}; {counts['left']} other message(s) "
+        print(f"returned {counts['returned']} step message(s) to {queue}; {counts['left']} other message(s) "
               "(failure notices, and step messages past --limit) left on the dead-letter queue")
     return 0
+
+
+# -- a `loom dev` file ----------------------------------------------------------------------------------------
+def lite_file(env_dir: str | None) -> str | None:
+    """The SQLite file of the ``loom dev`` runtime the state file records (None: --env-dir, or a local stack)."""
+    state = None if env_dir else local_stack()
+    if state is None or state.get("kind") != "lite":
+        return None
+    if not state.get("db"):
+        raise LoomError(CONFIGURATION, f"{state_file()} records a `loom dev` runtime but not its file; start `loom "
+                                       "dev` again")
+    return str(state["db"])
+
+
+def dead_letters(db: str, action: str, limit: int) -> Any:
+    """``rows`` or ``redrive`` of the ``loom dev`` runtime's dead letters (``loom_lite.dead_letters``, found under
+    the ``loom.dlq`` entry point group: this package does not import the runtime)."""
+    found = [ep for ep in entry_points(group=DLQ_ENTRY_POINTS) if ep.name == "lite"]
+    if not found:
+        raise LoomError(CONFIGURATION, f"{state_file()} records a `loom dev` runtime, whose dead letters only its "
+                                       "package reads: install loom-lite here (or pass --env-dir for a deployed stack)")
+    try:
+        return getattr(found[0].load(), action)(db, limit)
+    except Exception as exc:  # noqa: BLE001 - the file's problem, said as the runtime words it, not a traceback
+        raise LoomError(CONFIGURATION, f"cannot read the dead letters of {db}: {exc}") from None

@@ -194,7 +194,8 @@ def parser() -> argparse.ArgumentParser:
     m.set_defaults(without_api=True)
 
     d = command("dlq", None, "the dead-letter queue: what the transport gave up on (read with your AWS credentials "
-                             "from --env-dir's outputs, or the local stack's)", execution_id=False, json_flag=False)
+                             "from --env-dir's outputs, or the local stack's; a `loom dev` file's dead letters)",
+                execution_id=False, json_flag=False)
     dsub = d.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
     dl = dsub.add_parser("list", help="show dead-lettered messages (they stay on the queue)")
     dl.add_argument("--limit", type=limit, default=20, help="at most this many, 1-100 (default 20)")

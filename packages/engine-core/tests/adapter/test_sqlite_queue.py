@@ -90,6 +90,38 @@ def test_queue_failure_notices_are_kept_as_dead_letters(queue):
     assert [d["body"]["execution_id"] for d in queue.dead_letters()] == ["x"]
 
 
+def test_queue_redrive_returns_the_step_messages_given_up_on_oldest_first_and_leaves_the_notices(queue, clock):
+    # given: a failure notice, then three messages given up on (received max_receives times), then a row no
+    # queue would take
+    for n in (1, 2):
+        queue.send(message(n))
+    queue.send_dead_letter({"kind": "loom.execution_failed", "execution_id": "x"})
+    queue.send(message(3))
+    for _ in range(3):
+        assert queue.receive(10, visibility_timeout_s=1)
+        clock.advance(seconds=1)
+    assert queue.receive(10) == []
+    queue.send_dead_letter({"kind": "redrive", "receive_count": 3, "body": "not a message"})
+    assert queue.depth()["dead_letters"] == 5
+    # when: two, then the rest
+    first = queue.redrive_dead_letters(limit=2)
+    # then: the oldest two are back, visible now, their count starting again; the rest stay dead letters
+    assert first == {"returned": 2, "left": 3}
+    got = queue.receive(10, visibility_timeout_s=60)
+    assert sorted(StepMessage.model_validate_json(m.body).execution_id for m in got) == \
+        sorted(message(n).execution_id for n in (1, 2))
+    assert {m.receive_count for m in got} == {1}
+    assert queue.redrive_dead_letters(limit=100) == {"returned": 1, "left": 2}
+    [third] = queue.receive(10)
+    assert StepMessage.model_validate_json(third.body) == message(3)
+    # and the notice and the unreadable row are where they were; a redrive with nothing to return moves nothing
+    assert sorted(str(d["body"].get("execution_id", d["body"].get("body"))) for d in queue.dead_letters()) == \
+        ["not a message", "x"]
+    assert queue.redrive_dead_letters() == {"returned": 0, "left": 2}
+    with pytest.raises(ValueError, match="at least 1"):
+        queue.redrive_dead_letters(limit=0)
+
+
 def test_queue_receivers_on_threads_never_get_one_message_at_once(tmp_path):
     # given: 200 messages and four threads receiving with their own connections
     db = Database(tmp_path / "loom.db")

@@ -139,6 +139,30 @@ class SqliteQueue:
             rows = conn.execute("SELECT id, body, at FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [{"id": i, "at": at, "body": _parsed(body)} for i, body, at in rows]
 
+    def redrive_dead_letters(self, limit: int = 100) -> dict[str, int]:
+        """Return up to ``limit`` of the step messages given up on (oldest first) to the step queue, visible now,
+        their receive count starting again; failure notices and unreadable rows stay. One transaction: a row is
+        either still a dead letter or back on the queue. ``returned``: moved; ``left``: the dead letters now."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        now, returned = self._now(), 0
+        with self.db.write() as conn:
+            for row_id, body in conn.execute("SELECT id, body FROM dead_letters ORDER BY id").fetchall():
+                if returned == limit:
+                    break
+                letter = _parsed(body)
+                message = letter.get("body") if isinstance(letter, dict) and letter.get("kind") == "redrive" else None
+                if not isinstance(message, dict):
+                    continue  # a failure notice, or a row no queue would take: not work to redo
+                conn.execute("INSERT INTO queue (body, visible_at, sent_at) VALUES (?, ?, ?)",
+                             (json.dumps(message, separators=(",", ":")), now, now))
+                conn.execute("DELETE FROM dead_letters WHERE id = ?", (row_id,))
+                returned += 1
+            (left,) = conn.execute("SELECT COUNT(*) FROM dead_letters").fetchone()
+        if returned:
+            self.sent.set()
+        return {"returned": returned, "left": left}
+
 
 def _parsed(body: str) -> Any:
     try:

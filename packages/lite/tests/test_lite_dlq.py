@@ -1,0 +1,63 @@
+"""``loom dlq`` against a ``loom dev`` file: the step messages its queue gave up on listed and returned to its
+step queue, and the execution they belong to going on from there."""
+
+from __future__ import annotations
+
+import json
+
+from engine_core import Registry, workflow
+from engine_core.adapters.sqlite_queue import SqliteQueue
+from loom_cli.main import main as loom
+from loom_cli.sdk import LoomClient
+from loom_lite import LiteConfig, LiteRuntime
+from loom_lite.config import lite_settings
+
+
+def hello_registry() -> Registry:
+    registry = Registry()
+
+    def hello(ctx):
+        return {"greeting": f"hello {ctx['name']}"}
+
+    @workflow("hello", registry=registry)
+    class Hello:
+        steps = [hello]
+
+    return registry
+
+
+def test_loom_dlq_lists_a_loom_dev_files_dead_letters_and_redrives_them_to_its_worker(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LOOM_STATE_FILE", str(tmp_path / "state" / "local.json"))
+    monkeypatch.delenv("LOOM_URL", raising=False)
+    db = tmp_path / "loom.db"
+    config = LiteConfig(db=db, sweep_every_s=60, poll_s=0.02, settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
+    runtime = LiteRuntime(config, hello_registry()).start(sweeper=False)  # the API; no worker, no sweeper yet
+    try:
+        # given: an execution whose first step message the queue gave up on (a reader of the file that takes
+        # it and never acknowledges it, as often as the queue allows)
+        eid = LoomClient().start("hello", {"name": "ada"}).execution_id
+        reader = SqliteQueue(runtime.store.db, max_receives=1)
+        assert reader.receive(1, visibility_timeout_s=0)
+        assert reader.receive(1) == []  # the next receive moves it to the dead letters
+        capsys.readouterr()
+        # when: listed (twice: a listing changes nothing), as JSON too
+        assert loom(["dlq", "list"]) == 0 and loom(["dlq", "list"]) == 0
+        out = capsys.readouterr().out
+        assert loom(["dlq", "list", "--json"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        # then: the step message, naming its execution and step, where it is kept
+        assert out.count(eid) == 2 and out.count("step_message") == 2 and "step 0 at version" in out, out
+        assert listed["db"] == str(db.resolve()) and [m["execution_id"] for m in listed["messages"]] == [eid], listed
+        # when: redriven
+        assert loom(["dlq", "redrive"]) == 0
+        said = capsys.readouterr().out
+        # then: returned to the file's step queue, and the worker started now runs the execution to its end (the
+        # sweeper is off: only the returned message can)
+        assert said.startswith(f"returned 1 step message(s) to the step queue of {db.resolve()}; 0 other"), said
+        runtime.start(api=False, sweeper=False, worker_thread=True)
+        done = LoomClient().wait(eid, timeout_s=20)
+        assert done.status == "COMPLETED" and done.context["greeting"] == "hello ada", done
+        assert loom(["dlq", "list"]) == 0
+        assert "the dead-letter queue is empty (the dead_letters table of" in capsys.readouterr().out
+    finally:
+        runtime.stop()
