@@ -5,25 +5,20 @@ from __future__ import annotations
 
 import json
 
-from engine_core import Registry, workflow
+from engine_core import Registry
 from engine_core.adapters.sqlite_queue import SqliteQueue
+from engine_core.durable import durable, step
 from loom_cli.main import main as loom
 from loom_cli.sdk import LoomClient
 from loom_lite import LiteConfig, LiteRuntime
 from loom_lite.config import lite_settings
 
+REGISTRY = Registry()
 
-def hello_registry() -> Registry:
-    registry = Registry()
 
-    def hello(ctx):
-        return {"greeting": f"hello {ctx['name']}"}
-
-    @workflow("hello", registry=registry)
-    class Hello:
-        steps = [hello]
-
-    return registry
+@durable("hello", registry=REGISTRY)
+def hello(input):
+    return step("greet", lambda: f"hello {input['name']}")
 
 
 def test_loom_dlq_lists_a_loom_dev_files_dead_letters_and_redrives_them_to_its_worker(tmp_path, monkeypatch, capsys):
@@ -31,7 +26,7 @@ def test_loom_dlq_lists_a_loom_dev_files_dead_letters_and_redrives_them_to_its_w
     monkeypatch.delenv("LOOM_URL", raising=False)
     db = tmp_path / "loom.db"
     config = LiteConfig(db=db, sweep_every_s=60, poll_s=0.02, settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
-    runtime = LiteRuntime(config, hello_registry()).start(sweeper=False)  # the API; no worker, no sweeper yet
+    runtime = LiteRuntime(config, REGISTRY).start(sweeper=False)  # the API; no worker, no sweeper yet
     try:
         # given: an execution whose first step message the queue gave up on (a reader of the file that takes
         # it and never acknowledges it, as often as the queue allows)
@@ -56,7 +51,7 @@ def test_loom_dlq_lists_a_loom_dev_files_dead_letters_and_redrives_them_to_its_w
         assert said.startswith(f"returned 1 step message(s) to the step queue of {db.resolve()}; 0 other"), said
         runtime.start(api=False, sweeper=False, worker_thread=True)
         done = LoomClient().wait(eid, timeout_s=20)
-        assert done.status == "COMPLETED" and done.context["greeting"] == "hello ada", done
+        assert done.status == "COMPLETED" and done.result == "hello ada", done
         assert loom(["dlq", "list"]) == 0
         assert "the dead-letter queue is empty (the dead_letters table of" in capsys.readouterr().out
     finally:
