@@ -56,3 +56,34 @@ def test_loom_dlq_lists_a_loom_dev_files_dead_letters_and_redrives_them_to_its_w
         assert "the dead-letter queue is empty (the dead_letters table of" in capsys.readouterr().out
     finally:
         runtime.stop()
+
+
+def test_loom_dlq_reads_a_loom_dev_file_no_runtime_serves_with_db(tmp_path, monkeypatch, capsys):
+    from engine_core import StepMessage
+    from engine_core.adapters.sqlite_db import Database
+
+    # given: a file no runtime serves (none recorded), with a step message its queue gave up on and a notice
+    monkeypatch.setenv("LOOM_STATE_FILE", str(tmp_path / "state" / "local.json"))
+    monkeypatch.delenv("LOOM_URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    db = Database(tmp_path / "kept.db")
+    queue = SqliteQueue(db, max_receives=1)
+    stuck = StepMessage(execution_id="00000000-0000-4000-8000-000000000001", step=2, version=7)
+    queue.send(stuck)
+    assert queue.receive(1, visibility_timeout_s=0) and queue.receive(1) == []
+    queue.send_dead_letter({"kind": "loom.execution_failed", "execution_id": "00000000-0000-4000-8000-000000000002",
+                            "workflow": "w", "error": {"code": "step_error", "message": "no"}})
+    # when / then: without --db, nothing says where they are; with it, listed
+    assert loom(["dlq", "list"]) == 2 and "--db" in capsys.readouterr().err
+    assert loom(["dlq", "list", "--db", "kept.db"]) == 0
+    out = capsys.readouterr().out
+    assert "step_message" in out and "step 2 at version 7" in out and "failure_notice" in out, out
+    # and redriven: the step message back on the file's queue, the notice left
+    assert loom(["dlq", "redrive", "--db", "kept.db", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"returned": 1, "left": 1}
+    [back] = queue.receive(1)
+    assert StepMessage.model_validate_json(back.body) == stuck
+    # and --db beside --env-dir is refused, naming both
+    assert loom(["--env-dir", str(tmp_path), "dlq", "list", "--db", "kept.db"]) == 2
+    assert "--db" in capsys.readouterr().err
+    db.close()

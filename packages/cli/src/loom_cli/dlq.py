@@ -70,7 +70,8 @@ def queues(env_dir: str | None) -> Queues:
         except KeyError as exc:
             raise LoomError(CONFIGURATION, f"{state_file()} has no {exc}; run `make down && make up` again") from None
     raise LoomError(CONFIGURATION, "the dlq commands read the queues from --env-dir terraform/envs/<env> or the local "
-                                   f"stack (`make up` records it in {state_file()}): pass --env-dir")
+                                   f"stack (`make up` records it in {state_file()}): pass --env-dir (or --db for a "
+                                   "`loom dev` file)")
 
 
 def sqs_client(q: Queues, profile: str | None = None) -> Any:
@@ -188,7 +189,7 @@ def _sqs(call, q: Queues):
 
 
 def cmd_list(args) -> int:
-    lite = lite_file(args.env_dir)
+    lite = lite_file(args.env_dir, getattr(args, "db", None))
     if lite is not None:  # `loom dev`: the file's dead_letters table, read without receiving anything
         rows, source = [describe(m) for m in dead_letters(lite, "rows", args.limit)], {"db": lite}
         where = f"the dead_letters table of {lite}"
@@ -213,7 +214,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_redrive(args) -> int:
-    lite = lite_file(args.env_dir)
+    lite = lite_file(args.env_dir, getattr(args, "db", None))
     if lite is not None:
         counts, queue = dead_letters(lite, "redrive", args.limit), f"the step queue of {lite}"
     else:
@@ -228,8 +229,13 @@ def cmd_redrive(args) -> int:
 
 
 # -- a `loom dev` file ----------------------------------------------------------------------------------------
-def lite_file(env_dir: str | None) -> str | None:
-    """The SQLite file of the ``loom dev`` runtime the state file records (None: --env-dir, or a local stack)."""
+def lite_file(env_dir: str | None, db: str | None = None) -> str | None:
+    """``--db``, else the SQLite file of the ``loom dev`` runtime the state file records (None: --env-dir, or a
+    local stack)."""
+    if db:
+        if env_dir:
+            raise LoomError(CONFIGURATION, "--db names a `loom dev` file and --env-dir a deployed stack: pass one")
+        return str(Path(db).resolve())
     state = None if env_dir else local_stack()
     if state is None or state.get("kind") != "lite":
         return None

@@ -200,11 +200,13 @@ def parser() -> argparse.ArgumentParser:
     dl = dsub.add_parser("list", help="show dead-lettered messages (they stay on the queue)")
     dl.add_argument("--limit", type=limit, default=20, help="at most this many, 1-100 (default 20)")
     dl.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    dl.add_argument("--db", help="a `loom dev` SQLite file, running or not (default: the runtime the state file records)")
     dl.set_defaults(func=dlq.cmd_list, without_api=True)
     dr = dsub.add_parser("redrive", help="return dead-lettered step messages to the step queue (notices stay)")
     dr.add_argument("--limit", type=limit, default=100, help="at most this many step messages (the notices ahead of "
                     "them do not count), 1-100 (default 100)")
     dr.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON")
+    dr.add_argument("--db", help="a `loom dev` SQLite file, running or not (default: the runtime the state file records)")
     dr.set_defaults(func=dlq.cmd_redrive, without_api=True)
     dev.add_parser(sub)
     return p
