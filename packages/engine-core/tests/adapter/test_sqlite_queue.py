@@ -72,17 +72,21 @@ def test_queue_release_makes_a_message_visible_now_and_a_stale_receipt_changes_n
     assert again.message_id == got.message_id
 
 
-def test_queue_message_received_max_times_moves_to_the_dead_letters_on_the_next_receive(queue, clock):
+def test_queue_message_received_max_times_moves_to_the_dead_letters_on_the_next_receive(queue, clock, caplog):
     queue.send(message(7))
     for _ in range(3):
         assert queue.receive(1, visibility_timeout_s=1)
         clock.advance(seconds=1)
     # when: the fourth receive
-    assert queue.receive(1) == []
+    with caplog.at_level("WARNING", logger="engine_core"):
+        assert queue.receive(1) == []
     # then: gone from the queue, kept as a dead letter naming it
     [dead] = queue.dead_letters()
     assert dead["body"]["kind"] == "redrive" and dead["body"]["body"]["execution_id"] == message(7).execution_id
     assert queue.depth() == {"visible": 0, "in_flight": 0, "delayed": 0, "dead_letters": 1}
+    # and the runtime's log says so once, naming the message and the commands that show and return it
+    [said] = [r.getMessage() for r in caplog.records if "dead letters" in r.getMessage()]
+    assert "received 3 times" in said and message(7).execution_id in said and "loom dlq redrive" in said, said
 
 
 def test_queue_failure_notices_are_kept_as_dead_letters(queue):

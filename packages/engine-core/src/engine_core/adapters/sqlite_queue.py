@@ -19,6 +19,7 @@ manual clock drives the queue in tests.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..model import StepMessage
 from .sqlite_db import Database
+
+log = logging.getLogger("engine_core")
 
 MAX_DELAY_S = 900
 
@@ -87,6 +90,7 @@ class SqliteQueue:
             if conn.execute("SELECT 1 FROM queue WHERE visible_at <= ? LIMIT 1", (now,)).fetchone() is None:
                 return []
         out: list[Received] = []
+        given_up: list[tuple[Any, int]] = []
         with self.db.write(durable=False) as conn:
             rows = conn.execute("SELECT id, body, receive_count, sent_at FROM queue WHERE visible_at <= ? ORDER BY visible_at, id "
                                 "LIMIT ?", (now, max_messages * 2 + 8)).fetchall()
@@ -97,11 +101,16 @@ class SqliteQueue:
                     conn.execute("DELETE FROM queue WHERE id = ?", (message_id,))
                     conn.execute("INSERT INTO dead_letters (body, at) VALUES (?, ?)", (json.dumps(
                         {"kind": "redrive", "receive_count": count, "body": _parsed(body)}, separators=(",", ":")), now))
+                    given_up.append((_parsed(body), count))
                     continue
                 receipt = uuid.uuid4().hex
                 conn.execute("UPDATE queue SET receive_count = ?, visible_at = ?, receipt = ? WHERE id = ?",
                              (count + 1, now + visibility_timeout_s, receipt, message_id))
                 out.append(Received(message_id, body, receipt, count + 1, sent_at))
+        for message, count in given_up:  # what an SQS DLQ's depth alarm would say
+            log.warning("a step message was received %d times and never acknowledged: moved to the dead letters "
+                        "(`loom dlq list` shows it, `loom dlq redrive` returns it to the queue): %s", count,
+                        json.dumps(message, separators=(",", ":"))[:300])
         return out
 
     def ack(self, receipt: str) -> bool:
