@@ -87,3 +87,32 @@ def test_loom_dlq_reads_a_loom_dev_file_no_runtime_serves_with_db(tmp_path, monk
     assert loom(["--env-dir", str(tmp_path), "dlq", "list", "--db", "kept.db"]) == 2
     assert "--db" in capsys.readouterr().err
     db.close()
+
+
+def test_loom_dev_says_at_start_that_its_file_keeps_dead_letters(tmp_path, monkeypatch, capsys):
+    from engine_core import StepMessage
+    from engine_core.adapters.sqlite_db import Database
+    from loom_lite.cli import main as loom_dev
+
+    monkeypatch.setenv("LOOM_STATE_FILE", str(tmp_path / "state" / "local.json"))
+    monkeypatch.delenv("LOOM_URL", raising=False)
+    monkeypatch.setattr(LiteRuntime, "run_worker", lambda self: None)  # start, say what it says, stop
+    flows = tmp_path / "flows.py"
+    flows.write_text("from engine_core import Registry\nfrom engine_core.durable import durable, step\n"
+                     "registry = Registry()\n@durable('noop', registry=registry)\ndef noop(input):\n"
+                     "    return step('only', dict)\n")
+    args = [str(flows), "--no-entry-points", "--db", str(tmp_path / "loom.db"), "--port", "0", "--quiet"]
+    # given: a file without dead letters, then the same file with a step message its queue gave up on
+    assert loom_dev(args) == 0
+    clean = capsys.readouterr().err
+    db = Database(tmp_path / "loom.db")
+    queue = SqliteQueue(db, max_receives=1)
+    queue.send(StepMessage(execution_id="00000000-0000-4000-8000-000000000001", step=0, version=1))
+    assert queue.receive(1, visibility_timeout_s=0) and queue.receive(1) == []
+    db.close()
+    # when
+    assert loom_dev(args) == 0
+    err = capsys.readouterr().err
+    # then: said once there are some, with the commands that show and return them; nothing said before
+    assert "dead letter" not in clean, clean
+    assert "loom dev: 1 dead letter(s) kept in this file" in err and "loom dlq list" in err, err

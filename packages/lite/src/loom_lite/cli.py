@@ -153,6 +153,11 @@ def serve(args: argparse.Namespace) -> int:
                   f"({d.workflow!r}, version={d.version}) registered), or redrive each failed one onto a version served "
                   "here (loom redrive ID --to-version N)",
                   file=sys.stderr, flush=True)
+        dead = runtime.queue.depth()["dead_letters"]
+        if dead:
+            print(f"loom dev: {dead} dead letter(s) kept in this file (failure notices, and step messages received "
+                  f"{config.max_receives} times): loom dlq list shows them, loom dlq redrive returns the step messages "
+                  "to the queue", file=sys.stderr, flush=True)
         if os.environ.get("LOOM_SCHEDULES", "").strip() not in ("", "[]"):
             print("loom dev: LOOM_SCHEDULES is set, but nothing fires schedules here (EventBridge Scheduler fires "
                   "a deployment's): loom schedules lists none; start the workflow with loom start to try it",
