@@ -106,22 +106,24 @@ def test_queue_redrive_returns_the_step_messages_given_up_on_oldest_first_and_le
         clock.advance(seconds=1)
     assert queue.receive(10) == []
     queue.send_dead_letter({"kind": "redrive", "receive_count": 3, "body": "not a message"})
-    assert queue.depth()["dead_letters"] == 5
+    queue.send_dead_letter({"kind": "redrive", "receive_count": 3, "body": {"unreadable": "{\"execution_id\""}})
+    assert queue.depth()["dead_letters"] == 6
     # when: two, then the rest
     first = queue.redrive_dead_letters(limit=2)
     # then: the oldest two are back, visible now, their count starting again; the rest stay dead letters
-    assert first == {"returned": 2, "left": 3}
+    assert first == {"returned": 2, "left": 4}
     got = queue.receive(10, visibility_timeout_s=60)
     assert sorted(StepMessage.model_validate_json(m.body).execution_id for m in got) == \
         sorted(message(n).execution_id for n in (1, 2))
     assert {m.receive_count for m in got} == {1}
-    assert queue.redrive_dead_letters(limit=100) == {"returned": 1, "left": 2}
+    assert queue.redrive_dead_letters(limit=100) == {"returned": 1, "left": 3}
     [third] = queue.receive(10)
     assert StepMessage.model_validate_json(third.body) == message(3)
-    # and the notice and the unreadable row are where they were; a redrive with nothing to return moves nothing
+    # and the notice and the rows no worker could take are where they were; a redrive with nothing to return
+    # moves nothing
     assert sorted(str(d["body"].get("execution_id", d["body"].get("body"))) for d in queue.dead_letters()) == \
-        ["not a message", "x"]
-    assert queue.redrive_dead_letters() == {"returned": 0, "left": 2}
+        ["not a message", "x", "{'unreadable': '{\"execution_id\"'}"]
+    assert queue.redrive_dead_letters() == {"returned": 0, "left": 3}
     with pytest.raises(ValueError, match="at least 1"):
         queue.redrive_dead_letters(limit=0)
 

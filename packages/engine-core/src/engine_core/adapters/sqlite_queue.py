@@ -160,11 +160,14 @@ class SqliteQueue:
                 if returned == limit:
                     break
                 letter = _parsed(body)
-                message = letter.get("body") if isinstance(letter, dict) and letter.get("kind") == "redrive" else None
-                if not isinstance(message, dict):
-                    continue  # a failure notice, or a row no queue would take: not work to redo
+                try:  # only what the queue itself gave up on, and only a step message: as it was sent
+                    message = StepMessage.model_validate(letter["body"]) if letter.get("kind") == "redrive" else None
+                except (AttributeError, KeyError, TypeError, ValueError):
+                    message = None
+                if message is None:
+                    continue  # a failure notice, or a row no worker could take: not work to redo
                 conn.execute("INSERT INTO queue (body, visible_at, sent_at) VALUES (?, ?, ?)",
-                             (json.dumps(message, separators=(",", ":")), now, now))
+                             (message.model_dump_json(exclude_none=True), now, now))
                 conn.execute("DELETE FROM dead_letters WHERE id = ?", (row_id,))
                 returned += 1
             (left,) = conn.execute("SELECT COUNT(*) FROM dead_letters").fetchone()
