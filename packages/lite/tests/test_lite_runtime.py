@@ -240,34 +240,55 @@ def test_loom_dev_finds_the_runtime_through_its_entry_point_serves_and_stops_on_
     assert code == 0 and (tmp_path / "a.db").exists()
 
 
-def test_lite_lists_no_schedules_even_with_loom_schedules_in_its_environment(tmp_path, state_file, monkeypatch):
-    # given: a deployment's schedules in the environment (nothing fires them here)
-    monkeypatch.setenv("LOOM_SCHEDULES", json.dumps([{"name": "daily", "workflow": "greet",
-                                                      "expression": "cron(* * * * ? *)"}]))
-    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02,
+def test_lite_fires_its_schedules_and_lists_each_ones_last_firing(tmp_path, state_file):
+    import datetime as dt
+
+    from engine_core.schedules.config import Schedules
+
+    # given: a one-time schedule two seconds from now, and a disabled one
+    at = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S")
+    schedules = Schedules.parse(json.dumps([
+        {"name": "soon", "workflow": "dawdle", "expression": f"at({at})"},
+        {"name": "off", "workflow": "dawdle", "expression": "rate(1 minute)", "enabled": False}]))
+    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02, schedules=schedules,
                         settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
     with LiteRuntime(config, make_registry()).start(worker_thread=True) as runtime:
-        # when / then: the API lists none, rather than a next firing that never comes
-        status, _, body = http(f"{runtime.url}/schedules")
-    assert status == 200, body
-    assert body["schedules"] == [], body
+        # when: its time comes
+        deadline, fired = time.monotonic() + 20, None
+        while (fired is None or fired["outcome"] == "starting") and time.monotonic() < deadline:  # claimed, then started
+            status, _, body = http(f"{runtime.url}/schedules")
+            fired = {s["name"]: s for s in body["schedules"]}["soon"]["last_firing"]
+            time.sleep(0.1)
+        done = LoomClient().wait(fired["execution_id"], timeout_s=20)
+        _, _, after = http(f"{runtime.url}/schedules")
+        started = [e.execution_id for e in LoomClient().list(workflow="dawdle")]
+    # then: it fired once, started by the schedule, and ran; the disabled one never fired
+    listed = {s["name"]: s for s in after["schedules"]}
+    assert fired["outcome"] == "started" and fired["scheduled_at"].startswith(at), fired
+    assert done.status == "COMPLETED" and done.started_by == "schedule:soon", done
+    assert listed["soon"]["next_firing"] is None and listed["off"]["last_firing"] is None, listed
+    assert started == [fired["execution_id"]], started
 
 
-@pytest.mark.parametrize("schedules", ["not json", json.dumps([{"name": "d", "workflow": "greet",
+@pytest.mark.parametrize("schedules", ["not json", json.dumps([{"name": "d", "workflow": "nightly",
                                                                 "expression": "cron(0 \u00b2 ? * SUN *)"}])])
-def test_lite_does_not_read_a_deployments_schedules_so_a_bad_one_neither_stops_it_nor_logs_a_deployments_error(
-        tmp_path, state_file, monkeypatch, caplog, schedules):
-    # given: a LOOM_SCHEDULES a deployment would refuse (not JSON; a digit EventBridge does not read)
+def test_loom_dev_refuses_a_loom_schedules_it_cannot_fire_naming_the_problem(tmp_path, state_file, monkeypatch,
+                                                                           capsys, schedules):
+    from loom_lite.cli import main as loom_dev
+
+    # given: a LOOM_SCHEDULES no firing could follow (not JSON; a digit EventBridge does not read)
     monkeypatch.setenv("LOOM_SCHEDULES", schedules)
-    config = LiteConfig(db=tmp_path / "loom.db", sweep_every_s=0.1, poll_s=0.02,
-                        settings=lite_settings({"LOOM_FUNCTION_TIMEOUT_S": "5"}))
+    # (a workflow name no other test serves: serve() merges what it loads into the process's default registry)
+    flows = tmp_path / "flows.py"
+    flows.write_text("from engine_core import Registry\nfrom engine_core.durable import durable, step\n"
+                     "registry = Registry()\n@durable('nightly', registry=registry)\ndef nightly(input):\n"
+                     "    return step('only', dict)\n")
     # when
-    with caplog.at_level("ERROR"), LiteRuntime(config, make_registry()).start(worker_thread=True) as runtime:
-        status, _, body = http(f"{runtime.url}/schedules")
-    # then: it serves, lists none, and logs no "every firing fails" (nothing fires here); the variable is kept
-    assert (status, body["schedules"]) == (200, []), body
-    assert not [r for r in caplog.records if "LOOM_SCHEDULES" in r.getMessage()], caplog.records
-    assert os.environ["LOOM_SCHEDULES"] == schedules
+    code = loom_dev([str(flows), "--no-entry-points", "--db", str(tmp_path / "loom.db"), "--port", "0", "--quiet"])
+    # then: it does not start, and says what is wrong with the variable
+    err = capsys.readouterr().err
+    assert code == 2 and "loom dev: error:" in err and ("LOOM_SCHEDULES" in err or "schedule 'd'" in err), err
+    assert not (tmp_path / "loom.db").exists()
 
 
 def test_loom_dev_serves_a_module_with_its_own_registry_and_refuses_one_with_no_workflows(tmp_path):

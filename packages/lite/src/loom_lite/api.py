@@ -58,8 +58,9 @@ class _Server(ThreadingHTTPServer):
     """The listen backlog: the standard library's 5 reset connections when a few dozen clients called at once."""
 
 
-def load_handler(runtime: Runtime) -> ModuleType:
-    """A fresh import of the control plane's handler module, serving ``runtime``."""
+def load_handler(runtime: Runtime, schedules: Schedules | None = None) -> ModuleType:
+    """A fresh import of the control plane's handler module, serving ``runtime`` (``GET /schedules``: ``schedules``,
+    the ones this process fires)."""
     from aws_lambda_powertools import Logger, Metrics
 
     from engine_core.adapters import lambda_runtime
@@ -71,14 +72,13 @@ def load_handler(runtime: Runtime) -> ModuleType:
 
     original = lambda_runtime.lambda_setup
     lambda_runtime.lambda_setup = lite_setup
-    # No scheduler fires here (EventBridge Scheduler fires a deployment's): a LOOM_SCHEDULES in the environment
-    # is not read (its errors would be a deployment's: "every firing fails"), and lists nothing, rather than a
-    # next firing that never comes. `loom dev` says so at start.
+    # The handler module reads LOOM_SCHEDULES at import; here the runtime has read it already (an invalid one
+    # refused `loom dev` at start, naming the problem) and fires what it lists: the routes list the same.
     deployment_schedules = os.environ.pop(SCHEDULES_ENV, None)
     try:
         sys.modules.pop(HANDLER, None)
         module = importlib.import_module(HANDLER)
-        module.schedules, module.schedules_problem = Schedules(), None
+        module.schedules, module.schedules_problem = schedules or Schedules(), None
         return module
     finally:
         if deployment_schedules is not None:
@@ -141,10 +141,10 @@ def to_http(payload: Any) -> tuple[int, list[tuple[str, str]], bytes]:
 class ApiServer:
     """The API on ``host:port`` (port 0: a free one) until ``stop()``."""
 
-    def __init__(self, runtime: Runtime, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, runtime: Runtime, host: str = "127.0.0.1", port: int = 0, schedules: Schedules | None = None):
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError(f"the API listens on loopback only (nobody is authenticated), not {host!r}")
-        self.module = load_handler(runtime)
+        self.module = load_handler(runtime, schedules)
         self._lock = threading.Lock()
         outer = self
 

@@ -158,10 +158,10 @@ def serve(args: argparse.Namespace) -> int:
             print(f"loom dev: {dead} dead letter(s) kept in this file (failure notices, and step messages received "
                   f"{config.max_receives} times): loom dlq list shows them, loom dlq redrive returns the step messages "
                   "to the queue", file=sys.stderr, flush=True)
-        if os.environ.get("LOOM_SCHEDULES", "").strip() not in ("", "[]"):
-            print("loom dev: LOOM_SCHEDULES is set, but nothing fires schedules here (EventBridge Scheduler fires "
-                  "a deployment's): loom schedules lists none; start the workflow with loom start to try it",
-                  file=sys.stderr, flush=True)
+        if len(config.schedules):
+            fired = ", ".join(f"{d.name} ({d.expression}{'' if d.enabled else ', disabled'})" for d in config.schedules)
+            print(f"loom dev: firing {len(config.schedules)} schedule(s) of LOOM_SCHEDULES while it runs: {fired} "
+                  "(loom schedules shows each one's next and last firing)", file=sys.stderr, flush=True)
         runtime.run_worker()
     except KeyboardInterrupt:
         print("stopping: worker, sweeper and API", file=sys.stderr, flush=True)

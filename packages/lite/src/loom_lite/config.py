@@ -21,6 +21,7 @@ from pathlib import Path
 
 from engine_core import EngineSettings
 from engine_core.adapters.sqlite_db import BUSY_TIMEOUT_ENV, DEFAULT_BUSY_TIMEOUT_MS, PATH_ENV, SYNCHRONOUS_ENV
+from engine_core.schedules.config import Schedules
 from engine_core.settings import ConfigurationError
 
 DEFAULT_DB = Path(".loom") / "loom.db"
@@ -36,7 +37,7 @@ def lite_settings(env: Mapping[str, str]) -> EngineSettings:
 
 @dataclass
 class LiteConfig:
-    """How to run. ``LiteConfig.from_env()`` reads ``LOOM_SQLITE_PATH`` and the engine's settings."""
+    """How to run. ``LiteConfig.from_env()`` reads ``LOOM_SQLITE_PATH``, the engine's settings and ``LOOM_SCHEDULES``."""
 
     db: Path = DEFAULT_DB
     host: str = "127.0.0.1"
@@ -54,6 +55,8 @@ class LiteConfig:
     max_receives: int = 10
     """A message received this many times goes to the dead letters (SQS's maxReceiveCount)."""
     settings: EngineSettings = field(default_factory=lambda: lite_settings({}))
+    schedules: Schedules = field(default_factory=Schedules)
+    """What fires while the runtime runs (``LOOM_SCHEDULES``, as a deployment's Terraform renders it; ``scheduler.py``)."""
 
     @property
     def delivery_s(self) -> float:
@@ -73,6 +76,6 @@ class LiteConfig:
         if not busy.isdigit():
             raise ConfigurationError(f"{BUSY_TIMEOUT_ENV}={busy!r} must be a whole number of milliseconds")
         values = dict(db=Path(env.get(PATH_ENV) or DEFAULT_DB), synchronous=env.get(SYNCHRONOUS_ENV) or "FULL",
-                      busy_timeout_ms=int(busy), settings=lite_settings(env))
+                      busy_timeout_ms=int(busy), settings=lite_settings(env), schedules=Schedules.from_env(env))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

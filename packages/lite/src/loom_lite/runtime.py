@@ -6,7 +6,8 @@ What the three Lambdas, SQS, EventBridge's schedule and the Function URL do on A
   deadline, ack or release;
 - the sweeper on a thread, every ``sweep_every_s``: the same ``Sweeper.sweep`` (due timers, lost
   messages, owed housekeeping), then the items whose TTL passed are deleted, as DynamoDB's TTL does;
-- the API (``api.ApiServer``) on 127.0.0.1, recorded in the per-user state file for ``loom``.
+- the API (``api.ApiServer``) on 127.0.0.1, recorded in the per-user state file for ``loom``;
+- with ``LOOM_SCHEDULES``, EventBridge Scheduler's firings on a thread (``scheduler.Scheduler``).
 
 Several processes may run on one file (more workers, or a second ``loom dev``): every store write is a
 conditional transaction under the file's write lock, and the queue hands a message to one receiver at a
@@ -32,6 +33,7 @@ from . import state
 from .api import ApiServer
 from .config import LiteConfig
 from .peers import Peers
+from .scheduler import Scheduler
 from .worker import Worker
 
 log = logging.getLogger("loom_lite")
@@ -69,6 +71,8 @@ class LiteRuntime:
         self.worker = Worker(self.engine, self.queue, config.delivery_s, config.visibility_s, config.poll_s,
                              self.stop_event, on_outcome)
         self.on_sweep = on_sweep
+        self.scheduler = Scheduler(self.engine, config.schedules, self.clock, config.delivery_s) \
+            if len(config.schedules) else None
         self.api: ApiServer | None = None
         self._threads: list[threading.Thread] = []
         self._recorded = False
@@ -79,17 +83,20 @@ class LiteRuntime:
             raise RuntimeError("the API is not serving: call start() first")
         return self.api.url
 
-    def start(self, api: bool = True, sweeper: bool = True, worker_thread: bool = False) -> LiteRuntime:
-        """Serve the API and run the sweeper on threads; ``worker_thread``: the worker too (then a step's
-        timeout is checked only when its body returns: SIGALRM reaches the main thread alone)."""
+    def start(self, api: bool = True, sweeper: bool = True, worker_thread: bool = False,
+              scheduler: bool = True) -> LiteRuntime:
+        """Serve the API and run the sweeper (and the schedules' firings, if any) on threads; ``worker_thread``:
+        the worker too (then a step's timeout is checked only when its body returns: SIGALRM reaches the main
+        thread alone)."""
         if api:
-            self.api = ApiServer(self.runtime, self.config.host, self.config.port)
+            self.api = ApiServer(self.runtime, self.config.host, self.config.port, self.config.schedules)
             self.api.start()
             if self.config.record:
                 state.record(self.api.url, self.config.db)
                 self._recorded = True
         loops = ([("loom-lite-sweeper", self._sweep_loop)] if sweeper else []) + (
-            [("loom-lite-worker", self.worker.run)] if worker_thread else [])
+            [("loom-lite-worker", self.worker.run)] if worker_thread else []) + (
+            [("loom-lite-scheduler", self._schedule_loop)] if scheduler and self.scheduler is not None else [])
         for name, target in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -124,6 +131,11 @@ class LiteRuntime:
                 self.peers.beat()
             except StorageError:  # the file is busy or failing: the sweep above says so; the next tick beats
                 pass
+
+    def _schedule_loop(self) -> None:
+        assert self.scheduler is not None
+        while not self.stop_event.wait(self.scheduler.wait_s()):
+            self.scheduler.tick()
 
     def stop(self) -> None:
         """Stop the loops and the API, forget the state file's record, close the file. Safe to call twice."""
