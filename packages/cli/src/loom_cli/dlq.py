@@ -250,8 +250,8 @@ def dead_letters(db: str, action: str, limit: int) -> Any:
     the ``loom.dlq`` entry point group: this package does not import the runtime)."""
     found = [ep for ep in entry_points(group=DLQ_ENTRY_POINTS) if ep.name == "lite"]
     if not found:
-        raise LoomError(CONFIGURATION, f"{state_file()} records a `loom dev` runtime, whose dead letters only its "
-                                       "package reads: install loom-lite here (or pass --env-dir for a deployed stack)")
+        raise LoomError(CONFIGURATION, f"{db} is a `loom dev` file, whose dead letters only its package reads: "
+                                       "install loom-lite here (or pass --env-dir for a deployed stack)")
     try:
         return getattr(found[0].load(), action)(db, limit)
     except Exception as exc:  # noqa: BLE001 - the file's problem, said as the runtime words it, not a traceback

@@ -98,10 +98,11 @@ class SqliteQueue:
                 if len(out) == max_messages:
                     break
                 if count >= self.max_receives:  # SQS moves it on the receive after maxReceiveCount
+                    message = _parsed(body)
                     conn.execute("DELETE FROM queue WHERE id = ?", (message_id,))
                     conn.execute("INSERT INTO dead_letters (body, at) VALUES (?, ?)", (json.dumps(
-                        {"kind": "redrive", "receive_count": count, "body": _parsed(body)}, separators=(",", ":")), now))
-                    given_up.append((_parsed(body), count))
+                        {"kind": "redrive", "receive_count": count, "body": message}, separators=(",", ":")), now))
+                    given_up.append((message, count))
                     continue
                 receipt = uuid.uuid4().hex
                 conn.execute("UPDATE queue SET receive_count = ?, visible_at = ?, receipt = ? WHERE id = ?",
