@@ -301,7 +301,11 @@ def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
       "during it was wasted work, and the frozen objects are never scanned again, so the first invocation does "
       "not pay the skipped collections instead. The floor module leaves the collector on, as any function that "
       "does nothing about it would: part of what the handlers save over it is the collections boto3's own "
-      "import no longer triggers inside theirs.\n")
+      "import no longer triggers inside theirs. The handlers' boto3 clients come from one session whose "
+      "loader lists only the services Loom makes clients for (`engine_core.adapters.clients`): making a "
+      "client, botocore first checks that its service exists by listing every service folder it ships "
+      "(400-odd, once for the model and once for the endpoint rules), which the floor's clients pay and "
+      "Loom's skip.\n")
     if missed or [x for x in coldstart_findings.zip_floor_checks(cold) if not x.ok]:
         w("What is left over the floor: the libraries (the *libraries* column): Powertools' batch utility imports "
           "`asyncio` and every event data class for the worker's `BatchProcessor`, the control plane's event "

@@ -15,6 +15,7 @@ module              what
 ``sqs``             the step queue and the DLQ's failure notices
 ``eventbridge``     status-change events
 ``fake_queue``      an in-process SQS stand-in with injectable faults (``engine_core.testing`` re-exports it)
+``clients``         the boto3 clients the functions make, from a session that lists only Loom's services
 ``bootstrap``       the Lambda's engine, built from its environment
 ``lambda_runtime``  the handlers' shared Powertools setup (logger, metrics) and runtime
 ==================  ==============================================================================

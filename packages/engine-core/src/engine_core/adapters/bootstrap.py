@@ -1,4 +1,4 @@
-"""Build the engine a Lambda needs from its environment. Imports boto3; handlers call it at module scope.
+"""Build the engine a Lambda needs from its environment. Imports botocore; handlers call it at module scope.
 
 Environment (set by the Terraform function module):
     LOOM_STORE                        the state store (``adapters.STORES``): ``dynamodb`` (default), ``memory``
@@ -8,7 +8,8 @@ Environment (set by the Terraform function module):
     LOOM_EVENT_BUS_NAME               status-change events (empty: none)
     LOOM_SHARDS, LOOM_LEASE_S, LOOM_RETENTION_DAYS, LOOM_MAX_STEPS, LOOM_MAX_TOTAL_ATTEMPTS,
     LOOM_SWEEP_MAX_ITEMS              see EngineSettings
-AWS endpoints follow boto3's own configuration (AWS_ENDPOINT_URL for a local emulator).
+AWS endpoints follow boto3's own configuration (AWS_ENDPOINT_URL for a local emulator); the clients come from
+``clients``.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-import boto3
 from botocore.config import Config
 
 from ..clock import Clock, SystemClock
 from ..ports import EventPublisher, Metrics, StateStore, StepQueue
 from ..registry import REGISTRY, Registry
 from ..settings import EngineSettings, require_env
-from . import build_store
+from . import build_store, clients
 from .eventbridge import EventBridgePublisher
 from .sqs import SqsQueue
 
@@ -108,9 +108,9 @@ def from_environment(env: Mapping[str, str] | None = None, metrics: Metrics | No
         registry.load_entry_points()
     config = client_config(settings)
     store = build_store(env, settings, config)
-    queue = SqsQueue(boto3.client("sqs", config=config), require_env("LOOM_QUEUE_URL", env),
+    queue = SqsQueue(clients.client("sqs", config), require_env("LOOM_QUEUE_URL", env),
                      env.get("LOOM_DLQ_URL") or None)
     clock = SystemClock()
     bus = env.get("LOOM_EVENT_BUS_NAME") or ""
-    events = EventBridgePublisher(boto3.client("events", config=config), bus) if bus else None
+    events = EventBridgePublisher(clients.client("events", config), bus) if bus else None
     return Runtime(store, queue, clock, settings, registry, metrics, events, parts)

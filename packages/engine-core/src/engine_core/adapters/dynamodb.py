@@ -31,8 +31,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import boto3
-
 from ..clock import format_ts
 from ..errors import (
     CorruptStateError,
@@ -66,6 +64,7 @@ from ._items import (
     with_start_attrs,
 )
 from . import _dynamo_batch as _batch
+from . import clients
 from . import _dynamo_branches as _fanout_items
 from . import _dynamo_housekeeping as _housekeeping
 from . import _dynamo_indexes as _indexes
@@ -91,7 +90,7 @@ from ._dynamo_wire import (
 
 def store_from_env(env: Mapping[str, str], settings: EngineSettings, client_config: Any = None) -> DynamoStore:
     """``LOOM_STORE=dynamodb`` (the default): the table ``LOOM_TABLE_NAME``, on boto3's own endpoint configuration."""
-    return DynamoStore(boto3.client("dynamodb", config=client_config), table=require_env("LOOM_TABLE_NAME", env),
+    return DynamoStore(clients.client("dynamodb", client_config), table=require_env("LOOM_TABLE_NAME", env),
                        shards=settings.shards)
 
 
