@@ -2,7 +2,7 @@
 
 Creating a client, botocore first checks that the service exists by listing every service it ships: each
 of its 400-odd model folders, once for the service model and once for the endpoint rules. That scan is
-about a quarter of the time two clients take at a cold start, and its answer is only used to refuse a
+about a fifth of the time two clients take at a cold start, and its answer is only used to refuse a
 name botocore does not know. Loom creates clients for three services, so its session's loader lists those
 three (each still looked up where botocore's own loader looks, ``AWS_DATA_PATH`` included); everything
 else about the clients is boto3's own. Code in a workflow that calls ``boto3.client`` gets boto3's
