@@ -55,7 +55,8 @@ def new_session() -> boto3.session.Session:
     return boto3.session.Session(botocore_session=core)
 
 
-_made: tuple[tuple[int, int], boto3.session.Session] | None = None
+_made: tuple[Any, int, boto3.session.Session] | None = None
+"""The session, with boto3's default session and the count of botocore's built-in handlers when it was made."""
 
 
 def session() -> boto3.session.Session:
@@ -63,10 +64,10 @@ def session() -> boto3.session.Session:
     botocore gained a built-in handler since (a test double such as moto does both), so Loom's clients
     behave as clients from boto3's default session would."""
     global _made
-    key = (id(boto3.DEFAULT_SESSION), len(botocore.handlers.BUILTIN_HANDLERS))
-    if _made is None or _made[0] != key:
-        _made = (key, new_session())
-    return _made[1]
+    default, handlers = boto3.DEFAULT_SESSION, len(botocore.handlers.BUILTIN_HANDLERS)
+    if _made is None or _made[0] is not default or _made[1] != handlers:
+        _made = (default, handlers, new_session())
+    return _made[2]
 
 
 def client(service: str, config: Any = None) -> Any:
