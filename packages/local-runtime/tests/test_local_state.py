@@ -16,6 +16,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from loom_test_support.moto_session import fake_credentials
 from moto import mock_aws
 
 from loom_local import cli
@@ -44,9 +45,7 @@ def _sorted(items):
 
 @pytest.fixture
 def aws(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
+    fake_credentials(monkeypatch)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
         yield boto3.client("dynamodb", region_name="us-east-1")

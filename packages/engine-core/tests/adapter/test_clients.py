@@ -13,15 +13,14 @@ from botocore.loaders import Loader
 from engine_core.adapters import clients
 from engine_core.adapters.bootstrap import client_config, from_environment
 from engine_core.settings import EngineSettings
+from loom_test_support.moto_session import fake_credentials
 
 pytestmark = pytest.mark.usefixtures("aws_env")
 
 
 @pytest.fixture
 def aws_env(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
+    fake_credentials(monkeypatch)
     monkeypatch.delenv("AWS_DATA_PATH", raising=False)
 
 

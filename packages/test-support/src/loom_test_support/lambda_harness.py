@@ -130,11 +130,9 @@ def create_table(client) -> None:
 def aws_world(monkeypatch, **env_overrides: str) -> Iterator[AwsWorld]:
     import boto3
 
-    from .moto_session import mock_aws
+    from .moto_session import fake_credentials, mock_aws
 
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(name, value)
+    fake_credentials(monkeypatch)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
         dynamodb, sqs = boto3.client("dynamodb", region_name=REGION), boto3.client("sqs", region_name=REGION)

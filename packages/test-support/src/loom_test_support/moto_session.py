@@ -21,6 +21,14 @@ import boto3
 import moto
 
 _session: boto3.Session | None = None
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+                    "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def fake_credentials(monkeypatch) -> None:
+    """Credentials and a region for an in-process moto, set for one test (``monkeypatch``)."""
+    for name, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
 
 
 @contextmanager
