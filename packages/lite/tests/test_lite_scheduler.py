@@ -7,10 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import urllib.request
 
 import pytest
 
 from engine_core import ManualClock, Registry
+from engine_core.clock import format_ts
 from engine_core.durable import durable, step
 from engine_core.schedules.config import Schedules
 from loom_lite import LiteConfig, LiteRuntime
@@ -57,6 +59,24 @@ def test_a_schedule_fires_at_each_of_its_times_and_not_before(tmp_path, clock):
         [second] = runtime.scheduler.tick()
         assert second.scheduled_at == T0 + dt.timedelta(minutes=2) and second.execution_id != first.execution_id
         assert runtime.engine.store.get_schedule("every-minute").execution_id == second.execution_id
+
+
+def test_the_api_lists_a_rates_next_firing_before_its_first_and_after_it(tmp_path, clock):
+    # given: a runtime serving its API, a rate schedule that has never fired
+    with runtime_at(tmp_path, clock, EVERY_MINUTE).start(sweeper=False, scheduler=False) as runtime:
+        def listed() -> dict:
+            with urllib.request.urlopen(f"{runtime.url}/schedules", timeout=10) as reply:
+                return {s["name"]: s for s in json.loads(reply.read())["schedules"]}["every-minute"]
+
+        # when / then: the firing this process counts toward (on AWS a rate shows none before its first)
+        before = listed()
+        assert before["next_firing"] == format_ts(T0 + dt.timedelta(minutes=1)) and before["last_firing"] is None
+        # after it fires: the next one, counted from the firing the store recorded
+        clock.advance(seconds=60)
+        [fired] = runtime.scheduler.tick()
+        after = listed()
+        assert after["last_firing"]["scheduled_at"] == format_ts(fired.scheduled_at)
+        assert after["next_firing"] == format_ts(T0 + dt.timedelta(minutes=2)), after
 
 
 def test_a_stretch_the_process_missed_fires_once_for_its_latest_time(tmp_path, clock, caplog):

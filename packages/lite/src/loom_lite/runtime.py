@@ -89,7 +89,8 @@ class LiteRuntime:
         the worker too (then a step's timeout is checked only when its body returns: SIGALRM reaches the main
         thread alone)."""
         if api:
-            self.api = ApiServer(self.runtime, self.config.host, self.config.port, self.config.schedules)
+            schedules = self.config.schedules if self.scheduler is None else self.scheduler.listed()
+            self.api = ApiServer(self.runtime, self.config.host, self.config.port, schedules)
             self.api.start()
             if self.config.record:
                 state.record(self.api.url, self.config.db)

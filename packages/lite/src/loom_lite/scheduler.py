@@ -44,6 +44,12 @@ class Scheduler:
             return None
         return None if rec is None else rec.scheduled_at
 
+    def listed(self) -> Schedules:
+        """The schedules as ``GET /schedules`` lists them here: a rate that has not fired yet shows the firing this
+        process counts toward (on AWS it shows none until its first firing: Scheduler does not say when it made
+        the schedule)."""
+        return self.schedules.anchored(self.anchor)
+
     def next_firing(self, name: str) -> dt.datetime | None:
         return self.schedules.next_firing(name, self.after[name], self.anchor[name])
 

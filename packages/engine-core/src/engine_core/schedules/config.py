@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -47,6 +47,9 @@ class Schedules:
 
     defs: dict[str, ScheduleDef] = field(default_factory=dict)
     expressions: dict[str, Expression] = field(default_factory=dict)
+    anchors: dict[str, dt.datetime] = field(default_factory=dict)
+    """Where a rate schedule without a recorded firing counts from, by name, when the process that fires it knows
+    (``loom dev``: its start). Empty on AWS: Scheduler does not say when it made a schedule."""
 
     @classmethod
     def parse(cls, text: str | None) -> Schedules:
@@ -90,8 +93,13 @@ class Schedules:
         return self.defs.get(name)
 
     def next_firing(self, name: str, after: dt.datetime, last: dt.datetime | None = None) -> dt.datetime | None:
-        """The schedule's first firing after ``after``; a rate counts from its ``last`` firing (None without one)."""
-        return self.expressions[name].next_after(after, anchor=last)
+        """The schedule's first firing after ``after``; a rate counts from its ``last`` firing, else from its anchor
+        (None without either)."""
+        return self.expressions[name].next_after(after, anchor=last if last is not None else self.anchors.get(name))
+
+    def anchored(self, anchors: Mapping[str, dt.datetime]) -> Schedules:
+        """The same schedules, each rate without a recorded firing counting from ``anchors[name]``."""
+        return replace(self, anchors=dict(anchors))
 
     def __iter__(self):
         return iter(self.defs.values())
