@@ -125,3 +125,23 @@ def test_every_client_the_bootstrap_makes_is_one_of_loom_services(monkeypatch):
     # then: the store's, the queue's and the events' clients, each through Loom's session and its config
     assert sorted(made) == ["dynamodb", "events", "sqs"]
     assert runtime.queue.client.meta.config.read_timeout == client_config(EngineSettings.from_env(env)).read_timeout
+
+
+def test_a_replaced_boto3_client_makes_the_clients_as_it_would_for_boto3s_callers(monkeypatch):
+    from unittest import mock
+
+    # given: boto3.client patched, as a test double does
+    double = mock.MagicMock(name="boto3.client")
+    with mock.patch("boto3.client", double):
+        env = {"LOOM_TABLE_NAME": "t", "LOOM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q"}
+        # when
+        runtime = from_environment(env, load_workflows=False, parts=())
+        # then: the store's and the queue's clients are the double's, made with the handler's config
+        assert [c.args[0] for c in double.call_args_list] == ["dynamodb", "sqs"]
+        assert runtime.store.client is double.return_value and runtime.queue.client is double.return_value
+        assert double.call_args_list[0].kwargs["config"].read_timeout == client_config(EngineSettings()).read_timeout
+        # a service Loom makes no client for is still refused
+        with pytest.raises(ValueError, match="'s3' is not a service"):
+            clients.client("s3")
+    # and with boto3's own function back, Loom's session again
+    assert type(clients.client("sqs")._loader) is clients.ServicesLoader

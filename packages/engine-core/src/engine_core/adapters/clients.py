@@ -12,6 +12,7 @@ default session, untouched.
 from __future__ import annotations
 
 import os
+from types import FunctionType
 from typing import Any
 
 import boto3
@@ -71,11 +72,20 @@ def session() -> boto3.session.Session:
 
 
 def client(service: str, config: Any = None) -> Any:
-    """A boto3 client for one of :data:`SERVICES`, with ``config`` (a ``botocore.config.Config``)."""
+    """A boto3 client for one of :data:`SERVICES`, with ``config`` (a ``botocore.config.Config``). When
+    ``boto3.client`` has been replaced (a test's double: ``unittest.mock.patch("boto3.client")``), the client is
+    the replacement's, as it would be for code that calls ``boto3.client`` itself."""
     if service not in SERVICES:
         raise ValueError(f"{service!r} is not a service Loom's clients are made for ({', '.join(SERVICES)}); "
                          "add it to engine_core.adapters.clients.SERVICES, or use boto3.client for it")
+    if not _is_boto3s(boto3.client):
+        return boto3.client(service, config=config)
     return session().client(service, config=config)
+
+
+def _is_boto3s(fn: Any) -> bool:
+    """Whether ``fn`` is boto3's own ``boto3.client`` (a plain function of the ``boto3`` module)."""
+    return type(fn) is FunctionType and fn.__module__ == "boto3" and fn.__name__ == "client"
 
 
 __all__ = ["SERVICES", "ServicesLoader", "client", "new_session", "session"]
