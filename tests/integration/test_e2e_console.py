@@ -76,6 +76,12 @@ def confirm(page, title: str) -> None:
     page.click("#confirm-yes")
 
 
+def open_execution(page, eid: str) -> None:
+    """The execution's page, once its live view has shown its first update (it comes at once on connecting)."""
+    page.goto(page.base + f"/executions/{eid}")
+    page.wait_for_function("() => Number(document.querySelector('#execution').dataset.updates || 0) >= 1", timeout=30_000)
+
+
 def watch(page, until, timeout_s: float = 60.0, text: str = "") -> list[tuple]:
     """Sample what the page shows (status badge, each step's state, whether the timeline shows ``text``)
     until ``until(sample)``; returns every distinct sample."""
@@ -160,7 +166,7 @@ def test_cancel_from_the_page_and_a_refused_wake_shows_the_api_error(loom, page)
         loom.wait(eid, until=("SLEEPING",))
     cancel_id, refused_id = ids
     # when: one is cancelled from its page, with a reason
-    page.goto(page.base + f"/executions/{cancel_id}")
+    open_execution(page, cancel_id)
     page.click('button[data-action="cancel"]')
     page.fill("#act-reason", "customer called")
     confirm(page, "Cancel this execution?")
@@ -171,7 +177,7 @@ def test_cancel_from_the_page_and_a_refused_wake_shows_the_api_error(loom, page)
     e = loom.execution(cancel_id)
     assert (e["status"], e["cancel_reason"], e["cancelled_by"]) == ("CANCELLED", "customer called", "local")
     # when: the other is woken from its page, but someone cancels it while the dialog is open
-    page.goto(page.base + f"/executions/{refused_id}")
+    open_execution(page, refused_id)
     page.click('button[data-action="wake"]')
     page.wait_for_selector("#confirm[open]")
     loom.api.request("POST", f"/executions/{refused_id}/cancel", {"reason": "ops, from a terminal"})
@@ -192,7 +198,7 @@ def test_redrive_a_failed_import_from_its_page_after_the_fix(loom, page, shots):
     loom.wait(eid, until=("SLEEPING",))
     loom.api.request("POST", f"/executions/{eid}/wake")
     assert loom.wait(eid)["status"] == "FAILED"
-    page.goto(page.base + f"/executions/{eid}")
+    open_execution(page, eid)
     head = page.inner_text("#execution")
     assert "permanent_error" in head and feed in head          # the error in full
     assert page.locator('#timeline li[data-step="2"].t-failed').count() == 1
@@ -218,7 +224,7 @@ def test_send_an_event_from_the_page_to_a_waiting_approval(loom, page):
     token, eid = loom.new_token("console-send")
     loom.start("expense_approval", {"expense_id": "x-console", "amount_cents": 990}, token)
     loom.wait(eid, until=("WAITING",))
-    page.goto(page.base + f"/executions/{eid}")
+    open_execution(page, eid)
     assert page.locator('#timeline li.t-waiting[data-step="1"]').count() == 1
     assert "waiting for event approved" in page.inner_text('#timeline li[data-step="1"]')
     # when: the answer is sent from the dialog (the event's name is filled in from what it waits for)
@@ -246,7 +252,7 @@ def test_a_compensated_saga_and_a_map_on_their_timelines(loom, page):
     ended = loom.wait(saga_id, until=("FAILED", "COMPENSATION_FAILED", "COMPLETED"))
     assert (ended["status"], ended["compensated"]) == ("FAILED", True), ended
     # then: its page shows the failure, the undo step and the compensation that ran
-    page.goto(page.base + f"/executions/{saga_id}")
+    open_execution(page, saga_id)
     text = page.inner_text("#execution")
     assert page.inner_text("#execution .head .mark.compensated").strip() == "compensated" and "undeliverable" in text
     assert not page.is_visible('button[data-action="redrive"]')   # the API refuses to redrive a compensated one
@@ -257,7 +263,7 @@ def test_a_compensated_saga_and_a_map_on_their_timelines(loom, page):
     # given: a map over 12 images, at most 10 at once, every 5th failing its first attempt
     token, map_id = loom.new_token("console-map")
     loom.start("batch_resize", {"count": 12, "flaky_every": 5}, token)
-    page.goto(page.base + f"/executions/{map_id}")
+    open_execution(page, map_id)
     # then: followed live to the end, its branches listed on the map step
     watch(page, lambda s: s[0] == "COMPLETED", timeout_s=90)
     step = page.inner_text('#timeline li[data-step="1"]')

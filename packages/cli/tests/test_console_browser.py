@@ -231,3 +231,28 @@ def test_a_wait_offers_a_wake_that_says_it_times_the_wait_out_and_a_form_refusal
     page.wait_for_selector("#confirm-error:not([hidden])")
     text = page.inner_text("#confirm-error")
     assert "invalid_request: the data must be a JSON object, not an array" in text and "HTTP 0" not in text, text
+
+
+def test_a_live_update_during_a_click_waits_for_its_release_and_the_click_opens_its_dialog(page, control_plane):
+    import time
+
+    # given: a sleeping execution's page, its first live update shown
+    control_plane.add(execution_doc("p-1", status="SLEEPING", step=2))
+    page.goto(page.console_url + "/executions/p-1")
+    page.wait_for_function("() => Number(document.querySelector('#execution').dataset.updates || 0) >= 1")
+    shown = page.evaluate("Number(document.querySelector('#execution').dataset.updates)")
+    # when: the cancel button is pressed, the execution changes (its update comes while the button is held), and
+    # the button is released
+    page.hover('button[data-action="cancel"]')
+    page.mouse.down()
+    control_plane.update("p-1", status="RUNNING", current_step=3)
+    deadline = time.monotonic() + 0.8
+    while time.monotonic() < deadline:  # the console polls every 0.1 s: the update is in the page by now
+        assert page.evaluate("Number(document.querySelector('#execution').dataset.updates)") == shown
+        time.sleep(0.05)
+    page.mouse.up()
+    # then: the click reached the button it pressed (its dialog is open), and the held update was shown after it
+    page.wait_for_selector("#confirm[open]")
+    assert "Cancel this execution?" in page.inner_text("#confirm-title")
+    page.wait_for_selector("#execution .badge.s-running")
+    assert page.evaluate("Number(document.querySelector('#execution').dataset.updates)") == shown + 1

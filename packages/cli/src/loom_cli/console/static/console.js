@@ -227,8 +227,22 @@
     const source = new EventSource(live.dataset.sse);
     source.addEventListener("open", () => { dot.className = "live on"; dot.title = "live: updates as it changes"; });
     source.addEventListener("error", () => { dot.className = "live off"; dot.title = "reconnecting…"; });
+    // A click in progress is never split by an update: one that comes between a press and its release waits for
+    // the release (replacing the pressed button would lose the click), or at most a second (a press held longer).
+    let pressed = null, held = null;
+    const release = () => {
+      clearTimeout(pressed);
+      pressed = null;
+      setTimeout(() => { if (held && pressed === null) { const doc = held; held = null; apply(doc); } }, 0);
+    };
+    document.addEventListener("pointerdown", () => { clearTimeout(pressed); pressed = setTimeout(release, 1000); }, true);
+    document.addEventListener("pointerup", release, true);
+    document.addEventListener("pointercancel", release, true);
     source.addEventListener("update", (ev) => {
       const doc = JSON.parse(ev.data);
+      if (pressed !== null) held = doc; else apply(doc);
+    });
+    function apply(doc) {
       const open = Array.from(live.querySelectorAll("details[open]")).map((d) => d.closest("[data-step]") ?
         d.closest("[data-step]").dataset.step + ":" + (d.querySelector("summary") || {}).textContent : null);
       live.innerHTML = doc.html;
@@ -239,7 +253,7 @@
       if (doc.status) live.dataset.status = doc.status;
       live.dataset.updates = String(Number(live.dataset.updates || 0) + 1);
       tick();
-    });
+    }
     source.addEventListener("problem", (ev) => {
       const d = JSON.parse(ev.data);
       banner("err", "Live view: <b>" + esc(d.error) + "</b>: " + esc(d.message));
