@@ -64,9 +64,7 @@ HANDLER_LIBRARIES = {
     "worker": ["from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response",
                "from aws_lambda_powertools.utilities.typing import LambdaContext"],
     "sweeper": ["from aws_lambda_powertools.utilities.typing import LambdaContext"],
-    "control-plane": ["from aws_lambda_powertools.event_handler import LambdaFunctionUrlResolver, Response, content_types",
-                      "from aws_lambda_powertools.event_handler.exceptions import NotFoundError",
-                      "from aws_lambda_powertools.logging import correlation_paths",
+    "control-plane": ["from aws_lambda_powertools.logging import correlation_paths",
                       "from aws_lambda_powertools.utilities.typing import LambdaContext"],
 }
 """The Powertools utilities each handler imports before engine-core (its own first lines, in their order)."""

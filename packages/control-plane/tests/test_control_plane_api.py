@@ -292,6 +292,10 @@ ERROR_ROWS = [
     ("delete-execution", "DELETE", f"/executions/{uuid.uuid4()}", None, 405, "method_not_allowed"),
     ("post-history", "POST", f"/executions/{uuid.uuid4()}/history", "{}", 405, "method_not_allowed"),
     ("put-workflows", "PUT", "/workflows", "{}", 405, "method_not_allowed"),
+    # A segment with a character Powertools' resolver did not take in a parameter was once refused as "GET is
+    # not supported on it; use GET": every character but "/" is the segment's.
+    ("quote-in-execution-id", "GET", '/executions/a"b', None, 404, "execution_not_found"),
+    ("hash-in-callback-token", "POST", "/callbacks/a#b", "{}", 404, "callback_not_found"),
     # names are matched whole: `$` would let a trailing newline through
     ("workflow-trailing-newline", "POST", "/executions", json.dumps({"workflow": "order_fulfillment\n", "input": {}}),
      400, "invalid_request"),

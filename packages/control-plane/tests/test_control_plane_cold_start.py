@@ -53,6 +53,9 @@ def test_a_cold_start_builds_the_models_requests_need_and_none_of_those_only_sch
     assert {"engine_core.model.Execution", "engine_core.model.StepRecord", "engine_core.settings.EngineSettings"} <= built
     assert not ON_FIRST_USE & built
     assert "loom_control_plane.routes" in modules and "engine_core.schedules.expressions" not in modules
+    # the routes are matched by app.py: Powertools' resolver would load every event source's (asyncio with them)
+    assert not {m for m in modules if m.startswith("aws_lambda_powertools.event_handler")}
+    assert "asyncio" not in modules
 
 
 def test_with_schedules_deployed_the_cold_start_validates_them_so_a_bad_one_is_logged_at_once():
