@@ -650,3 +650,13 @@ def test_a_code_first_execution_undoing_its_steps_names_the_step_being_undone():
     assert {s for s, _, _ in seen} == {0, 1} and undone == ["refund", "release"]
     view = ExecutionView.of(runner.engine.state(eid), registry)
     assert (view.status, view.current_step_name) == ("FAILED", "ship")  # where it stopped, once done
+
+
+def test_an_invocation_that_is_not_a_function_url_request_is_answered_400_in_json(lambdas, world):
+    # given: a direct invoke with neither a path nor a method (not a Function URL request, not a schedule's firing)
+    reply = lambdas.control_plane.handler({"hello": "world"}, FakeContext())
+    # then: an answer that says what the function takes, not a Lambda error
+    body = json.loads(reply["body"])
+    assert (reply["statusCode"], body["error"]) == (400, "invalid_request"), reply
+    assert "this event is neither" in body["message"] and "POST /executions" in body["message"]
+    assert world.items() == []

@@ -55,8 +55,6 @@ class App:
         """The reply to one Function URL request; never raises."""
         try:
             return self._answer(event)
-        except ApiError as error:
-            return self._reject(error)
         except Exception as exc:  # noqa: BLE001 - a request never escapes as a Lambda error
             error = error_for(exc)
             if error is None:
@@ -66,7 +64,11 @@ class App:
 
     def _answer(self, event: dict[str, Any]) -> dict[str, Any]:
         http = (event.get("requestContext") or {}).get("http") or {}
-        method, path = str(http.get("method", "")).upper(), str(event.get("rawPath") or http.get("path") or "/")
+        method, path = str(http.get("method") or "").upper(), str(event.get("rawPath") or http.get("path") or "/")
+        if not method:
+            raise ApiError(400, "invalid_request", "the control plane answers Function URL requests (payload format "
+                                                   "2.0: requestContext.http.method and rawPath) and EventBridge "
+                                                   f"Scheduler firings; this event is neither. Call {ROUTE_LIST}")
         route, params = self._match(method, path)
         access, schedules, schedules_problem = self.settings()
         # A Function URL hands the path over as the client encoded it: a segment is read (and named in a
