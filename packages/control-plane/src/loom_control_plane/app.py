@@ -83,8 +83,7 @@ class App:
     def _match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
         """The route for ``method path`` and its parameters, or the 404 or 405 naming what would work."""
         for route_method, pattern, route in self.routes:
-            found = pattern.fullmatch(path)
-            if found is not None and route_method == method:
+            if route_method == method and (found := pattern.fullmatch(path)) is not None:
                 return route, found.groupdict()
         allowed = allowed_methods(path)
         if allowed is not None:
