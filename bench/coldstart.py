@@ -61,8 +61,7 @@ clients = [boto3.client(name, config=_config) for name in {clients!r}]
 """
 """The floor module: what any Lambda creating those clients at import pays, and nothing else."""
 HANDLER_LIBRARIES = {
-    "worker": ["from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response",
-               "from aws_lambda_powertools.utilities.typing import LambdaContext"],
+    "worker": ["from aws_lambda_powertools.utilities.typing import LambdaContext"],
     "sweeper": ["from aws_lambda_powertools.utilities.typing import LambdaContext"],
     "control-plane": ["from aws_lambda_powertools.logging import correlation_paths",
                       "from aws_lambda_powertools.utilities.typing import LambdaContext"],

@@ -305,12 +305,12 @@ def coldstart_section(w: Write, cold: dict[str, Any]) -> None:
       "loader lists only the services Loom makes clients for (`engine_core.adapters.clients`): making a "
       "client, botocore first checks that its service exists by listing every service folder it ships "
       "(400-odd, once for the model and once for the endpoint rules), which the floor's clients pay and "
-      "Loom's skip. The control plane matches its routes itself (`loom_control_plane.app`): Powertools' "
-      "resolver loads every resolver it has (AppSync, Bedrock agents, VPC Lattice), `asyncio` and every "
-      "event data class for a Function URL request.\n")
+      "Loom's skip. The worker answers its SQS batch and the control plane matches its routes themselves "
+      "(`engine_core.adapters.sqs_records.answer_batch`, `loom_control_plane.app`): Powertools' batch "
+      "utility and its resolver each load `asyncio` and every event data class (the resolver also every "
+      "resolver it has: AppSync, Bedrock agents, VPC Lattice) for a loop of a few lines.\n")
     if missed or [x for x in coldstart_findings.zip_floor_checks(cold) if not x.ok]:
-        w("What is left over the floor: the libraries (the *libraries* column): Powertools' batch utility imports "
-          "`asyncio` and every event data class for the worker's `BatchProcessor`, Powertools' Logger and "
+        w("What is left over the floor: the libraries (the *libraries* column): Powertools' Logger and "
           "Metrics load jmespath and their formatters, and pydantic's first model loads most of pydantic, its "
           "plugin loader and `importlib.metadata` with it; and Loom's own: the engine-core modules a handler "
           "runs (on Python 3.12 each frozen dataclass compiles its generated methods at import), the models its "

@@ -393,3 +393,11 @@ def test_records_that_waited_half_a_lease_mark_the_backlog_once_and_change_no_ex
     waited_ms = int(added[0]["observed_ms"]["N"]) - int(added[0]["visible_ms"]["N"])
     assert lease_s * 1000 <= waited_ms < lease_s * 1000 + 60_000
     assert [i for i in world.items() if i["PK"]["S"] != "QUEUE#backlog"] == before
+
+
+def test_a_batch_without_records_is_answered_with_no_failures(lambdas, world):
+    # when: an event with no Records (and one with an empty list)
+    replies = [lambdas.worker.handler({}, FakeContext()), lambdas.worker.handler({"Records": []}, FakeContext())]
+    # then
+    assert replies == [{"batchItemFailures": []}] * 2
+    assert world.items() == []

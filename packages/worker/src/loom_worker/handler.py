@@ -8,7 +8,9 @@ deletes the whole batch. A record fails (and is redelivered, then dead-lettered 
 ``maxReceiveCount``) only when its body is not a step message, when too little invocation time is
 left for its step (the other records still run), or when the engine asks for redelivery by raising.
 Stale, duplicate and finished-execution messages come back as outcomes and are acknowledged. What one
-record does is ``engine_core.adapters.sqs_records.RecordHandler``.
+record does is ``engine_core.adapters.sqs_records.RecordHandler``; the batch's reply is ``answer_batch`` there.
+An all-failed batch is answered with ``batchItemFailures`` too, not an invocation error: erroring would add
+Lambda's error backoff to records that only need a later, roomier invocation.
 """
 
 from __future__ import annotations
@@ -17,19 +19,15 @@ import gc
 
 gc.disable()  # until init_done() at the end of this module: a cold start's collections are wasted work
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from engine_core.adapters.lambda_runtime import init_done, lambda_setup
-from engine_core.adapters.sqs_records import RecordHandler
+from engine_core.adapters.sqs_records import RecordHandler, answer_batch
 from engine_core.engine import check_fits
 
 setup = lambda_setup()
 logger, metrics, runtime = setup.logger, setup.metrics, setup.runtime
 check_fits(runtime.registry, runtime.settings)  # a workflow whose steps cannot fit the timeout stops here
-# An all-failed batch is answered with batchItemFailures, not an invocation error: erroring would
-# add Lambda's error backoff to a batch that only needs a later, roomier invocation.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -37,7 +35,7 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 def handler(event: dict, context: LambdaContext) -> dict:
     """Process an SQS batch; return ``{"batchItemFailures": [...]}`` naming the records to redeliver."""
     on_record = RecordHandler(runtime, logger, context.get_remaining_time_in_millis, len(event.get("Records") or []))
-    return process_partial_response(event=event, record_handler=on_record, processor=processor, context=context)
+    return answer_batch(event, on_record)
 
 
 init_done()
