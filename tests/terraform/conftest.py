@@ -217,6 +217,17 @@ class Workspace:
         raw = json.loads(self.run("output", "-json", "-no-color"))
         return {k: v["value"] for k, v in raw.items()}
 
+    def managed_ids(self, resource_type: str) -> set[str]:
+        """The ids this workspace's state holds for resources of ``resource_type`` (read from the state, no refresh)."""
+        shown = json.loads(self.run("show", "-json", "-no-color"))
+        found: set[str] = set()
+        stack = [(shown.get("values") or {}).get("root_module") or {}]
+        while stack:
+            module = stack.pop()
+            found |= {r["values"]["id"] for r in module.get("resources", []) if r.get("type") == resource_type}
+            stack.extend(module.get("child_modules", []))
+        return found
+
     def plan_json(self) -> dict[str, Any]:
         self.init()
         self.run("plan", "-input=false", "-no-color", "-out=tfplan", *self.var_args())
