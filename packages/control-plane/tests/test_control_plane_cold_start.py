@@ -5,9 +5,8 @@ schedule expression parser when no schedule is deployed."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+
+from loom_test_support.cold_start import run_fresh
 
 COLD_START = """
 import json
@@ -25,11 +24,6 @@ built = sorted({f"{c.__module__}.{c.__qualname__}" for c in below(BaseModel)
                 if c.__module__.startswith(("engine_core", "loom_control_plane")) and c.__pydantic_complete__})
 print(json.dumps({"built": built, "modules": sorted(sys.modules)}))
 """
-FUNCTION_ENV = {
-    "LOOM_TABLE_NAME": "loom-test", "LOOM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/loom-steps",
-    "POWERTOOLS_SERVICE_NAME": "loom-test", "POWERTOOLS_METRICS_NAMESPACE": "LoomTest", "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-}
 ON_FIRST_USE = {"engine_core.schedules.config.ScheduleDef", "loom_control_plane.schedules.ScheduleEvent",
                 "loom_control_plane.responses.ExecutionView", "loom_control_plane.request_models.StartExecutionRequest"}
 
@@ -37,11 +31,7 @@ ON_FIRST_USE = {"engine_core.schedules.config.ScheduleDef", "loom_control_plane.
 def cold_start(**env: str) -> tuple[set[str], set[str]]:
     """The engine-core and control-plane models complete once the handler module is imported in a fresh process,
     and the modules it imported."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "AWS_"))}
-    done = subprocess.run([sys.executable, "-c", COLD_START], env={**clean, **FUNCTION_ENV, **env},
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout)
+    seen = run_fresh(COLD_START, **env)
     return set(seen["built"]), set(seen["modules"])
 
 
