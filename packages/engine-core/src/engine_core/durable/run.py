@@ -45,6 +45,13 @@ _AS_IT_WAS = "once the function is as it was, a redrive goes on undoing them"
 class CodeRun(StepRun):
     """One delivery's work on a code-first execution (see the module docstring)."""
 
+    # CodeRun's own attributes live in slots, so its instance dict holds StepRun's alone: CPython keeps an
+    # instance's attributes inline, with its attribute reads and method calls specialized, only up to 30 names
+    # (``tests/unit/test_run_layout.py``). StepRun's methods are called by name, not through ``super()``,
+    # which on Python 3.11 builds an object per call: both are on every step's path.
+    __slots__ = ("code", "kept", "values", "pending", "settled", "_described", "reached_s", "settled_value", "plan",
+                 "_known", "_here", "_touched_kept")
+
     def __init__(self, life: Any, kinds: Any, wf: Any, state: ExecutionState, remaining_ms: Any,
                  yield_after_ms: Any, kept: Prefix | None = None):
         self.code = wf
@@ -239,7 +246,7 @@ class CodeRun(StepRun):
     def check_time(self, timeout_s: float) -> None:
         """As a step list's, unless no delivery has the time (``fit.never_fits``): then the execution fails here."""
         try:
-            super().check_time(timeout_s)
+            StepRun.check_time(self, timeout_s)
         except InsufficientTimeError:
             if (unfit := never_fits(self, timeout_s)) is None:
                 raise
@@ -254,7 +261,7 @@ class CodeRun(StepRun):
                                for i, r in enumerate(self.records[kept.upto:], kept.upto) if isinstance(r, StepRecord)}
         elif kept is not None and record.step_index < kept.upto and not self._touched_kept:
             self._touched_kept, self._positions = True, None
-        return super().put(record)
+        return StepRun.put(self, record)
 
     def _settled_here(self, e: Execution) -> bool:
         if self.pending:
@@ -329,7 +336,7 @@ class CodeRun(StepRun):
                 described = self._describe(d)
                 if new.code_step != described:
                     new = new.model_copy(update={"code_step": described})
-        outcome = super().commit(new)
+        outcome = StepRun.commit(self, new)
         if outcome is None:
             self._known = self.execution
         return outcome
@@ -361,7 +368,7 @@ class CodeRun(StepRun):
 
     def settle(self, record: StepRecord, merged: dict[str, Any], bound: int) -> Outcome:
         self.settled = record
-        return super().settle(record, merged, bound)
+        return StepRun.settle(self, record, merged, bound)
 
     def _with_checkpoint(self, record: StepRecord, merged: dict[str, Any]) -> StepRecord:
         return record  # a replay needs every recorded value: the context is the input, never checkpointed
