@@ -45,10 +45,8 @@ _AS_IT_WAS = "once the function is as it was, a redrive goes on undoing them"
 class CodeRun(StepRun):
     """One delivery's work on a code-first execution (see the module docstring)."""
 
-    # CodeRun's own attributes live in slots, so its instance dict holds StepRun's alone: CPython keeps an
-    # instance's attributes inline, with its attribute reads and method calls specialized, only up to 30 names
-    # (``tests/unit/test_run_layout.py``). StepRun's methods are called by name, not through ``super()``,
-    # which on Python 3.11 builds an object per call: both are on every step's path.
+    # Own attributes in slots: the instance dict keeps StepRun's alone, within the 30 names CPython keeps inline and
+    # specialized (tests/unit/test_run_layout.py). StepRun's methods are called by name: no super() object per step.
     __slots__ = ("code", "kept", "values", "pending", "settled", "_described", "reached_s", "settled_value", "plan",
                  "_known", "_here", "_touched_kept")
 
@@ -186,9 +184,6 @@ class CodeRun(StepRun):
                     outcome = self._return(value, replay.position)
         return self._finished(outcome)
 
-    def resume(self) -> Outcome:
-        return self.loop()
-
     def reach(self, position: int) -> StepDef | None:
         """Replay the function up to ``position`` (nothing runs: every earlier call must be recorded) and
         return what it calls there; None when it does not get there the same way. Held to the delivery's
@@ -278,9 +273,8 @@ class CodeRun(StepRun):
         return Outcome("chained", self.execution.execution_id, self.execution.current_step)
 
     def move_on(self, d: StepDef | None) -> Outcome | None:
-        """Move past the settled current position to ``d`` (the function's next call), claiming it in the
-        same write when it runs here; without ``d``, only move on (the function failed after it). None:
-        go on here."""
+        """Move past the settled current position to ``d`` (the function's next call), claiming it in the same write
+        when it runs here; without ``d``, only move on (the function failed after it). None: go on here."""
         e = self.execution
         now, nxt = self.clock.now(), e.current_step + 1
         budget = self._budget(d) if d is not None else self.life.timeout_s(self.wf, nxt) if nxt < len(self.plan) else 0.0
@@ -309,9 +303,8 @@ class CodeRun(StepRun):
 
     def _may_chain_to(self, d: StepDef, budget: float) -> bool:
         settings = self.settings
-        if self.steps_run >= settings.max_chain_steps or d.index >= settings.max_steps:
-            return False
-        if self.execution.total_attempts + 1 >= settings.max_total_attempts:
+        if self.steps_run >= settings.max_chain_steps or d.index >= settings.max_steps \
+                or self.execution.total_attempts + 1 >= settings.max_total_attempts:
             return False
         if self.yield_after_ms is not None and self._elapsed_ms() >= self.yield_after_ms:
             return False
