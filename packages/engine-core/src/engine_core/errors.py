@@ -136,7 +136,9 @@ class NonSerializableResultError(EngineError):
     code = "non_serializable_result"
 
     def __init__(self, path: str, detail: str):
-        super().__init__(f"step result at {path} cannot be stored: {detail}")
+        # ``path`` begins with what the value is ("result", "return value", "input", "event data", "context")
+        what = "step result at " if path.startswith("result") else ""
+        super().__init__(f"{what}{path} cannot be stored: {detail}")
         self.path = path
 
 

@@ -140,6 +140,25 @@ def test_durable_a_value_the_codec_cannot_keep_fails_the_step_at_once_naming_the
     assert "nested" in e.error.message and "handle" in e.error.message
 
 
+def test_durable_a_return_value_the_codec_cannot_keep_fails_the_execution_naming_the_return_value(registry):
+    # given: a function whose step succeeds and whose return value holds a lock
+    @durable("returns_a_lock", registry=registry)
+    def flow(input):
+        step("fetch", lambda: {"n": 1})
+        return {"rows": [1, {"handle": threading.Lock()}]}
+
+    runner = make_runner(registry)
+    eid = runner.start("returns_a_lock")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the message names the function's return value and where in it, not a step's result
+    assert e.status is Status.FAILED and e.error.code == "non_serializable_result"
+    assert e.error.message.startswith("return value['rows'][1]['handle'] cannot be stored"), e.error.message
+    assert "step result" not in e.error.message
+
+
 @pytest.mark.parametrize("shape", ["async", "generator"])
 def test_durable_a_step_whose_function_is_async_or_yields_fails_at_once_saying_so(registry, shape, recwarn):
     # given: a body whose call returns a coroutine (or a generator) and does none of its work
