@@ -97,9 +97,4 @@ class App:
         return _reply(error.status, error.body(), error.headers)
 
 
-def build_app(runtime: Runtime, logger: Logger, settings: Settings) -> App:
-    """The app for ``handler``."""
-    return App(runtime, logger, settings)
-
-
-__all__ = ["App", "Settings", "build_app"]
+__all__ = ["App", "Settings"]

@@ -17,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from engine_core.adapters.lambda_runtime import init_done, lambda_setup
 
 from .access import AccessPolicy
-from .app import build_app
+from .app import App
 from .schedules import is_schedule_event, on_schedule
 from .schedules import load as load_schedules
 
@@ -33,7 +33,7 @@ if schedules_problem is not None:
                  extra={"problem": schedules_problem})
 
 # Read at each request, so a test (or a debugger) that replaces one of these module globals is heard.
-app = build_app(runtime, logger, lambda: (access, schedules, schedules_problem))
+app = App(runtime, logger, lambda: (access, schedules, schedules_problem))
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.LAMBDA_FUNCTION_URL, clear_state=True)

@@ -8,9 +8,8 @@ deletes the whole batch. A record fails (and is redelivered, then dead-lettered 
 ``maxReceiveCount``) only when its body is not a step message, when too little invocation time is
 left for its step (the other records still run), or when the engine asks for redelivery by raising.
 Stale, duplicate and finished-execution messages come back as outcomes and are acknowledged. What one
-record does is ``engine_core.adapters.sqs_records.RecordHandler``; the batch's reply is ``answer_batch`` there.
-An all-failed batch is answered with ``batchItemFailures`` too, not an invocation error: erroring would add
-Lambda's error backoff to records that only need a later, roomier invocation.
+record does is ``engine_core.adapters.sqs_records.RecordHandler``; the batch's reply (an all-failed batch's
+too) is ``answer_batch`` there.
 """
 
 from __future__ import annotations
