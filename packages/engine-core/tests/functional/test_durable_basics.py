@@ -4,6 +4,7 @@ typed inputs, failures of the function itself. Real Engine and Sweeper on the me
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import threading
 from collections import Counter
 from decimal import Decimal
@@ -859,3 +860,33 @@ def test_durable_a_function_that_cannot_take_the_arguments_its_step_passes_fails
         assert e.compensation_error.code == "permanent_error"
         assert "the compensation of step 'y'" in e.compensation_error.message
         assert "cannot take its result and the step's arguments" in e.compensation_error.message
+
+
+def test_durable_step_takes_its_own_keywords_and_hands_every_other_to_the_function(registry):
+    # given: a step with a retry policy and a timeout of its own, and keywords for its function, which fails
+    # twice: the step's two attempts fail it (the workflow's default policy, three attempts, would complete it)
+    calls: list = []
+
+    def charge(amount, *, currency):
+        calls.append((amount, currency))
+        if len(calls) <= 2:
+            raise RuntimeError("card network busy")
+        return f"{amount} {currency}"
+
+    @durable("keywords", registry=registry)
+    def flow(input):
+        return step("charge", charge, 5, currency="EUR", retry=RetryPolicy(max_attempts=2, base=1), timeout_s=30)
+
+    runner = make_runner(registry)
+    eid = runner.start("keywords")
+
+    # when
+    e = run(runner, eid)
+
+    # then: the function got only its own keywords, twice (the step's two attempts), and nothing more ran
+    assert e.status is Status.FAILED and "card network busy" in e.error.message, e.error
+    assert calls == [(5, "EUR"), (5, "EUR")]
+    # and help(), editors and inspect show step()'s keywords, though it reads them out of **kwargs
+    params = inspect.signature(step).parameters
+    assert [p for p in params if params[p].kind is inspect.Parameter.KEYWORD_ONLY] == ["retry", "timeout_s",
+                                                                                        "compensate"]

@@ -254,29 +254,36 @@ def _undo(undo: Callable[..., Any], args: tuple, kwargs: dict) -> Callable[[Any]
     return run_undo
 
 
-def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | None = None,
-         timeout_s: float | None = None, compensate: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
+def step(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run ``fn(*args, **kwargs)`` as a durable step named ``name`` and return its result: recorded once
     it returns (any value the codec keeps: tuples, sets, datetimes, bytes, ... come back as they went),
     retried under ``retry`` (the workflow's by default) when it raises, and never run again once recorded.
 
-    ``compensate`` is called as ``compensate(result, *args, **kwargs)`` when the execution later fails
-    for good or is cancelled (in reverse order of the steps, each durable and retried). Pass the
-    function's own ``retry``/``timeout_s``/``compensate`` keywords through a lambda or functools.partial.
-    Inside a step body, ``step()`` is a plain call."""
+    Keywords of its own (``__signature__`` below shows them): ``retry`` (a RetryPolicy), ``timeout_s`` (each
+    attempt's budget) and ``compensate``, called as ``compensate(result, *args, **kwargs)`` when the execution
+    later fails for good or is cancelled (in reverse order of the steps, each durable and retried). Every other
+    keyword goes to ``fn``; pass the function's own ``retry``/``timeout_s``/``compensate`` keywords through a
+    lambda or functools.partial. Inside a step body, ``step()`` is a plain call."""
     run = _current.RUN.get()
+    # The step's own keywords are read out of ``kwargs``, not declared: every replay of the function makes this
+    # call again, and filling declared keyword defaults would cost a replay a fifth of its time.
+    if kwargs:
+        retry, timeout_s, compensate = kwargs.pop("retry", None), kwargs.pop("timeout_s", None), \
+            kwargs.pop("compensate", None)
+    else:
+        retry = timeout_s = compensate = None
     if run is not None and retry is None and timeout_s is None and compensate is None:
-        # Every replay of the function makes this call again. A position the history completed as this call
-        # hands out a copy of its value (``Replay.replayed`` and ``Replay._value``, inlined; its name was
-        # checked when it was recorded).
+        # A position the history completed as this call hands out a copy of its value (``Replay.replayed`` and
+        # ``Replay._value``, inlined; its name was checked when it was recorded). ``fn`` is not looked at: a
+        # recorded step is never called again.
         p = run.position
         hit = run.tasks.get(p)
-        if hit is not None and hit[3] == name and callable(fn):  # kept with its value: one lookup
+        if hit is not None and hit[3] == name:  # kept with its value: one lookup
             run.position = p + 1
             copy = hit[2]
             return hit[1] if copy is None else copy(hit[1])
         r = run.ready.get(p)
-        if r is not None and r.name == name and r.kind == "task" and callable(fn):
+        if r is not None and r.name == name and r.kind == "task":
             run.position = p + 1
             kept = run.values.get(p)
             if kept is None or kept[0] is not r:
@@ -304,6 +311,14 @@ def step(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | Non
     return run.call(name, TaskSpec(fn=partial(_current.call_in_body, fn, args, kwargs)), retry,
                     None if timeout_s is None else float(timeout_s),
                     None if compensate is None else _undo(compensate, args, kwargs))
+
+
+def _documented(name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | None = None,
+                timeout_s: float | None = None, compensate: Callable[..., Any] | None = None, **kwargs: Any) -> Any:
+    """``step()``'s signature as callers see it (``help``, ``inspect.signature``, editors that read them)."""
+
+
+step.__signature__ = inspect.signature(_documented)  # type: ignore[attr-defined]
 
 
 def _refuse_step(name: Any, fn: Any, retry: Any, timeout_s: Any, compensate: Any) -> None:
