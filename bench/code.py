@@ -32,6 +32,9 @@ STYLES = ["steps", "code"]
 RESULT_BYTES = 1024
 CPU_CASES = [(100, 100), (1000, 100), (100, 1)]
 """(steps, steps a delivery)."""
+CPU_RUNS = 21
+"""Runs of each style per case for the CPU figures (the fastest counts): a run takes a tenth of a second or less,
+and with 7 the fastest of a case still moved by 3% between runs of the command."""
 
 
 def registry_for(style: str, n_steps: int, result_bytes: int = RESULT_BYTES) -> Registry:
@@ -191,7 +194,7 @@ def replayed_per_step(n_steps: int, chain: int) -> float:
 
 def measure(repeats: int = 3, progress: Callable[[str], None] = print, instructions: bool = True) -> dict[str, Any]:
     out = {"result_bytes": RESULT_BYTES, "wire": wire(repeats=repeats, progress=progress),
-           "cpu": cpu(repeats=max(7, repeats + 4), progress=progress),
+           "cpu": cpu(repeats=CPU_RUNS if repeats > 1 else 7, progress=progress),
            "replay": replay(repeats=max(3, repeats + 2), progress=progress)}
     if instructions:
         progress("  code: counting instructions per step under valgrind (a few minutes)")

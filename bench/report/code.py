@@ -8,7 +8,7 @@ from ._fmt import Write, cmd
 
 
 def code_section(w: Write, results: dict[str, Any]) -> None:
-    from ..code import verdict
+    from ..code import CPU_RUNS, verdict
 
     w("## Code-first beside step lists\n")
     w(f"Command: {cmd('code')}. The same steps ({results['result_bytes']:,} B results) written both ways: a "
@@ -16,7 +16,7 @@ def code_section(w: Write, results: dict[str, Any]) -> None:
       "(the step names built once, as the step list's are: code of its own between the calls re-runs on every "
       "replay, and costs what it costs). On the wire: the real engine on DynamoDB and "
       "SQS over moto, marginal figures per step (5 steps minus 1, divided by 4). Engine CPU: the memory store, "
-      "`time.process_time` per step, the fastest of the runs (the styles take turns; on this shared machine the "
+      f"`time.process_time` per step, the fastest of {CPU_RUNS} runs of each (the styles take turns; on this shared machine the "
       "median of the same runs moves by 10-30% from one run of the command to the next, the fastest far less; "
       "the medians are in the last table).\n")
     w("| per step | step list | code-first | code-first / step list |")
