@@ -71,6 +71,10 @@ def _good_name(name: str) -> bool:
     _GOOD_NAMES.add(name)
     return True
 _NO_DEFAULT = object()
+_RUN = _current.RUN.get
+"""The running function's replay, if any (``_current.RUN``'s lookup, bound once: ``step()`` makes it per call)."""
+_OPTIONS = frozenset({"retry", "timeout_s", "compensate"})
+"""``step()``'s own keywords; every other goes to its function."""
 _WAIT_ONCE = RetryPolicy(max_attempts=1)
 """A wait is not retried unless it says so (as in a step list): its timeout fails it, or returns the
 default, at once; an operator's wake ends it the same way."""
@@ -264,33 +268,30 @@ def step(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     later fails for good or is cancelled (in reverse order of the steps, each durable and retried). Every other
     keyword goes to ``fn``; pass the function's own ``retry``/``timeout_s``/``compensate`` keywords through a
     lambda or functools.partial. Inside a step body, ``step()`` is a plain call."""
-    run = _current.RUN.get()
-    # The step's own keywords are read out of ``kwargs``, not declared: every replay of the function makes this
-    # call again, and filling declared keyword defaults would cost a replay a fifth of its time.
-    if kwargs:
-        retry, timeout_s, compensate = kwargs.pop("retry", None), kwargs.pop("timeout_s", None), \
-            kwargs.pop("compensate", None)
-    else:
-        retry = timeout_s = compensate = None
-    if run is not None and retry is None and timeout_s is None and compensate is None:
-        # A position the history completed as this call hands out a copy of its value (``Replay.replayed`` and
-        # ``Replay._value``, inlined; its name was checked when it was recorded). ``fn`` is not looked at: a
-        # recorded step is never called again.
+    run = _RUN()
+    if run is not None and (not kwargs or _OPTIONS.isdisjoint(kwargs)):
+        # Every replay of the function makes this call again: a position the history completed as this call hands
+        # out a copy of its value (``Replay.replayed`` and ``Replay._value``, inlined; its name was checked when it
+        # was recorded). ``fn`` is not looked at: a recorded step is never called again. The step's own keywords
+        # are read out of ``kwargs`` below, not declared: filling declared defaults cost a replay a fifth of its time.
         p = run.position
         hit = run.tasks.get(p)
         if hit is not None and hit[3] == name:  # kept with its value: one lookup
             run.position = p + 1
-            copy = hit[2]
-            return hit[1] if copy is None else copy(hit[1])
+            return hit[1] if hit[2] is None else hit[2](hit[1])
         r = run.ready.get(p)
         if r is not None and r.name == name and r.kind == "task":
             run.position = p + 1
             kept = run.values.get(p)
             if kept is None or kept[0] is not r:
                 kept = run._keep(p, r)
-            copy = kept[2]
-            return kept[1] if copy is None else copy(kept[1])
-    elif run is None and _current.BODY.get() is not None:  # inside a step body: a plain call
+            return kept[1] if kept[2] is None else kept[2](kept[1])
+    if kwargs:
+        retry, timeout_s, compensate = kwargs.pop("retry", None), kwargs.pop("timeout_s", None), \
+            kwargs.pop("compensate", None)
+    else:
+        retry = timeout_s = compensate = None
+    if run is None and _current.BODY.get() is not None:  # inside a step body: a plain call
         return fn(*args, **kwargs)
     # Past the common replay: a thread given the run's context takes no position here (one it replayed there is
     # a recorded value, and the positions it took break the function's replay loudly, naming the calls).
