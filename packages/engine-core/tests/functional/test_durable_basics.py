@@ -3,6 +3,7 @@ typed inputs, failures of the function itself. Real Engine and Sweeper on the me
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import inspect
 import threading
@@ -25,7 +26,7 @@ from engine_core import (
     faults,
     workflow,
 )
-from engine_core.durable import DurableCallError, durable, new_id, now, sleep, step, wait_for_event
+from engine_core.durable import DurableCallError, durable, idempotency_key, new_id, now, sleep, step, wait_for_event
 from engine_core.testing import LocalRunner
 
 UTC = dt.timezone.utc
@@ -439,7 +440,6 @@ def test_durable_a_thread_started_inside_the_function_has_no_execution(registry)
 def test_durable_a_thread_given_the_functions_context_is_refused_not_read_as_a_missing_history(registry, how):
     # given: a thread that carries the run's context (asyncio.to_thread copies it; so does copy_context().run)
     import asyncio
-    import contextvars
     from engine_core.durable import sleep as durable_sleep
 
     calls = Counter()
@@ -890,3 +890,38 @@ def test_durable_step_takes_its_own_keywords_and_hands_every_other_to_the_functi
     params = inspect.signature(step).parameters
     assert [p for p in params if params[p].kind is inspect.Parameter.KEYWORD_ONLY] == ["retry", "timeout_s",
                                                                                         "compensate"]
+
+
+def test_durable_a_thread_a_step_body_starts_with_its_context_makes_plain_calls_and_knows_the_step(registry):
+    # given: a step body that hands work to a thread carrying its context, where step() and idempotency_key()
+    # are called; and, after the body, the function's own step()
+    inner_runs: list = []
+
+    def inner():
+        inner_runs.append(1)
+        return "inner"
+
+    def body():
+        ctx, out = contextvars.copy_context(), {}
+        worker = threading.Thread(target=lambda: out.update(v=ctx.run(lambda: [step("nested", inner),
+                                                                                 idempotency_key()])))
+        worker.start()
+        worker.join()
+        return out["v"]
+
+    @durable("threaded-body", registry=registry)
+    def flow(input):
+        return [step("outer", body), step("after", lambda: "after")]
+
+    runner = make_runner(registry)
+    eid = runner.start("threaded-body")
+
+    # when
+    e = run(runner, eid)
+
+    # then: inside the body the nested step() was a plain call and the key was the body's; the next step() was a
+    # position of its own again
+    assert e.status is Status.COMPLETED, e.error
+    assert returned(runner, eid) == [["inner", f"{eid}:0"], "after"]
+    assert inner_runs == [1]
+    assert [r.name for r in records(runner, eid) if r.kind == "task"] == ["outer", "after"]

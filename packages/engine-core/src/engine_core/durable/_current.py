@@ -1,9 +1,10 @@
 """Where a code-first call finds its execution: a ``ContextVar`` per thread and asyncio task.
 
-``RUN`` holds the run of the function the worker is replaying (``replay.Replay``); ``BODY`` the step
-context while one of its step bodies runs, and then ``RUN`` holds nothing (a durable call there is a
-plain call, and ``step()`` finds out with a single lookup). A thread the function starts has neither,
-and a durable call there is refused with a clear error.
+``RUN`` holds the run of the function the worker is replaying (``replay.Replay``). While one of its step
+bodies runs, the run holds the body's step context (``Replay.body``: a durable call there is a plain call);
+a body that runs with no run around it (a branch's delivery, a compensation) has it in ``BODY`` instead.
+``body()`` reads either. A thread the function starts has neither, and a durable call there is refused
+with a clear error.
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ def in_body(ctx: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> A
 def call_in_body(fn: Callable[..., Any], args: tuple, kwargs: dict, ctx: Any) -> Any:
     """``in_body(ctx, fn, *args, **kwargs)``, its arguments in the order ``functools.partial`` binds them
     (a ``step()`` body is ``partial(call_in_body, fn, args, kwargs)``: no closure built per call)."""
-    body, run = BODY.set(ctx), RUN.set(None)
+    run = RUN.get()
+    # Marked on the run when there is one: a context change on each side of every step body cost a step as much
+    # as the rest of its replay bookkeeping (the context is copied on each change).
+    if run is None:
+        before = BODY.set(ctx)
+    else:
+        before, run.body = run.body, ctx
     try:
         return fn(*args, **kwargs)
     except TypeError as exc:
@@ -37,8 +44,18 @@ def call_in_body(fn: Callable[..., Any], args: tuple, kwargs: dict, ctx: Any) ->
             raise _call_refused(fn, ctx, exc) from exc
         raise
     finally:
-        RUN.reset(run)
-        BODY.reset(body)
+        if run is None:
+            BODY.reset(before)
+        else:
+            run.body = before
+
+
+def body() -> Any:
+    """The step context of the step body running here, if any (None: the function's own code, or no run)."""
+    ctx = BODY.get()
+    if ctx is None and (run := RUN.get()) is not None:
+        return run.body
+    return ctx
 
 
 def _fits(fn: Callable[..., Any], args: tuple, kwargs: dict) -> bool:

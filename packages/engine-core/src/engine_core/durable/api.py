@@ -228,7 +228,7 @@ def _refuse_thread(call: str) -> None:
 
 
 def _in_body() -> bool:
-    return _current.BODY.get() is not None
+    return _current.body() is not None
 
 
 def _check_name(name: Any, call: str) -> str:
@@ -269,7 +269,7 @@ def step(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     keyword goes to ``fn``; pass the function's own ``retry``/``timeout_s``/``compensate`` keywords through a
     lambda or functools.partial. Inside a step body, ``step()`` is a plain call."""
     run = _RUN()
-    if run is not None and (not kwargs or _OPTIONS.isdisjoint(kwargs)):
+    if run is not None and run.body is None and (not kwargs or _OPTIONS.isdisjoint(kwargs)):
         # Every replay of the function makes this call again: a position the history completed as this call hands
         # out a copy of its value (``Replay.replayed`` and ``Replay._value``, inlined; its name was checked when it
         # was recorded). ``fn`` is not looked at: a recorded step is never called again. The step's own keywords
@@ -291,7 +291,7 @@ def step(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             kwargs.pop("compensate", None)
     else:
         retry = timeout_s = compensate = None
-    if run is None and _current.BODY.get() is not None:  # inside a step body: a plain call
+    if (run.body if run is not None else _current.BODY.get()) is not None:  # inside a step body: a plain call
         return fn(*args, **kwargs)
     # Past the common replay: a thread given the run's context takes no position here (one it replayed there is
     # a recorded value, and the positions it took break the function's replay loudly, naming the calls).
@@ -497,7 +497,7 @@ def new_id() -> str:
 def idempotency_key() -> str:
     """Inside a step body: ``{execution_id}:{position}`` (``:{branch}`` for a branch), the same on every
     attempt: pass it to anything with side effects."""
-    ctx = _current.BODY.get()
+    ctx = _current.body()
     if ctx is None:
         raise DurableCallError("idempotency_key() is only known inside a step body (step(...)'s function)")
     return ctx.idempotency_key
@@ -505,7 +505,7 @@ def idempotency_key() -> str:
 
 def execution_id() -> str:
     """The running execution's id (inside the function or a step body)."""
-    ctx = _current.BODY.get()
+    ctx = _current.body()
     if ctx is not None:
         return ctx.execution_id
     return _run("execution_id()").execution_id()

@@ -123,6 +123,9 @@ class Replay:
         self.closed: Outcome | None = None
         self.in_engine = False
         """True while a durable call runs through the engine (``run.at``): no ``CodeOverran`` then."""
+        self.body: Any = None
+        """The step context while one of this run's step bodies runs (``_current.call_in_body``): a durable call
+        made then is a plain call."""
         self.began = monotonic()
         """When this run of the function began (``time.monotonic``): its first stretch of own code starts here."""
         self.engine_left_at: float | None = None

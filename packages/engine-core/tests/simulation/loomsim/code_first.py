@@ -83,7 +83,7 @@ def make_body(workflow: str, spec: StepSpec, on_body):
     sim = on_body.__self__
 
     def body(previous):
-        ctx = _current.BODY.get()
+        ctx = _current.body()
         run = on_body(workflow, spec, ctx)
         want = expected_results(ctx.execution_id, sim.specs[workflow]).get(_previous_task(sim.specs[workflow], spec))
         if previous != want:

@@ -7,7 +7,7 @@ The function makes one durable call per position, in order: ``step(name, task, c
 ``sleep(...)``; and returns what a step list's context would hold after the same steps (each task's
 result merged, a fan-out's results and a wait's data under the position's name), which the end checks
 compare as they compare a step list's context. The bodies are the step list's (they read the step
-context the engine hands them through ``_current.BODY``). A task's compensation runs under the task's
+context the engine hands them through ``_current.body()``). A task's compensation runs under the task's
 own retry policy (a code-first ``compensate`` is a plain function), and its bodies hand out no callback
 tokens (only ``wait_for_callback``'s submit function may).
 """
@@ -42,7 +42,7 @@ def pick(seed: int, workflows: list[CWorkflow]) -> None:
 def _with_context(body):
     """A step-list body (``body(ctx)``) as a code-first call's function (any arguments, context from the run)."""
     def call(*_: Any) -> Any:
-        return body(_current.BODY.get())
+        return body(_current.body())
 
     call.__name__ = body.__name__
     return call

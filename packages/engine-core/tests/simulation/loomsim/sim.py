@@ -623,7 +623,7 @@ class Simulation:
             faults.install(self.point)
         try:
             # Each operation is its own process: a nested one (run inside a paused call or body) must not see
-            # the paused one's context variables (a code-first body's ``_current.BODY``).
+            # the paused one's context variables (a code-first run's ``_current.RUN``).
             contextvars.Context().run(fn, op)
         except SimulatedCrash as crash:
             if crash.op_id != op.id:
