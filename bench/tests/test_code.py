@@ -119,3 +119,31 @@ def test_cpu_rows_judge_the_fastest_runs_and_show_the_medians_beside_them():
     # then: the verdict is the fastest runs'; the medians are shown, not hidden
     assert judged["cpu 100 steps, 100 a delivery"]["within"]
     assert "| 100 steps, 100 a delivery | 0.0 | - | 0.0 us | - | 60.0 us | 70.0 us, 90.0 us |" in lines
+
+
+def test_cpu_rows_measured_in_pairs_judge_the_median_pair_and_show_the_fastest_beside_it():
+    # given: a case measured in pairs (``code.cpu``) whose fastest runs are 14% apart (one lucky step-list run)
+    # and whose paired runs are 5% apart
+    results = _results(3.0, 79.0)
+    results["cpu"] = [{"steps": 1000, "chain": 100, "steps_us_per_step": 69.0, "code_us_per_step": 79.0,
+                       "fastest_ratio": 79.0 / 69.0, "ratio": 1.05}]
+    lines: list[str] = []
+    # when
+    judged = code.verdict(results)
+    code_section(lines.append, results)
+    # then: the paired ratio is judged, and the fastest runs' ratio is shown beside it
+    figure = judged["cpu 1000 steps, 100 a delivery"]
+    assert figure["within"] and figure["ratio"] == 1.05 and round(figure["fastest_ratio"], 2) == 1.14
+    assert "| cpu 1000 steps, 100 a delivery | 69.00 us | 79.00 us | 1.05x (fastest runs: 1.14x) |" in lines
+
+
+def test_cpu_pairs_each_code_first_run_with_the_step_list_run_before_it(monkeypatch):
+    # given: runs whose times are known (each style's n-th run, in turn: steps, code, steps, code, ...)
+    times = iter([1.0, 1.3, 2.0, 2.1, 1.5, 1.56])
+    monkeypatch.setattr(code, "CPU_CASES", [(10, 10)])
+    monkeypatch.setattr(code, "cpu_once", lambda style, n, chain: next(times))
+    # when
+    (row,) = code.cpu(repeats=3, progress=lambda _: None)
+    # then: pairs 1.30, 1.05 and 1.04: their median; the fastest of each style (1.0 and 1.3) give another ratio
+    assert round(row["ratio"], 2) == 1.05 and round(row["fastest_ratio"], 2) == 1.30
+    assert row["steps_us_per_step"] == 1.0 / 10 * 1e6
