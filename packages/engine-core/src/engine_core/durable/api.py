@@ -51,10 +51,10 @@ from ..registry import (
     Registry,
     check_version,
     default_with_retry,
-    not_plain,
 )
 from ..steps import MAX_BRANCHES, SPLIT_ADVICE, CodeSpec, FanOutSpec, SleepSpec, TaskSpec, WaitSpec, WorkflowDef
 from . import _current
+from .registering import annotated_model, check_events, check_signature, check_timeout
 from .replay import NOT_REPLAYED, RefusedCall
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -103,17 +103,17 @@ def durable(name: str, *, version: int = 1, registry: Registry | None = None, in
 
     def decorate(fn: F) -> F:
         where = f"durable workflow {name!r} ({fn.__module__}.{fn.__qualname__})"
-        model = input_model if input_model is not None else _annotated_model(fn, where)
-        _check_signature(fn, where)
+        model = input_model if input_model is not None else annotated_model(fn, where)
+        check_signature(fn, where)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise RegistrationError(f"{where}: `retry` must be a RetryPolicy, got {type(retry).__name__}")
-        _check_timeout(step_timeout_s, where)
+        check_timeout(step_timeout_s, where)
         if model is not None:
             from pydantic import BaseModel
 
             if not (isinstance(model, type) and issubclass(model, BaseModel)):
                 raise RegistrationError(f"{where}: `input_model` must be a pydantic BaseModel subclass, got {model!r}")
-        declared = _check_events(events, where)
+        declared = check_events(events, where)
         definition = WorkflowDef(name=name, steps=(), retry=retry or RetryPolicy(),
                                  step_timeout_s=None if step_timeout_s is None else float(step_timeout_s),
                                  fingerprint=code_fingerprint(name), source=f"{fn.__module__}.{fn.__qualname__}",
@@ -127,65 +127,6 @@ def durable(name: str, *, version: int = 1, registry: Registry | None = None, in
         raise RegistrationError(f"workflow name {name!r} is invalid: use 1-128 characters from A-Z a-z 0-9 _ . -")
     check_version(version, f"durable workflow {name!r}")
     return decorate
-
-
-def _check_events(events: Any, where: str) -> dict[str, type | None] | None:
-    if events is None:
-        return None
-    if not isinstance(events, dict):
-        raise RegistrationError(f"{where}: `events` must be a dict of event name -> pydantic model or None")
-    from pydantic import BaseModel
-
-    for event, model in events.items():
-        if not isinstance(event, str) or not EVENT_NAME_RE.fullmatch(event):
-            raise RegistrationError(f"{where}: event name {event!r} is invalid: 1-64 characters from A-Z a-z 0-9 _ . -")
-        if model is not None and not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise RegistrationError(f"{where}: the model of event {event!r} must be a pydantic BaseModel subclass")
-    return dict(events)
-
-
-def _annotated_model(fn: Callable[..., Any], where: str) -> type | None:
-    """The pydantic model the function's parameter is annotated with, if any. An annotation that cannot be
-    resolved is refused: left out, no start would be validated and the function would get a plain dict."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    if not params:
-        return None
-    raw = inspect.get_annotations(fn).get(params[0].name)
-    try:
-        hint = eval(raw, getattr(fn, "__globals__", {})) if isinstance(raw, str) else raw  # noqa: S307 - as eval_str
-    except Exception as exc:  # noqa: BLE001 - whatever the annotation's text raises
-        raise RegistrationError(
-            f"{where}: the annotation of its parameter {params[0].name!r} ({raw!r}) cannot be resolved "
-            f"({type(exc).__name__}: {exc}); under `from __future__ import annotations` it is looked up in the "
-            "module's globals: define the model at the module's top level, or pass input_model=") from None
-    try:
-        from pydantic import BaseModel
-
-        return hint if isinstance(hint, type) and issubclass(hint, BaseModel) else None
-    except TypeError:
-        return None
-
-
-def _check_signature(fn: Callable[..., Any], where: str) -> None:
-    if not callable(fn):
-        raise RegistrationError(f"{where}: @durable decorates a function, got {type(fn).__name__}")
-    why = not_plain(fn)
-    if why is not None:
-        instead = "its steps may run asyncio.run(...) inside" if why == "is async" else "return a list instead"
-        raise RegistrationError(f"{where}: {why}; a durable workflow is a plain function ({instead})")
-    try:
-        inspect.signature(fn).bind(None)
-    except TypeError:
-        raise RegistrationError(f"{where}: must take exactly one argument, the execution's input") from None
-
-
-def _check_timeout(timeout: Any, where: str) -> None:
-    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
-                                or not 0 < timeout <= 900):
-        raise RegistrationError(f"{where}: a step timeout must be in (0, 900] seconds (Lambda's ceiling)")
 
 
 def _check_call_timeout(timeout: Any, call: str) -> None:
