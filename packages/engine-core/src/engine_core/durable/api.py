@@ -147,7 +147,7 @@ def _check_call_timeout(timeout: Any, call: str) -> None:
 
 # -- durable calls ----------------------------------------------------------------------------------
 def _run(call: str) -> Any:
-    run = _current.RUN.get()
+    run = _RUN()
     if run is None:
         raise DurableCallError(
             f"{call} was called outside a Loom execution: a durable call runs only inside a function "
@@ -212,27 +212,23 @@ def step(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     run = _RUN()
     if run is not None and run.body is None and (not kwargs or _OPTIONS.isdisjoint(kwargs)):
         # Every replay of the function makes this call again: a position the history completed as this call hands
-        # out a copy of its value (``Replay.replayed`` and ``Replay._value``, inlined; its name was checked when it
-        # was recorded). ``fn`` is not looked at: a recorded step is never called again. The step's own keywords
+        # out a copy of its value (``Replay.replayed`` and ``Replay._value``, inlined for a value already kept; its
+        # name was checked when it was recorded). ``fn`` is not looked at: a recorded step is never called again. The step's own keywords
         # are read out of ``kwargs`` below, not declared: filling declared defaults cost a replay a fifth of its time.
         p = run.position
         hit = run.tasks.get(p)
         if hit is not None and hit[3] == name:  # kept with its value: one lookup
             run.position = p + 1
             return hit[1] if hit[2] is None else hit[2](hit[1])
-        r = run.ready.get(p)
-        if r is not None and r.name == name and r.kind == "task":
-            run.position = p + 1
-            kept = run.values.get(p)
-            if kept is None or kept[0] is not r:
-                kept = run._keep(p, r)
-            return kept[1] if kept[2] is None else kept[2](kept[1])
+        value = run.replayed(name, "task")  # completed, its value not kept yet (a process's first delivery)
+        if value is not NOT_REPLAYED:
+            return value
     if kwargs:
         retry, timeout_s, compensate = kwargs.pop("retry", None), kwargs.pop("timeout_s", None), \
             kwargs.pop("compensate", None)
     else:
         retry = timeout_s = compensate = None
-    if (run.body if run is not None else _current.BODY.get()) is not None:  # inside a step body: a plain call
+    if _in_body():  # inside a step body: a plain call
         return fn(*args, **kwargs)
     # Past the common replay: a thread given the run's context takes no position here (one it replayed there is
     # a recorded value, and the positions it took break the function's replay loudly, naming the calls).
